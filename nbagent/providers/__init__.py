@@ -1,0 +1,1 @@
+"""Providers: one wire format a module. See ``base`` for the protocol."""

@@ -1,0 +1,108 @@
+"""The provider protocol: a normalized request in, normalized events out.
+
+A provider knows one wire format and nothing about turns. ``stream(request)``
+is an async iterator of the events below. It ends with exactly one
+``Finish`` event carrying the assembled assistant ``Message`` (with every
+provider detail needed to replay it), or raises ``NbagentError``. Deltas are
+for display; the final message is what goes into the ChatSession.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Union
+
+from ..messages import Message
+from ..steps import FinishReason, ToolCall, UsageMetadata
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict
+
+
+@dataclass
+class ModelRequest:
+    model: str
+    messages: list[Message]
+    system: str | None = None
+    tools: list[ToolSpec] = field(default_factory=list)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    cache_strategy: str = "auto"  # "auto" | "none"
+    response_format: dict | None = None  # a JSON schema, see structured output
+    session_id: str = ""  # stable per conversation (OpenAI prompt_cache_key)
+    include_reasoning: bool = True
+    extra: dict = field(default_factory=dict)  # provider-specific body fields
+
+
+# --- events -----------------------------------------------------------------
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ThinkingDelta:
+    text: str
+
+
+@dataclass
+class ToolCallStart:
+    key: Any  # the provider's own part key (OpenAI index, Anthropic block index, ...)
+    id: str
+    name: str
+
+
+@dataclass
+class ToolCallDelta:
+    key: Any
+    args_delta: str
+
+
+@dataclass
+class ToolCallEnd:
+    key: Any
+    call: ToolCall  # complete, args parsed ({} when empty)
+
+
+@dataclass
+class Usage:
+    usage: UsageMetadata  # cumulative for this model call: last one wins
+    raw: dict = field(default_factory=dict)
+    cache_write_tokens: int = 0
+
+
+@dataclass
+class Finish:
+    reason: FinishReason
+    raw_reason: str | None = None
+    message: Message = field(default_factory=lambda: Message("assistant", []))
+    structured_output: Any = None
+    model: str = ""  # the model the server says answered
+
+
+Event = Union[TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, Usage, Finish]
+
+
+class Provider(abc.ABC):
+    """One wire format. Subclasses set ``name`` and implement ``stream``."""
+
+    name: str = "provider"
+    model: str = ""
+    context_window: int = 128_000
+
+    @abc.abstractmethod
+    def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        """Run one model call and yield its events."""
+
+    async def aclose(self) -> None:
+        """Release connections; the provider may be used again afterwards."""
+
+    def __repr__(self) -> str:  # never shows keys
+        return f"{type(self).__name__}(model={self.model!r})"
