@@ -1,0 +1,142 @@
+"""Token counting and history compression for ``ChatSession.compress``.
+
+Compressors never separate a tool call from its result, keep the system
+prompt and the latest user turn, and leave a history that starts with a user
+message and alternates, as every provider requires.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Protocol
+
+from .errors import NbagentError
+from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+
+MESSAGE_OVERHEAD = 4  # role and framing tokens per message
+IMAGE_TOKENS = 800
+
+
+class Tokenizer(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+class _SessionCounting:
+    def count(self, text: str) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def count_message(self, message: Message) -> int:
+        total = MESSAGE_OVERHEAD
+        for part in message.parts:
+            if isinstance(part, (TextPart, ThinkingPart)):
+                total += self.count(part.text)
+            elif isinstance(part, ToolUsePart):
+                total += self.count(part.name) + self.count(json.dumps(part.args))
+            elif isinstance(part, ToolResultPart):
+                total += self.count(part.content)
+            elif isinstance(part, ImagePart):
+                total += IMAGE_TOKENS
+        return total
+
+    def count_session(self, session) -> int:
+        total = self.count(session.system) if session.system else 0
+        return total + sum(self.count_message(m) for m in session.messages)
+
+
+class ApproxTokenizer(_SessionCounting):
+    """Fast estimate: about four characters a token (no dependencies)."""
+
+    def __init__(self, chars_per_token: float = 4.0) -> None:
+        self.chars_per_token = chars_per_token
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token) if text else 0
+
+
+class TiktokenTokenizer(_SessionCounting):
+    """Exact counts for OpenAI encodings through ``tiktoken`` (optional extra)."""
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        try:
+            import tiktoken
+        except ImportError:
+            raise NbagentError(
+                'tiktoken is not installed: pip install "nbagent[tokens]"', kind="config"
+            ) from None
+        try:
+            self._enc = tiktoken.get_encoding(encoding)
+        except Exception as exc:  # offline machines cannot download encodings
+            raise NbagentError(
+                f"tiktoken could not load encoding {encoding!r}: {exc}", kind="config"
+            ) from None
+
+    def count(self, text: str) -> int:
+        return len(self._enc.encode(text, disallowed_special=())) if text else 0
+
+
+def _user_turn_starts(messages: list[Message]) -> list[int]:
+    """Indices of user messages that open a turn (text, not tool results)."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if m.role == "user" and not m.tool_results
+    ]
+
+
+class ShrinkToolResults:
+    """Cut large tool results (oldest first) down to a head and a note."""
+
+    def __init__(self, keep_chars: int = 1_000, min_chars: int = 2_000) -> None:
+        self.keep_chars = keep_chars
+        self.min_chars = min_chars
+
+    def compress(self, session, target: int, tokenizer) -> None:
+        last = len(session.messages) - 1
+        for i, message in enumerate(session.messages):
+            if tokenizer.count_session(session) <= target:
+                return
+            if i == last:
+                return  # the newest results are what the model is working on
+            for part in message.tool_results:
+                if len(part.content) > self.min_chars:
+                    cut = len(part.content) - self.keep_chars
+                    part.content = (
+                        part.content[: self.keep_chars] + f"\n… [{cut:,} characters removed to save context]"
+                    )
+
+
+class DropOldestTurns:
+    """Drop whole turns from the front, keeping the latest user turn."""
+
+    NOTE = "[Earlier messages of this conversation were removed to fit the context window.]"
+
+    def compress(self, session, target: int, tokenizer) -> None:
+        dropped = False
+        while tokenizer.count_session(session) > target:
+            starts = _user_turn_starts(session.messages)
+            if len(starts) < 2:
+                break  # only the latest turn is left
+            del session.messages[: starts[1]]
+            dropped = True
+        if dropped and session.messages:
+            first = session.messages[0]
+            if not any(isinstance(p, TextPart) and p.text == self.NOTE for p in first.parts):
+                first.parts.insert(0, TextPart(self.NOTE))
+
+
+class Chain:
+    """Apply compressors in order until the target is met."""
+
+    def __init__(self, *compressors) -> None:
+        self.compressors = compressors
+
+    def compress(self, session, target: int, tokenizer) -> None:
+        for c in self.compressors:
+            if tokenizer.count_session(session) <= target:
+                return
+            c.compress(session, target, tokenizer)
+
+
+def default_compressor() -> Chain:
+    return Chain(ShrinkToolResults(), DropOldestTurns())

@@ -1,0 +1,100 @@
+"""Connections run turns and emit ``Step`` updates.
+
+``Connection`` is the protocol a ``Conversation`` talks to. ``MockConnection``
+replays scripted steps (for tests and teaching); ``ModelConnection``
+(``nbagent.model_connection``) runs real turns against a provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
+
+from .errors import NbagentError
+from .steps import Step
+
+
+@runtime_checkable
+class Connection(Protocol):
+    conversation_id: str
+
+    async def send(self, prompt: str) -> None: ...
+
+    def receive_steps(self) -> AsyncIterator[Step]: ...
+
+    def is_idle(self) -> bool: ...
+
+    def interrupt(self) -> None: ...
+
+    async def disconnect(self) -> None: ...
+
+
+class MockConnection:
+    """Replays a script: ``turns[i]`` is the list of steps the i-th ``send()`` yields.
+
+    An entry of a turn may also be an exception, which is raised at that point.
+    """
+
+    model_name = "mock"
+    provider_name = "mock"
+
+    def __init__(self, turns: list[list[Step | BaseException]], conversation_id: str | None = None):
+        self._turns = list(turns)
+        self._next = 0
+        self._current: list[Step | BaseException] | None = None
+        self.conversation_id = conversation_id or str(uuid.uuid4())
+        self.prompts: list[str] = []
+        self.tool_results: dict[str, Any] = {}
+        self.decisions: dict[str, tuple[bool, str | None]] = {}
+        self._interrupted = threading.Event()
+        self._idle = True
+        self.closed = False
+
+    async def send(self, prompt: str) -> None:
+        if self._next >= len(self._turns):
+            raise NbagentError(
+                f"MockConnection has no scripted turn left (had {len(self._turns)})",
+                kind="config",
+            )
+        self.prompts.append(prompt)
+        self._current = self._turns[self._next]
+        self._next += 1
+        self._interrupted.clear()
+        self._idle = False
+
+    async def receive_steps(self) -> AsyncIterator[Step]:
+        items, self._current = self._current or [], None
+        try:
+            for item in items:
+                if self._interrupted.is_set():
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                await asyncio.sleep(0)
+        finally:
+            self._idle = True
+
+    def is_idle(self) -> bool:
+        return self._idle
+
+    def interrupt(self) -> None:
+        self._interrupted.set()
+
+    def approve(self, call_id: str) -> None:
+        self.decisions[call_id] = (True, None)
+
+    def deny(self, call_id: str, reason: str | None = None) -> None:
+        self.decisions[call_id] = (False, reason)
+
+    def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
+        self.tool_results[call_id] = result
+        return result if isinstance(result, str) else str(result)
+
+    async def disconnect(self) -> None:
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return f"MockConnection({len(self._turns)} turns, {self._next} sent)"

@@ -1,0 +1,175 @@
+"""ChatSession: the provider-neutral message history sent on the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import NbagentError
+from .messages import Message, TextPart, ToolResultPart
+
+CHAT_SESSION_FORMAT = "nbagent.chat_session"
+CHAT_SESSION_VERSION = 1
+CACHE_STRATEGIES = ("auto", "none")
+
+
+@dataclass
+class ChatSession:
+    """Normalized history: a system prompt and alternating user/assistant messages.
+
+    ``cache_strategy`` is ``"auto"`` (providers mark the system prompt, tools and
+    the latest turns as cacheable) or ``"none"``.
+    """
+
+    session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    system: str | None = None
+    messages: list[Message] = field(default_factory=list)
+    cache_strategy: str = "auto"
+
+    # --- building -----------------------------------------------------------------
+
+    def with_system(self, system: str | None) -> "ChatSession":
+        self.system = system
+        return self
+
+    def with_cache_strategy(self, strategy: str) -> "ChatSession":
+        if strategy not in CACHE_STRATEGIES:
+            raise NbagentError(
+                f"cache_strategy must be one of {CACHE_STRATEGIES}, not {strategy!r}", kind="config"
+            )
+        self.cache_strategy = strategy
+        return self
+
+    def push_user(self, content: str | list) -> None:
+        """Append a user message (text, or a list of parts)."""
+        parts = [TextPart(content)] if isinstance(content, str) else list(content)
+        self.messages.append(Message("user", parts))
+
+    def push_assistant(self, message: Message | str | list) -> None:
+        """Append the assistant's response parts verbatim (provider details kept)."""
+        if isinstance(message, str):
+            message = Message("assistant", [TextPart(message)])
+        elif isinstance(message, list):
+            message = Message("assistant", list(message))
+        if message.role != "assistant":
+            raise NbagentError("push_assistant needs an assistant message", kind="config")
+        self.messages.append(message)
+
+    def push_tool_results(self, results: Iterable[ToolResultPart]) -> None:
+        """Append tool results as ONE user message of tool-result parts."""
+        parts = list(results)
+        if parts:
+            self.messages.append(Message("user", parts))
+
+    def append_to_last_user(self, text: str) -> None:
+        """Add a text part to the newest user message (alternation-safe injection).
+
+        Falls back to a new user message when there is none (empty, system-only
+        or assistant-only history), where a user message keeps alternation valid.
+        """
+        for message in reversed(self.messages):
+            if message.role == "user":
+                message.parts.append(TextPart(text))
+                return
+        self.push_user(text)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def is_empty(self) -> bool:
+        return not self.messages
+
+    # --- compression ----------------------------------------------------------------
+
+    def compress(self, target_tokens: int, compressor: Any = None, tokenizer: Any = None) -> int:
+        """Shrink the history in place toward ``target_tokens``; return the count after.
+
+        May stay above the target when nothing more can be removed safely.
+        """
+        from .compress import ApproxTokenizer, default_compressor
+
+        tokenizer = tokenizer or ApproxTokenizer()
+        compressor = compressor or default_compressor()
+        compressor.compress(self, int(target_tokens), tokenizer)
+        return tokenizer.count_session(self)
+
+    # --- persistence -----------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "format": CHAT_SESSION_FORMAT,
+            "version": CHAT_SESSION_VERSION,
+            "session_id": self.session_id,
+            "system": self.system,
+            "cache_strategy": self.cache_strategy,
+            "messages": [m.to_dict() for m in self.messages],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "session") -> "ChatSession":
+        if not isinstance(d, dict) or d.get("format") != CHAT_SESSION_FORMAT:
+            raise NbagentError(f"{source} is not an nbagent chat session", kind="io")
+        if d.get("version") != CHAT_SESSION_VERSION:
+            raise NbagentError(
+                f"{source} has chat session version {d.get('version')!r}; "
+                f"this nbagent reads version {CHAT_SESSION_VERSION}",
+                kind="io",
+            )
+        try:
+            return cls(
+                session_id=str(d["session_id"]),
+                system=d.get("system"),
+                messages=[Message.from_dict(m) for m in d.get("messages", [])],
+                cache_strategy=d.get("cache_strategy", "auto"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NbagentError(f"{source} is damaged: {exc}", kind="io") from None
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the session as versioned JSON, atomically."""
+        return atomic_write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ChatSession":
+        return cls.from_dict(read_json(path), source=str(path))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as JSON to a temp file beside ``path``, then rename it over."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(obj, f, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+    except (TypeError, ValueError) as exc:
+        raise NbagentError(f"cannot save to {path}: {exc}", kind="io") from None
+    return path
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read a JSON file; any failure is ``NbagentError(kind="io")`` naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise NbagentError(f"no such session file: {path}", kind="io") from None
+    except OSError as exc:
+        raise NbagentError(f"cannot read {path}: {exc.strerror or exc}", kind="io") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
