@@ -93,7 +93,7 @@ class Message:
 
 
 def part_to_dict(part: Part) -> dict:
-    d = dict(vars(part))
+    d = {"type": part.type, **vars(part)}
     if not d.get("provider_details"):
         d.pop("provider_details", None)
     return d

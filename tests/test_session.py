@@ -1,0 +1,123 @@
+"""ChatSession: building, alternation-safe injection, compression, save/load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbagent import ChatSession, NbagentError
+from nbagent.compress import ApproxTokenizer, DropOldestTurns, ShrinkToolResults, TiktokenTokenizer
+from nbagent.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+
+from scripted import assert_history_valid
+
+
+def tool_turn(i: int, result_size: int = 50) -> list[Message]:
+    return [
+        Message("user", [TextPart(f"question {i} " + "q" * 200)]),
+        Message("assistant", [ThinkingPart("hmm", {"signature": f"sig{i}"}),
+                              ToolUsePart(f"c{i}", "lookup", {"i": i})]),
+        Message("user", [ToolResultPart(f"c{i}", "r" * result_size, name="lookup")]),
+        Message("assistant", [TextPart(f"answer {i} " + "a" * 200)]),
+    ]
+
+
+def session_with(turns: int, result_size: int = 50) -> ChatSession:
+    s = ChatSession().with_system("You are terse.")
+    for i in range(turns):
+        s.messages += tool_turn(i, result_size)
+    s.push_user("latest question")
+    return s
+
+
+def test_building_a_session():
+    s = ChatSession().with_system("sys").with_cache_strategy("none")
+    assert s.is_empty() and len(s) == 0
+    s.push_user("hi")
+    s.push_assistant(Message("assistant", [TextPart("hello"), ToolUsePart("1", "f", {})]))
+    s.push_tool_results([ToolResultPart("1", "ok")])
+    assert len(s) == 3 and s.messages[2].role == "user" and s.messages[2].tool_results[0].content == "ok"
+    assert s.system == "sys" and s.cache_strategy == "none"
+    with pytest.raises(NbagentError):
+        s.with_cache_strategy("sometimes")
+
+
+def test_append_to_last_user_and_its_fallback():
+    s = ChatSession()
+    s.append_to_last_user("first")  # empty history: becomes a user message
+    assert [m.role for m in s.messages] == ["user"]
+    s.push_assistant("ok")
+    s.push_tool_results([])  # nothing to push
+    s.append_to_last_user("more")  # lands on the last user message, no bare user message after assistant
+    assert [m.role for m in s.messages] == ["user", "assistant"]
+    assert [p.text for p in s.messages[0].parts] == ["first", "more"]
+
+
+def test_compress_drops_oldest_turns_but_keeps_pairs_system_and_latest_turn():
+    s = session_with(10)
+    tok = ApproxTokenizer()
+    before = tok.count_session(s)
+    after = s.compress(before // 3, DropOldestTurns(), tok)
+    assert after <= before // 3
+    assert s.system == "You are terse."
+    assert s.messages[-1].text == "latest question"
+    assert_history_valid(s)
+
+
+def test_compress_cannot_go_below_the_latest_turn():
+    s = ChatSession()
+    s.push_user("x" * 4000)
+    after = s.compress(10)
+    assert after > 10 and s.messages[0].text.endswith("x" * 100)
+
+
+def test_shrink_large_tool_results_first():
+    s = session_with(3, result_size=20_000)
+    tok = ApproxTokenizer()
+    n_before = len(s.messages)
+    after = s.compress(tok.count_session(s) // 4, ShrinkToolResults(), tok)
+    assert len(s.messages) == n_before  # nothing dropped
+    assert all(len(r.content) < 2_000 for m in s.messages for r in m.tool_results)
+    assert "characters removed" in s.messages[2].tool_results[0].content
+    assert after == tok.count_session(s)
+
+
+def test_save_load_round_trip_is_exact(tmp_path):
+    s = session_with(2)
+    s.messages[1].parts[0].provider_details["signature"] = "EvMC+/=="  # must survive byte-identically
+    path = s.save(tmp_path / "chat.json")
+    loaded = ChatSession.load(path)
+    assert loaded == s
+    assert loaded.messages[1].parts[0].provider_details["signature"] == "EvMC+/=="
+    assert json.loads(path.read_text())["version"] == 1
+
+
+@pytest.mark.parametrize("content,match", [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"format": "nbagent.chat_session", "version": 2}), "version"),
+    (json.dumps({"format": "something-else"}), "not an nbagent chat session"),
+    (json.dumps({"format": "nbagent.chat_session", "version": 1, "session_id": "x",
+                 "messages": [{"role": "user", "parts": [{"type": "video"}]}]}), "damaged"),
+])
+def test_bad_files_raise_io_errors(tmp_path, content, match):
+    p = tmp_path / "s.json"
+    p.write_text(content)
+    with pytest.raises(NbagentError, match=match) as info:
+        ChatSession.load(p)
+    assert info.value.kind == "io"
+
+
+def test_missing_file_is_an_io_error(tmp_path):
+    with pytest.raises(NbagentError) as info:
+        ChatSession.load(tmp_path / "nope.json")
+    assert info.value.kind == "io"
+
+
+def test_tiktoken_tokenizer_counts_when_available():
+    try:
+        tok = TiktokenTokenizer()
+    except NbagentError as exc:
+        pytest.skip(f"tiktoken encoding unavailable offline: {exc}")
+    assert tok.count("hello world") == 2
+    assert tok.count_session(session_with(1)) > 0
