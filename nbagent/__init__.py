@@ -29,7 +29,7 @@ _EXPORTS = {
     "ChatResponse": "nbagent.steps",
     "FinishReason": "nbagent.steps",
     "MockConnection": "nbagent.connection",
-    "ModelConnection": "nbagent.connection",
+    "ModelConnection": "nbagent.model_connection",
     "NbagentError": "nbagent.errors",
     "load_sessions": "nbagent.frames",
 }

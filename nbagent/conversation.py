@@ -156,22 +156,8 @@ class Conversation:
                 yield chunk
 
     def _chunks_of(self, step: Step) -> list[Chunk]:
-        if step.target == StepTarget.ENVIRONMENT:
-            return []
-        out: list[Chunk] = []
-        if step.source == StepSource.MODEL and step.target == StepTarget.USER:
-            if step.thinking_delta:
-                out.append(Thought(step.step_index, step.thinking_delta))
-            if step.content_delta:
-                out.append(Text(step.step_index, step.content_delta))
-        for call in step.tool_calls:
-            if call.id:
-                with self._lock:
-                    if call.id in self._seen_call_ids:
-                        continue
-                    self._seen_call_ids.add(call.id)
-            out.append(call)
-        return out
+        with self._lock:
+            return chunks_of(step, self._seen_call_ids)
 
     # --- tool decisions (forwarded to the connection) -------------------------------
 
@@ -503,3 +489,22 @@ class Conversation:
         from .persist import load_conversation
 
         return load_conversation(cls, path, connection)
+
+
+def chunks_of(step: Step, seen_call_ids: set[str]) -> list[Chunk]:
+    """The chunks one step update yields; ``seen_call_ids`` dedups tool calls by id."""
+    if step.target == StepTarget.ENVIRONMENT:
+        return []
+    out: list[Chunk] = []
+    if step.source == StepSource.MODEL and step.target == StepTarget.USER:
+        if step.thinking_delta:
+            out.append(Thought(step.step_index, step.thinking_delta))
+        if step.content_delta:
+            out.append(Text(step.step_index, step.content_delta))
+    for call in step.tool_calls:
+        if call.id:
+            if call.id in seen_call_ids:
+                continue
+            seen_call_ids.add(call.id)
+        out.append(call)
+    return out

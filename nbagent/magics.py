@@ -1,0 +1,143 @@
+"""IPython extension: ``%load_ext nbagent`` adds the ``%%chat`` cell magic.
+
+    %%chat                      # talk to the notebook's agent (created on first use)
+    What is 2 + 2?
+
+    %%chat -a my_agent          # use the Agent bound to the name my_agent
+    %%chat -m demo --new        # a new agent with that model (stored as nbagent_agent)
+
+The answer streams into the cell as plain text (appended, never re-sent),
+then is replaced by rendered markdown with the turn's usage. Interrupting the
+kernel stops the turn; the partial answer is kept.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+DEFAULT_NAME = "nbagent_agent"
+
+
+def load_ipython_extension(ipython) -> None:
+    ipython.register_magic_function(_chat_magic(ipython), magic_kind="cell", magic_name="chat")
+
+
+def _parse(line: str) -> dict:
+    opts = {"agent": None, "model": None, "new": False, "widget": False}
+    args = shlex.split(line)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-a", "--agent") and i + 1 < len(args):
+            opts["agent"] = args[i + 1]
+            i += 2
+        elif a in ("-m", "--model") and i + 1 < len(args):
+            opts["model"] = args[i + 1]
+            i += 2
+        elif a == "--new":
+            opts["new"] = True
+            i += 1
+        elif a == "--widget":
+            opts["widget"] = True
+            i += 1
+        else:
+            from .errors import NbagentError
+
+            raise NbagentError(f"%%chat: unknown option {a!r} (use -a NAME, -m MODEL, --new, --widget)",
+                               kind="config")
+    return opts
+
+
+def _chat_magic(ipython):
+    def chat(line: str, cell: str):
+        from .agent import Agent
+
+        opts = _parse(line)
+        ns = ipython.user_ns
+        name = opts["agent"] or DEFAULT_NAME
+        agent = ns.get(name)
+        if agent is None or opts["new"]:
+            if opts["agent"] and not opts["new"]:
+                from .errors import NbagentError
+
+                raise NbagentError(f"%%chat: no agent named {name!r} in the notebook", kind="config")
+            agent = Agent(model=opts["model"])
+            ns[name] = agent
+        prompt = cell.strip()
+        if opts["widget"]:
+            from IPython.display import display
+
+            display(agent.conversation.widget())
+            return agent.conversation.ask(prompt)
+        return _stream_to_cell(agent.conversation, prompt)
+
+    return chat
+
+
+def _stream_to_cell(conv, prompt: str):
+    from IPython.display import Markdown, clear_output, display
+
+    from .steps import Text, Thought, ToolCall
+
+    from .conversation import chunks_of
+
+    state = {"thinking": False}
+    seen: set[str] = set()
+
+    def on_step(event: str, payload) -> None:
+        if event != "step":
+            return
+        for chunk in chunks_of(payload, seen):
+            if isinstance(chunk, Thought):
+                if not state["thinking"]:
+                    sys.stdout.write("💭 ")
+                    state["thinking"] = True
+                sys.stdout.write(chunk.text)
+            elif isinstance(chunk, Text):
+                if state["thinking"]:
+                    sys.stdout.write("\n\n")
+                    state["thinking"] = False
+                sys.stdout.write(chunk.text)
+            elif isinstance(chunk, ToolCall):
+                sys.stdout.write(f"\n🔧 {chunk.name}({chunk.args})\n")
+        sys.stdout.flush()
+
+    conv.add_listener(on_step)
+    try:
+        response = conv.ask(prompt)
+    finally:
+        conv.remove_listener(on_step)
+        sys.stdout.flush()
+    clear_output(wait=True)
+    display(Markdown(turn_markdown(conv)))
+    return None if response is None else _Quiet(response)
+
+
+class _Quiet:
+    """Keeps the ChatResponse as the cell's value without printing it twice."""
+
+    def __init__(self, response) -> None:
+        self.response = response
+
+    def __repr__(self) -> str:
+        return ""
+
+
+def turn_markdown(conv) -> str:
+    """Markdown for the last turn: thoughts, tool calls, answer, a usage line."""
+    from .transcript import transcript_markdown
+
+    turns = conv.turns
+    starts = conv.turn_start_indices
+    steps = conv.history[starts[-1]:] if starts else conv.history
+    body = transcript_markdown([s for s in steps if s.source.value != "USER"])
+    if not turns:
+        return body
+    rec = turns[-1]
+    u = rec.usage
+    bits = [f"{u.prompt_token_count:,} in", f"{u.cached_content_token_count:,} cached",
+            f"{u.thoughts_token_count:,} thinking", f"{u.candidates_token_count:,} out"]
+    if rec.duration is not None:
+        bits.append(f"{rec.duration:.1f} s")
+    return body + f"\n\n<sub>{rec.model} · " + " · ".join(bits) + "</sub>"

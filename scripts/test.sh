@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set everything up and run every test: Python (incl. the real local model and
+# real-browser widget tests), the JS unit tests, the bundle check, the notebooks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+status=0
+if [ -f js/package.json ]; then
+  bash scripts/check_bundle.sh || status=1
+  (cd js && node --test test/) || status=1
+fi
+.venv/bin/python -m pytest -q "$@" || status=$?
+exit $status

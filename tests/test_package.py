@@ -1,0 +1,63 @@
+"""The public surface: every exported name imports, imports stay light, secrets stay out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import nbagent
+from nbagent.errors import NbagentError, redact
+
+CONTRACT = ["Agent", "Conversation", "ChatSession", "ChatWidget", "Tool", "tool", "Step", "StepType",
+            "StepSource", "StepTarget", "StepStatus", "ToolCall", "UsageMetadata", "Thought", "Text",
+            "ChatResponse", "FinishReason", "MockConnection", "NbagentError"]
+
+
+@pytest.mark.parametrize("name", nbagent.__all__)
+def test_every_exported_name_imports(name):
+    assert getattr(nbagent, name) is not None
+
+
+def test_contract_names_are_exported():
+    assert set(CONTRACT) <= set(nbagent.__all__)
+    ns: dict = {}
+    exec("from nbagent import " + ", ".join(CONTRACT), ns)
+    assert all(n in ns for n in CONTRACT)
+
+
+def test_import_stays_light():
+    code = ("import sys, nbagent; from nbagent import Agent, Conversation, tool;"
+            "heavy = [m for m in ('pandas', 'IPython', 'anywidget', 'matplotlib', 'ipywidgets') if m in sys.modules];"
+            "print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_step_is_constructible_by_keyword_with_defaults():
+    s = nbagent.Step()
+    assert s.status == nbagent.StepStatus.ACTIVE and s.type == nbagent.StepType.UNKNOWN
+    assert s.content == "" and s.tool_calls == [] and s.usage_metadata is None
+    assert nbagent.UsageMetadata(1, 2, 3, 4, 5) + nbagent.UsageMetadata(1, 1, 1, 1, 1) == nbagent.UsageMetadata(2, 3, 4, 5, 6)
+
+
+def test_errors_are_typed_and_scrub_keys(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdefghijklmnop")
+    err = NbagentError("bad key sk-live-abcdefghijklmnop rejected", kind="auth", http_code=401)
+    assert "abcdefghijklmnop" not in str(err) and "abcdefghijklmnop" not in repr(err)
+    assert err.kind == "auth" and err.http_code == 401 and not err.retryable
+    assert "[redacted]" in redact("key=AIzaSyA1234567890abcdefghijklmnop")
+    with pytest.raises(ValueError):
+        NbagentError("x", kind="weird")
+
+
+def test_api_key_never_in_reprs_or_saved_files(tmp_path, monkeypatch):
+    secret = "sk-test-0123456789abcdef0123"
+    agent = nbagent.Agent(model="openai:gpt-4.1-mini", api_key=secret)
+    assert secret not in repr(agent) and secret not in repr(agent.provider)
+    assert secret not in repr(agent.conversation) and secret not in repr(agent.conversation.connection)
+    path = agent.conversation.save(tmp_path / "s.json")
+    assert secret not in path.read_text()
+    json.loads(path.read_text())
