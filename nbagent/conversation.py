@@ -94,8 +94,12 @@ class Conversation:
     async def chat(self, prompt: str) -> AsyncIterator[Chunk]:
         """Send ``prompt`` and yield Thought / Text / ToolCall chunks as they stream."""
         await self.send(prompt)
-        async for chunk in self.receive_chunks():
-            yield chunk
+        chunks = self.receive_chunks()
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            await chunks.aclose()
 
     async def chat_to_completion(self, prompt: str) -> ChatResponse:
         """Send ``prompt`` and wait for the whole turn."""
@@ -113,6 +117,10 @@ class Conversation:
     async def send(self, prompt: str) -> None:
         """Send a prompt and open a turn (records the turn boundary)."""
         conn = self._require_connection()
+        for _ in range(20):  # let a turn whose stream was abandoned (break) wind down
+            if self.is_idle():
+                break
+            await asyncio.sleep(0)
         with self._lock:
             self._turn_starts.append(len(self._steps))
             self._turn_positions = {}
@@ -140,10 +148,24 @@ class Conversation:
     async def receive_steps(self) -> AsyncIterator[Step]:
         """Yield raw step updates of the current turn, recording each in history."""
         conn = self._require_connection()
+        steps = conn.receive_steps()
         try:
-            async for step in conn.receive_steps():
+            async for step in steps:
                 self._ingest(step)
                 yield step
+        except GeneratorExit:  # the caller stopped listening: stop the turn too
+            conn.interrupt()
+            try:
+                await steps.aclose()
+            except Exception:
+                pass
+            with self._lock:
+                for step in self._turn_steps():
+                    if step.status == StepStatus.ACTIVE:
+                        step.status = StepStatus.CANCELED
+                        step.finished_at = time.time()
+            self._close_turn(error=asyncio.CancelledError())
+            raise
         except BaseException as exc:
             self._close_turn(error=exc)
             raise
@@ -151,9 +173,13 @@ class Conversation:
 
     async def receive_chunks(self) -> AsyncIterator[Chunk]:
         """``receive_steps()`` filtered into Thought / Text / ToolCall chunks."""
-        async for step in self.receive_steps():
-            for chunk in self._chunks_of(step):
-                yield chunk
+        steps = self.receive_steps()
+        try:
+            async for step in steps:
+                for chunk in self._chunks_of(step):
+                    yield chunk
+        finally:
+            await steps.aclose()
 
     def _chunks_of(self, step: Step) -> list[Chunk]:
         with self._lock:

@@ -11,6 +11,7 @@ interrupt or an error closes dangling tool calls with a result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import threading
@@ -198,8 +199,9 @@ class ModelConnection:
         try:
             if prompt is None:
                 return
-            async for step in self._run_turn(prompt):
-                yield step
+            async with contextlib.aclosing(self._run_turn(prompt)) as steps:
+                async for step in steps:
+                    yield step
         finally:
             self._idle = True
             self._decisions.clear()
@@ -239,11 +241,12 @@ class ModelConnection:
             model_step = self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
                                         target=StepTarget.USER, metadata={"model": self.provider.model})
             finish: Finish | None = None
-            async for update in self._model_call(model_step):
-                if isinstance(update, Finish):
-                    finish = update
-                else:
-                    yield update
+            async with contextlib.aclosing(self._model_call(model_step)) as updates:
+                async for update in updates:
+                    if isinstance(update, Finish):
+                        finish = update
+                    else:
+                        yield update
             if finish is None:  # interrupted
                 yield self._finish(FinishReason.INTERRUPTED)
                 return
@@ -268,11 +271,12 @@ class ModelConnection:
                 return
             rounds += 1
             results: list[ToolResultPart] = []
-            async for item in self._run_tools(calls):
-                if isinstance(item, ToolResultPart):
-                    results.append(item)
-                else:
-                    yield item
+            async with contextlib.aclosing(self._run_tools(calls)) as items:
+                async for item in items:
+                    if isinstance(item, ToolResultPart):
+                        results.append(item)
+                    else:
+                        yield item
             if self._interrupted.is_set():
                 done = {r.tool_use_id for r in results}
                 results += [ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls if c.id not in done]
@@ -400,6 +404,12 @@ class ModelConnection:
                     if isinstance(event, NbagentError):
                         raise event
                     raise NbagentError(f"model call failed: {event!r}", kind="protocol") from event
+        except GeneratorExit:  # the consumer went away mid-call
+            if step.status == StepStatus.ACTIVE:
+                self._close_partial(step, calls)
+                step.status = StepStatus.CANCELED
+                step.finished_at = time.time()
+            raise
         finally:
             self._active_tasks.discard(task)
             if not task.done():
@@ -456,6 +466,9 @@ class ModelConnection:
 
         started = time.time()
         try:
+            if self._interrupted.is_set():
+                result(CANCELED_RESULT, True, StepStatus.CANCELED, "canceled")
+                return
             tool = self.tools.get(call.name)
             if not self.auto_execute_tools:
                 self._pending_manual[call.id] = call
@@ -527,6 +540,8 @@ class ModelConnection:
             return (True, None), "auto"
         fut = asyncio.get_running_loop().create_future()
         self._decisions[call.id] = fut
+        if self._interrupted.is_set():
+            fut.set_result(None)
         emit(status=StepStatus.WAITING_FOR_USER, metadata={"approval": "pending"})
         try:
             decision = await fut

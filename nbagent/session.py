@@ -46,9 +46,16 @@ class ChatSession:
         return self
 
     def push_user(self, content: str | list) -> None:
-        """Append a user message (text, or a list of parts)."""
+        """Append a user message (text, or a list of parts).
+
+        After a user message (e.g. tool results) the parts join it, so user and
+        assistant messages keep alternating.
+        """
         parts = [TextPart(content)] if isinstance(content, str) else list(content)
-        self.messages.append(Message("user", parts))
+        if self.messages and self.messages[-1].role == "user":
+            self.messages[-1].parts.extend(parts)
+        else:
+            self.messages.append(Message("user", parts))
 
     def push_assistant(self, message: Message | str | list) -> None:
         """Append the assistant's response parts verbatim (provider details kept)."""
@@ -64,7 +71,10 @@ class ChatSession:
         """Append tool results as ONE user message of tool-result parts."""
         parts = list(results)
         if parts:
-            self.messages.append(Message("user", parts))
+            if self.messages and self.messages[-1].role == "user" and self.messages[-1].tool_results:
+                self.messages[-1].parts.extend(parts)
+            else:
+                self.messages.append(Message("user", parts))
 
     def append_to_last_user(self, text: str) -> None:
         """Add a text part to the newest user message (alternation-safe injection).

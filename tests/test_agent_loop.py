@@ -381,3 +381,31 @@ def test_unknown_model_and_bad_policy_are_config_errors():
 def test_model_none_uses_env_var(monkeypatch):
     monkeypatch.setenv("NBAGENT_MODEL", "demo")
     assert Agent().model == "demo:demo"
+
+
+async def test_breaking_out_of_chat_stops_the_turn_and_frees_the_connection():
+    provider = ScriptedProvider([[TextDelta(f"w{i} ") for i in range(100)], text_call("after")])
+    agent = Agent(model=provider)
+    conv = agent.conversation
+    async for chunk in conv.chat("long"):
+        break
+    assert (await conv.chat_to_completion("next")).text.strip() == "after"
+    assert conv.turns[0].status == "interrupted" and conv.turns[1].status == "done"
+    assert conv.is_idle()
+    assert_history_valid(conv.connection.session)
+
+
+async def test_resume_a_saved_conversation(tmp_path):
+    agent = Agent(model=ScriptedProvider([text_call("My name is Ada.")]))
+    await agent.conversation.chat_to_completion("remember Ada")
+    path = agent.conversation.save(tmp_path / "s.json")
+    provider = ScriptedProvider([text_call("You are Ada.")])
+    resumed = Agent(model=provider, resume=path)
+    conv = resumed.conversation
+    assert conv.turn_count == 1 and conv.history[0].content == "remember Ada"
+    await conv.chat_to_completion("who am I?")
+    sent = provider.requests[0].messages
+    assert [m.role for m in sent] == ["user", "assistant", "user"] and "Ada" in sent[1].text
+    indices = [s.step_index for s in conv.history]
+    assert len(indices) == len(set(indices))  # new steps continue the trajectory
+    assert conv.turn_count == 2 and conv.total_usage.total_token_count == 30
