@@ -409,3 +409,25 @@ async def test_resume_a_saved_conversation(tmp_path):
     indices = [s.step_index for s in conv.history]
     assert len(indices) == len(set(indices))  # new steps continue the trajectory
     assert conv.turn_count == 2 and conv.total_usage.total_token_count == 30
+
+
+async def test_structured_output_lands_on_the_step_and_the_response():
+    from dataclasses import dataclass
+
+    @dataclass
+    class City:
+        name: str
+        population: int
+
+    agent = Agent(model="demo", response_format=City)
+    resp = await agent.conversation.chat_to_completion("Largest city?")
+    assert resp.structured_output == {"name": "demo", "population": 0}
+    assert agent.conversation.history[1].structured_output == resp.structured_output
+    schema = agent.conversation.connection.response_format
+    assert schema["title"] == "City" and set(schema["properties"]) == {"name", "population"}
+
+
+async def test_include_reasoning_false_hides_thoughts():
+    agent = Agent(model="demo", include_reasoning=False)
+    chunks = [c async for c in agent.conversation.chat("hi")]
+    assert chunks and not any(type(c).__name__ == "Thought" for c in chunks)

@@ -1,0 +1,159 @@
+"""A byte-level Server-Sent Events decoder (WHATWG rules).
+
+Lines are split on the *bytes* CR, LF and CRLF (a CR ending one read and an
+LF starting the next are one line break) and each complete line is decoded
+as UTF-8, so multi-byte characters split across reads survive and U+2028,
+U+2029 or U+0085 inside a JSON string never break a line. Comments (``:``)
+and unknown fields are ignored, ``data`` lines are joined with ``\\n``, an
+event is dispatched on a blank line and the pending one at end of stream.
+
+``raw_lines=True`` also reports unprefixed JSON lines (Gemini's mid-stream
+errors, possibly pretty-printed over several lines) as ``SSEEvent("raw")``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+__all__ = ["SSEEvent", "SSEDecoder", "aiter_sse"]
+
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+@dataclass
+class SSEEvent:
+    event: str = "message"
+    data: str = ""
+    id: str | None = None
+    retry: int | None = None
+
+
+class SSEDecoder:
+    """Incremental decoder: ``feed`` bytes, get complete events back."""
+
+    def __init__(self, raw_lines: bool = False) -> None:
+        self.raw_lines = raw_lines
+        self._buf = b""
+        self._skip_lf = False  # the previous read ended with CR
+        self._started = False  # BOM handling
+        self._event = ""
+        self._data: list[str] = []
+        self._last_id: str | None = None
+        self._retry: int | None = None
+        self._raw: list[str] | None = None  # collecting an unprefixed JSON value
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Decode one network read; return the events it completed."""
+        if not chunk:
+            return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        buf = self._buf + chunk
+        out: list[SSEEvent] = []
+        pos = 0
+        for m in _LINE_BREAK.finditer(buf):
+            line = buf[pos : m.start()]
+            pos = m.end()
+            if m.group() == b"\r" and pos == len(buf):
+                self._skip_lf = True  # maybe the first half of a CRLF
+            self._line(line, out)
+        self._buf = buf[pos:]
+        return out
+
+    def flush(self) -> list[SSEEvent]:
+        """End of stream: dispatch whatever is pending."""
+        out: list[SSEEvent] = []
+        if self._buf:
+            line, self._buf = self._buf, b""
+            self._line(line, out)
+        self._end_raw(out)
+        self._dispatch(out)
+        self._skip_lf = False
+        return out
+
+    # -- internals -------------------------------------------------------
+
+    def _line(self, raw: bytes, out: list[SSEEvent]) -> None:
+        line = raw.decode("utf-8", errors="replace")
+        if not self._started:
+            self._started = True
+            if line.startswith("\ufeff"):
+                line = line[1:]
+        if self._raw is not None:
+            if not line:
+                self._end_raw(out)
+                return
+            self._raw.append(line)
+            if _parses("\n".join(self._raw)):
+                self._end_raw(out)
+            return
+        if not line:
+            self._dispatch(out)
+            return
+        if line[0] == ":":
+            return
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\0" not in value:
+                self._last_id = value
+        elif name == "retry":
+            if value.isascii() and value.isdigit():
+                self._retry = int(value)
+        elif self.raw_lines and line[0] in "{[":
+            self._dispatch(out)
+            self._raw = [line]
+            if _parses(line):
+                self._end_raw(out)
+        # any other field is ignored
+
+    def _dispatch(self, out: list[SSEEvent]) -> None:
+        if not self._data:
+            self._event = ""
+            return
+        out.append(
+            SSEEvent(
+                event=self._event or "message",
+                data="\n".join(self._data),
+                id=self._last_id,
+                retry=self._retry,
+            )
+        )
+        self._event = ""
+        self._data = []
+        self._retry = None
+
+    def _end_raw(self, out: list[SSEEvent]) -> None:
+        if self._raw is not None:
+            out.append(SSEEvent(event="raw", data="\n".join(self._raw)))
+            self._raw = None
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+async def aiter_sse(
+    chunks: AsyncIterator[bytes], raw_lines: bool = False
+) -> AsyncIterator[SSEEvent]:
+    """Decode an async iterator of byte chunks into SSE events."""
+    decoder = SSEDecoder(raw_lines=raw_lines)
+    async for chunk in chunks:
+        for event in decoder.feed(chunk):
+            yield event
+    for event in decoder.flush():
+        yield event
