@@ -31,7 +31,7 @@ _EXPORTS = {
     "MockConnection": "nbagent.connection",
     "ModelConnection": "nbagent.model_connection",
     "NbagentError": "nbagent.errors",
-    "load_sessions": "nbagent.frames",
+    "load_sessions": "nbagent.sessions",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -471,12 +471,12 @@ class Conversation:
         return tool_calls_frame(self.history)
 
     def usage_summary(self, pricing: dict | None = None):
-        from .frames import usage_summary
+        from .usage_report import usage_summary
 
         return usage_summary(self.turns, pricing=pricing)
 
     def plot_usage(self, pricing: dict | None = None):
-        from .frames import plot_usage
+        from .usage_report import plot_usage
 
         return plot_usage(self.turns, pricing=pricing)
 

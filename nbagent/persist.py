@@ -39,7 +39,7 @@ def save_conversation(conv, path: str | Path) -> Path:
     session = getattr(conv.connection, "session", None)
     doc["chat_session"] = session.to_dict() if isinstance(session, ChatSession) else None
     try:
-        from .frames import export_frames
+        from .sessions import export_frames
 
         doc["frames"] = export_frames(steps, turns)
     except ImportError:  # pandas-free installs still save everything needed

@@ -55,7 +55,7 @@ class DemoProvider(Provider):
         parts: list = []
         call: ToolCall | None = None
         if results:
-            thought = f"The tool returned a result; I will report it to the user."
+            thought = "The tool returned a result; I will report it to the user."
             answer = _answer_from_results(results)
         else:
             call = _pick_call(prompt, request.tools, len(request.messages))
