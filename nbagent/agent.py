@@ -124,6 +124,9 @@ class Agent:
         from .model_connection import ModelConnection
         from .structured import schema_of
 
+        if model is None:
+            model = default_model()
+        self._model_args = (model, dict(base_url=base_url, api_key=api_key, **provider_options))
         self.provider = resolve_model(model, base_url=base_url, api_key=api_key, **provider_options)
         self._connection_options = dict(
             system=system, tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
@@ -154,9 +157,16 @@ class Agent:
         return self._conversation.connection.tools
 
     def new_conversation(self) -> Conversation:
-        """Start a fresh Conversation with the same model and settings."""
+        """Start a fresh Conversation with the same model and settings.
+
+        A model given by name gets its own provider, so disconnecting one
+        conversation never cuts another's stream.
+        """
         from .model_connection import ModelConnection
 
+        model, options = self._model_args
+        if not isinstance(model, Provider):
+            self.provider = resolve_model(model, **options)
         connection = ModelConnection(self.provider, **self._connection_options)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
         return self._conversation

@@ -431,3 +431,15 @@ async def test_include_reasoning_false_hides_thoughts():
     agent = Agent(model="demo", include_reasoning=False)
     chunks = [c async for c in agent.conversation.chat("hi")]
     assert chunks and not any(type(c).__name__ == "Thought" for c in chunks)
+
+
+async def test_new_conversation_gets_its_own_provider_and_history():
+    agent = Agent(model="demo")
+    first = agent.conversation
+    await first.chat_to_completion("one")
+    first_provider = agent.provider
+    second = agent.new_conversation()
+    assert agent.conversation is second and second is not first
+    assert agent.provider is not first_provider and second.turn_count == 0
+    await first.disconnect()
+    assert (await second.chat_to_completion("two")).text

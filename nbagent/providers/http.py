@@ -38,7 +38,7 @@ __all__ = [
 _CONTEXT_RE = re.compile(
     r"context.length|context.window|maximum context|prompt is too long|input is too long"
     r"|too many (input )?tokens|reduce the length|exceeds the (model's )?(maximum|context)"
-    r"|input token count|token count of",
+    r"|input token count|token count of|exceeds the available context size",
     re.IGNORECASE,
 )
 _QUOTA_CODES = {"insufficient_quota", "billing_error", "billing_hard_limit_reached"}
