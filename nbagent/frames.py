@@ -2,7 +2,7 @@
 
 pandas (and numpy) are imported inside the functions, so ``import nbagent``
 stays light; a missing pandas raises ``NbagentError(kind="config")``.
-:func:`export_frames` needs neither: ``Conversation.save`` embeds its output.
+:func:`nbagent.sessions.export_frames` needs neither: ``Conversation.save`` embeds its output.
 
 Conventions for every frame
 ---------------------------
@@ -94,13 +94,13 @@ request_step    Int64     step_index of the model step that asked for it
 result_step     Int64     step_index of the execution step
 ==============  ========  =====================================================
 
-``load_sessions(paths_or_glob)`` returns the usage columns for many saved
+``load_sessions(paths_or_glob)`` (in ``nbagent.sessions``) returns the usage columns for many saved
 sessions with ``session_id`` (category: the conversation id), ``path``
 (string) and ``turn`` (int64) as the first columns and a fresh
 ``RangeIndex`` (turn numbers repeat across sessions). The same conversation
 saved to two files appears twice; ``path`` tells them apart.
 
-``usage_summary(records)`` gives a :class:`UsageSummary` (totals, cost,
+``usage_summary(records)`` (in ``nbagent.usage_report``) gives a ``UsageSummary`` (totals, cost,
 mean time to first token and tokens/s; a table in notebooks) and
 ``plot_usage(records)`` a matplotlib ``Figure``. ``export_frames(steps,
 records)`` is what ``Conversation.save`` stores under ``"frames"``: the same
@@ -140,11 +140,6 @@ __all__ = [
     "history_frame",
     "usage_frame",
     "tool_calls_frame",
-    "usage_summary",
-    "UsageSummary",
-    "plot_usage",
-    "export_frames",
-    "load_sessions",
     "HISTORY_COLUMNS",
     "USAGE_COLUMNS",
     "TOOL_CALL_COLUMNS",
@@ -598,9 +593,3 @@ def tool_calls_frame(steps: list[Step]):
         "result_step": _int_array(pd, np, [0 if v is None else v for v in res], np.array([v is None for v in res], dtype=bool)),
     }
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows), name="call"), copy=False)
-
-
-# The summary / plot and the saved-session readers live in their own modules;
-# their names stay importable from here.
-from .usage_report import UsageSummary, plot_usage, usage_summary  # noqa: E402
-from .sessions import export_frames, load_sessions  # noqa: E402

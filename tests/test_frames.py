@@ -19,14 +19,12 @@ from nbagent.frames import (  # noqa: E402
     HISTORY_COLUMNS,
     TOOL_CALL_COLUMNS,
     USAGE_COLUMNS,
-    export_frames,
     history_frame,
-    load_sessions,
-    plot_usage,
     tool_calls_frame,
     usage_frame,
-    usage_summary,
 )
+from nbagent.sessions import export_frames, load_sessions  # noqa: E402
+from nbagent.usage_report import plot_usage, usage_summary  # noqa: E402
 from nbagent.ledger import TurnRecord  # noqa: E402
 from nbagent.pricing import Price, cost, get_price, reset_prices, set_price  # noqa: E402
 from nbagent.steps import (  # noqa: E402
@@ -492,7 +490,7 @@ def test_export_frames_is_json_safe_and_matches():
     assert back["history"][13]["http_code"] == 429 and back["history"][16]["finished"] is None
     # no pandas needed to export
     code = ("import sys; sys.modules['pandas'] = None; sys.modules['numpy'] = None\n"
-            "from nbagent.frames import export_frames; print(len(export_frames([], [])['usage']))")
+            "from nbagent.sessions import export_frames; print(len(export_frames([], [])['usage']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr
