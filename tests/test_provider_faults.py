@@ -189,7 +189,9 @@ async def test_disconnect_mid_tool_arguments(wire, fault_server):
     events, error = await collect(make(wire, fault_server))
     assert error.kind == "network"
     assert any(isinstance(e, ToolCallStart) for e in events)
-    assert not any(isinstance(e, (ToolCallEnd, Finish)) for e in events)
+    assert not any(isinstance(e, Finish) for e in events)
+    if wire.name != "gemini":  # Gemini sends a call whole; the others' arguments were cut
+        assert not any(isinstance(e, ToolCallEnd) for e in events)
     assert len(fault_server.requests) == 1
 
 
