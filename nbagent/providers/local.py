@@ -288,7 +288,7 @@ class LocalProvider(OpenAIProvider):
     def parse_error(self, status, body, headers) -> NbagentError:
         error = super().parse_error(status, body, headers)
         # llama.cpp: "request (421 tokens) exceeds the available context size (256 tokens)"
-        if error.kind == "invalid_request" and "context size" in error.message:
+        if error.kind in ("invalid_request", "context_length") and "context size" in error.message:
             error.kind = "context_length"
             error.message += f" (n_ctx={self.n_ctx}; pass a larger n_ctx to LocalProvider / Agent)"
             error.args = (error.message,)
