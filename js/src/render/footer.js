@@ -1,0 +1,22 @@
+// The footer of a turn: tokens, cost, duration, time to first token, tokens/s.
+import { fmtInt, fmtSeconds, fmtCost } from "./dom.js";
+
+/** @param {any} rec a TurnRecord dict (with cost, duration, ttft, tps) @returns {string[]} */
+export function footerParts(rec) {
+  if (!rec) return [];
+  const u = rec.usage || {};
+  const parts = [];
+  if (rec.model) parts.push(rec.model);
+  parts.push(`in ${fmtInt(u.prompt_token_count)}`);
+  if (u.cached_content_token_count) parts.push(`cached ${fmtInt(u.cached_content_token_count)}`);
+  if (u.thoughts_token_count) parts.push(`thinking ${fmtInt(u.thoughts_token_count)}`);
+  parts.push(`out ${fmtInt(u.candidates_token_count)}`);
+  const cost = fmtCost(rec.cost);
+  if (cost) parts.push(cost);
+  if (rec.duration != null) parts.push(fmtSeconds(rec.duration));
+  if (rec.ttft != null) parts.push(`TTFT ${fmtSeconds(rec.ttft)}`);
+  if (rec.tps) parts.push(`${rec.tps.toFixed(rec.tps < 10 ? 1 : 0)} tok/s`);
+  if (rec.status === "interrupted") parts.push("stopped");
+  else if (rec.finish_reason && !["STOP", "TOOL_CALLS"].includes(rec.finish_reason)) parts.push(rec.finish_reason.toLowerCase());
+  return parts;
+}

@@ -1,0 +1,58 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { splitBlocks, renderMarkdown, highlight } from "../src/markdown.js";
+
+test("finished blocks and the growing tail cover the text exactly", () => {
+  const text = "# Title\n\nFirst paragraph.\n\n- a\n- b\n\n```py\nx = 1\n```\n\nthe tail is still gro";
+  const { done, tail } = splitBlocks(text);
+  assert.equal(done.join("") + tail, text);
+  assert.equal(tail, "the tail is still gro");
+  assert.equal(done.length, 4);
+});
+
+test("an unclosed code fence stays in the tail", () => {
+  const text = "Intro.\n\n```python\ndef f():\n    return 1\n";
+  const { done, tail } = splitBlocks(text);
+  assert.deepEqual(done, ["Intro.\n\n"]);
+  assert.ok(tail.startsWith("```python"));
+});
+
+test("a single growing paragraph is all tail", () => {
+  assert.deepEqual(splitBlocks("just one para"), { done: [], tail: "just one para" });
+  assert.deepEqual(splitBlocks(""), { done: [], tail: "" });
+});
+
+test("splitting incrementally gives the same blocks as splitting at once", () => {
+  const text = "A.\n\nB b b.\n\n1. x\n2. y\n\n> quote\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nEnd.";
+  let doneLen = 0;
+  const blocks = [];
+  for (let i = 1; i <= text.length; i++) {
+    const { done } = splitBlocks(text.slice(doneLen, i));
+    for (const b of done) { blocks.push(b); doneLen += b.length; }
+  }
+  const final = splitBlocks(text.slice(doneLen));
+  assert.equal(blocks.join("") + final.tail, text);
+  assert.deepEqual([...blocks, ...final.done], splitBlocks(text).done);
+});
+
+test("raw HTML in model output is shown as text, never as markup", () => {
+  const html = renderMarkdown('Hi <img src=x onerror="window.__pwned=1"> and\n\n<script>window.__pwned=1</script>\n\n<b onclick="x()">b</b>');
+  assert.ok(!/<img|<script|<b\b|onerror=|onclick=/i.test(html.replace(/&lt;[^]*?&gt;/g, "")), html);
+  assert.match(html, /&lt;img src=x onerror=&quot;window.__pwned=1&quot;&gt;/);
+  assert.match(html, /&lt;script&gt;window.__pwned=1&lt;\/script&gt;/);
+});
+
+test("javascript: links and images do not become active elements", () => {
+  const html = renderMarkdown("[click](javascript:alert(1)) ![pic](http://example.com/x.png) ![d](data:image/png;base64,xx)");
+  assert.ok(!html.includes("javascript:"), html);
+  assert.ok(!/<img/i.test(html), html);
+  assert.match(html, /<a href="http:\/\/example.com\/x.png"/);
+});
+
+test("code blocks are highlighted, escaped and get a copy button", () => {
+  const html = renderMarkdown("```python\ndef f(x):\n    return '<tag>'\n```");
+  assert.match(html, /class="nba-copy"/);
+  assert.match(html, /hljs-keyword">def</);
+  assert.match(html, /&lt;tag&gt;/);
+  assert.equal(highlight("<b>", "nolang"), "&lt;b&gt;");
+});

@@ -1,0 +1,78 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { initialState, apply, transcript } from "../src/reducer.js";
+
+const user = { step_index: 0, source: "USER", target: "UNSPECIFIED", type: "TEXT_RESPONSE", status: "DONE", content: "hi" };
+const model = (status, content, thinking = "") => ({ step_index: 1, source: "MODEL", target: "USER", type: "TEXT_RESPONSE", status, content, thinking });
+const rec = (status) => ({ turn: 0, prompt: "hi", status, usage: {} });
+
+test("deltas append in order at their offsets, duplicates and overlaps are dropped", () => {
+  let s = apply(initialState(), { type: "traits", current: { record: rec("running"), steps: [user, model("ACTIVE", "")] }, running: true });
+  s = apply(s, { type: "deltas", items: [[1, "t", 0, "hmm "], [1, "c", 0, "Hel"]] });
+  s = apply(s, { type: "deltas", items: [[1, "c", 3, "lo"], [1, "c", 0, "He"], [1, "c", 4, "o wor"], [1, "t", 4, "ok"]] });
+  const st = s.turns[0].steps[1];
+  assert.equal(st.content, "Hello wor");
+  assert.equal(st.thinking, "hmm ok");
+  assert.equal(s.gap, false);
+});
+
+test("the finished step from the traits wins; the turn moves to history", () => {
+  let s = apply(initialState(), { type: "traits", current: { record: rec("running"), steps: [user, model("ACTIVE", "")] }, running: true });
+  s = apply(s, { type: "deltas", items: [[1, "c", 0, "partial"]] });
+  s = apply(s, { type: "traits", history: [{ record: rec("done"), steps: [user, model("DONE", "final text")] }], current: null, running: false });
+  assert.deepEqual(transcript(s), [{ turn: 0, status: "done", steps: [
+    { step_index: 0, status: "DONE", content: "hi", thinking: "" },
+    { step_index: 1, status: "DONE", content: "final text", thinking: "" }] }]);
+  assert.equal(s.running, false);
+});
+
+test("while a step streams, local text ahead of an older sync is kept", () => {
+  let s = apply(initialState(), { type: "traits", current: { record: rec("running"), steps: [user, model("ACTIVE", "ab")] }, running: true });
+  s = apply(s, { type: "deltas", items: [[1, "c", 2, "cdef"]] });
+  s = apply(s, { type: "traits", current: { record: rec("running"), steps: [user, model("ACTIVE", "abc")] }, running: true });
+  assert.equal(s.turns[0].steps[1].content, "abcdef");
+});
+
+test("deltas that run ahead of their step's sync wait for it (no duplicate, no gap)", () => {
+  let s = apply(initialState(), { type: "traits", history: [], current: { record: rec("running"), steps: [user] }, running: true });
+  s = apply(s, { type: "deltas", items: [[1, "c", 5, " world"]] });
+  assert.equal(s.gap, true);
+  s = apply(s, { type: "traits", current: { record: rec("running"), steps: [user, model("ACTIVE", "hello")] }, running: true });
+  assert.equal(s.turns[0].steps[1].content, "hello world");
+  assert.equal(s.gap, false);
+  assert.equal(s.turns[0].steps.length, 2);
+});
+
+test("a delta-only placeholder is not duplicated when its step shows up in another turn", () => {
+  let s = apply(initialState(), { type: "traits", history: [{ record: rec("done"), steps: [user, model("DONE", "old")] }] });
+  s = apply(s, { type: "deltas", items: [[3, "c", 0, "new"]] });
+  const r1 = { turn: 1, prompt: "again", status: "running", usage: {} };
+  s = apply(s, { type: "traits", history: [{ record: rec("done"), steps: [user, model("DONE", "old")] }],
+    current: { record: r1, steps: [{ ...user, step_index: 2 }, { ...model("ACTIVE", "new"), step_index: 3 }] }, running: true });
+  assert.deepEqual(s.turns.map((t) => t.steps.map((x) => x.step_index)), [[0, 1], [2, 3]]);
+});
+
+test("unchanged turns and steps keep their identity (cheap re-render)", () => {
+  const hist = [{ record: rec("done"), steps: [user, model("DONE", "x")] }];
+  const s1 = apply(initialState(), { type: "traits", history: hist });
+  const s2 = apply(s1, { type: "traits", history: JSON.parse(JSON.stringify(hist)), current: { record: { ...rec("running"), turn: 1 }, steps: [] }, running: true });
+  assert.equal(s2.turns[0], s1.turns[0]);
+  assert.equal(apply(s2, { type: "deltas", items: [] }), s2);
+});
+
+test("cleared: empty traits empty the transcript", () => {
+  let s = apply(initialState(), { type: "traits", history: [{ record: rec("done"), steps: [user] }] });
+  s = apply(s, { type: "traits", history: [], current: null });
+  assert.deepEqual(s.turns, []);
+});
+
+test("an unchanged trait object is not merged again, a changed local turn is", () => {
+  const live = { record: rec("running"), steps: [user, model("ACTIVE", "ab")] };
+  let s = apply(initialState(), { type: "traits", current: live, running: true });
+  const t0 = s.turns[0];
+  s = apply(s, { type: "traits", current: live, running: true, notice: "x" });
+  assert.equal(s.turns[0], t0);
+  s = apply(s, { type: "deltas", items: [[1, "c", 2, "cd"]] });
+  s = apply(s, { type: "traits", current: live, running: true });
+  assert.equal(s.turns[0].steps[1].content, "abcd");
+});

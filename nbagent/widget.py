@@ -1,0 +1,377 @@
+"""ChatWidget: a Conversation rendered in the notebook (anywidget front end in ``js/``).
+
+Wire protocol (kernel -> front end):
+
+- traits (durable; a late or reloaded view rebuilds the transcript from them):
+  ``turns_0`` … ``turns_{LEVELS-1}`` hold the finished turns and ``current``
+  the running one (or None); a turn is ``{"record": {...TurnRecord, cost?},
+  "steps": [step dicts]}``. The levels work like a binary counter: a finished
+  turn enters level 0, and a full level merges into the next one up, so each
+  turn is re-sent O(log turns) times, never the whole conversation per turn;
+  ``running`` (a turn is in flight) and ``notice`` (a widget-level message).
+  Turns are re-synced on *structural* changes only (a step appears, changes
+  status, gets tool calls or usage), coalesced with the deltas.
+- custom messages (in flight): ``{"type": "deltas", "items": [[step_index,
+  "c"|"t", offset, text], ...]}`` with every delta since the last flush, one
+  message at most every ``FLUSH_INTERVAL`` seconds. ``offset`` is where the
+  text starts in the step's content ("c") or thinking ("t"), so a view can
+  drop what it already has and detect a gap (it then asks for a resync).
+
+Front end -> kernel: ``{"type": "send", "prompt"}``, ``{"type": "stop"}``,
+``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
+``{"type": "resync"}``. A prompt runs as an asyncio task on the kernel's loop,
+so Stop / Approve / Deny are handled while it streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from .ledger import TurnRecord
+from .steps import Step
+
+FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
+LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top one the rest)
+_STATIC = Path(__file__).parent / "static"
+_KEEP_EMPTY = {"step_index", "type", "source", "target", "status", "content"}
+
+
+def step_dict(step: Step) -> dict:
+    """A compact JSON-ready dict of a step: empty / default fields left out."""
+    d = step.to_dict()
+    return {k: v for k, v in d.items() if k in _KEEP_EMPTY or v not in (None, "", [], {}, 0, -1)}
+
+
+def record_dict(rec: TurnRecord) -> dict:
+    """A turn record with the derived figures the footer shows (cost when known)."""
+    d = rec.to_dict()
+    d.update(duration=rec.duration, ttft=rec.time_to_first_token, tps=rec.output_tokens_per_s)
+    try:
+        from .pricing import cost
+
+        u = rec.usage
+        usd = cost(rec.model, u.prompt_token_count, u.cached_content_token_count,
+                   rec.cache_write_tokens, u.thoughts_token_count, u.candidates_token_count,
+                   provider=rec.provider)
+        d["cost"] = None if math.isnan(usd) else usd
+    except Exception:  # no pricing module or an odd model name: no cost shown
+        d["cost"] = None
+    return d
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+class _Turn:
+    __slots__ = ("record", "steps", "sent", "shape", "cache")
+
+    def __init__(self, record: TurnRecord | None):
+        self.record = record
+        self.steps: dict[int, Step] = {}  # step_index -> latest update
+        self.sent: dict[tuple[int, str], int] = {}  # (step_index, field) -> chars the views have
+        self.shape: dict[int, tuple] = {}  # step_index -> last structural fingerprint
+        self.cache: dict | None = None
+
+    def to_dict(self) -> dict:
+        if self.cache is None:
+            rec = record_dict(self.record) if self.record is not None else None
+            steps = [step_dict(s) for s in sorted(self.steps.values(), key=lambda s: s.step_index)]
+            self.cache = _jsonable({"record": rec, "steps": steps})
+        return self.cache
+
+
+def _shape(step: Step) -> tuple:
+    """What makes an update structural (re-synced) rather than a text delta."""
+    return (step.type, step.source, step.target, step.status, len(step.tool_calls), step.error,
+            step.http_code, step.usage_metadata is not None, step.finished_at is not None,
+            len(step.metadata))
+
+
+class ChatWidget(anywidget.AnyWidget):
+    """Chat with a Conversation in a notebook cell: streaming thoughts, text and tool calls."""
+
+    _esm = _STATIC / "widget.js"
+    _css = _STATIC / "widget.css"
+
+    for _k in range(LEVELS):  # turns_0 ... turns_11: finished turns, see the module docstring
+        vars()[f"turns_{_k}"] = traitlets.List().tag(sync=True)
+    del _k
+    current = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    running = traitlets.Bool(False).tag(sync=True)
+    notice = traitlets.Unicode("").tag(sync=True)
+    _key = traitlets.Unicode("").tag(sync=True)  # one front-end store per widget, shared by its views
+    placeholder = traitlets.Unicode("Message the model… (Enter sends, Shift+Enter new line)").tag(sync=True)
+
+    def __init__(self, conversation: Any, **kwargs: Any) -> None:
+        if hasattr(conversation, "conversation") and not hasattr(conversation, "add_listener"):
+            conversation = conversation.conversation  # an Agent
+        super().__init__(_key=uuid.uuid4().hex, **kwargs)
+        self.conversation = conversation
+        self._lock = threading.RLock()  # guards the state below; never held while sending
+        self._send_lock = threading.Lock()
+        self._turns: dict[int, _Turn] = {}
+        self._live: int | None = None
+        self._pending: list[list] = []
+        self._dirty: set = set()  # level numbers and "current"
+        self._levels: list[list[int]] = [[] for _ in range(LEVELS)]  # turn numbers per level
+        self._level_of: dict[int, int] = {}
+        self._armed: asyncio.AbstractEventLoop | None = None  # where a flush is scheduled
+        self._last_flush = 0.0
+        self._task: asyncio.Task | None = None
+        self.stats = {"messages": 0, "delta_items": 0, "syncs": 0}
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._load(conversation)
+        self._flush()
+        conversation.add_listener(self._on_event)
+        self.on_msg(self._on_msg)
+
+    # --- state from the conversation --------------------------------------------
+
+    def _load(self, conv: Any) -> None:
+        records = {r.turn: r for r in conv.turns}
+        for step in conv.history:
+            turn = self._turns.setdefault(step.turn, _Turn(records.get(step.turn)))
+            self._remember(turn, step)
+        last = conv.turns[-1] if conv.turns else None
+        if last is not None and last.status == "running":
+            self._turns.setdefault(last.turn, _Turn(last))
+            self._live = last.turn
+        for n in sorted(self._turns):
+            if n != self._live:
+                self._place(n)
+        self._dirty.update((*range(LEVELS), "current"))
+
+    def _remember(self, turn: _Turn, step: Step) -> None:
+        turn.steps[step.step_index] = step
+        turn.shape[step.step_index] = _shape(step)
+        turn.sent[(step.step_index, "c")] = len(step.content)
+        turn.sent[(step.step_index, "t")] = len(step.thinking)
+        turn.cache = None
+
+    def _on_event(self, event: str, payload: Any) -> None:
+        """Conversation listener; may run on any thread (e.g. nbagent's sync loop)."""
+        if event == "turn_finished":  # the turn's end goes out at once (its loop may close next)
+            with self._lock:
+                self._on_turn_finished(payload)
+            self._flush()
+            return
+        with self._lock:
+            if event == "turn_started":
+                self._finish_live()
+                self._turns[payload.turn] = _Turn(payload)
+                self._live = payload.turn
+                self._dirty.add("current")
+            elif event == "step":
+                self._on_step(payload)
+            elif event == "cleared":
+                self._turns.clear()
+                self._pending.clear()
+                self._live = None
+                self._levels = [[] for _ in range(LEVELS)]
+                self._level_of.clear()
+                self._dirty.update((*range(LEVELS), "current"))
+            now = self._arm()
+        if now:
+            self._flush()
+
+    def _on_turn_finished(self, record: TurnRecord) -> None:
+        turn = self._turns.setdefault(record.turn, _Turn(record))
+        turn.record, turn.cache = record, None
+        if record.turn == self._live:
+            self._finish_live()
+        else:
+            self._mark(record.turn)
+
+    def _finish_live(self) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            self._dirty.add("current")
+            self._place(live)
+
+    def _place(self, n: int) -> None:
+        """A finished turn enters level 0; full levels carry upwards (a binary counter)."""
+        if n in self._level_of:
+            self._dirty.add(self._level_of[n])
+            return
+        carry, k = [n], 0
+        while k < LEVELS - 1 and self._levels[k]:
+            carry = self._levels[k] + carry
+            self._levels[k] = []
+            self._dirty.add(k)
+            k += 1
+        self._levels[k] = self._levels[k] + carry if k == LEVELS - 1 else carry
+        self._dirty.add(k)
+        for m in carry:
+            self._level_of[m] = k
+
+    def _on_step(self, step: Step) -> None:
+        turn_no = step.turn if step.turn >= 0 else (self._live if self._live is not None else -1)
+        turn = self._turns.get(turn_no)
+        if turn is None:
+            turn = self._turns[turn_no] = _Turn(None)
+        idx = step.step_index
+        new_shape = _shape(step)
+        if turn.shape.get(idx) != new_shape:  # structural: the trait carries it whole
+            self._remember(turn, step)
+            self._mark(turn_no)
+            return
+        turn.steps[idx] = step
+        turn.cache = None
+        for field, value in (("c", step.content), ("t", step.thinking)):
+            known = turn.sent.get((idx, field), 0)
+            if len(value) > known:
+                self._push(idx, field, known, value[known:])
+                turn.sent[(idx, field)] = len(value)
+            elif len(value) < known:  # rewritten, not appended: re-sync it
+                turn.sent[(idx, field)] = len(value)
+                self._mark(turn_no)
+
+    def _mark(self, turn_no: int) -> None:
+        if turn_no == self._live:
+            self._dirty.add("current")
+        else:
+            self._place(turn_no)
+
+    def _push(self, idx: int, field: str, offset: int, text: str) -> None:
+        last = self._pending[-1] if self._pending else None
+        if last is not None and last[0] == idx and last[1] == field and last[2] + last[4] == offset:
+            last[3].append(text)
+            last[4] += len(text)
+        else:
+            self._pending.append([idx, field, offset, [text], len(text)])
+
+    # --- flushing (at most once per FLUSH_INTERVAL) ------------------------------
+
+    def _arm(self) -> bool:
+        """Schedule a flush on the loop delivering the events (or the kernel's), once.
+
+        Called with ``_lock`` held; returns True when the caller must flush right away
+        (after releasing the lock) because there is no loop to wait on.
+        """
+        armed = self._armed
+        if armed is not None and armed.is_running():
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+            here = True
+        except RuntimeError:
+            loop, here = self._loop, False
+        if loop is None or loop.is_closed() or not (here or loop.is_running()):
+            return True  # no loop to wait on (a plain script): flush at once
+        self._armed = loop
+        delay = max(0.0, self._last_flush + FLUSH_INTERVAL - time.monotonic())
+        if here:
+            loop.call_later(delay, self._flush)
+        else:
+            loop.call_soon_threadsafe(loop.call_later, delay, self._flush)
+        return False
+
+    def _flush(self) -> None:
+        with self._send_lock:  # flushes from two threads go out whole and in order
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        with self._lock:
+            self._armed = None
+            self._last_flush = time.monotonic()
+            items = [[i, f, off, "".join(parts)] for i, f, off, parts, _ in self._pending]
+            self._pending = []
+            dirty, self._dirty = self._dirty, set()
+            values: dict[str, Any] = {}
+            for k in sorted(d for d in dirty if d != "current"):
+                values[f"turns_{k}"] = [self._turns[n].to_dict() for n in self._levels[k]]
+            if "current" in dirty:
+                live = self._turns.get(self._live) if self._live is not None else None
+                values["current"] = live.to_dict() if live is not None else None
+            running = self._live is not None
+        if items:
+            self.stats["messages"] += 1
+            self.stats["delta_items"] += len(items)
+            self.send({"type": "deltas", "items": items})
+        if values or running != self.running:
+            self.stats["syncs"] += 1
+            with self.hold_sync():
+                for name, value in values.items():
+                    setattr(self, name, value)
+                self.running = running
+
+    # --- front end -> kernel -------------------------------------------------------
+
+    def _on_msg(self, _widget: Any, content: dict, _buffers: Any = None) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        try:
+            if kind == "send":
+                self._start(str(content.get("prompt", "")))
+            elif kind == "stop":
+                self.conversation.interrupt()
+            elif kind == "approve":
+                self.conversation.approve(str(content["call_id"]))
+            elif kind == "deny":
+                self.conversation.deny(str(content["call_id"]), content.get("reason") or "denied by the user")
+            elif kind == "resync":  # a view missed some text of the running turn
+                with self._lock:
+                    self._dirty.add("current")
+                    now = self._arm()
+                if now:
+                    self._flush()
+        except Exception as exc:  # shown in the widget, never a traceback in the cell
+            self.notice = f"{kind} failed: {exc}"
+
+    def _start(self, prompt: str) -> None:
+        if not prompt.strip():
+            return
+        if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
+            self.notice = "A turn is already running; press Stop first."
+            return
+        self.notice = ""
+        self._task = asyncio.ensure_future(self._run(prompt))
+
+    async def _run(self, prompt: str) -> None:
+        try:
+            await self.conversation.chat_to_completion(prompt)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # the turn's record carries it as an error card
+            if not self.conversation.turns or self.conversation.turns[-1].prompt != prompt:
+                self.notice = f"Error: {exc}"
+
+    def _finished(self) -> list[dict]:
+        """The finished turns as the traits hold them, oldest first."""
+        turns = [t for k in range(LEVELS) for t in getattr(self, f"turns_{k}")]
+        return sorted(turns, key=lambda t: t["record"]["turn"] if t.get("record") else -1)
+
+    # --- display -----------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        from .transcript import transcript_markdown
+
+        md = transcript_markdown(self.conversation.history)
+        if isinstance(bundle, tuple):
+            bundle[0]["text/markdown"] = md
+        elif isinstance(bundle, dict):
+            bundle["text/markdown"] = md
+        return bundle
+
+    def close(self) -> None:
+        remove = getattr(self.conversation, "remove_listener", None)
+        if remove is not None:
+            remove(self._on_event)
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"<ChatWidget: {len(self._turns)} turns{' (running)' if self._live is not None else ''}>"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# CI check: rebuild the bundle from js/ into a temporary folder and fail if it differs from the
+# committed nbagent/static/. Also runs the JS unit tests (node --test).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$root/scripts/build_js.sh" "$tmp" >/dev/null
+status=0
+for f in widget.js widget.css; do
+  if ! cmp -s "$tmp/$f" "$root/nbagent/static/$f"; then
+    echo "nbagent/static/$f differs from a fresh build of js/ (run scripts/build_js.sh and commit it)" >&2
+    status=1
+  fi
+done
+(cd "$root/js" && node --test test/ >/dev/null) || { echo "JS unit tests failed (cd js && node --test test/)" >&2; status=1; }
+[ $status -eq 0 ] && echo "bundle up to date; JS tests pass"
+exit $status

@@ -1,0 +1,125 @@
+"""Scripted streaming connections for the widget tests (kernel-less and in a real kernel).
+
+``StreamConnection`` generates its steps lazily (a 20,000-delta answer is never held as 20,000
+Step objects), paces them like a model would, honours ``interrupt()`` (the cut step ends
+CANCELED with its partial text, the turn INTERRUPTED) and can ask for approval of a tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+from nbagent.steps import (FinishReason, Step, StepSource, StepStatus, StepTarget, StepType,
+                           ToolCall, UsageMetadata)
+
+
+def words(n: int, per_paragraph: int = 100) -> list[str]:
+    """``n`` numbered word deltas, a blank line every ``per_paragraph`` words."""
+    return [f"w{i:05d}" + ("\n\n" if (i + 1) % per_paragraph == 0 else " ") for i in range(n)]
+
+
+class StreamConnection:
+    """Each ``send()`` streams ``deltas`` (a list, or a function of the prompt giving one)."""
+
+    model_name = "scripted"
+    provider_name = "mock"
+
+    def __init__(self, deltas, thinking=(), *, pace: float = 0.0, batch: int = 1, tool: ToolCall | None = None,
+                 tool_result: str = "42"):
+        self.deltas = deltas
+        self.thinking = list(thinking)
+        self.pace, self.batch = pace, max(1, batch)
+        self.tool, self.tool_result = tool, tool_result
+        self.conversation_id = str(uuid.uuid4())
+        self._index = 0
+        self._prompt = ""
+        self._interrupted = threading.Event()
+        self._decision: tuple[bool, str | None] | None = None
+        self._idle = True
+        self.sent_at: dict[str, float] = {}
+
+    async def send(self, prompt: str) -> None:
+        self._prompt, self._idle, self._decision = prompt, False, None
+        self._interrupted.clear()
+
+    def is_idle(self) -> bool:
+        return self._idle
+
+    def interrupt(self) -> None:
+        self._interrupted.set()
+
+    def approve(self, call_id: str) -> None:
+        self._decision = (True, None)
+
+    def deny(self, call_id: str, reason: str | None = None) -> None:
+        self._decision = (False, reason)
+
+    async def disconnect(self) -> None:
+        pass
+
+    def _next(self) -> int:
+        self._index += 1
+        return self._index - 1
+
+    def _model(self, idx: int, **kw) -> Step:
+        return Step(step_index=idx, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL, target=StepTarget.USER, **kw)
+
+    async def _tick(self, i: int) -> None:
+        if self.pace and (i + 1) % self.batch == 0:
+            await asyncio.sleep(self.pace)
+        elif (i + 1) % self.batch == 0:
+            await asyncio.sleep(0)
+
+    def _finish(self, reason: FinishReason) -> Step:
+        return Step(step_index=self._next(), type=StepType.FINISH, source=StepSource.SYSTEM, target=StepTarget.USER,
+                    status=StepStatus.DONE, finished_at=time.time(), metadata={"finish_reason": reason.value})
+
+    async def receive_steps(self):
+        try:
+            yield Step(step_index=self._next(), type=StepType.TEXT_RESPONSE, source=StepSource.USER,
+                       target=StepTarget.UNSPECIFIED, status=StepStatus.DONE, content=self._prompt)
+            if self.tool is not None:
+                async for step in self._tool_steps():
+                    yield step
+            idx = self._next()
+            thinking = content = ""
+            for i, d in enumerate(self.thinking):
+                thinking += d
+                yield self._model(idx, thinking=thinking, thinking_delta=d)
+                await self._tick(i)
+            deltas = self.deltas(self._prompt) if callable(self.deltas) else self.deltas
+            for i, d in enumerate(deltas):
+                if self._interrupted.is_set():
+                    yield self._model(idx, thinking=thinking, content=content, status=StepStatus.CANCELED,
+                                      finished_at=time.time())
+                    yield self._finish(FinishReason.INTERRUPTED)
+                    return
+                content += d
+                yield self._model(idx, thinking=thinking, content=content, content_delta=d)
+                await self._tick(i)
+            self.sent_at["last_delta"] = time.time()
+            usage = UsageMetadata(20, len(deltas), 20 + len(deltas) + len(self.thinking), 0, len(self.thinking))
+            yield self._model(idx, thinking=thinking, content=content, status=StepStatus.DONE,
+                              usage_metadata=usage, finished_at=time.time())
+            yield self._finish(FinishReason.STOP)
+        finally:
+            self._idle = True
+
+    async def _tool_steps(self):
+        call = self.tool
+        idx = self._next()
+        yield Step(step_index=idx, type=StepType.TOOL_CALL, source=StepSource.MODEL, target=StepTarget.USER,
+                   status=StepStatus.DONE, tool_calls=[call], finished_at=time.time())
+        run = Step(step_index=self._next(), type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
+                   target=StepTarget.ENVIRONMENT, status=StepStatus.WAITING_FOR_USER, tool_calls=[call],
+                   metadata={"approval": "pending"})
+        yield run
+        while self._decision is None and not self._interrupted.is_set():
+            await asyncio.sleep(0.01)
+        allow, reason = self._decision or (False, "interrupted")
+        text = self.tool_result if allow else f"The user denied this tool call. Reason: {reason}"
+        yield run.copy(status=StepStatus.DONE, content=text, finished_at=time.time(),
+                       metadata={"approval": "approved" if allow else "denied"})

@@ -1,0 +1,361 @@
+"""ChatWidget without a kernel: what it sends, how it coalesces, what its traits hold."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("anywidget")
+
+from nbagent import Agent, Conversation, MockConnection, tool  # noqa: E402
+from nbagent.steps import (Step, StepSource, StepStatus, StepTarget, StepType,  # noqa: E402
+                           ToolCall, UsageMetadata)
+from nbagent.widget import FLUSH_INTERVAL, LEVELS, ChatWidget  # noqa: E402
+
+from browser_streams import StreamConnection, words  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SYNCED = (*(f"turns_{k}" for k in range(LEVELS)), "current", "running", "notice")
+
+
+class Recorder:
+    """Captures every comm message the widget sends: ("update", state) or ("custom", content)."""
+
+    def __init__(self, widget: ChatWidget):
+        self.log: list[tuple[float, str, dict]] = []
+        self.initial = {k: json.loads(json.dumps(getattr(widget, k))) for k in SYNCED}
+        widget._send = self._send
+
+    def _send(self, msg, buffers=None):
+        kind = "custom" if msg["method"] == "custom" else "update"
+        body = msg["content"] if kind == "custom" else msg["state"]
+        self.log.append((time.monotonic(), kind, json.loads(json.dumps(body))))
+
+    @property
+    def messages(self):
+        return [("update", self.initial)] + [(k, b) for _, k, b in self.log]
+
+    @property
+    def bytes(self) -> int:
+        return sum(len(json.dumps(b)) for _, _, b in self.log)
+
+    def deltas(self):
+        return [it for _, k, b in self.log if k == "custom" and b["type"] == "deltas" for it in b["items"]]
+
+
+def user(i, text):
+    return Step(step_index=i, type=StepType.TEXT_RESPONSE, source=StepSource.USER,
+                target=StepTarget.UNSPECIFIED, status=StepStatus.DONE, content=text)
+
+
+def finish(i, reason="STOP"):
+    return Step(step_index=i, type=StepType.FINISH, source=StepSource.SYSTEM, target=StepTarget.USER,
+                status=StepStatus.DONE, metadata={"finish_reason": reason})
+
+
+def streamed(i, pieces, thinking=""):
+    out, text = [], ""
+    if thinking:
+        out.append(Step(step_index=i, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
+                        target=StepTarget.USER, thinking=thinking, thinking_delta=thinking))
+    for p in pieces:
+        text += p
+        out.append(Step(step_index=i, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
+                        target=StepTarget.USER, thinking=thinking, content=text, content_delta=p))
+    out.append(Step(step_index=i, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL, target=StepTarget.USER,
+                    status=StepStatus.DONE, thinking=thinking, content=text,
+                    usage_metadata=UsageMetadata(10, len(pieces), 10 + len(pieces))))
+    return out
+
+
+async def settle(w: ChatWidget):
+    await asyncio.sleep(FLUSH_INTERVAL * 3)
+
+
+def finished(w: ChatWidget) -> list:
+    return w._finished()
+
+
+def plain(w: ChatWidget):
+    """The transcript the traits describe, in the shape js/src/reducer.js transcript() gives."""
+    turns = finished(w) + ([w.current] if w.current else [])
+    return [{"turn": t["record"]["turn"], "status": t["record"]["status"],
+             "steps": [{"step_index": s["step_index"], "status": s["status"], "content": s.get("content", ""),
+                        "thinking": s.get("thinking", "")} for s in t["steps"]]} for t in turns]
+
+
+def from_history(conv: Conversation):
+    by_turn: dict[int, list] = {}
+    for s in conv.history:
+        by_turn.setdefault(s.turn, []).append({"step_index": s.step_index, "status": s.status.value,
+                                               "content": s.content, "thinking": s.thinking})
+    return [{"turn": r.turn, "status": r.status, "steps": by_turn.get(r.turn, [])} for r in conv.turns]
+
+
+# --- coalescing and re-sync ------------------------------------------------------------------
+
+async def test_ten_thousand_deltas_are_coalesced_in_order_each_once():
+    pieces = words(10_000)
+    conv = Conversation(StreamConnection(pieces, thinking=["Let me ", "think."], pace=0.002, batch=20))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    t0 = time.monotonic()
+    await conv.chat_to_completion("go")
+    await settle(w)
+    elapsed = time.monotonic() - t0
+    text = "".join(pieces)
+    items = [it for it in rec.deltas() if it[1] == "c"]
+    # each delta's text exactly once, in order: contiguous offsets from what the first sync carried
+    assert items and items[0][2] + sum(len(it[3]) for it in items) == len(text)
+    for a, b in zip(items, items[1:]):
+        assert b[2] == a[2] + len(a[3])
+    assert text[: items[0][2]] + "".join(it[3] for it in items) == text
+    customs = [t for t, k, _ in rec.log if k == "custom"]
+    assert len(customs) < 10_000 / 50
+    assert len(customs) <= elapsed / FLUSH_INTERVAL + 2
+    stamps = [t for t, _, _ in rec.log]
+    assert max(sum(1 for s in stamps if t <= s < t + 1.0) for t in stamps) <= 30  # messages per second
+    # the finished step is re-synced whole, and the turn moved to history
+    model = finished(w)[-1]["steps"][1]
+    assert model["status"] == "DONE" and model["content"] == text and model["thinking"] == "Let me think."
+    assert w.current is None and w.running is False
+    assert rec.bytes <= 2.5 * len(text)
+
+
+async def test_structural_changes_resync_but_text_goes_as_deltas():
+    conv = Conversation(MockConnection([[user(0, "hi"), *streamed(1, ["Hel", "lo ", "there"]), finish(2)]]))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    await conv.chat_to_completion("hi")
+    await settle(w)
+    assert plain(w) == from_history(conv)
+    assert finished(w)[0]["record"]["status"] == "done"
+    assert finished(w)[0]["steps"][1]["usage_metadata"]["candidates_token_count"] == 3
+    # no trait sync per delta: one or two syncs for the whole turn
+    assert sum(1 for _, k, _ in rec.log if k == "update") <= 3
+
+
+async def test_listener_on_another_thread_still_streams():
+    """conv.ask() runs the turn on nbagent's own loop thread; the widget flushes there."""
+    pieces = words(2_000)
+    conv = Conversation(StreamConnection(pieces, pace=0.002, batch=20))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    await asyncio.to_thread(conv.ask, "go")
+    await asyncio.sleep(0.2)
+    items = rec.deltas()
+    assert len(items) > 3  # streamed while the turn ran, not only at the end
+    assert finished(w)[-1]["steps"][1]["content"] == "".join(pieces)
+
+
+async def test_turn_ends_resend_log_turns_not_the_whole_conversation():
+    conv = Conversation(StreamConnection(words(300)))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    text = len(json.dumps("".join(words(300))))
+    sizes = []
+    for _ in range(32):
+        start = len(rec.log)
+        await conv.chat_to_completion("again")
+        await asyncio.sleep(FLUSH_INTERVAL * 1.5)
+        sizes.append(sum(len(json.dumps(b)) for _, _, b in rec.log[start:]))
+    assert len(finished(w)) == 32 and w.turns_5 and not w.turns_0
+    assert plain(w) == from_history(conv)
+    # binary-counter levels: a turn crosses the wire once as deltas and about log2(turns) times in
+    # levels (~7x here), where re-sending every finished turn at each turn end would cost ~16x
+    assert sum(sizes) < 32 * text * 9
+    assert sorted(sizes)[16] < 6 * text
+
+
+def test_two_event_loops_in_a_script():
+    """asyncio.run twice (each loop closed after): every turn still reaches the traits."""
+    conv = Conversation(MockConnection([[user(0, "a"), *streamed(1, ["x"]), finish(2)],
+                                        [user(3, "b"), *streamed(4, ["y"]), finish(5)]]))
+    w = ChatWidget(conv)
+    asyncio.run(conv.chat_to_completion("a"))
+    asyncio.run(conv.chat_to_completion("b"))
+    assert plain(w) == from_history(conv) and len(finished(w)) == 2 and w.running is False
+
+
+# --- the transcript from traits alone, and the JS mirror ----------------------------------------
+
+async def test_transcript_rebuilt_from_traits_alone():
+    conv = Conversation(MockConnection([[user(0, "a"), *streamed(1, ["x", "y"], thinking="t"), finish(2)],
+                                        [user(3, "b"), *streamed(4, ["z"]), finish(5)]]))
+    w = ChatWidget(conv)
+    await conv.chat_to_completion("a")
+    await conv.chat_to_completion("b")
+    await settle(w)
+    late = ChatWidget(conv)  # a new view, built from the conversation
+    assert finished(late) == finished(w) and late.current is None
+    assert plain(late) == from_history(conv)
+
+
+NODE = shutil.which("node")
+
+
+def replay(messages, reorder=False):
+    out = subprocess.run([NODE, str(ROOT / "js" / "tools" / "replay.mjs")], check=True, capture_output=True,
+                         input=json.dumps({"messages": messages, "reorder": reorder}).encode(), timeout=60)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("reorder", [False, True], ids=["in-order", "updates-late"])
+async def test_js_reducer_builds_the_same_transcript(reorder):
+    conv = Conversation(StreamConnection(words(3_000), thinking=["a ", "b"], pace=0.001, batch=25,
+                                         tool=ToolCall("c1", "calc", {"x": 1})))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    task = asyncio.ensure_future(conv.chat_to_completion("first"))
+    await asyncio.sleep(0.1)
+    conv.approve("c1")
+    await task
+    conv.connection.tool = None
+    await conv.chat_to_completion("second")
+    await settle(w)
+    got = replay(rec.messages, reorder)
+    assert got["gap"] is False
+    assert got["transcript"] == from_history(conv) == plain(w)
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+async def test_js_reducer_mid_stream_view_asks_for_resync_and_catches_up():
+    """A view made mid-stream (a reloaded page) sees a gap, asks for a resync and catches up."""
+    conv = Conversation(StreamConnection(words(3_000), pace=0.002, batch=25))
+    w = ChatWidget(conv)
+    task = asyncio.ensure_future(conv.chat_to_completion("go"))
+    await asyncio.sleep(0.15)
+    rec = Recorder(w)  # the new view starts from the traits as they are now
+    await asyncio.sleep(0.1)
+    w._on_msg(w, {"type": "resync"})
+    await task
+    await settle(w)
+    assert replay(rec.messages)["transcript"] == from_history(conv)
+
+
+# --- front end -> kernel ----------------------------------------------------------------------
+
+async def test_send_runs_a_turn_as_a_task_and_stop_keeps_partial_text():
+    conv = Conversation(StreamConnection(words(5_000), pace=0.005, batch=10))
+    w = ChatWidget(conv)
+    w._on_msg(w, {"type": "send", "prompt": "long please"})
+    await asyncio.sleep(0.3)
+    assert w.running is True and w.current is not None
+    w._on_msg(w, {"type": "send", "prompt": "again"})  # refused while running
+    assert "already running" in w.notice
+    w._on_msg(w, {"type": "stop"})
+    await w._task
+    await settle(w)
+    rec = finished(w)[-1]["record"]
+    model = finished(w)[-1]["steps"][1]
+    assert rec["status"] == "interrupted" and rec["finish_reason"] == "INTERRUPTED"
+    assert model["status"] == "CANCELED" and 0 < len(model["content"]) < len("".join(words(5_000)))
+    assert w.running is False
+
+
+async def test_approve_and_deny_from_the_front_end():
+    conv = Conversation(StreamConnection(["Done."], tool=ToolCall("c1", "calc", {"x": 1}), tool_result="2"))
+    w = ChatWidget(conv)
+    for kind, expect in (("approve", "approved"), ("deny", "denied")):
+        w._on_msg(w, {"type": "send", "prompt": kind})
+        await asyncio.sleep(0.2)
+        tool_step = w.current["steps"][2]
+        assert tool_step["status"] == "WAITING_FOR_USER" and tool_step["metadata"]["approval"] == "pending"
+        w._on_msg(w, {"type": kind, "call_id": "c1", "reason": "no"})
+        await w._task
+        await settle(w)
+        assert finished(w)[-1]["steps"][2]["metadata"]["approval"] == expect
+
+
+async def test_errors_become_records_not_tracebacks():
+    boom = RuntimeError("HTTP 503 from the server")
+    conv = Conversation(MockConnection([[user(0, "x"), boom]]))
+    w = ChatWidget(conv)
+    w._on_msg(w, {"type": "send", "prompt": "x"})
+    await w._task
+    await settle(w)
+    rec = finished(w)[-1]["record"]
+    assert rec["status"] == "error" and "503" in rec["error"]
+    w._on_msg(w, {"type": "send", "prompt": "again"})  # no scripted turn left: error record, no raise
+    await w._task
+    await settle(w)
+    assert finished(w)[-1]["record"]["status"] == "error"
+    w._on_msg(w, {"type": "approve", "call_id": "nope"})  # MockConnection accepts anything
+    w._on_msg(w, {"type": "bogus"})
+    ro = ChatWidget(Conversation(None))
+    ro._on_msg(ro, {"type": "send", "prompt": "x"})
+    await ro._task
+    assert "read-only" in ro.notice
+
+
+# --- the demo model, display, secrets ---------------------------------------------------------
+
+@tool
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression."""
+    return str(eval(expression, {"__builtins__": {}}))  # noqa: S307 - test tool
+
+
+async def test_demo_agent_turn_under_ask_policy():
+    agent = Agent(model="demo", tools=[calculator], policy="ask")
+    w = agent.widget()
+    w._on_msg(w, {"type": "send", "prompt": "What is 12 * 7?"})
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        steps = (w.current or {}).get("steps", [])
+        if any(s["status"] == "WAITING_FOR_USER" for s in steps):
+            break
+    waiting = next(s for s in w.current["steps"] if s["status"] == "WAITING_FOR_USER")
+    w._on_msg(w, {"type": "approve", "call_id": waiting["tool_calls"][0]["id"]})
+    await w._task
+    await settle(w)
+    steps = finished(w)[-1]["steps"]
+    assert any(s.get("thinking") for s in steps)
+    assert any(s["target"] == "ENVIRONMENT" and s["content"] == "84" for s in steps)
+    assert "**84**" in steps[-2]["content"]
+    assert finished(w)[-1]["record"]["cost"] == 0.0
+
+
+def test_mimebundle_has_widget_and_markdown_fallback():
+    conv = Conversation(MockConnection([[user(0, "hello <b>"), *streamed(1, ["**bold** answer"]), finish(2)]]))
+    conv.ask("hello <b>")
+    data, _meta = ChatWidget(conv)._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "**bold** answer" in data["text/markdown"] and "hello" in data["text/markdown"]
+    for owner in (conv, Agent(model="demo")):
+        bundle = owner._repr_mimebundle_()
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        assert "text/markdown" in data and "application/vnd.jupyter.widget-view+json" in data
+
+
+async def test_no_secrets_in_widget_state():
+    secret = "sk-test-DO-NOT-LEAK-1234567890"
+    agent = Agent(model="openai:gpt-4.1-mini", api_key=secret)
+    w = ChatWidget(agent)
+    agent2 = Agent(model="demo", tools=[calculator], api_key=secret)
+    w2 = agent2.widget()
+    await agent2.chat_to_completion("What is 2 + 2?")
+    await settle(w2)
+    for widget in (w, w2):
+        state = json.dumps(widget.get_state(), default=str)
+        assert secret not in state
+
+
+async def test_cleared_and_closed():
+    conv = Conversation(MockConnection([[user(0, "a"), *streamed(1, ["x"]), finish(2)]]))
+    w = ChatWidget(conv)
+    await conv.chat_to_completion("a")
+    await settle(w)
+    assert len(finished(w)) == 1
+    conv.clear_history()
+    await settle(w)
+    assert finished(w) == [] and w.current is None
+    w.close()
+    assert w._on_event not in conv._listeners
