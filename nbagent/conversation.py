@@ -49,6 +49,8 @@ class Conversation:
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self._loaded_id = ""
+        self._widget = None
+        self._interrupt_requested = False
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -129,6 +131,7 @@ class Conversation:
             self._seen_call_ids = set()
             self._model_steps = set()
             self._turn_usage = UsageMetadata()
+            self._interrupt_requested = False
             record = TurnRecord(
                 turn=len(self._ledger),
                 prompt=prompt,
@@ -159,17 +162,37 @@ class Conversation:
                 await steps.aclose()
             except Exception:
                 pass
-            with self._lock:
-                for step in self._turn_steps():
-                    if step.status == StepStatus.ACTIVE:
-                        step.status = StepStatus.CANCELED
-                        step.finished_at = time.time()
+            self._settle_active(StepStatus.CANCELED)
             self._close_turn(error=asyncio.CancelledError())
             raise
-        except BaseException as exc:
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+            self._settle_active(StepStatus.CANCELED)
             self._close_turn(error=exc)
             raise
+        except BaseException as exc:
+            self._settle_active(StepStatus.ERROR, str(exc), getattr(exc, "http_code", None) or 0)
+            self._close_turn(error=exc)
+            raise
+        if self._interrupt_requested:
+            self._settle_active(StepStatus.CANCELED)
         self._close_turn()
+
+    def _settle_active(self, status: StepStatus, error: str = "", http_code: int = 0) -> None:
+        """Give steps the turn left ACTIVE their final status (partial content kept)."""
+        now = time.time()
+        settled = []
+        with self._lock:
+            for i, step in enumerate(self._steps):
+                if step.status != StepStatus.ACTIVE or i < (self._turn_starts[-1] if self._turn_starts else 0):
+                    continue
+                done = step.copy(status=status, finished_at=step.finished_at or now,
+                                 content_delta="", thinking_delta="")
+                if status == StepStatus.ERROR and not done.error:
+                    done.error, done.http_code = error, done.http_code or http_code
+                self._steps[i] = done
+                settled.append(done)
+        for step in settled:
+            self._emit("step", step)
 
     async def receive_chunks(self) -> AsyncIterator[Chunk]:
         """``receive_steps()`` filtered into Thought / Text / ToolCall chunks."""
@@ -327,6 +350,9 @@ class Conversation:
                     rec.finish_reason = FinishReason.ERROR.value
                     rec.error = rec.error or str(error)
                     rec.http_code = getattr(error, "http_code", None) or rec.http_code
+            elif rec.status == "running" and self._interrupt_requested:
+                rec.status = "interrupted"
+                rec.finish_reason = rec.finish_reason or FinishReason.INTERRUPTED.value
             elif rec.status == "running":
                 rec.status = "done"
                 if rec.finish_reason is None:
@@ -434,7 +460,8 @@ class Conversation:
 
     def interrupt(self) -> None:
         """Stop the running turn (thread-safe). The turn ends INTERRUPTED."""
-        if self._connection is not None:
+        if self._connection is not None and not self._connection.is_idle():
+            self._interrupt_requested = True
             self._connection.interrupt()
 
     async def disconnect(self) -> None:
@@ -481,10 +508,15 @@ class Conversation:
         return plot_usage(self.turns, pricing=pricing)
 
     def widget(self, **kwargs):
-        """A ChatWidget bound to this conversation."""
+        """The ChatWidget bound to this conversation (one per conversation; kwargs make a new one)."""
         from .widget import ChatWidget
 
-        return ChatWidget(self, **kwargs)
+        if kwargs or self._widget is None or getattr(self._widget, "comm", None) is None:
+            widget = ChatWidget(self, **kwargs)
+            if kwargs:
+                return widget
+            self._widget = widget
+        return self._widget
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         try:

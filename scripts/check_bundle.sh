@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI check: rebuild the bundle from js/ into a temporary folder and fail if it differs from the
-# committed nbagent/static/. Also runs the JS unit tests (node --test).
+# committed nbagent/static/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tmp="$(mktemp -d)"
@@ -13,6 +13,5 @@ for f in widget.js widget.css; do
     status=1
   fi
 done
-(cd "$root/js" && node --test test/ >/dev/null) || { echo "JS unit tests failed (cd js && node --test test/)" >&2; status=1; }
-[ $status -eq 0 ] && echo "bundle up to date; JS tests pass"
+[ $status -eq 0 ] && echo "bundle up to date"
 exit $status

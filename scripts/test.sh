@@ -4,10 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-if ! command -v chromium >/dev/null 2>&1; then
+# Debian packages the tests need: chromium (real-browser widget tests), node + npm
+# (the bundle check and the JS unit tests) when the machine has none.
+need=""
+command -v chromium >/dev/null 2>&1 || need="$need chromium"
+command -v node >/dev/null 2>&1 || need="$need nodejs npm"
+if [ -n "$need" ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need >/dev/null
 fi
 status=0
 if [ -f js/package.json ]; then

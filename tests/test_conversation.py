@@ -155,6 +155,7 @@ async def test_a_failed_turn_keeps_partial_steps_raises_and_stays_usable():
             pass
     assert info.value.kind == "network"
     assert conv.history[1].content == "partial"
+    assert conv.history[1].status == StepStatus.ERROR and "connection reset" in conv.history[1].error
     assert conv.turns[0].status == "error" and conv.turns[0].finish_reason == "ERROR"
     resp = await conv.chat_to_completion("again")
     assert resp.text == "ok" and conv.turns[1].status == "done"
@@ -251,3 +252,14 @@ async def test_interrupt_ends_mock_turn_early():
         if len(got) == 3:
             conv.interrupt()
     assert len(got) == 3 and conv.is_idle()
+    assert conv.history[-1].status == StepStatus.CANCELED and conv.history[-1].content == "aaa"
+    assert conv.turns[0].status == "interrupted" and conv.turns[0].finish_reason == "INTERRUPTED"
+
+
+async def test_widget_is_one_per_conversation():
+    pytest.importorskip("anywidget")
+    conv = Conversation(MockConnection([]))
+    w = conv.widget()
+    assert conv.widget() is w
+    w.close()
+    assert conv.widget() is not w
