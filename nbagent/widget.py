@@ -360,7 +360,10 @@ class ChatWidget(anywidget.AnyWidget):
         bundle = super()._repr_mimebundle_(**kwargs)
         from .transcript import transcript_markdown
 
-        md = transcript_markdown(self.conversation.history)
+        history = self.conversation.history
+        md = transcript_markdown(history) if history else (
+            "*nbagent chat widget: the conversation was empty when this output was made; "
+            "its messages live in the widget (save them with `conversation.save(path)`).*")
         if isinstance(bundle, tuple):
             bundle[0]["text/markdown"] = md
         elif isinstance(bundle, dict):
