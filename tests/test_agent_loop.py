@@ -464,3 +464,25 @@ def test_model_none_prefers_the_local_model_when_installed(monkeypatch):
     from nbagent.agent import default_model
 
     assert default_model() == "local"
+
+
+def test_ctrl_c_during_ask_interrupts_the_turn_and_returns_the_partial_answer():
+    import os
+    import signal
+
+    pause = Pause()
+    provider = ScriptedProvider([[TextDelta("partial "), pause, TextDelta("never")], text_call("next")])
+    agent = Agent(model=provider)
+
+    def press_ctrl_c():
+        import time
+        for _ in range(500):  # wait until the stream is parked at the pause
+            if pause.reached.is_set():
+                break
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C: wakes the blocked main thread
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    resp = agent.ask("go")  # KeyboardInterrupt inside: the turn stops, nothing raises
+    assert resp.finish_reason == FinishReason.INTERRUPTED and resp.text == "partial "
+    assert agent.ask("again").text.strip() == "next"
