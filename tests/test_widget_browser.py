@@ -11,27 +11,18 @@ Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs (also write the screenshot
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
-import secrets
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from browser_jupyter import CHROMIUM, CHROMIUM_ARGS, ROOT, jupyter_server as _jupyter_server, nb_json as _nb
+
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMINGS: dict = {}
 
 if not Path(CHROMIUM).exists():
@@ -46,13 +37,6 @@ CALC = (
     "    \"\"\"Evaluate an arithmetic expression.\"\"\"\n"
     "    return str(eval(expression, {'__builtins__': {}}))\n"
 )
-
-
-def _nb(cells):
-    return {"nbformat": 4, "nbformat_minor": 4,
-            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-            "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": c}
-                      for c in cells]}
 
 
 NOTEBOOKS = {
@@ -93,35 +77,7 @@ NOTEBOOKS = {
 }
 
 
-# --- processes ----------------------------------------------------------------------------------
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _descendants(pid):
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _die_with_parent():
-    os.setsid()
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
+# --- processes (see browser_jupyter.py) -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def jupyter_server(tmp_path_factory, request):
@@ -130,58 +86,10 @@ def jupyter_server(tmp_path_factory, request):
     root.mkdir()
     for name, cells in NOTEBOOKS.items():
         (root / name).write_text(json.dumps(_nb(cells)))
-    env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", TMPDIR=str(tmp), PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
-    env.pop("NBAGENT_MODEL", None)
-    for var, sub in [("JUPYTER_CONFIG_DIR", "cfg"), ("JUPYTER_RUNTIME_DIR", "rt"), ("JUPYTER_DATA_DIR", "data"),
-                     ("JUPYTERLAB_SETTINGS_DIR", "settings"), ("JUPYTERLAB_WORKSPACES_DIR", "ws"), ("IPYTHONDIR", "ipy")]:
-        env[var] = str(tmp / sub)
-        (tmp / sub).mkdir()
-    for rel, cfg in [("@jupyterlab/apputils-extension/notification", {"fetchNews": "false", "checkForUpdates": False}),
-                     ("@jupyterlab/notebook-extension/tracker", {"windowingMode": "none"})]:
-        f = tmp / "settings" / f"{rel}.jupyterlab-settings"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps(cfg))
-    port, token = _free_port(), secrets.token_hex(16)
-    cmd = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-           f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"]
-    log = open(tmp / "server.log", "w")
-    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited rc={proc.returncode}:\n{(tmp / 'server.log').read_text()[-3000:]}")
-            try:
-                req = urllib.request.Request(f"{base}/api/status", headers={"Authorization": f"token {token}"})
-                if urllib.request.urlopen(req, timeout=1).status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("jupyter lab not ready after 60 s")
-            time.sleep(0.05)
-        yield {"base": base, "token": token, "root": root, "log": tmp / "server.log"}
-    finally:
-        kids = _descendants(proc.pid)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-        for pid in kids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        log.close()
-        if request.session.testsfailed:
-            print(f"\n--- tail of {tmp / 'server.log'} ---\n" + (tmp / "server.log").read_text()[-4000:])
+    args = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"]
+    with _jupyter_server("lab", tmp, root, args, show_log_on_error=lambda: request.session.testsfailed) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,134 @@
+"""Shared helpers for the real-browser widget tests (see ../shared/recipes/ and test_widget_browser.py).
+
+Start an isolated Jupyter server (JupyterLab or Notebook 7) in a temporary folder, wait for it,
+and tear it down with its kernels; the chromium path and launch arguments for Playwright.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+# JupyterLab front-end settings shared by Lab and Notebook 7 (both read JUPYTERLAB_SETTINGS_DIR):
+# no news toast over the page, every cell rendered (no virtual scrolling).
+FRONTEND_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+}
+
+
+def nb_json(cells):
+    """A minimal nbformat-4 notebook (python3 kernel) of code cells."""
+    return {"nbformat": 4, "nbformat_minor": 4,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": c}
+                      for c in cells]}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def descendants(pid):
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def die_with_parent():
+    os.setsid()
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def isolated_env(tmp: Path) -> dict:
+    """Environment for a Jupyter server whose config, runtime, data, settings and IPython dirs live in tmp;
+    the kernel imports nbagent from this checkout and the test helpers from tests/."""
+    env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", TMPDIR=str(tmp), PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("NBAGENT_MODEL", None)
+    for var, sub in [("JUPYTER_CONFIG_DIR", "cfg"), ("JUPYTER_RUNTIME_DIR", "rt"), ("JUPYTER_DATA_DIR", "data"),
+                     ("JUPYTERLAB_SETTINGS_DIR", "settings"), ("JUPYTERLAB_WORKSPACES_DIR", "ws"), ("IPYTHONDIR", "ipy")]:
+        env[var] = str(tmp / sub)
+        (tmp / sub).mkdir(exist_ok=True)
+    for rel, cfg in FRONTEND_SETTINGS.items():
+        f = tmp / "settings" / f"{rel}.jupyterlab-settings"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(cfg))
+    return env
+
+
+@contextlib.contextmanager
+def jupyter_server(app: str, tmp: Path, root: Path, extra_args=(), ready_timeout=60, show_log_on_error=None):
+    """Run `jupyter <app>` (lab | notebook) on a free loopback port with a random token, root_dir=root and
+    everything else isolated in tmp; yield {base, token, root, log, proc}. At exit, kill the server's
+    process group and every descendant (kernels run in their own session) by PID.
+
+    show_log_on_error: a callable returning True when the tail of the server log should be printed."""
+    env = isolated_env(tmp)
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [str(Path(sys.executable).with_name("jupyter")), app, "--no-browser", "--allow-root", "--ip=127.0.0.1",
+           f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *extra_args]
+    log_path = tmp / "server.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"jupyter {app} exited rc={proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                req = urllib.request.Request(f"{base}/api/status", headers={"Authorization": f"token {token}"})
+                if urllib.request.urlopen(req, timeout=1).status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jupyter {app} not ready after {ready_timeout} s")
+            time.sleep(0.05)
+        yield {"base": base, "token": token, "root": root, "log": log_path, "proc": proc}
+    finally:
+        kids = descendants(proc.pid)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+        if show_log_on_error and show_log_on_error():
+            print(f"\n--- tail of {log_path} ---\n" + log_path.read_text()[-4000:])
