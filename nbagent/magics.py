@@ -69,7 +69,8 @@ def _chat_magic(ipython):
             from IPython.display import display
 
             display(agent.conversation.widget())
-            return agent.conversation.ask(prompt)
+            agent.conversation.ask(prompt)
+            return None
         return _stream_to_cell(agent.conversation, prompt)
 
     return chat
@@ -105,23 +106,13 @@ def _stream_to_cell(conv, prompt: str):
 
     conv.add_listener(on_step)
     try:
-        response = conv.ask(prompt)
+        conv.ask(prompt)
     finally:
         conv.remove_listener(on_step)
         sys.stdout.flush()
     clear_output(wait=True)
     display(Markdown(turn_markdown(conv)))
-    return None if response is None else _Quiet(response)
-
-
-class _Quiet:
-    """Keeps the ChatResponse as the cell's value without printing it twice."""
-
-    def __init__(self, response) -> None:
-        self.response = response
-
-    def __repr__(self) -> str:
-        return ""
+    return None  # the answer is shown once; conv.last_response / conv.history keep it
 
 
 def turn_markdown(conv) -> str:
@@ -136,8 +127,16 @@ def turn_markdown(conv) -> str:
         return body
     rec = turns[-1]
     u = rec.usage
-    bits = [f"{u.prompt_token_count:,} in", f"{u.cached_content_token_count:,} cached",
-            f"{u.thoughts_token_count:,} thinking", f"{u.candidates_token_count:,} out"]
+    bits = [rec.model or "model", f"in {u.prompt_token_count:,}"]
+    if u.cached_content_token_count:
+        bits.append(f"cached {u.cached_content_token_count:,}")
+    if u.thoughts_token_count:
+        bits.append(f"thinking {u.thoughts_token_count:,}")
+    bits.append(f"out {u.candidates_token_count:,}")
     if rec.duration is not None:
-        bits.append(f"{rec.duration:.1f} s")
-    return body + f"\n\n<sub>{rec.model} · " + " · ".join(bits) + "</sub>"
+        bits.append(f"{rec.duration * 1000:,.0f} ms" if rec.duration < 10 else f"{rec.duration:.1f} s")
+    if rec.time_to_first_token is not None:
+        bits.append(f"TTFT {rec.time_to_first_token * 1000:,.0f} ms")
+    if rec.output_tokens_per_s:
+        bits.append(f"{rec.output_tokens_per_s:,.0f} tok/s")
+    return body + "\n\n<sub>" + " · ".join(bits) + "</sub>"

@@ -17,7 +17,8 @@ def ip():
 
 
 def test_chat_magic_streams_and_keeps_one_agent(ip, capsys):
-    ip.run_cell_magic("chat", "-m demo --new", "Hello there")
+    result = ip.run_cell_magic("chat", "-m demo --new", "Hello there")
+    assert result is None  # no stray empty Out[] under the answer
     out = capsys.readouterr().out
     assert "demo model" in out and "💭" in out
     agent = ip.user_ns["nbagent_agent"]

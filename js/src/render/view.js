@@ -23,6 +23,7 @@ export class ChatView {
     el.append(this.root);
     /** @type {Map<number, TurnView>} */ this.turns = new Map();
     this.running = null;
+    this.refocus = false;
     this.scrollQueued = false;
     this.stick = true; // follow the stream while the user is at the bottom
     this.list.addEventListener("scroll", () => {
@@ -34,6 +35,7 @@ export class ChatView {
     const prompt = this.input.value;
     if (!prompt.trim() || this.running) return;
     this.input.value = "";
+    this.refocus = true; // give the box back after this turn, which the user started here
     this.setRunning(true); // optimistic: the kernel confirms with `running`
     this.send({ type: "send", prompt });
   }
@@ -55,7 +57,13 @@ export class ChatView {
     this.sendBtn.disabled = running;
     this.stopBtn.disabled = !running;
     this.root.classList.toggle("nba-is-running", running);
-    if (!running) this.input.focus({ preventScroll: true });
+    // Focus returns only after a turn sent from this box, and only if the user has not moved
+    // on: focusing on every state change would steal the notebook's keyboard (Shift+Enter).
+    if (!running && this.refocus) {
+      this.refocus = false;
+      const active = document.activeElement;
+      if (!active || active === document.body || this.root.contains(active)) this.input.focus({ preventScroll: true });
+    }
   }
 
   /** @param {import("../reducer.js").State} state */
