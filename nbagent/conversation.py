@@ -123,6 +123,9 @@ class Conversation:
             if self.is_idle():
                 break
             await asyncio.sleep(0)
+        else:
+            raise NbagentError("a turn is already running; wait for it or interrupt() it first",
+                               kind="config")
         with self._lock:
             self._turn_starts.append(len(self._steps))
             self._turn_positions = {}
@@ -182,8 +185,10 @@ class Conversation:
         now = time.time()
         settled = []
         with self._lock:
-            for i, step in enumerate(self._steps):
-                if step.status != StepStatus.ACTIVE or i < (self._turn_starts[-1] if self._turn_starts else 0):
+            start = self._turn_starts[-1] if self._turn_starts else 0
+            for i in range(start, len(self._steps)):
+                step = self._steps[i]
+                if step.status != StepStatus.ACTIVE:
                     continue
                 done = step.copy(status=status, finished_at=step.finished_at or now,
                                  content_delta="", thinking_delta="")

@@ -384,14 +384,17 @@ class ModelConnection:
                     yield _snapshot(step)
                     yield event
                 elif event is _END:
-                    return
+                    if step.status != StepStatus.ACTIVE:
+                        return
+                    event = NbagentError(f"{self.provider.name}: the stream ended before the model finished",
+                                         kind="protocol", provider=self.provider.name)
                 elif event is _CANCELED:
                     self._close_partial(step, calls)
                     step.status = StepStatus.CANCELED
                     step.finished_at = time.time()
                     yield _snapshot(step)
                     return
-                elif isinstance(event, BaseException):
+                if isinstance(event, BaseException):
                     self._close_partial(step, calls)
                     step.status = StepStatus.ERROR
                     step.finished_at = time.time()

@@ -10,7 +10,7 @@ import pytest
 from nbagent import Agent, FinishReason, NbagentError, StepSource, StepStatus, StepTarget, StepType, Text, ToolCall, tool
 from nbagent.hooks import Block, Hooks
 from nbagent.messages import ThinkingPart, ToolResultPart
-from nbagent.providers.base import TextDelta, ToolCallEnd, ToolCallStart
+from nbagent.providers.base import Finish, TextDelta, ToolCallEnd, ToolCallStart
 
 from scripted import Pause, ScriptedProvider, assert_history_valid, text_call, tool_call
 
@@ -486,3 +486,31 @@ def test_ctrl_c_during_ask_interrupts_the_turn_and_returns_the_partial_answer():
     resp = agent.ask("go")  # KeyboardInterrupt inside: the turn stops, nothing raises
     assert resp.finish_reason == FinishReason.INTERRUPTED and resp.text == "partial "
     assert agent.ask("again").text.strip() == "next"
+
+
+async def test_a_second_prompt_while_a_turn_runs_is_refused_without_touching_the_first():
+    pause = Pause()
+    provider = ScriptedProvider([[TextDelta("first "), pause, TextDelta("done"), Finish(FinishReason.STOP, "stop")]])
+    agent = Agent(model=provider)
+    conv = agent.conversation
+    running = asyncio.ensure_future(conv.chat_to_completion("one"))
+    await pause.reached.wait()
+    with pytest.raises(NbagentError, match="already running"):
+        await conv.chat_to_completion("two")
+    assert conv.turn_count == 1
+    pause.release()
+    assert (await running).text == "first done"
+    assert conv.turns[0].status == "done"
+
+
+async def test_a_stream_that_ends_without_finishing_is_a_protocol_error():
+    provider = ScriptedProvider([[TextDelta("half an ans")], text_call("whole")])
+    agent = Agent(model=provider)
+    conv = agent.conversation
+    with pytest.raises(NbagentError) as info:
+        await conv.chat_to_completion("q")
+    assert info.value.kind == "protocol"
+    step = [s for s in conv.history if s.source == StepSource.MODEL][0]
+    assert step.status == StepStatus.ERROR and step.content == "half an ans"
+    assert (await conv.chat_to_completion("again")).text.strip() == "whole"
+    assert_history_valid(conv.connection.session)
