@@ -13,6 +13,8 @@ def save(name, cells):
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "language_info": {"name": "python"},
     })
+    for i, cell in enumerate(nb.cells):  # stable ids: regenerating changes only what was edited
+        cell.id = f"{Path(name).stem}-{i}"
     nbformat.write(nb, HERE / name)
 
 
@@ -32,8 +34,10 @@ save("quickstart.ipynb", [
     new_markdown_cell("Cells can talk to the same conversation; the answer streams into the widget above."),
     new_code_cell('resp = await agent.conversation.chat_to_completion("What is the capital of France?")\n'
                   "print(resp.text)"),
-    new_markdown_cell("Every turn's tokens, timing and cost are a DataFrame away:"),
-    new_code_cell("agent.conversation.usage_df()"),
+    new_markdown_cell("Every turn's tokens, timing and cost are a DataFrame away "
+                      "(`usage_df()` has more columns: cache writes, thinking, model calls, status…):"),
+    new_code_cell("agent.conversation.usage_df()[[\"prompt\", \"model\", \"input_tokens\", \"cached_tokens\",\n"
+                  "                               \"output_tokens\", \"ttft_s\", \"output_tokens_per_s\", \"cost_usd\"]]"),
     new_markdown_cell("Or chat with a cell magic:"),
     new_code_cell("%load_ext nbagent"),
     new_code_cell("%%chat -a agent\nName three colours of the rainbow."),
