@@ -39,6 +39,9 @@ __all__ = [
     "stall_after",
     "fault_server",
     "WireFormat",
+    "request_for",
+    "collect",
+    "text_of",
 ]
 
 
@@ -284,3 +287,35 @@ class WireFormat:
     tool_args_prefix: Callable[[], bytes]  # a tool call cut inside its arguments
     garbage_body: Callable[[], bytes]  # some text, then a payload that is not JSON
     error_body: Callable[[int, str], bytes]  # the provider's error envelope
+
+
+# --- driving a provider against the server ------------------------------------------
+
+
+def request_for(provider):
+    """A one-message request for ``provider``'s model."""
+    from nbagent.messages import Message, TextPart
+    from nbagent.providers.base import ModelRequest
+
+    return ModelRequest(provider.model, [Message("user", [TextPart("hi")])])
+
+
+async def collect(provider) -> tuple[list, Any]:
+    """Every event of one streamed call and the NbagentError it ended with (or None)."""
+    from nbagent.errors import NbagentError
+
+    events, error = [], None
+    try:
+        async for event in provider.stream(request_for(provider)):
+            events.append(event)
+    except NbagentError as exc:
+        error = exc
+    finally:
+        await provider.aclose()
+    return events, error
+
+
+def text_of(events) -> str:
+    from nbagent.providers.base import TextDelta
+
+    return "".join(e.text for e in events if isinstance(e, TextDelta))

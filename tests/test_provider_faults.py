@@ -20,6 +20,9 @@ import pytest
 from fault_server import (
     FaultServer,
     WireFormat,
+    collect,
+    request_for,
+    text_of,
     drop_after,
     empty_200,
     fault_server,  # noqa: F401 - pytest fixture
@@ -27,9 +30,7 @@ from fault_server import (
     sse,
     stall_after,
 )
-from nbagent.errors import NbagentError
-from nbagent.messages import Message, TextPart
-from nbagent.providers.base import Finish, ModelRequest, TextDelta, ToolCallEnd, ToolCallStart
+from nbagent.providers.base import Finish, ToolCallEnd, ToolCallStart
 from nbagent.providers.http import error_from_payload, retry_after_from_headers
 from nbagent.providers.openai import OpenAIProvider
 
@@ -103,26 +104,6 @@ def make(wire: WireFormat, server: FaultServer, **kwargs):
     kwargs.setdefault("retry_base_delay", 0.01)
     kwargs.setdefault("read_timeout", 5.0)
     return wire.make_provider(server.url, **kwargs)
-
-
-def request_for(provider) -> ModelRequest:
-    return ModelRequest(provider.model, [Message("user", [TextPart("hi")])])
-
-
-async def collect(provider) -> tuple[list, NbagentError | None]:
-    events, error = [], None
-    try:
-        async for event in provider.stream(request_for(provider)):
-            events.append(event)
-    except NbagentError as exc:
-        error = exc
-    finally:
-        await provider.aclose()
-    return events, error
-
-
-def text_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 # --- the faults ----------------------------------------------------------------------

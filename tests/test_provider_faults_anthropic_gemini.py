@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from fault_server import (
     FaultServer,
     WireFormat,
+    collect,
     fault_server,  # noqa: F401 - pytest fixture
     reply,
     sse,
+    text_of,
 )
 from nbagent.errors import NbagentError
-from nbagent.messages import Message, TextPart
-from nbagent.providers.base import ModelRequest, TextDelta
 
 ANTHROPIC_KEY = "sk-ant-fault-key-0123456789abcdef"
 GEMINI_KEY = "AIzaSyFAULT-key-0123456789abcdefghij"
@@ -42,23 +40,6 @@ def make(wire: WireFormat, server: FaultServer, **kwargs):
     kwargs.setdefault("retry_base_delay", 0.01)
     kwargs.setdefault("read_timeout", 5.0)
     return wire.make_provider(server.url, **kwargs)
-
-
-async def collect(provider) -> tuple[list, NbagentError | None]:
-    events, error = [], None
-    request = ModelRequest(provider.model, [Message("user", [TextPart("hi")])])
-    try:
-        async for event in provider.stream(request):
-            events.append(event)
-    except NbagentError as exc:
-        error = exc
-    finally:
-        await provider.aclose()
-    return events, error
-
-
-def text_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 def assert_key_hidden(wire: WireFormat, error: NbagentError, provider) -> None:
