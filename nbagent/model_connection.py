@@ -207,25 +207,23 @@ class ModelConnection:
             self._decisions.clear()
 
     async def _run_turn(self, prompt: str) -> AsyncIterator[Step]:
+        blocked: Block | None = None
         if self.hooks.on_user_prompt is not None and prompt:
             try:
                 new = await call_hook(self.hooks.on_user_prompt, prompt)
             except Exception as exc:
                 raise NbagentError(f"on_user_prompt hook failed: {exc!r}", kind="tool") from exc
             if isinstance(new, Block):
-                user = self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.USER,
-                                      target=StepTarget.UNSPECIFIED, status=StepStatus.DONE,
-                                      content=prompt, finished_at=time.time())
-                yield user
-                yield self._finish(FinishReason.OTHER, content=f"Prompt blocked: {new.reason}")
-                return
-            if isinstance(new, str):
+                blocked = new
+            elif isinstance(new, str):
                 prompt = new
         if prompt:
-            user = self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.USER,
-                                  target=StepTarget.UNSPECIFIED, status=StepStatus.DONE,
-                                  content=prompt, finished_at=time.time())
-            yield user
+            yield self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.USER,
+                                 target=StepTarget.UNSPECIFIED, status=StepStatus.DONE,
+                                 content=prompt, finished_at=time.time())
+        if blocked is not None:
+            yield self._finish(FinishReason.OTHER, content=f"Prompt blocked: {blocked.reason}")
+            return
         self._close_manual_calls(continuing=not prompt)
         if prompt:
             self.session.push_user(prompt)
