@@ -49,6 +49,7 @@ class Conversation:
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self._loaded_id = ""
+        self._loaded_session = None  # the ChatSession of a read-only loaded conversation
         self._widget = None
         self._interrupt_requested = False
         self._reset_state()

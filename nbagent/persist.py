@@ -36,7 +36,7 @@ def save_conversation(conv, path: str | Path) -> Path:
             "steps": [s.to_dict() for s in steps],
             "turns": [t.to_dict() for t in turns],
         }
-    session = getattr(conv.connection, "session", None)
+    session = getattr(conv.connection, "session", None) or conv._loaded_session
     doc["chat_session"] = session.to_dict() if isinstance(session, ChatSession) else None
     try:
         from .sessions import export_frames

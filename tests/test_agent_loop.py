@@ -514,3 +514,17 @@ async def test_a_stream_that_ends_without_finishing_is_a_protocol_error():
     assert step.status == StepStatus.ERROR and step.content == "half an ans"
     assert (await conv.chat_to_completion("again")).text.strip() == "whole"
     assert_history_valid(conv.connection.session)
+
+
+async def test_a_read_only_loaded_session_saves_again_without_losing_its_chat_history(tmp_path):
+    import json
+
+    from nbagent import Conversation
+
+    agent = Agent(model=ScriptedProvider([text_call("kept")]))
+    await agent.conversation.chat_to_completion("remember this")
+    first = agent.conversation.save(tmp_path / "a.json")
+    again = Conversation.load(first).save(tmp_path / "b.json")
+    a, b = json.loads(first.read_text()), json.loads(again.read_text())
+    assert a["chat_session"] == b["chat_session"] and b["chat_session"]["messages"]
+    assert a["steps"] == b["steps"] and a["turns"] == b["turns"]
