@@ -132,3 +132,66 @@ def jupyter_server(app: str, tmp: Path, root: Path, extra_args=(), ready_timeout
         log.close()
         if show_log_on_error and show_log_on_error():
             print(f"\n--- tail of {log_path} ---\n" + log_path.read_text()[-4000:])
+
+
+# --- JupyterLab in Chromium ------------------------------------------------------------
+
+# Server flags for a quiet, scriptable JupyterLab (no news or update checks, app on window).
+LAB_ARGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"]
+
+
+@contextlib.contextmanager
+def lab_page(srv: dict):
+    """One Chromium page on ``srv``'s JupyterLab, restored; ``page.errors`` collects page errors."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1100, "height": 900}).new_page()
+            page.set_default_timeout(60_000)
+            page.errors = []
+            page.on("pageerror", lambda e: page.errors.append(str(e)))
+            page.goto(f"{srv['base']}/lab?reset&token={srv['token']}")
+            wait_restored(page)
+            yield page
+        finally:
+            browser.close()
+
+
+def wait_restored(page) -> None:
+    """Wait until the (re)loaded JupyterLab app has restored its layout."""
+    page.wait_for_function("() => window.jupyterapp !== undefined")
+    page.evaluate("async () => { await window.jupyterapp.restored; }")
+
+
+def open_notebook(page, path: str) -> str:
+    """Open ``path`` in the page's JupyterLab, wait for an idle kernel; the panel's selector."""
+    wid = page.evaluate("""async (path) => {
+        const app = window.jupyterapp;
+        const w = await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
+        await w.context.ready; await w.sessionContext.ready;
+        app.shell.activateById(w.id);
+        return w.id; }""", path)
+    page.wait_for_function("""(id) => { const w = window.jupyterapp.shell.currentWidget;
+        return w && w.id === id && w.sessionContext.session?.kernel?.status === 'idle'; }""", arg=wid, polling=50)
+    return f'[id="{wid}"]'
+
+
+def notebook_opener(page):
+    """A generator for pytest fixtures: yields ``open_nb(path)``; afterwards shuts down every
+    opened notebook's kernel and closes it unsaved."""
+    opened: list[str] = []
+
+    def open_nb(path):
+        sel = open_notebook(page, path)
+        opened.append(sel[len('[id="'):-2])
+        return sel
+
+    yield open_nb
+    for wid in opened:
+        page.evaluate("""async (id) => {
+            const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.id === id);
+            if (!w) return;
+            await w.sessionContext.shutdown(); w.context.model.dirty = false; w.dispose(); }""", wid)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_jupyter import CHROMIUM, CHROMIUM_ARGS, ROOT, jupyter_server
+from browser_jupyter import CHROMIUM, LAB_ARGS, ROOT, jupyter_server, lab_page, notebook_opener
 
 pytestmark = [pytest.mark.browser, pytest.mark.local_model]
 
@@ -53,53 +53,16 @@ def lab(tmp_path_factory, request):
     root.mkdir()
     for name in ("quickstart.ipynb", "quickstart-keyboard.ipynb"):
         shutil.copy(QUICKSTART, root / name)
-    args = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"]
-    with jupyter_server("lab", tmp, root, args,
-                        show_log_on_error=lambda: request.session.testsfailed) as srv, sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_context(viewport={"width": 1100, "height": 900}).new_page()
-        page.set_default_timeout(60_000)
-        page.errors = []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.goto(f"{srv['base']}/lab?reset&token={srv['token']}")
-        page.wait_for_function("() => window.jupyterapp !== undefined")
-        page.evaluate("async () => { await window.jupyterapp.restored; }")
+    with jupyter_server("lab", tmp, root, LAB_ARGS,
+                        show_log_on_error=lambda: request.session.testsfailed) as srv, lab_page(srv) as page:
         TIMINGS["server_and_lab_s"] = round(time.monotonic() - t0, 1)
-        try:
-            yield page
-        finally:
-            browser.close()
+        yield page
 
 
 @pytest.fixture
 def notebook(lab):
     """Open a notebook of the server's root; at the end, shut its kernel (and so its llama server) down."""
-    opened = []
-
-    def open_nb(path):
-        sel = _open_notebook(lab, path)
-        opened.append(sel[len('[id="'):-2])
-        return sel
-
-    yield open_nb
-    for wid in opened:
-        lab.evaluate("""async (id) => {
-            const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.id === id);
-            if (!w) return;
-            await w.sessionContext.shutdown(); w.context.model.dirty = false; w.dispose(); }""", wid)
-
-
-def _open_notebook(page, path):
-    wid = page.evaluate("""async (path) => {
-        const app = window.jupyterapp;
-        const w = await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
-        await w.context.ready; await w.sessionContext.ready;
-        app.shell.activateById(w.id);
-        return w.id; }""", path)
-    page.wait_for_function("""(id) => { const w = window.jupyterapp.shell.currentWidget;
-        return w && w.id === id && w.sessionContext.session?.kernel?.status === 'idle'; }""", arg=wid, polling=50)
-    return f'[id="{wid}"]'
+    yield from notebook_opener(lab)
 
 
 def _cells(page):

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from browser_jupyter import CHROMIUM, CHROMIUM_ARGS, ROOT, jupyter_server as _jupyter_server, nb_json as _nb
+from browser_jupyter import (CHROMIUM, LAB_ARGS, ROOT, jupyter_server as _jupyter_server, lab_page, nb_json as _nb,
+                             notebook_opener, wait_restored)
 
 pytestmark = pytest.mark.browser
 
@@ -86,55 +87,19 @@ def jupyter_server(tmp_path_factory, request):
     root.mkdir()
     for name, cells in NOTEBOOKS.items():
         (root / name).write_text(json.dumps(_nb(cells)))
-    args = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"]
-    with _jupyter_server("lab", tmp, root, args, show_log_on_error=lambda: request.session.testsfailed) as srv:
+    with _jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
         yield srv
 
 
 @pytest.fixture(scope="module")
 def lab(jupyter_server):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        ctx = browser.new_context(viewport={"width": 1100, "height": 900})
-        page = ctx.new_page()
-        page.set_default_timeout(60_000)
-        page.errors = []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.goto(f"{jupyter_server['base']}/lab?reset&token={jupyter_server['token']}")
-        _wait_restored(page)
+    with lab_page(jupyter_server) as page:
         yield page
-        ctx.close()
-        browser.close()
-
-
-def _wait_restored(page):
-    page.wait_for_function("() => window.jupyterapp !== undefined")
-    page.evaluate("async () => { await window.jupyterapp.restored; }")
 
 
 @pytest.fixture
 def notebook(lab):
-    opened = []
-
-    def open_nb(path):
-        wid = lab.evaluate("""async (path) => {
-            const app = window.jupyterapp;
-            const w = await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
-            await w.context.ready; await w.sessionContext.ready;
-            app.shell.activateById(w.id);
-            return w.id; }""", path)
-        lab.wait_for_function("""(id) => { const w = window.jupyterapp.shell.currentWidget;
-            return w && w.id === id && w.sessionContext.session?.kernel?.status === 'idle'; }""", arg=wid, polling=50)
-        opened.append(wid)
-        return f'[id="{wid}"]'
-
-    yield open_nb
-    for wid in opened:
-        lab.evaluate("""async (id) => {
-            const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.id === id);
-            if (!w) return;
-            await w.sessionContext.shutdown(); w.context.model.dirty = false; w.dispose(); }""", wid)
+    yield from notebook_opener(lab)
 
 
 def run_cell(page, index):
@@ -379,7 +344,7 @@ def test_reloading_the_page_rebuilds_the_transcript(lab, notebook, jupyter_serve
 
 def _reload_and_open(page, path):
     page.reload()
-    _wait_restored(page)
+    wait_restored(page)
     wid = page.evaluate("""async (path) => {
         const app = window.jupyterapp;
         const w = await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
