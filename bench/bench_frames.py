@@ -1,4 +1,4 @@
-"""Benchmark nbagent.frames against a naive DataFrame-of-asdict baseline.
+"""Benchmark nbagent.analysis.frames against a naive DataFrame-of-asdict baseline.
 
     .venv/bin/python bench/bench_frames.py [--steps 10000] [--turns 100000] [--repeat 5]
 
@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd  # noqa: E402
 
-from nbagent.frames import history_frame, tool_calls_frame, usage_frame  # noqa: E402
-from nbagent.ledger import TurnRecord  # noqa: E402
-from nbagent.steps import (  # noqa: E402
+from nbagent.analysis.frames import history_frame, tool_calls_frame, usage_frame  # noqa: E402
+from nbagent.core.ledger import TurnRecord  # noqa: E402
+from nbagent.core.steps import (  # noqa: E402
     Step,
     StepSource,
     StepStatus,

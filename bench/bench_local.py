@@ -80,7 +80,7 @@ async def raw_http_run(base_url: str, max_tokens: int) -> dict:
 
 
 async def nbagent_run(conv, max_tokens: int) -> dict:
-    from nbagent.steps import StepSource, Text
+    from nbagent.core.steps import StepSource, Text
 
     first = last = None
     chunks = 0
@@ -115,8 +115,8 @@ async def nbagent_run(conv, max_tokens: int) -> dict:
 
 
 def make_conversation(max_tokens: int, threads: int | None):
-    from nbagent.conversation import Conversation
-    from nbagent.model_connection import ModelConnection
+    from nbagent.core.conversation import Conversation
+    from nbagent.loop.model_connection import ModelConnection
     from nbagent.providers.local import LocalProvider
 
     try:  # the facade, as users build it

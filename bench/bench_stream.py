@@ -19,7 +19,7 @@ from scripted import ScriptedProvider  # noqa: E402
 
 from nbagent import Agent  # noqa: E402
 from nbagent.providers.base import Finish, TextDelta  # noqa: E402
-from nbagent.steps import FinishReason  # noqa: E402
+from nbagent.core.steps import FinishReason  # noqa: E402
 
 
 def per_delta(n: int, piece: str = "word ") -> float:

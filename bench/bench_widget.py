@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from browser_streams import StreamConnection, words  # noqa: E402
 from nbagent import Conversation  # noqa: E402
-from nbagent.widget import ChatWidget  # noqa: E402
+from nbagent.notebook.widget import ChatWidget  # noqa: E402
 
 
 def record(w: ChatWidget) -> list:

@@ -1,11 +1,11 @@
-// Bundles src/ into ../nbagent/static/ (widget.js + widget.css), deterministically:
+// Bundles src/ into ../nbagent/notebook/static/ (widget.js + widget.css), deterministically:
 // pinned esbuild, no timestamps, no absolute paths, no source maps.
 import * as esbuild from "esbuild";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const outdir = process.argv[2] ? path.resolve(process.argv[2]) : path.join(here, "..", "nbagent", "static");
+const outdir = process.argv[2] ? path.resolve(process.argv[2]) : path.join(here, "..", "nbagent", "notebook", "static");
 const common = { bundle: true, minify: true, legalComments: "eof", logLevel: "warning", absWorkingDir: here, charset: "utf8" };
 
 await esbuild.build({ ...common, entryPoints: ["src/index.js"], outfile: path.join(outdir, "widget.js"),

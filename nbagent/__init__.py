@@ -12,26 +12,26 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Agent": "nbagent.agent",
-    "Conversation": "nbagent.conversation",
-    "ChatSession": "nbagent.session",
-    "ChatWidget": "nbagent.widget",
-    "Tool": "nbagent.tools",
-    "tool": "nbagent.tools",
-    "Step": "nbagent.steps",
-    "StepType": "nbagent.steps",
-    "StepSource": "nbagent.steps",
-    "StepTarget": "nbagent.steps",
-    "StepStatus": "nbagent.steps",
-    "ToolCall": "nbagent.steps",
-    "UsageMetadata": "nbagent.steps",
-    "Thought": "nbagent.steps",
-    "Text": "nbagent.steps",
-    "ChatResponse": "nbagent.steps",
-    "FinishReason": "nbagent.steps",
-    "MockConnection": "nbagent.connection",
-    "ModelConnection": "nbagent.model_connection",
-    "NbagentError": "nbagent.errors",
-    "load_sessions": "nbagent.sessions",
+    "Conversation": "nbagent.core.conversation",
+    "ChatSession": "nbagent.core.chat_session",
+    "ChatWidget": "nbagent.notebook.widget",
+    "Tool": "nbagent.loop.tools",
+    "tool": "nbagent.loop.tools",
+    "Step": "nbagent.core.steps",
+    "StepType": "nbagent.core.steps",
+    "StepSource": "nbagent.core.steps",
+    "StepTarget": "nbagent.core.steps",
+    "StepStatus": "nbagent.core.steps",
+    "ToolCall": "nbagent.core.steps",
+    "UsageMetadata": "nbagent.core.steps",
+    "Thought": "nbagent.core.steps",
+    "Text": "nbagent.core.steps",
+    "ChatResponse": "nbagent.core.steps",
+    "FinishReason": "nbagent.core.steps",
+    "MockConnection": "nbagent.core.connection",
+    "ModelConnection": "nbagent.loop.model_connection",
+    "NbagentError": "nbagent.core.errors",
+    "load_sessions": "nbagent.analysis.sessions",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -52,6 +52,6 @@ def __dir__():
 
 
 def load_ipython_extension(ipython):  # %load_ext nbagent
-    from .magics import load_ipython_extension as load
+    from .notebook.magics import load_ipython_extension as load
 
     load(ipython)

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .conversation import Conversation
-from .errors import NbagentError
+from .core.conversation import Conversation
+from .core.errors import NbagentError
 from .providers.base import Provider
 
 _PREFIXES = {
@@ -121,8 +121,8 @@ class Agent:
         compaction_budget: int | None = None,
         **provider_options: Any,
     ) -> None:
-        from .model_connection import ModelConnection
-        from .structured import schema_of
+        from .loop.model_connection import ModelConnection
+        from .loop.structured import schema_of
 
         if model is None:
             model = default_model()
@@ -162,7 +162,7 @@ class Agent:
         A model given by name gets its own provider, so disconnecting one
         conversation never cuts another's stream.
         """
-        from .model_connection import ModelConnection
+        from .loop.model_connection import ModelConnection
 
         model, options = self._model_args
         if not isinstance(model, Provider):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI check: rebuild the bundle from js/ into a temporary folder and fail if it differs from the
-# committed nbagent/static/.
+# committed nbagent/notebook/static/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tmp="$(mktemp -d)"
@@ -8,8 +8,8 @@ trap 'rm -rf "$tmp"' EXIT
 "$root/scripts/build_js.sh" "$tmp" >/dev/null
 status=0
 for f in widget.js widget.css; do
-  if ! cmp -s "$tmp/$f" "$root/nbagent/static/$f"; then
-    echo "nbagent/static/$f differs from a fresh build of js/ (run scripts/build_js.sh and commit it)" >&2
+  if ! cmp -s "$tmp/$f" "$root/nbagent/notebook/static/$f"; then
+    echo "nbagent/notebook/static/$f differs from a fresh build of js/ (run scripts/build_js.sh and commit it)" >&2
     status=1
   fi
 done

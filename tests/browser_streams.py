@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 
-from nbagent.steps import (FinishReason, Step, StepSource, StepStatus, StepTarget, StepType,
+from nbagent.core.steps import (FinishReason, Step, StepSource, StepStatus, StepTarget, StepType,
                            ToolCall, UsageMetadata)
 
 

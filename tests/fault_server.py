@@ -294,7 +294,7 @@ class WireFormat:
 
 def request_for(provider):
     """A one-message request for ``provider``'s model."""
-    from nbagent.messages import Message, TextPart
+    from nbagent.core.messages import Message, TextPart
     from nbagent.providers.base import ModelRequest
 
     return ModelRequest(provider.model, [Message("user", [TextPart("hi")])])
@@ -302,7 +302,7 @@ def request_for(provider):
 
 async def collect(provider) -> tuple[list, Any]:
     """Every event of one streamed call and the NbagentError it ended with (or None)."""
-    from nbagent.errors import NbagentError
+    from nbagent.core.errors import NbagentError
 
     events, error = [], None
     try:

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from nbagent.errors import NbagentError
+from nbagent.core.errors import NbagentError
 from nbagent.providers.base import (
     Finish,
     ModelRequest,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from nbagent.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from nbagent.core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from nbagent.providers.base import (
     Finish, ModelRequest, Provider, TextDelta, ThinkingDelta, ToolCallEnd, ToolCallStart, Usage,
 )
-from nbagent.steps import FinishReason, ToolCall, UsageMetadata
+from nbagent.core.steps import FinishReason, ToolCall, UsageMetadata
 
 
 class Pause:

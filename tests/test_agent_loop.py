@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from nbagent import Agent, FinishReason, NbagentError, StepSource, StepStatus, StepTarget, StepType, Text, ToolCall, tool
-from nbagent.hooks import Block, Hooks
-from nbagent.messages import ThinkingPart, ToolResultPart
+from nbagent.loop.hooks import Block, Hooks
+from nbagent.core.messages import ThinkingPart, ToolResultPart
 from nbagent.providers.base import Finish, TextDelta, ToolCallEnd, ToolCallStart
 
 from scripted import Pause, ScriptedProvider, assert_history_valid, text_call, tool_call

@@ -13,9 +13,9 @@ import pytest
 pd = pytest.importorskip("pandas")
 np = pytest.importorskip("numpy")
 
-from nbagent import pricing as pricing_mod  # noqa: E402
-from nbagent.errors import NbagentError  # noqa: E402
-from nbagent.frames import (  # noqa: E402
+from nbagent.analysis import pricing as pricing_mod  # noqa: E402
+from nbagent.core.errors import NbagentError  # noqa: E402
+from nbagent.analysis.frames import (  # noqa: E402
     HISTORY_COLUMNS,
     TOOL_CALL_COLUMNS,
     USAGE_COLUMNS,
@@ -23,11 +23,11 @@ from nbagent.frames import (  # noqa: E402
     tool_calls_frame,
     usage_frame,
 )
-from nbagent.sessions import export_frames, load_sessions  # noqa: E402
-from nbagent.usage_report import plot_usage, usage_summary  # noqa: E402
-from nbagent.ledger import TurnRecord  # noqa: E402
-from nbagent.pricing import Price, cost, get_price, reset_prices, set_price  # noqa: E402
-from nbagent.steps import (  # noqa: E402
+from nbagent.analysis.sessions import export_frames, load_sessions  # noqa: E402
+from nbagent.analysis.report import plot_usage, usage_summary  # noqa: E402
+from nbagent.core.ledger import TurnRecord  # noqa: E402
+from nbagent.analysis.pricing import Price, cost, get_price, reset_prices, set_price  # noqa: E402
+from nbagent.core.steps import (  # noqa: E402
     FinishReason,
     Step,
     StepSource,
@@ -133,7 +133,7 @@ def scripted_records() -> list[TurnRecord]:
     ]
 
 
-# expected USD per turn (USD per 1M tokens from nbagent.pricing)
+# expected USD per turn (USD per 1M tokens from nbagent.analysis.pricing)
 COSTS = [
     (100 * 0.40 + 20 * 1.60) / 1e6,  # gpt-4.1-mini
     (500 * 0.40 + (70 + 50) * 1.60) / 1e6,  # thinking billed as output
@@ -490,7 +490,7 @@ def test_export_frames_is_json_safe_and_matches():
     assert back["history"][13]["http_code"] == 429 and back["history"][16]["finished"] is None
     # no pandas needed to export
     code = ("import sys; sys.modules['pandas'] = None; sys.modules['numpy'] = None\n"
-            "from nbagent.sessions import export_frames; print(len(export_frames([], [])['usage']))")
+            "from nbagent.analysis.sessions import export_frames; print(len(export_frames([], [])['usage']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr
@@ -597,7 +597,7 @@ def test_missing_optional_dependencies(monkeypatch):
 
 
 def test_import_stays_light():
-    code = ("import sys, nbagent, nbagent.frames, nbagent.pricing\n"
+    code = ("import sys, nbagent, nbagent.analysis.frames, nbagent.analysis.pricing\n"
             "heavy = [m for m in ('pandas', 'numpy', 'matplotlib') if m in sys.modules]\n"
             "assert not heavy, heavy")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -609,8 +609,8 @@ def test_import_stays_light():
 
 
 def test_conversation_frames_match_total_usage():
-    conversation = pytest.importorskip("nbagent.conversation")
-    connection = pytest.importorskip("nbagent.connection")
+    conversation = pytest.importorskip("nbagent.core.conversation")
+    connection = pytest.importorskip("nbagent.core.connection")
     steps = scripted_steps()
     turns = [[s.copy(turn=-1) for s in steps if s.turn == t] for t in range(3)]  # the three clean turns
     conv = conversation.Conversation(connection.MockConnection(turns))
@@ -630,8 +630,8 @@ def test_conversation_frames_match_total_usage():
 
 
 def test_usage_complete_after_trimming_and_save_load(tmp_path):
-    conversation = pytest.importorskip("nbagent.conversation")
-    connection = pytest.importorskip("nbagent.connection")
+    conversation = pytest.importorskip("nbagent.core.conversation")
+    connection = pytest.importorskip("nbagent.core.connection")
     steps = scripted_steps()
     turns = [[s.copy(turn=-1) for s in steps if s.turn == t] for t in range(3)]
     conv = conversation.Conversation(connection.MockConnection(turns), max_history_size=4)

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from fixture_replay import fixture_names, load_error_fixture, load_fixture, replay
-from nbagent.errors import NbagentError
-from nbagent.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from nbagent.core.errors import NbagentError
+from nbagent.core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from nbagent.providers.base import ModelRequest, ToolSpec, Usage
 from nbagent.providers.gemini import PLACEHOLDER_SIGNATURE, GeminiProvider
-from nbagent.steps import FinishReason
+from nbagent.core.steps import FinishReason
 
 KEY = "AIzaSyTEST-0123456789abcdefghijklmn"
 NAMES = fixture_names("gemini")

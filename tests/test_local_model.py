@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nbagent.errors import NbagentError
-from nbagent.messages import Message, TextPart
+from nbagent.core.errors import NbagentError
+from nbagent.core.messages import Message, TextPart
 from nbagent.providers.base import Finish, ModelRequest, TextDelta, Usage
 from nbagent.providers.local import (
     INSTALL_COMMAND,
@@ -31,7 +31,7 @@ from nbagent.providers.local import (
     missing_local_runtime,
     running_servers,
 )
-from nbagent.steps import FinishReason, StepSource, StepStatus, Text
+from nbagent.core.steps import FinishReason, StepSource, StepStatus, Text
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from fixture_replay import fixture_names, load_error_fixture, load_fixture, replay
-from nbagent.errors import NbagentError
-from nbagent.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from nbagent.core.errors import NbagentError
+from nbagent.core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from nbagent.providers.base import ModelRequest, TextDelta, ThinkingDelta, ToolSpec
 from nbagent.providers.openai import OpenAIProvider
-from nbagent.steps import FinishReason
+from nbagent.core.steps import FinishReason
 
 KEY = "sk-test-openai-0123456789abcdef"
 FIXTURES = [("openai", n) for n in fixture_names("openai")] + [

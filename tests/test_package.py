@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import nbagent
-from nbagent.errors import NbagentError, redact
+from nbagent.core.errors import NbagentError, redact
 
 CONTRACT = ["Agent", "Conversation", "ChatSession", "ChatWidget", "Tool", "tool", "Step", "StepType",
             "StepSource", "StepTarget", "StepStatus", "ToolCall", "UsageMetadata", "Thought", "Text",

@@ -19,7 +19,7 @@ from fault_server import (
     sse,
     text_of,
 )
-from nbagent.errors import NbagentError
+from nbagent.core.errors import NbagentError
 
 ANTHROPIC_KEY = "sk-ant-fault-key-0123456789abcdef"
 GEMINI_KEY = "AIzaSyFAULT-key-0123456789abcdefghij"

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from nbagent import ChatSession, NbagentError
-from nbagent.compress import ApproxTokenizer, DropOldestTurns, ShrinkToolResults, TiktokenTokenizer
-from nbagent.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from nbagent.core.compression import ApproxTokenizer, DropOldestTurns, ShrinkToolResults, TiktokenTokenizer
+from nbagent.core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 
 from scripted import assert_history_valid
 

@@ -11,10 +11,10 @@ from typing import Annotated, Any, Literal, Optional, TypedDict
 
 import pytest
 
-from nbagent import tools as tools_mod
-from nbagent.errors import NbagentError
+from nbagent.loop import tools as tools_mod
+from nbagent.core.errors import NbagentError
 from nbagent.providers.base import ToolSpec
-from nbagent.tools import Tool, ToolOutput, format_result, parse_docstring, to_tools, tool
+from nbagent.loop.tools import Tool, ToolOutput, format_result, parse_docstring, to_tools, tool
 
 
 def props(t: Tool) -> dict:
@@ -686,7 +686,7 @@ def test_pandas_not_imported_for_plain_results():
     import sys
 
     code = (
-        "import sys; from nbagent.tools import format_result, tool\n"
+        "import sys; from nbagent.loop.tools import format_result, tool\n"
         "format_result({'a': 1}); format_result(object())\n"
         "print('pandas' in sys.modules, 'pydantic' in sys.modules)"
     )

@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("anywidget")
 
 from nbagent import Agent, Conversation, MockConnection, tool  # noqa: E402
-from nbagent.steps import (Step, StepSource, StepStatus, StepTarget, StepType,  # noqa: E402
+from nbagent.core.steps import (Step, StepSource, StepStatus, StepTarget, StepType,  # noqa: E402
                            ToolCall, UsageMetadata)
-from nbagent.widget import FLUSH_INTERVAL, LEVELS, ChatWidget  # noqa: E402
+from nbagent.notebook.widget import FLUSH_INTERVAL, LEVELS, ChatWidget  # noqa: E402
 
 from browser_streams import StreamConnection, words  # noqa: E402
 

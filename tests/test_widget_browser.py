@@ -64,7 +64,7 @@ NOTEBOOKS = {
         "conv.widget()"],
     "errors.ipynb": [
         "from nbagent import Conversation, MockConnection, NbagentError\n"
-        "from nbagent.steps import Step, StepType, StepSource, StepTarget, StepStatus\n"
+        "from nbagent.core.steps import Step, StepType, StepSource, StepTarget, StepStatus\n"
         "u = Step(step_index=0, type=StepType.TEXT_RESPONSE, source=StepSource.USER, target=StepTarget.UNSPECIFIED, status=StepStatus.DONE, content='hi')\n"
         "c = Step(step_index=1, type=StepType.COMPACTION, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT, status=StepStatus.DONE,"
         " content='history compacted', metadata={'tokens_before': 12000, 'tokens_after': 3000})\n"

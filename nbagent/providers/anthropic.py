@@ -45,9 +45,9 @@ import json
 import os
 from typing import Any
 
-from ..errors import NbagentError
-from ..messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from ..steps import FinishReason, ToolCall, UsageMetadata
+from ..core.errors import NbagentError
+from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from ..core.steps import FinishReason, ToolCall, UsageMetadata
 from .base import (
     Event,
     Finish,

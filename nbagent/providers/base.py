@@ -13,8 +13,8 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Union
 
-from ..messages import Message
-from ..steps import FinishReason, ToolCall, UsageMetadata
+from ..core.messages import Message
+from ..core.steps import FinishReason, ToolCall, UsageMetadata
 
 
 @dataclass

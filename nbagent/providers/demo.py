@@ -13,9 +13,9 @@ import json
 import re
 from typing import AsyncIterator
 
-from ..compress import ApproxTokenizer
-from ..messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from ..steps import FinishReason, ToolCall, UsageMetadata
+from ..core.compression import ApproxTokenizer
+from ..core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from ..core.steps import FinishReason, ToolCall, UsageMetadata
 from .base import (
     Event,
     Finish,

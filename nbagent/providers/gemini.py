@@ -46,9 +46,9 @@ import re
 import secrets
 from typing import Any, Mapping
 
-from ..errors import NbagentError
-from ..messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from ..steps import FinishReason, ToolCall, UsageMetadata
+from ..core.errors import NbagentError
+from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from ..core.steps import FinishReason, ToolCall, UsageMetadata
 from .base import (
     Event,
     Finish,

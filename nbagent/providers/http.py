@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Iterable, Mapping, Protocol
 
 import httpx
 
-from ..errors import NbagentError, redact, register_secret
+from ..core.errors import NbagentError, redact, register_secret
 from .base import Event, ModelRequest, Provider
 from .sse import SSEDecoder, SSEEvent
 

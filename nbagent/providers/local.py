@@ -4,7 +4,7 @@
     provider = LocalProvider("/models/any.gguf", n_ctx=4096, threads=4)
 
 The server is xllamacpp's build of llama.cpp's ``llama-server``, run as
-``python -m nbagent.providers._llama_server`` on a free 127.0.0.1 port and
+``python -m nbagent.providers.llama_process`` on a free 127.0.0.1 port and
 spoken to through ``OpenAIProvider`` -- the same code path as any remote
 OpenAI-compatible server. The chat template comes from the GGUF.
 
@@ -43,7 +43,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from ..errors import NbagentError
+from ..core.errors import NbagentError
 from .base import Event, ModelRequest, Usage
 from .local_server import _REGISTRY, _default_threads, _Server, _Spec, running_servers, stop_all_servers
 from .openai import OpenAIChatParser, OpenAIProvider

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import NbagentError
+from ..core.errors import NbagentError
 
 _READY = "NBAGENT_LLAMA_READY"
 
@@ -168,7 +168,7 @@ def _start_server(spec: _Spec) -> _Server:
     cmd = [
         sys.executable,
         "-m",
-        "nbagent.providers._llama_server",
+        "nbagent.providers.llama_process",
         "--model", spec.model_path,
         "--port", "0",
         "--ctx", str(spec.n_ctx),

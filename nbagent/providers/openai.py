@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 
-from ..errors import NbagentError
-from ..messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from ..steps import FinishReason, ToolCall, UsageMetadata
+from ..core.errors import NbagentError
+from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from ..core.steps import FinishReason, ToolCall, UsageMetadata
 from .base import (
     Event,
     Finish,

@@ -13,7 +13,7 @@ These values were transcribed from the providers' official pricing pages and
 were not re-checked online when this file was written: prices change, so check
 the page and override what differs::
 
-    from nbagent.pricing import set_price
+    from nbagent.analysis.pricing import set_price
     set_price("gpt-4.1-mini", input=0.40, cached_input=0.10, output=1.60)
 
 or pass ``pricing={"my-model": {"input": 1.0, "output": 2.0}}`` to
@@ -215,7 +215,7 @@ def _coerce_price(value: Any, model: str) -> Price:
 
 
 def _config_error(message: str):
-    from .errors import NbagentError
+    from ..core.errors import NbagentError
 
     return NbagentError(message, kind="config")
 

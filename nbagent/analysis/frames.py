@@ -2,7 +2,7 @@
 
 pandas (and numpy) are imported inside the functions, so ``import nbagent``
 stays light; a missing pandas raises ``NbagentError(kind="config")``.
-:func:`nbagent.sessions.export_frames` needs neither: ``Conversation.save`` embeds its output.
+:func:`nbagent.analysis.sessions.export_frames` needs neither: ``Conversation.save`` embeds its output.
 
 Conventions for every frame
 ---------------------------
@@ -65,7 +65,7 @@ cache_write_tokens    Int64                tokens written to a prompt cache
 thinking_tokens       Int64
 output_tokens         Int64                generated tokens other than thinking
 total_tokens          Int64                provider's total (sums to total_usage)
-cost_usd              float64              see nbagent.pricing; NaN: unknown model
+cost_usd              float64              see nbagent.analysis.pricing; NaN: unknown model
 finish_reason         category             FinishReason values (+ any other seen)
 status                category             running/done/waiting/error/interrupted
 error                 string               NA when empty
@@ -94,13 +94,13 @@ request_step    Int64     step_index of the model step that asked for it
 result_step     Int64     step_index of the execution step
 ==============  ========  =====================================================
 
-``load_sessions(paths_or_glob)`` (in ``nbagent.sessions``) returns the usage columns for many saved
+``load_sessions(paths_or_glob)`` (in ``nbagent.analysis.sessions``) returns the usage columns for many saved
 sessions with ``session_id`` (category: the conversation id), ``path``
 (string) and ``turn`` (int64) as the first columns and a fresh
 ``RangeIndex`` (turn numbers repeat across sessions). The same conversation
 saved to two files appears twice; ``path`` tells them apart.
 
-``usage_summary(records)`` (in ``nbagent.usage_report``) gives a ``UsageSummary`` (totals, cost,
+``usage_summary(records)`` (in ``nbagent.analysis.report``) gives a ``UsageSummary`` (totals, cost,
 mean time to first token and tokens/s; a table in notebooks) and
 ``plot_usage(records)`` a matplotlib ``Figure``. ``export_frames(steps,
 records)`` is what ``Conversation.save`` stores under ``"frames"``: the same
@@ -125,9 +125,9 @@ from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any, Iterable, Mapping
 
-from .errors import NbagentError
-from .ledger import TurnRecord
-from .steps import (
+from ..core.errors import NbagentError
+from ..core.ledger import TurnRecord
+from ..core.steps import (
     FinishReason,
     Step,
     StepSource,

@@ -1,6 +1,6 @@
 """Child-process entry point: llama.cpp's OpenAI-compatible server (xllamacpp).
 
-    python -m nbagent.providers._llama_server --model PATH [--port 0] [--ctx 2048]
+    python -m nbagent.providers.llama_process --model PATH [--port 0] [--ctx 2048]
         [--threads N] [--parallel 4] [--alias smollm2] [--parent-pid PID]
 
 Run by ``nbagent.providers.local`` and owned by it; not a public interface.
@@ -55,7 +55,7 @@ def _watch_stdin() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="nbagent.providers._llama_server")
+    ap = argparse.ArgumentParser(prog="nbagent.providers.llama_process")
     ap.add_argument("--model", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--host", default="127.0.0.1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .errors import NbagentError
+from ..core.errors import NbagentError
 
 
 def schema_of(response_format: Any) -> dict | None:

@@ -101,7 +101,7 @@ class ChatSession:
 
         May stay above the target when nothing more can be removed safely.
         """
-        from .compress import ApproxTokenizer, default_compressor
+        from .compression import ApproxTokenizer, default_compressor
 
         tokenizer = tokenizer or ApproxTokenizer()
         compressor = compressor or default_compressor()

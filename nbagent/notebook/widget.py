@@ -37,8 +37,8 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .ledger import TurnRecord
-from .steps import Step
+from ..core.ledger import TurnRecord
+from ..core.steps import Step
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top one the rest)
@@ -57,7 +57,7 @@ def record_dict(rec: TurnRecord) -> dict:
     d = rec.to_dict()
     d.update(duration=rec.duration, ttft=rec.time_to_first_token, tps=rec.output_tokens_per_s)
     try:
-        from .pricing import cost
+        from ..analysis.pricing import cost
 
         u = rec.usage
         usd = cost(rec.model, u.prompt_token_count, u.cached_content_token_count,

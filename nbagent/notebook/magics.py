@@ -42,7 +42,7 @@ def _parse(line: str) -> dict:
             opts["widget"] = True
             i += 1
         else:
-            from .errors import NbagentError
+            from ..core.errors import NbagentError
 
             raise NbagentError(f"%%chat: unknown option {a!r} (use -a NAME, -m MODEL, --new, --widget)",
                                kind="config")
@@ -51,7 +51,7 @@ def _parse(line: str) -> dict:
 
 def _chat_magic(ipython):
     def chat(line: str, cell: str):
-        from .agent import Agent
+        from ..agent import Agent
 
         opts = _parse(line)
         ns = ipython.user_ns
@@ -59,7 +59,7 @@ def _chat_magic(ipython):
         agent = ns.get(name)
         if agent is None or opts["new"]:
             if opts["agent"] and not opts["new"]:
-                from .errors import NbagentError
+                from ..core.errors import NbagentError
 
                 raise NbagentError(f"%%chat: no agent named {name!r} in the notebook", kind="config")
             agent = Agent(model=opts["model"])
@@ -79,9 +79,9 @@ def _chat_magic(ipython):
 def _stream_to_cell(conv, prompt: str):
     from IPython.display import Markdown, clear_output, display
 
-    from .steps import Text, Thought, ToolCall
+    from ..core.steps import Text, Thought, ToolCall
 
-    from .conversation import chunks_of
+    from ..core.conversation import chunks_of
 
     state = {"thinking": False}
     seen: set[str] = set()

@@ -18,8 +18,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import NbagentError
-from .steps import ToolCall
+from ..core.errors import NbagentError
+from ..core.steps import ToolCall
 
 POLICIES = ("allow_all", "ask", "deny_all")
 

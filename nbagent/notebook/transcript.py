@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .steps import Step, StepSource, StepStatus, StepTarget, StepType
+from ..core.steps import Step, StepSource, StepStatus, StepTarget, StepType
 
 
 def transcript_markdown(steps: list[Step], limit: int = 200) -> str:

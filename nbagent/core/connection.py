@@ -2,7 +2,7 @@
 
 ``Connection`` is the protocol a ``Conversation`` talks to. ``MockConnection``
 replays scripted steps (for tests and teaching); ``ModelConnection``
-(``nbagent.model_connection``) runs real turns against a provider.
+(``nbagent.loop.model_connection``) runs real turns against a provider.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
-from .compress import ApproxTokenizer
-from .errors import NbagentError
+from ..core.compression import ApproxTokenizer
+from ..core.errors import NbagentError
 from .hooks import Block, Hooks, call_hook, check_policy
-from .messages import Message, TextPart, ToolResultPart, ToolUsePart
-from .providers.base import (
+from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
+from ..providers.base import (
     Finish,
     ModelRequest,
     Provider,
@@ -33,8 +33,8 @@ from .providers.base import (
     ToolCallStart,
     Usage,
 )
-from .session import ChatSession
-from .steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from ..core.chat_session import ChatSession
+from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
 
 _END = object()
 _CANCELED = object()

@@ -8,7 +8,7 @@ from typing import Any
 
 from .errors import NbagentError
 from .ledger import TurnRecord
-from .session import ChatSession, atomic_write_json, read_json
+from .chat_session import ChatSession, atomic_write_json, read_json
 from .steps import Step, UsageMetadata
 
 FORMAT = "nbagent.session"
@@ -39,7 +39,7 @@ def save_conversation(conv, path: str | Path) -> Path:
     session = getattr(conv.connection, "session", None) or conv._loaded_session
     doc["chat_session"] = session.to_dict() if isinstance(session, ChatSession) else None
     try:
-        from .sessions import export_frames
+        from ..analysis.sessions import export_frames
 
         doc["frames"] = export_frames(steps, turns)
     except ImportError:  # pandas-free installs still save everything needed

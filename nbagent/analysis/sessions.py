@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import NbagentError
+from ..core.errors import NbagentError
 from .frames import (EXPORT_VERSION, FORMAT, PENDING, PREVIEW_CHARS, PROMPT_CHARS, _args_json,
                      _enum_value, _exec_duration, _from_iso, _iso, _none_if_nan, _pandas, _shorten,
                      _tool_call_rows, usage_frame)
-from .ledger import TurnRecord
-from .steps import Step, UsageMetadata
+from ..core.ledger import TurnRecord
+from ..core.steps import Step, UsageMetadata
 
 
 def _usage_row(r: TurnRecord, price) -> dict:

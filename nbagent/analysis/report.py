@@ -6,10 +6,10 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from .errors import NbagentError
+from ..core.errors import NbagentError
 from .frames import _pandas, usage_frame
-from .ledger import TurnRecord
-from .steps import UsageMetadata
+from ..core.ledger import TurnRecord
+from ..core.steps import UsageMetadata
 
 
 @dataclass

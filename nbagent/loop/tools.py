@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .docstrings import parse_docstring
-from .errors import NbagentError
-from .providers.base import ToolSpec
+from ..core.errors import NbagentError
+from ..providers.base import ToolSpec
 
 DEFAULT_MAX_RESULT_CHARS = 20_000  # results longer than this are cut (per-tool override)
 DATAFRAME_MAX_ROWS = 60

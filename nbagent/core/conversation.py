@@ -113,7 +113,7 @@ class Conversation:
 
     def ask(self, prompt: str) -> ChatResponse:
         """Blocking ``chat_to_completion``; works in scripts and inside a running loop."""
-        from ._sync import run_sync
+        from .blocking import run_sync
 
         return run_sync(self.chat_to_completion(prompt), on_cancel=self.interrupt)
 
@@ -487,35 +487,35 @@ class Conversation:
 
     def history_df(self):
         """One row per step (pandas)."""
-        from .frames import history_frame
+        from ..analysis.frames import history_frame
 
         return history_frame(self.history)
 
     def usage_df(self, pricing: dict | None = None):
         """One row per turn from the never-trimmed ledger (pandas)."""
-        from .frames import usage_frame
+        from ..analysis.frames import usage_frame
 
         return usage_frame(self.turns, pricing=pricing)
 
     def tool_calls_df(self):
         """One row per tool call (pandas)."""
-        from .frames import tool_calls_frame
+        from ..analysis.frames import tool_calls_frame
 
         return tool_calls_frame(self.history)
 
     def usage_summary(self, pricing: dict | None = None):
-        from .usage_report import usage_summary
+        from ..analysis.report import usage_summary
 
         return usage_summary(self.turns, pricing=pricing)
 
     def plot_usage(self, pricing: dict | None = None):
-        from .usage_report import plot_usage
+        from ..analysis.report import plot_usage
 
         return plot_usage(self.turns, pricing=pricing)
 
     def widget(self, **kwargs):
         """The ChatWidget bound to this conversation (one per conversation; kwargs make a new one)."""
-        from .widget import ChatWidget
+        from ..notebook.widget import ChatWidget
 
         if kwargs or self._widget is None or getattr(self._widget, "comm", None) is None:
             widget = ChatWidget(self, **kwargs)
@@ -528,7 +528,7 @@ class Conversation:
         try:
             return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
         except ImportError:
-            from .transcript import transcript_markdown
+            from ..notebook.transcript import transcript_markdown
 
             return {"text/markdown": transcript_markdown(self.history), "text/plain": repr(self)}
 
@@ -543,14 +543,14 @@ class Conversation:
 
     def save(self, path: str | Path) -> Path:
         """Write steps, the turn ledger and the ChatSession to one JSON file (atomic)."""
-        from .persist import save_conversation
+        from .session_file import save_conversation
 
         return save_conversation(self, path)
 
     @classmethod
     def load(cls, path: str | Path, connection: Any = None) -> "Conversation":
         """Bring a saved conversation back; read-only without a connection."""
-        from .persist import load_conversation
+        from .session_file import load_conversation
 
         return load_conversation(cls, path, connection)
 
