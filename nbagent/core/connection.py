@@ -1,8 +1,9 @@
 """Connections run turns and emit ``Step`` updates.
 
-``Connection`` is the protocol a ``Conversation`` talks to. ``MockConnection``
-replays scripted steps (for tests and teaching); ``ModelConnection``
-(``nbagent.loop.model_connection``) runs real turns against a provider.
+``Connection`` is the whole protocol a ``Conversation`` talks to.
+``MockConnection`` replays scripted steps (for tests and teaching);
+``ModelConnection`` (``nbagent.loop.model_connection``) runs real turns
+against a provider.
 """
 
 from __future__ import annotations
@@ -12,21 +13,43 @@ import threading
 import uuid
 from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
+from .chat_session import ChatSession
 from .errors import NbagentError
 from .steps import Step
 
 
 @runtime_checkable
 class Connection(Protocol):
+    """What a Conversation needs from whatever runs its turns."""
+
     conversation_id: str
+    model_name: str  # shown in the ledger and the widget
+    provider_name: str
 
-    async def send(self, prompt: str) -> None: ...
+    async def send(self, prompt: str) -> None:
+        """Start a turn; ``""`` continues one that stopped for tool results."""
 
-    def receive_steps(self) -> AsyncIterator[Step]: ...
+    def receive_steps(self) -> AsyncIterator[Step]:
+        """Yield the turn's step updates, the user's prompt step first."""
 
     def is_idle(self) -> bool: ...
 
-    def interrupt(self) -> None: ...
+    def interrupt(self) -> None:
+        """Stop the running turn; safe from any thread."""
+
+    def approve(self, call_id: str) -> None: ...
+
+    def deny(self, call_id: str, reason: str | None = None) -> None: ...
+
+    def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
+        """Record a manual tool result; returns the text the model will see."""
+
+    @property
+    def chat_session(self) -> ChatSession | None:
+        """The wire history to save with the conversation (None: nothing to save)."""
+
+    def resume(self, session: ChatSession | None, next_step_index: int) -> None:
+        """Continue a saved conversation: its wire history and step numbering."""
 
     async def disconnect(self) -> None: ...
 
@@ -92,6 +115,13 @@ class MockConnection:
     def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
         self.tool_results[call_id] = result
         return result if isinstance(result, str) else str(result)
+
+    @property
+    def chat_session(self) -> ChatSession | None:
+        return None  # a script has no wire history
+
+    def resume(self, session: ChatSession | None, next_step_index: int) -> None:
+        pass
 
     async def disconnect(self) -> None:
         self.closed = True

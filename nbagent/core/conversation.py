@@ -12,36 +12,21 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
+from .chunks import Chunk, chunks_of, response_of
+from .connection import Connection
+from .conversation_state import DEFAULT_MAX_HISTORY, ConversationEvent, ConversationState, Listener
 from .errors import NbagentError
-from .ledger import TurnRecord
-from .steps import (
-    ChatResponse,
-    FinishReason,
-    Step,
-    StepSource,
-    StepStatus,
-    StepTarget,
-    StepType,
-    Text,
-    Thought,
-    ToolCall,
-    UsageMetadata,
-)
+from .ledger import TurnRecord, TurnTally
+from .steps import ApprovalDecision, ChatResponse, Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
 
-DEFAULT_MAX_HISTORY = 10_000
-SESSION_FORMAT = "nbagent.session"
-SESSION_VERSION = 1
-
-Chunk = Thought | Text | ToolCall
-Listener = Callable[[str, Any], None]
 
 
 class Conversation:
     """Step history, turns, usage and chunk filtering over a connection."""
 
-    def __init__(self, connection: Any = None, max_history_size: int | None = None) -> None:
+    def __init__(self, connection: Connection | None = None, max_history_size: int | None = None) -> None:
         if max_history_size is not None and max_history_size < 0:
             raise NbagentError("max_history_size must be >= 0", kind="config")
         self._connection = connection
@@ -61,19 +46,16 @@ class Conversation:
         self._turn_starts: list[int] = []
         self._compactions: list[int] = []
         self._total = UsageMetadata()
-        self._turn_usage: UsageMetadata | None = None
-        self._counted: dict[int, UsageMetadata] = {}  # step_index -> usage counted, this turn
-        self._cache_writes: dict[int, int] = {}
         self._ledger: list[TurnRecord] = []
+        self._tally: TurnTally | None = None
         self._seen_call_ids: set[str] = set()
-        self._model_steps: set[int] = set()
         self._last_response = ""
         self._turn_open = False
 
     # --- listeners (the widget subscribes here) ---------------------------------
 
     def add_listener(self, fn: Listener) -> None:
-        """Call ``fn(event, payload)`` on "turn_started", "step", "turn_finished", "cleared"."""
+        """Call ``fn(event, payload)`` for each :class:`ConversationEvent`."""
         with self._lock:
             if fn not in self._listeners:
                 self._listeners.append(fn)
@@ -83,7 +65,7 @@ class Conversation:
             if fn in self._listeners:
                 self._listeners.remove(fn)
 
-    def _emit(self, event: str, payload: Any) -> None:
+    def _emit(self, event: ConversationEvent, payload: Any) -> None:
         for fn in list(self._listeners):
             try:
                 fn(event, payload)
@@ -130,11 +112,7 @@ class Conversation:
         with self._lock:
             self._turn_starts.append(len(self._steps))
             self._turn_positions = {}
-            self._counted = {}
-            self._cache_writes = {}
             self._seen_call_ids = set()
-            self._model_steps = set()
-            self._turn_usage = UsageMetadata()
             self._interrupt_requested = False
             record = TurnRecord(
                 turn=len(self._ledger),
@@ -144,8 +122,9 @@ class Conversation:
                 started_at=time.time(),
             )
             self._ledger.append(record)
+            self._tally = TurnTally(record)
             self._turn_open = True
-        self._emit("turn_started", record)
+        self._emit(ConversationEvent.TURN_STARTED, record)
         try:
             await conn.send(prompt)
         except BaseException as exc:
@@ -198,7 +177,7 @@ class Conversation:
                 self._steps[i] = done
                 settled.append(done)
         for step in settled:
-            self._emit("step", step)
+            self._emit(ConversationEvent.STEP, step)
 
     async def receive_chunks(self) -> AsyncIterator[Chunk]:
         """``receive_steps()`` filtered into Thought / Text / ToolCall chunks."""
@@ -243,9 +222,9 @@ class Conversation:
                         content_delta="",
                         thinking_delta="",
                     )
-                    updated.metadata = {**step.metadata, "approval": "manual"}
+                    updated.approval = ApprovalDecision.MANUAL
                     self._steps[self._steps.index(step)] = updated
-                    self._emit("step", updated)
+                    self._emit(ConversationEvent.STEP, updated)
                     break
 
     # --- ingestion ----------------------------------------------------------------
@@ -262,8 +241,10 @@ class Conversation:
                 self._steps.append(step)
                 if step.type == StepType.COMPACTION:
                     self._compactions.append(len(self._steps) - 1)
-            self._count_usage(step)
-            self._update_ledger(step)
+            if self._tally is not None:
+                added = self._tally.observe(step, time.time())
+                if added is not None:
+                    self._total = self._total + added
             if (
                 step.source == StepSource.MODEL
                 and step.target == StepTarget.USER
@@ -272,60 +253,7 @@ class Conversation:
             ):
                 self._last_response = step.content
             self._trim()
-        self._emit("step", step)
-
-    def _count_usage(self, step: Step) -> None:
-        if self._turn_usage is None:
-            self._turn_usage = UsageMetadata()
-        new = step.usage_metadata
-        old = self._counted.get(step.step_index)
-        if new is None and old is None:
-            return
-        new = new or UsageMetadata()
-        delta = new - old if old is not None else new
-        self._counted[step.step_index] = new
-        self._turn_usage = self._turn_usage + delta
-        self._total = self._total + delta
-        writes = int(step.metadata.get("cache_write_tokens") or 0)
-        self._cache_writes[step.step_index] = writes
-        if self._ledger:
-            self._ledger[-1].usage = self._turn_usage
-            self._ledger[-1].cache_write_tokens = sum(self._cache_writes.values())
-
-    def _update_ledger(self, step: Step) -> None:
-        if not self._ledger:
-            return
-        rec = self._ledger[-1]
-        if step.source == StepSource.MODEL:
-            if step.step_index not in self._model_steps:
-                self._model_steps.add(step.step_index)
-                rec.model_calls += 1
-            if rec.first_token_at is None and (
-                step.content_delta or step.thinking_delta or step.tool_calls or step.content
-            ):
-                rec.first_token_at = time.time()
-            if step.metadata.get("model"):
-                rec.model = step.metadata["model"]
-        if step.target == StepTarget.ENVIRONMENT and step.type == StepType.TOOL_CALL:
-            rec.tool_calls = len(
-                {c.id or id(c) for s in self._turn_steps() for c in s.tool_calls
-                 if s.target == StepTarget.ENVIRONMENT}
-            )
-        if step.type == StepType.FINISH:
-            reason = step.metadata.get("finish_reason")
-            rec.finish_reason = reason
-            if reason == FinishReason.INTERRUPTED.value:
-                rec.status = "interrupted"
-            elif reason == FinishReason.ERROR.value or step.status == StepStatus.ERROR:
-                rec.status = "error"
-            elif step.status == StepStatus.WAITING_FOR_USER:
-                rec.status = "waiting"
-            else:
-                rec.status = "done"
-        if step.error and step.status in (StepStatus.ERROR, StepStatus.TERMINAL_ERROR):
-            if step.target != StepTarget.ENVIRONMENT:  # tool errors do not fail the turn
-                rec.error = step.error
-                rec.http_code = step.http_code or rec.http_code
+        self._emit(ConversationEvent.STEP, step)
 
     def _turn_steps(self) -> list[Step]:
         start = self._turn_starts[-1] if self._turn_starts else 0
@@ -342,28 +270,14 @@ class Conversation:
 
     def _close_turn(self, error: BaseException | None = None) -> None:
         with self._lock:
-            if not self._turn_open or not self._ledger:
+            if not self._turn_open or self._tally is None:
                 return
             self._turn_open = False
-            rec = self._ledger[-1]
-            rec.finished_at = time.time()
-            if error is not None:
-                if isinstance(error, (asyncio.CancelledError, KeyboardInterrupt)):
-                    rec.status = "interrupted"
-                    rec.finish_reason = rec.finish_reason or FinishReason.INTERRUPTED.value
-                else:
-                    rec.status = "error"
-                    rec.finish_reason = FinishReason.ERROR.value
-                    rec.error = rec.error or str(error)
-                    rec.http_code = getattr(error, "http_code", None) or rec.http_code
-            elif rec.status == "running" and self._interrupt_requested:
-                rec.status = "interrupted"
-                rec.finish_reason = rec.finish_reason or FinishReason.INTERRUPTED.value
-            elif rec.status == "running":
-                rec.status = "done"
-                if rec.finish_reason is None:
-                    rec.finish_reason = FinishReason.STOP.value
-        self._emit("turn_finished", rec)
+            self._tally.close(time.time(), error=error,
+                              canceled=isinstance(error, (asyncio.CancelledError, KeyboardInterrupt)),
+                              interrupted=self._interrupt_requested)
+            rec = self._tally.record
+        self._emit(ConversationEvent.TURN_FINISHED, rec)
 
     # --- state --------------------------------------------------------------------
 
@@ -414,49 +328,24 @@ class Conversation:
         """Forget every step, turn, compaction and usage count."""
         with self._lock:
             self._reset_state()
-        self._emit("cleared", None)
+        self._emit(ConversationEvent.CLEARED, None)
 
     def _response_for_last_turn(self) -> ChatResponse:
         with self._lock:
             steps = self._turn_steps()
             rec = self._ledger[-1] if self._ledger else None
-        texts = [
-            s.content
-            for s in steps
-            if s.source == StepSource.MODEL and s.target == StepTarget.USER and s.content
-        ]
-        thinking = "".join(
-            s.thinking for s in steps if s.source == StepSource.MODEL and s.thinking
-        )
-        structured = next(
-            (s.structured_output for s in reversed(steps) if s.structured_output is not None),
-            None,
-        )
-        reason = FinishReason.STOP
-        if rec is not None and rec.finish_reason:
-            try:
-                reason = FinishReason(rec.finish_reason)
-            except ValueError:
-                reason = FinishReason.OTHER
-        return ChatResponse(
-            text="\n\n".join(texts),
-            thinking=thinking,
-            steps=steps,
-            usage_metadata=rec.usage if rec else UsageMetadata(),
-            finish_reason=reason,
-            structured_output=structured,
-        )
+        return response_of(steps, rec)
 
     # --- connection -----------------------------------------------------------------
 
     @property
-    def connection(self) -> Any:
+    def connection(self) -> Connection | None:
         return self._connection
 
     @property
     def conversation_id(self) -> str:
         if self._connection is not None:
-            return str(getattr(self._connection, "conversation_id", ""))
+            return str(self._connection.conversation_id)
         return self._loaded_id
 
     def is_idle(self) -> bool:
@@ -474,7 +363,7 @@ class Conversation:
         if self._connection is not None:
             await self._connection.disconnect()
 
-    def _require_connection(self) -> Any:
+    def _require_connection(self) -> Connection:
         if self._connection is None:
             raise NbagentError(
                 "this conversation was loaded without a connection and is read-only; "
@@ -539,36 +428,60 @@ class Conversation:
             f"{len(self.history)} steps, {u.total_token_count} tokens>"
         )
 
-    # --- persistence --------------------------------------------------------------------
+    # --- state boundary and persistence ---------------------------------------------------
 
-    def save(self, path: str | Path) -> Path:
-        """Write steps, the turn ledger and the ChatSession to one JSON file (atomic)."""
-        from .session_file import save_conversation
-
-        return save_conversation(self, path)
+    def to_state(self) -> ConversationState:
+        """A consistent copy of everything this conversation holds (for saving)."""
+        with self._lock:
+            session = self._connection.chat_session if self._connection is not None else None
+            return ConversationState(
+                conversation_id=self.conversation_id,
+                max_history_size=self._max,
+                steps=list(self._steps),
+                trimmed=self._trimmed,
+                turn_starts=list(self._turn_starts),
+                compactions=list(self._compactions),
+                turns=list(self._ledger),
+                total_usage=UsageMetadata(**self._total.to_dict()),
+                last_response=self._last_response,
+                chat_session=session if session is not None else self._loaded_session,
+            )
 
     @classmethod
-    def load(cls, path: str | Path, connection: Any = None) -> "Conversation":
+    def from_state(cls, state: ConversationState, connection: Connection | None = None,
+                   max_history_size: int | None = None) -> "Conversation":
+        """A conversation holding ``state``; with a connection it continues where it stopped."""
+        if connection is not None:
+            next_index = max((s.step_index for s in state.steps), default=-1) + 1
+            connection.resume(state.chat_session, next_index)
+        conv = cls(connection, max_history_size=state.max_history_size if max_history_size is None
+                   else max_history_size)
+        with conv._lock:
+            conv._steps = list(state.steps)
+            conv._trimmed = state.trimmed
+            conv._ledger = list(state.turns)
+            conv._turn_starts = list(state.turn_starts)
+            conv._compactions = list(state.compactions)
+            conv._total = state.total_usage
+            conv._last_response = state.last_response
+            conv._loaded_id = state.conversation_id
+            conv._loaded_session = state.chat_session
+        return conv
+
+    def save(self, path: str | Path, *, frames: bool = False) -> Path:
+        """Write steps, the turn ledger and the ChatSession to one JSON file (atomic).
+
+        ``frames=True`` also embeds the DataFrames as JSON rows, for readers
+        without nbagent (they are derived: ``load_sessions`` does not need them).
+        """
+        from .session_file import save_conversation
+
+        return save_conversation(self.to_state(), path, frames=frames)
+
+    @classmethod
+    def load(cls, path: str | Path, connection: Connection | None = None,
+             max_history_size: int | None = None) -> "Conversation":
         """Bring a saved conversation back; read-only without a connection."""
-        from .session_file import load_conversation
+        from .session_file import read_session
 
-        return load_conversation(cls, path, connection)
-
-
-def chunks_of(step: Step, seen_call_ids: set[str]) -> list[Chunk]:
-    """The chunks one step update yields; ``seen_call_ids`` dedups tool calls by id."""
-    if step.target == StepTarget.ENVIRONMENT:
-        return []
-    out: list[Chunk] = []
-    if step.source == StepSource.MODEL and step.target == StepTarget.USER:
-        if step.thinking_delta:
-            out.append(Thought(step.step_index, step.thinking_delta))
-        if step.content_delta:
-            out.append(Text(step.step_index, step.content_delta))
-    for call in step.tool_calls:
-        if call.id:
-            if call.id in seen_call_ids:
-                continue
-            seen_call_ids.add(call.id)
-        out.append(call)
-    return out
+        return cls.from_state(read_session(path), connection, max_history_size)

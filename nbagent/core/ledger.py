@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-from .steps import UsageMetadata
+from .steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, TurnStatus, UsageMetadata
 
 
 @dataclass
 class TurnRecord:
-    """What one turn cost and how it went.
-
-    ``status`` is one of ``running``, ``done``, ``waiting`` (stopped for a
-    tool result or an approval), ``error`` or ``interrupted``.
-    """
+    """What one turn cost and how it went."""
 
     turn: int
     prompt: str = ""
@@ -23,13 +20,17 @@ class TurnRecord:
     finished_at: float | None = None
     first_token_at: float | None = None
     usage: UsageMetadata = field(default_factory=UsageMetadata)
-    cache_write_tokens: int = 0
     model_calls: int = 0
     tool_calls: int = 0
-    finish_reason: str | None = None
-    status: str = "running"
+    finish_reason: FinishReason | None = None
+    status: TurnStatus = TurnStatus.RUNNING
     error: str = ""
     http_code: int = 0
+
+    @property
+    def cache_write_tokens(self) -> int:
+        """Input tokens written to a prompt cache (``usage.cache_write_token_count``)."""
+        return self.usage.cache_write_token_count
 
     @property
     def duration(self) -> float | None:
@@ -46,13 +47,7 @@ class TurnRecord:
     @property
     def output_tokens_per_s(self) -> float | None:
         """Generated tokens per second after the first token arrived."""
-        if self.finished_at is None or self.first_token_at is None:
-            return None
-        span = self.finished_at - self.first_token_at
-        out = self.usage.output_token_count
-        if span <= 0 or out <= 0:
-            return None
-        return out / span
+        return tokens_per_second(self.usage.output_token_count, self.first_token_at, self.finished_at)
 
     def to_dict(self) -> dict:
         return {
@@ -64,17 +59,125 @@ class TurnRecord:
             "finished_at": self.finished_at,
             "first_token_at": self.first_token_at,
             "usage": self.usage.to_dict(),
-            "cache_write_tokens": self.cache_write_tokens,
             "model_calls": self.model_calls,
             "tool_calls": self.tool_calls,
-            "finish_reason": self.finish_reason,
-            "status": self.status,
+            "finish_reason": None if self.finish_reason is None else self.finish_reason.value,
+            "status": self.status.value,
             "error": self.error,
             "http_code": self.http_code,
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TurnRecord":
-        d = dict(d)
-        d["usage"] = UsageMetadata.from_dict(d.get("usage")) or UsageMetadata()
-        return cls(**d)
+    def from_dict(cls, d: Any) -> "TurnRecord":
+        """The inverse of ``to_dict``, checking every type (TypeError / ValueError / KeyError)."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"a turn record must be an object, got {type(d).__name__}")
+        reason = d.get("finish_reason")
+        return cls(
+            turn=int(d["turn"]),
+            prompt=str(d.get("prompt") or ""),
+            model=str(d.get("model") or ""),
+            provider=str(d.get("provider") or ""),
+            started_at=float(d.get("started_at") or 0.0),
+            finished_at=_opt_float(d.get("finished_at")),
+            first_token_at=_opt_float(d.get("first_token_at")),
+            usage=UsageMetadata.from_dict(d.get("usage")) or UsageMetadata(),
+            model_calls=int(d.get("model_calls") or 0),
+            tool_calls=int(d.get("tool_calls") or 0),
+            finish_reason=None if reason is None else FinishReason(reason),
+            status=TurnStatus(d.get("status") or TurnStatus.DONE.value),
+            error=str(d.get("error") or ""),
+            http_code=int(d.get("http_code") or 0),
+        )
+
+
+def tokens_per_second(tokens: int, first_token_at: float | None, finished_at: float | None) -> float | None:
+    """Generated tokens per second between the first token and the end (None when unknown)."""
+    if finished_at is None or first_token_at is None:
+        return None
+    span = finished_at - first_token_at
+    if span <= 0 or tokens <= 0:
+        return None
+    return tokens / span
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+class TurnTally:
+    """Keeps one turn's record up to date from the step updates it streams.
+
+    A step's usage is counted once, from its last update: each update replaces
+    what the same ``step_index`` counted before.
+    """
+
+    def __init__(self, record: TurnRecord) -> None:
+        self.record = record
+        self._counted: dict[int, UsageMetadata] = {}
+        self._model_steps: set[int] = set()
+        self._tool_call_ids: set[Any] = set()
+
+    def observe(self, step: Step, now: float) -> UsageMetadata | None:
+        """Fold one step update into the record; returns the usage it added (if any)."""
+        rec = self.record
+        added = self._count_usage(step)
+        if step.source == StepSource.MODEL:
+            if step.step_index not in self._model_steps:
+                self._model_steps.add(step.step_index)
+                rec.model_calls += 1
+            if rec.first_token_at is None and (
+                step.content_delta or step.thinking_delta or step.tool_calls or step.content
+            ):
+                rec.first_token_at = now
+            if step.model:
+                rec.model = step.model
+        if step.target == StepTarget.ENVIRONMENT and step.type == StepType.TOOL_CALL:
+            self._tool_call_ids.update(c.id or (step.step_index, i) for i, c in enumerate(step.tool_calls))
+            rec.tool_calls = len(self._tool_call_ids)
+        if step.type == StepType.FINISH:
+            rec.finish_reason = step.finish_reason
+            if step.finish_reason == FinishReason.INTERRUPTED:
+                rec.status = TurnStatus.INTERRUPTED
+            elif step.finish_reason == FinishReason.ERROR or step.status == StepStatus.ERROR:
+                rec.status = TurnStatus.ERROR
+            elif step.status == StepStatus.WAITING_FOR_USER:
+                rec.status = TurnStatus.WAITING
+            else:
+                rec.status = TurnStatus.DONE
+        if step.error and step.status in (StepStatus.ERROR, StepStatus.TERMINAL_ERROR):
+            if step.target != StepTarget.ENVIRONMENT:  # tool errors do not fail the turn
+                rec.error = step.error
+                rec.http_code = step.http_code or rec.http_code
+        return added
+
+    def _count_usage(self, step: Step) -> UsageMetadata | None:
+        new = step.usage_metadata
+        old = self._counted.get(step.step_index)
+        if new is None and old is None:
+            return None
+        new = new or UsageMetadata()
+        delta = new - old if old is not None else new
+        self._counted[step.step_index] = new
+        self.record.usage = self.record.usage + delta
+        return delta
+
+    def close(self, now: float, *, error: BaseException | None = None, canceled: bool = False,
+              interrupted: bool = False) -> None:
+        """End the turn: how it ended decides its final status and finish reason."""
+        rec = self.record
+        rec.finished_at = now
+        if canceled:
+            rec.status = TurnStatus.INTERRUPTED
+            rec.finish_reason = rec.finish_reason or FinishReason.INTERRUPTED
+        elif error is not None:
+            rec.status = TurnStatus.ERROR
+            rec.finish_reason = FinishReason.ERROR
+            rec.error = rec.error or str(error)
+            rec.http_code = getattr(error, "http_code", None) or rec.http_code
+        elif rec.status == TurnStatus.RUNNING and interrupted:
+            rec.status = TurnStatus.INTERRUPTED
+            rec.finish_reason = rec.finish_reason or FinishReason.INTERRUPTED
+        elif rec.status == TurnStatus.RUNNING:
+            rec.status = TurnStatus.DONE
+            rec.finish_reason = rec.finish_reason or FinishReason.STOP

@@ -1,4 +1,10 @@
-"""Whole-session files: steps, the turn ledger and the ChatSession in one JSON."""
+"""Whole-session files: steps, the turn ledger and the ChatSession in one JSON.
+
+This module is the one reader and writer of session files (``Conversation.save``
+/ ``load`` and ``nbagent.load_sessions`` all come here). Version 2 stores the
+typed step fields; version 1 files (``Step.metadata`` dicts, cache writes
+beside the usage) are migrated on read.
+"""
 
 from __future__ import annotations
 
@@ -6,85 +12,138 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .chat_session import ChatSession, atomic_write_json, read_json
+from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
 from .errors import NbagentError
 from .ledger import TurnRecord
-from .chat_session import ChatSession, atomic_write_json, read_json
 from .steps import Step, UsageMetadata
 
-FORMAT = "nbagent.session"
-VERSION = 1
+SESSION_FORMAT = "nbagent.session"
+SESSION_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
-def save_conversation(conv, path: str | Path) -> Path:
-    """Write ``conv`` to ``path`` atomically. Holds no keys: only history and usage."""
-    with conv._lock:
-        steps = list(conv._steps)
-        turns = list(conv._ledger)
-        doc: dict[str, Any] = {
-            "format": FORMAT,
-            "version": VERSION,
-            "conversation_id": conv.conversation_id,
-            "saved_at": time.time(),
-            "model": turns[-1].model if turns else "",
-            "provider": turns[-1].provider if turns else "",
-            "max_history_size": conv._max,
-            "trimmed": conv._trimmed,
-            "turn_starts": list(conv._turn_starts),
-            "compactions": list(conv._compactions),
-            "total_usage": conv._total.to_dict(),
-            "last_response": conv._last_response,
-            "steps": [s.to_dict() for s in steps],
-            "turns": [t.to_dict() for t in turns],
-        }
-    session = getattr(conv.connection, "session", None) or conv._loaded_session
-    doc["chat_session"] = session.to_dict() if isinstance(session, ChatSession) else None
-    try:
+def save_conversation(state: ConversationState, path: str | Path, *, frames: bool = False) -> Path:
+    """Write ``state`` to ``path`` atomically. Holds no keys: only history and usage."""
+    turns = state.turns
+    doc: dict[str, Any] = {
+        "format": SESSION_FORMAT,
+        "version": SESSION_VERSION,
+        "conversation_id": state.conversation_id,
+        "saved_at": time.time(),
+        "model": turns[-1].model if turns else "",
+        "provider": turns[-1].provider if turns else "",
+        "max_history_size": state.max_history_size,
+        "trimmed": state.trimmed,
+        "turn_starts": list(state.turn_starts),
+        "compactions": list(state.compactions),
+        "total_usage": state.total_usage.to_dict(),
+        "last_response": state.last_response,
+        "steps": [s.to_dict() for s in state.steps],
+        "turns": [t.to_dict() for t in turns],
+        "chat_session": None if state.chat_session is None else state.chat_session.to_dict(),
+    }
+    if frames:  # derived rows for readers without nbagent; the analysis layer builds them
         from ..analysis.sessions import export_frames
 
-        doc["frames"] = export_frames(steps, turns)
-    except ImportError:  # pandas-free installs still save everything needed
-        doc["frames"] = None
+        doc["frames"] = export_frames(state.steps, turns)
     return atomic_write_json(path, doc)
 
 
-def read_session_file(path: str | Path) -> dict:
-    """Read and check a saved session; ``NbagentError(kind="io")`` when unusable."""
+def read_session_document(path: str | Path) -> dict:
+    """Read a session file and check its format and version (``NbagentError(kind="io")``)."""
     doc = read_json(path)
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise NbagentError(f"{path} is not an nbagent session file", kind="io")
-    if doc.get("version") != VERSION:
+    if not isinstance(doc, dict) or doc.get("format") != SESSION_FORMAT:
+        raise NbagentError(f"{path} is not an nbagent session file (no \"format\": \"{SESSION_FORMAT}\")",
+                           kind="io")
+    if doc.get("version") not in READABLE_VERSIONS:
         raise NbagentError(
-            f"{path} has session version {doc.get('version')!r}; this nbagent reads version {VERSION}",
+            f"{path} has session version {doc.get('version')!r}; this nbagent reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}",
             kind="io",
         )
+    if doc["version"] == 1:
+        doc = migrate_v1(doc)
     return doc
 
 
-def load_conversation(cls, path: str | Path, connection: Any = None):
-    doc = read_session_file(path)
+def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
+    """The conversation id and the turn ledger of a saved session (for many-session loading)."""
+    doc = read_session_document(path)
+    turns = doc.get("turns")
+    if not isinstance(turns, list):
+        raise NbagentError(f"session file {path} has no turn ledger (\"turns\")", kind="io")
     try:
-        steps = [Step.from_dict(s) for s in doc["steps"]]
-        turns = [TurnRecord.from_dict(t) for t in doc["turns"]]
+        records = [TurnRecord.from_dict(t) for t in turns]
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc}", kind="io") from None
+    return str(doc.get("conversation_id") or Path(path).stem), records
+
+
+def read_session(path: str | Path) -> ConversationState:
+    """A saved session as a ConversationState (``NbagentError(kind="io")`` when unusable)."""
+    doc = read_session_document(path)
+    try:
         chat = doc.get("chat_session")
-        session = ChatSession.from_dict(chat, source=str(path)) if chat else None
-        total = UsageMetadata.from_dict(doc.get("total_usage")) or UsageMetadata()
+        return ConversationState(
+            conversation_id=str(doc.get("conversation_id") or ""),
+            max_history_size=int(doc.get("max_history_size", DEFAULT_MAX_HISTORY)),
+            steps=[Step.from_dict(s) for s in doc["steps"]],
+            trimmed=int(doc.get("trimmed", 0)),
+            turn_starts=[int(i) for i in doc.get("turn_starts", [])],
+            compactions=[int(i) for i in doc.get("compactions", [])],
+            turns=[TurnRecord.from_dict(t) for t in doc["turns"]],
+            total_usage=UsageMetadata.from_dict(doc.get("total_usage")) or UsageMetadata(),
+            last_response=str(doc.get("last_response") or ""),
+            chat_session=ChatSession.from_dict(chat, source=str(path)) if chat else None,
+        )
     except NbagentError:
         raise
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise NbagentError(f"{path} is damaged: {exc!r}", kind="io") from None
-    if connection is not None and session is not None and hasattr(connection, "restore_session"):
-        connection.restore_session(session)
-    conv = cls(connection, max_history_size=doc.get("max_history_size"))
-    with conv._lock:
-        conv._steps = steps
-        conv._trimmed = int(doc.get("trimmed", 0))
-        conv._ledger = turns
-        conv._turn_starts = [int(i) for i in doc.get("turn_starts", [])]
-        conv._compactions = [int(i) for i in doc.get("compactions", [])]
-        conv._total = total
-        conv._last_response = doc.get("last_response", "")
-        conv._loaded_id = doc.get("conversation_id", "")
-        conv._loaded_session = session
-    if connection is not None and hasattr(connection, "next_step_index"):
-        connection.next_step_index = max((s.step_index for s in steps), default=-1) + 1
-    return conv
+
+
+# --- version 1 ---------------------------------------------------------------------------
+
+_V1_STEP_KEYS = {"finish_reason": "finish_reason", "model": "model", "approval": "approval",
+                 "duration": "run_seconds", "preparing_tool": "preparing_tool", "raw_usage": "raw_usage"}
+
+
+def migrate_v1(doc: dict) -> dict:
+    """A version 1 document in version 2 shape: step metadata becomes typed fields."""
+    doc = dict(doc, version=2)
+    steps = doc.get("steps")
+    if isinstance(steps, list):
+        doc["steps"] = [_step_v1(s) if isinstance(s, dict) else s for s in steps]
+    turns = doc.get("turns")
+    if isinstance(turns, list):
+        writes = sum(int(t.get("cache_write_tokens") or 0) for t in turns if isinstance(t, dict))
+        doc["turns"] = [_turn_v1(t) if isinstance(t, dict) else t for t in turns]
+        if writes and isinstance(doc.get("total_usage"), dict):
+            doc["total_usage"] = dict(doc["total_usage"], cache_write_token_count=writes)
+    return doc
+
+
+def _step_v1(d: dict) -> dict:
+    d = dict(d)
+    extra = d.pop("metadata", None) or {}
+    if not isinstance(extra, dict):
+        raise NbagentError("a version 1 step's metadata is not an object", kind="io")
+    for old, new in _V1_STEP_KEYS.items():
+        if extra.get(old) is not None:
+            d[new] = extra[old]
+    if "tokens_before" in extra:
+        d["compaction"] = {"tokens_before": int(extra["tokens_before"]),
+                           "tokens_after": int(extra.get("tokens_after") or 0),
+                           "budget": int(extra.get("budget") or 0)}
+    if extra.get("cache_write_tokens") and isinstance(d.get("usage_metadata"), dict):
+        d["usage_metadata"] = dict(d["usage_metadata"], cache_write_token_count=int(extra["cache_write_tokens"]))
+    return d
+
+
+def _turn_v1(d: dict) -> dict:
+    d = dict(d)
+    writes = d.pop("cache_write_tokens", 0)
+    if writes and isinstance(d.get("usage"), dict):
+        d["usage"] = dict(d["usage"], cache_write_token_count=int(writes))
+    return d

@@ -15,12 +15,20 @@ Conventions used by nbagent's own connections:
 - a tool execution: TOOL_CALL, SYSTEM -> ENVIRONMENT, ``tool_calls=[call]``,
   ``content`` the result shown to the model, WAITING_FOR_USER while it waits
   for approval or a manual result;
-- COMPACTION: SYSTEM -> ENVIRONMENT, ``metadata`` has tokens_before/after;
-- FINISH: SYSTEM -> USER, ``metadata["finish_reason"]``; no usage of its own.
+- COMPACTION: SYSTEM -> ENVIRONMENT, ``compaction`` has the token counts;
+- FINISH: SYSTEM -> USER, ``finish_reason`` says why the turn ended; no usage
+  of its own.
+
+What crosses layers travels in typed fields: ``finish_reason``
+(:class:`FinishReason`), ``model``, ``approval`` (:class:`ApprovalDecision`),
+``run_seconds``, ``preparing_tool``, ``compaction`` (:class:`CompactionStats`),
+and ``raw_usage`` -- the provider's own usage object, kept for analysis
+(saved with the session, never sent to the widget).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -71,6 +79,43 @@ class FinishReason(str, Enum):
     OTHER = "OTHER"
 
 
+class ApprovalDecision(str, Enum):
+    """How a tool call was let through (or not): the ``approval`` of its execution step."""
+
+    AUTO = "auto"  # the policy runs every call
+    APPROVED = "approved"  # a person approved it
+    DENIED = "denied"  # a person denied it
+    POLICY_ALLOWED = "policy_allowed"  # a policy function allowed it
+    POLICY_DENIED = "policy_denied"  # deny_all, or a policy function refused it
+    MANUAL = "manual"  # the caller supplies the result (auto_execute_tools=False)
+    PENDING = "pending"  # waiting for approve() / deny()
+    BLOCKED = "blocked"  # a pre_tool_use hook blocked it
+    CANCELED = "canceled"  # the turn was interrupted before a decision
+
+
+class TurnStatus(str, Enum):
+    """Where a turn stands: the ``status`` of its ledger record."""
+
+    RUNNING = "running"
+    DONE = "done"
+    WAITING = "waiting"  # stopped for a tool result or an approval
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class CompactionStats:
+    """What a compaction did to the wire history (approximate tokens)."""
+
+    tokens_before: int
+    tokens_after: int
+    budget: int
+
+    @property
+    def removed(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
 @dataclass
 class ToolCall:
     """A tool call the model asked for; ``args`` is the parsed JSON object."""
@@ -99,8 +144,9 @@ class UsageMetadata:
 
     ``prompt_token_count`` counts every input token (cached and cache-written
     included), ``cached_content_token_count`` the cache reads among them,
-    ``thoughts_token_count`` the reasoning tokens and ``candidates_token_count``
-    the other generated tokens.
+    ``thoughts_token_count`` the reasoning tokens, ``candidates_token_count``
+    the other generated tokens, and ``cache_write_token_count`` the input
+    tokens written to a prompt cache (Anthropic, OpenRouter; 0 elsewhere).
     """
 
     prompt_token_count: int = 0
@@ -108,6 +154,7 @@ class UsageMetadata:
     total_token_count: int = 0
     cached_content_token_count: int = 0
     thoughts_token_count: int = 0
+    cache_write_token_count: int = 0
 
     def __add__(self, other: "UsageMetadata") -> "UsageMetadata":
         if not isinstance(other, UsageMetadata):
@@ -136,18 +183,16 @@ class UsageMetadata:
     def from_dict(cls, d: dict | None) -> "UsageMetadata | None":
         if d is None:
             return None
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: int(v or 0) for k, v in d.items() if k in names})
+        if not isinstance(d, dict):
+            raise TypeError(f"usage must be an object, got {type(d).__name__}")
+        return cls(**{k: int(v or 0) for k, v in d.items() if k in _USAGE_FIELDS})
 
 
-def _usage_tuple(u: UsageMetadata) -> tuple[int, int, int, int, int]:
-    return (
-        u.prompt_token_count,
-        u.candidates_token_count,
-        u.total_token_count,
-        u.cached_content_token_count,
-        u.thoughts_token_count,
-    )
+_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))
+
+
+def _usage_tuple(u: UsageMetadata) -> tuple[int, ...]:
+    return tuple(getattr(u, name) for name in _USAGE_FIELDS)
 
 
 @dataclass
@@ -176,7 +221,13 @@ class Step:
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None
     turn: int = -1
-    metadata: dict = field(default_factory=dict)
+    finish_reason: FinishReason | None = None  # a model call's or the turn's (FINISH) end
+    model: str = ""  # the model that answered (model steps)
+    approval: ApprovalDecision | None = None  # tool execution steps
+    run_seconds: float | None = None  # how long the tool ran (approval wait excluded)
+    preparing_tool: str = ""  # a tool call the model is still writing
+    compaction: CompactionStats | None = None  # COMPACTION steps
+    raw_usage: dict | None = None  # the provider's own usage object (analysis only)
 
     @property
     def duration(self) -> float | None:
@@ -185,8 +236,20 @@ class Step:
             return None
         return self.finished_at - self.created_at
 
+    @property
+    def tool_seconds(self) -> float | None:
+        """How long a tool ran: ``run_seconds`` when measured, else ``duration``."""
+        return self.duration if self.run_seconds is None else self.run_seconds
+
     def copy(self, **changes: Any) -> "Step":
         return dataclasses.replace(self, **changes)
+
+    def snapshot(self, content_delta: str = "", thinking_delta: str = "") -> "Step":
+        """A shallow copy carrying these deltas: what a connection emits as one update."""
+        snap = copy.copy(self)
+        snap.content_delta = content_delta
+        snap.thinking_delta = thinking_delta
+        return snap
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (deltas dropped: they are transient)."""
@@ -210,11 +273,20 @@ class Step:
             "created_at": self.created_at,
             "finished_at": self.finished_at,
             "turn": self.turn,
-            "metadata": self.metadata,
+            "finish_reason": None if self.finish_reason is None else self.finish_reason.value,
+            "model": self.model,
+            "approval": None if self.approval is None else self.approval.value,
+            "run_seconds": self.run_seconds,
+            "preparing_tool": self.preparing_tool,
+            "compaction": None if self.compaction is None else dataclasses.asdict(self.compaction),
+            "raw_usage": self.raw_usage,
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> "Step":
+        """The inverse of ``to_dict``; raises TypeError / ValueError / KeyError on bad input."""
+        reason, approval, compaction = d.get("finish_reason"), d.get("approval"), d.get("compaction")
+        run = d.get("run_seconds")
         return cls(
             id=d.get("id", ""),
             step_index=int(d.get("step_index", 0)),
@@ -233,9 +305,15 @@ class Step:
             trajectory_id=d.get("trajectory_id", ""),
             http_code=int(d.get("http_code") or 0),
             created_at=float(d.get("created_at") or 0.0),
-            finished_at=d.get("finished_at"),
+            finished_at=None if d.get("finished_at") is None else float(d["finished_at"]),
             turn=int(d.get("turn", -1)),
-            metadata=d.get("metadata") or {},
+            finish_reason=None if reason is None else FinishReason(reason),
+            model=str(d.get("model") or ""),
+            approval=None if approval is None else ApprovalDecision(approval),
+            run_seconds=None if run is None else float(run),
+            preparing_tool=str(d.get("preparing_tool") or ""),
+            compaction=None if compaction is None else CompactionStats(**compaction),
+            raw_usage=d.get("raw_usage"),
         )
 
 

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import threading
 import time
 import uuid
 from typing import Any, AsyncIterator
 
+from ..core.chat_session import ChatSession
 from ..core.compression import ApproxTokenizer
 from ..core.errors import NbagentError
-from .hooks import Block, Hooks, call_hook, check_policy
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
 from ..providers.base import (
     Finish,
@@ -33,14 +32,13 @@ from ..providers.base import (
     ToolCallStart,
     Usage,
 )
-from ..core.chat_session import ChatSession
-from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from ..core.steps import CompactionStats, FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from .hooks import Block, Hooks, call_hook
+from .tool_runner import CANCELED_RESULT, ToolRunner
 
 _END = object()
 _CANCELED = object()
 INTERRUPTED_NOTE = "[interrupted by the user]"
-CANCELED_RESULT = "The user interrupted the turn before this tool call ran."
-DENIED_RESULT = "The user denied this tool call."
 
 
 class ModelConnection:
@@ -67,12 +65,7 @@ class ModelConnection:
         session: ChatSession | None = None,
         conversation_id: str | None = None,
     ) -> None:
-        from .tools import to_tools
-
         self.provider = provider
-        self.tools = to_tools(tools or ())
-        self.auto_execute_tools = auto_execute_tools
-        self.policy = check_policy(policy)
         self.max_tool_iterations = max_tool_iterations
         self.hooks = Hooks.coerce(hooks)
         self.temperature = temperature
@@ -93,9 +86,21 @@ class ModelConnection:
         self._interrupted = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active_tasks: set[asyncio.Task] = set()
-        self._decisions: dict[str, asyncio.Future] = {}
-        self._pending_manual: dict[str, ToolCall] = {}
-        self._manual_results: dict[str, ToolResultPart] = {}
+        self.tool_runner = ToolRunner(tools, auto_execute_tools=auto_execute_tools, policy=policy,
+                                      hooks=self.hooks, interrupted=self._interrupted,
+                                      active_tasks=self._active_tasks)
+
+    @property
+    def tools(self) -> dict:
+        return self.tool_runner.tools
+
+    @property
+    def policy(self) -> Any:
+        return self.tool_runner.policy
+
+    @property
+    def auto_execute_tools(self) -> bool:
+        return self.tool_runner.auto_execute_tools
 
     # --- identity -------------------------------------------------------------------
 
@@ -107,10 +112,17 @@ class ModelConnection:
     def provider_name(self) -> str:
         return self.provider.name
 
-    def restore_session(self, session: ChatSession) -> None:
-        """Continue from a saved ChatSession (``Agent(resume=path)``)."""
-        self.session = session
-        self.conversation_id = session.session_id
+    @property
+    def chat_session(self) -> ChatSession:
+        """The wire history sent to the model."""
+        return self.session
+
+    def resume(self, session: ChatSession | None, next_step_index: int) -> None:
+        """Continue a saved conversation (``Agent(resume=path)``)."""
+        if session is not None:
+            self.session = session
+            self.conversation_id = session.session_id
+        self.next_step_index = max(self.next_step_index, next_step_index)
 
     # --- Connection protocol ------------------------------------------------------------
 
@@ -142,45 +154,17 @@ class ModelConnection:
     def _cancel_active(self) -> None:
         for task in list(self._active_tasks):
             task.cancel()
-        for fut in self._decisions.values():
-            if not fut.done():
-                fut.set_result(None)
+        self.tool_runner.cancel_waits()
 
     def approve(self, call_id: str) -> None:
-        self._decide(call_id, True, None)
+        self.tool_runner.approve(call_id)
 
     def deny(self, call_id: str, reason: str | None = None) -> None:
-        self._decide(call_id, False, reason)
-
-    def _decide(self, call_id: str, allow: bool, reason: str | None) -> None:
-        fut = self._decisions.get(call_id)
-        if fut is None:
-            raise NbagentError(f"no tool call {call_id!r} is waiting for approval", kind="config")
-        loop = fut.get_loop()
-
-        def resolve() -> None:
-            if not fut.done():
-                fut.set_result((allow, reason))
-
-        try:
-            same = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            same = False
-        if same:
-            resolve()
-        else:
-            loop.call_soon_threadsafe(resolve)
+        self.tool_runner.deny(call_id, reason)
 
     def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
         """Record the result of a call the turn stopped at; returns the text the model sees."""
-        call = self._pending_manual.get(call_id)
-        if call is None:
-            raise NbagentError(f"no tool call {call_id!r} is waiting for a result", kind="config")
-        from .tools import format_result
-
-        text = format_result(result)
-        self._manual_results[call_id] = ToolResultPart(call_id, text, is_error, name=call.name)
-        return text
+        return self.tool_runner.add_tool_result(call_id, result, is_error=is_error)
 
     async def disconnect(self) -> None:
         self.interrupt()
@@ -204,7 +188,7 @@ class ModelConnection:
                     yield step
         finally:
             self._idle = True
-            self._decisions.clear()
+            self.tool_runner.decisions.clear()
 
     async def _run_turn(self, prompt: str) -> AsyncIterator[Step]:
         blocked: Block | None = None
@@ -224,7 +208,9 @@ class ModelConnection:
         if blocked is not None:
             yield self._finish(FinishReason.OTHER, content=f"Prompt blocked: {blocked.reason}")
             return
-        self._close_manual_calls(continuing=not prompt)
+        closed = self.tool_runner.close_manual_calls(continuing=not prompt)
+        if closed:
+            self.session.push_tool_results(closed)
         if prompt:
             self.session.push_user(prompt)
         elif not self.session.messages or self.session.messages[-1].role != "user":
@@ -237,7 +223,7 @@ class ModelConnection:
             if compaction is not None:
                 yield compaction
             model_step = self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
-                                        target=StepTarget.USER, metadata={"model": self.provider.model})
+                                        target=StepTarget.USER, model=self.provider.model)
             finish: Finish | None = None
             async with contextlib.aclosing(self._model_call(model_step)) as updates:
                 async for update in updates:
@@ -269,7 +255,7 @@ class ModelConnection:
                 return
             rounds += 1
             results: list[ToolResultPart] = []
-            async with contextlib.aclosing(self._run_tools(calls)) as items:
+            async with contextlib.aclosing(self.tool_runner.run(calls, self._new_step)) as items:
                 async for item in items:
                     if isinstance(item, ToolResultPart):
                         results.append(item)
@@ -281,34 +267,18 @@ class ModelConnection:
                 self.session.push_tool_results(_in_order(results, calls))
                 yield self._finish(FinishReason.INTERRUPTED)
                 return
-            if self._pending_manual:
-                self._manual_results.update({r.tool_use_id: r for r in results})
+            if self.tool_runner.pending_manual:
+                self.tool_runner.manual_results.update({r.tool_use_id: r for r in results})
                 yield self._finish(FinishReason.TOOL_CALLS, status=StepStatus.WAITING_FOR_USER)
                 return
             self.session.push_tool_results(_in_order(results, calls))
-
-    def _close_manual_calls(self, continuing: bool) -> None:
-        """Before a new request, give every call the turn stopped at a result."""
-        if not self._pending_manual:
-            return
-        missing = [cid for cid in self._pending_manual if cid not in self._manual_results]
-        if continuing and missing:
-            names = ", ".join(f"{self._pending_manual[c].name} ({c})" for c in missing)
-            raise NbagentError(f"still waiting for tool results: {names}; use add_tool_result()",
-                               kind="config")
-        parts = []
-        for cid, call in self._pending_manual.items():
-            parts.append(self._manual_results.get(cid) or ToolResultPart(cid, CANCELED_RESULT, True, name=call.name))
-        self.session.push_tool_results(parts)
-        self._pending_manual.clear()
-        self._manual_results.clear()
 
     def _finish(self, reason: FinishReason, *, content: str = "",
                 status: StepStatus = StepStatus.DONE) -> Step:
         now = time.time()
         return self._new_step(type=StepType.FINISH, source=StepSource.SYSTEM, target=StepTarget.USER,
                               status=status, content=content, created_at=now, finished_at=now,
-                              metadata={"finish_reason": reason.value})
+                              finish_reason=reason)
 
     # --- one model call ------------------------------------------------------------------
 
@@ -344,7 +314,7 @@ class ModelConnection:
         self._active_tasks.add(task)
         if self._interrupted.is_set():
             task.cancel()
-        yield _snapshot(step)
+        yield step.snapshot()
         calls: list[ToolCall] = []
         try:
             while True:
@@ -352,34 +322,32 @@ class ModelConnection:
                 if isinstance(event, TextDelta):
                     if event.text:
                         step.content += event.text
-                        yield _snapshot(step, content_delta=event.text)
+                        yield step.snapshot(content_delta=event.text)
                 elif isinstance(event, ThinkingDelta):
                     if event.text and self.include_reasoning:
                         step.thinking += event.text
-                        yield _snapshot(step, thinking_delta=event.text)
+                        yield step.snapshot(thinking_delta=event.text)
                 elif isinstance(event, ToolCallStart):
-                    step.metadata = {**step.metadata, "preparing_tool": event.name}
+                    step.preparing_tool = event.name
                 elif isinstance(event, ToolCallEnd):
                     calls.append(event.call)
                     step.tool_calls = list(calls)
                     step.type = StepType.TOOL_CALL
-                    yield _snapshot(step)
+                    yield step.snapshot()
                 elif isinstance(event, Usage):
                     step.usage_metadata = event.usage
-                    step.metadata = {**step.metadata, "raw_usage": event.raw,
-                                     "cache_write_tokens": event.cache_write_tokens}
+                    step.raw_usage = event.raw
                 elif isinstance(event, Finish):
                     self.session.push_assistant(_replayable(event.message))
                     step.status = StepStatus.DONE
                     step.finished_at = time.time()
                     step.is_complete_response = not event.message.tool_uses
                     step.structured_output = event.structured_output
-                    meta = {**step.metadata, "finish_reason": event.reason.value}
-                    meta.pop("preparing_tool", None)
+                    step.finish_reason = event.reason
+                    step.preparing_tool = ""
                     if event.model:
-                        meta["model"] = event.model
-                    step.metadata = meta
-                    yield _snapshot(step)
+                        step.model = event.model
+                    yield step.snapshot()
                     yield event
                 elif event is _END:
                     if step.status != StepStatus.ACTIVE:
@@ -390,7 +358,7 @@ class ModelConnection:
                     self._close_partial(step, calls)
                     step.status = StepStatus.CANCELED
                     step.finished_at = time.time()
-                    yield _snapshot(step)
+                    yield step.snapshot()
                     return
                 if isinstance(event, BaseException):
                     self._close_partial(step, calls)
@@ -398,7 +366,7 @@ class ModelConnection:
                     step.finished_at = time.time()
                     step.error = str(event)
                     step.http_code = getattr(event, "http_code", None) or 0
-                    yield _snapshot(step)
+                    yield step.snapshot()
                     err = self._finish(FinishReason.ERROR, status=StepStatus.ERROR)
                     err.error, err.http_code = step.error, step.http_code
                     yield err
@@ -428,130 +396,6 @@ class ModelConnection:
         if calls:
             self.session.push_tool_results(ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls)
 
-    # --- tools ----------------------------------------------------------------------
-
-    async def _run_tools(self, calls: list[ToolUsePart]) -> AsyncIterator[Step | ToolResultPart]:
-        queue: asyncio.Queue = asyncio.Queue()
-        tasks = []
-        for part in calls:
-            call = ToolCall(part.id, part.name, dict(part.args))
-            step = self._new_step(type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
-                                  target=StepTarget.ENVIRONMENT, tool_calls=[call])
-            tasks.append(asyncio.ensure_future(self._run_one(call, step, queue)))
-        self._active_tasks.update(tasks)
-        pending = len(tasks)
-        try:
-            while pending:
-                item = await queue.get()
-                if item is _END:
-                    pending -= 1
-                else:
-                    yield item
-        finally:
-            for t in tasks:
-                self._active_tasks.discard(t)
-                if not t.done():
-                    t.cancel()
-
-    async def _run_one(self, call: ToolCall, step: Step, queue: asyncio.Queue) -> None:
-        def emit(**changes: Any) -> None:
-            for k, v in changes.items():
-                setattr(step, k, v)
-            queue.put_nowait(_snapshot(step))
-
-        def result(text: str, is_error: bool, status: StepStatus, approval: str, error: str = "") -> None:
-            emit(content=text, status=status, error=error, finished_at=time.time(),
-                 metadata={**step.metadata, "approval": approval,
-                           "duration": time.time() - started})
-            queue.put_nowait(ToolResultPart(call.id, text, is_error, name=call.name))
-
-        started = time.time()
-        try:
-            if self._interrupted.is_set():
-                result(CANCELED_RESULT, True, StepStatus.CANCELED, "canceled")
-                return
-            tool = self.tools.get(call.name)
-            if not self.auto_execute_tools:
-                self._pending_manual[call.id] = call
-                emit(status=StepStatus.WAITING_FOR_USER, metadata={"approval": "manual"})
-                return
-            decision, approval = await self._approval(call, tool, step, emit)
-            if decision is None:
-                result(CANCELED_RESULT, True, StepStatus.CANCELED, "canceled")
-                return
-            allow, reason = decision
-            if not allow:
-                text = DENIED_RESULT + (f" Reason: {reason}" if reason else "")
-                result(text, True, StepStatus.DONE, approval)
-                return
-            if tool is None:
-                known = ", ".join(self.tools) or "none"
-                result(f"Unknown tool {call.name!r}. Available tools: {known}.", True,
-                       StepStatus.ERROR, approval, error=f"unknown tool {call.name!r}")
-                return
-            if self.hooks.pre_tool_use is not None:
-                try:
-                    change = await call_hook(self.hooks.pre_tool_use, call)
-                except Exception as exc:
-                    msg = f"pre_tool_use hook failed: {exc!r}"
-                    result(msg, True, StepStatus.ERROR, approval, error=msg)
-                    return
-                if isinstance(change, Block):
-                    result(f"Blocked: {change.reason}", True, StepStatus.DONE, "blocked")
-                    return
-                if isinstance(change, ToolCall):
-                    call = change
-                elif isinstance(change, dict):
-                    call = ToolCall(call.id, call.name, change)
-                step.tool_calls = [call]
-            emit(status=StepStatus.ACTIVE, metadata={**step.metadata, "approval": approval})
-            started = time.time()
-            output = await tool.run(call.args)
-            text = output.text
-            if self.hooks.post_tool_use is not None:
-                try:
-                    new = await call_hook(self.hooks.post_tool_use, call, text)
-                except Exception as exc:
-                    msg = f"post_tool_use hook failed: {exc!r}"
-                    result(msg, True, StepStatus.ERROR, approval, error=msg)
-                    return
-                if isinstance(new, str):
-                    text = new
-            if output.is_error:
-                result(text, True, StepStatus.ERROR, approval, error=output.error or text)
-            else:
-                result(text, False, StepStatus.DONE, approval)
-        except asyncio.CancelledError:
-            result(CANCELED_RESULT, True, StepStatus.CANCELED, step.metadata.get("approval", "canceled"))
-        finally:
-            queue.put_nowait(_END)
-
-    async def _approval(self, call: ToolCall, tool: Any, step: Step, emit) -> tuple[Any, str]:
-        """Return ((allow, reason) | None if interrupted, approval label)."""
-        needs_ask = self.policy == "ask" or bool(getattr(tool, "requires_approval", False))
-        if not needs_ask:
-            if self.policy == "deny_all":
-                return (False, "policy deny_all"), "policy_denied"
-            if callable(self.policy):
-                try:
-                    allowed = bool(self.policy(call))
-                except Exception as exc:
-                    return (False, f"policy raised {exc!r}"), "policy_denied"
-                return (allowed, None), "policy_allowed" if allowed else "policy_denied"
-            return (True, None), "auto"
-        fut = asyncio.get_running_loop().create_future()
-        self._decisions[call.id] = fut
-        if self._interrupted.is_set():
-            fut.set_result(None)
-        emit(status=StepStatus.WAITING_FOR_USER, metadata={"approval": "pending"})
-        try:
-            decision = await fut
-        finally:
-            self._decisions.pop(call.id, None)
-        if decision is None:
-            return None, "canceled"
-        return decision, "approved" if decision[0] else "denied"
-
     # --- compaction --------------------------------------------------------------------
 
     def _budget(self) -> int:
@@ -573,18 +417,11 @@ class ModelConnection:
             type=StepType.COMPACTION, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT,
             status=StepStatus.DONE, created_at=now, finished_at=now,
             content=f"History compacted: {before:,} → {after:,} tokens (budget {budget:,})",
-            metadata={"tokens_before": before, "tokens_after": after, "budget": budget},
+            compaction=CompactionStats(before, after, budget),
         )
 
     def __repr__(self) -> str:
         return f"ModelConnection({self.provider!r}, tools={list(self.tools)})"
-
-
-def _snapshot(step: Step, content_delta: str = "", thinking_delta: str = "") -> Step:
-    snap = copy.copy(step)
-    snap.content_delta = content_delta
-    snap.thinking_delta = thinking_delta
-    return snap
 
 
 def _replayable(message: Message) -> Message:

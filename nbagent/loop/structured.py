@@ -18,9 +18,9 @@ def schema_of(response_format: Any) -> dict | None:
         schema.setdefault("title", getattr(response_format, "__name__", "response"))
         return schema
     if dataclasses.is_dataclass(response_format) and isinstance(response_format, type):
-        from .tools import _schema_for
+        from .tool_schema import schema_for
 
-        schema = dict(_schema_for(response_format))
+        schema = dict(schema_for(response_format))
         schema["title"] = response_format.__name__
         return schema
     raise NbagentError(

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import threading
 import time
 import uuid
@@ -37,6 +36,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from ..core.conversation_state import ConversationEvent
 from ..core.ledger import TurnRecord
 from ..core.steps import Step
 
@@ -44,12 +44,14 @@ FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the 
 LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top one the rest)
 _STATIC = Path(__file__).parent / "static"
 _KEEP_EMPTY = {"step_index", "type", "source", "target", "status", "content"}
+_NOT_SHOWN = {"raw_usage"}  # the provider's own usage object stays in the kernel
 
 
 def step_dict(step: Step) -> dict:
-    """A compact JSON-ready dict of a step: empty / default fields left out."""
+    """A compact JSON-ready dict of a step: empty / default fields and raw usage left out."""
     d = step.to_dict()
-    return {k: v for k, v in d.items() if k in _KEEP_EMPTY or v not in (None, "", [], {}, 0, -1)}
+    return {k: v for k, v in d.items()
+            if k not in _NOT_SHOWN and (k in _KEEP_EMPTY or v not in (None, "", [], {}, 0, -1))}
 
 
 def record_dict(rec: TurnRecord) -> dict:
@@ -57,14 +59,11 @@ def record_dict(rec: TurnRecord) -> dict:
     d = rec.to_dict()
     d.update(duration=rec.duration, ttft=rec.time_to_first_token, tps=rec.output_tokens_per_s)
     try:
-        from ..analysis.pricing import cost
+        from ..analysis.pricing import get_price
 
-        u = rec.usage
-        usd = cost(rec.model, u.prompt_token_count, u.cached_content_token_count,
-                   rec.cache_write_tokens, u.thoughts_token_count, u.candidates_token_count,
-                   provider=rec.provider)
-        d["cost"] = None if math.isnan(usd) else usd
-    except Exception:  # no pricing module or an odd model name: no cost shown
+        price = get_price(rec.model, rec.provider)
+        d["cost"] = None if price is None else price.usage_cost(rec.usage)
+    except Exception:  # an odd model name or a broken price override: no cost shown
         d["cost"] = None
     return d
 
@@ -95,7 +94,7 @@ def _shape(step: Step) -> tuple:
     """What makes an update structural (re-synced) rather than a text delta."""
     return (step.type, step.source, step.target, step.status, len(step.tool_calls), step.error,
             step.http_code, step.usage_metadata is not None, step.finished_at is not None,
-            len(step.metadata))
+            step.approval, step.preparing_tool, step.finish_reason, step.compaction is not None)
 
 
 class ChatWidget(anywidget.AnyWidget):
@@ -164,20 +163,20 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _on_event(self, event: str, payload: Any) -> None:
         """Conversation listener; may run on any thread (e.g. nbagent's sync loop)."""
-        if event == "turn_finished":  # the turn's end goes out at once (its loop may close next)
+        if event == ConversationEvent.TURN_FINISHED:  # the turn's end goes out at once (its loop may close next)
             with self._lock:
                 self._on_turn_finished(payload)
             self._flush()
             return
         with self._lock:
-            if event == "turn_started":
+            if event == ConversationEvent.TURN_STARTED:
                 self._finish_live()
                 self._turns[payload.turn] = _Turn(payload)
                 self._live = payload.turn
                 self._dirty.add("current")
-            elif event == "step":
+            elif event == ConversationEvent.STEP:
                 self._on_step(payload)
-            elif event == "cleared":
+            elif event == ConversationEvent.CLEARED:
                 self._turns.clear()
                 self._pending.clear()
                 self._live = None

@@ -1,1 +1,101 @@
-"""Providers: one wire format a module. See ``base`` for the protocol."""
+"""Providers: one wire format a module, and the registry of model-string prefixes.
+
+``Agent(model="prefix:name")`` finds the provider factory registered under
+``prefix``. Built-in prefixes are below; a separate package adds its own with
+:func:`register` or, without any import, through the ``nbagent.providers``
+entry-point group (the entry point's name is the prefix, its object the
+factory)::
+
+    [project.entry-points."nbagent.providers"]
+    myllm = "my_package.provider:MyProvider"
+
+Every factory is called the same way, like the built-in provider classes::
+
+    factory(model_name, *, api_key=None, base_url=None, **options) -> Provider
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..core.errors import NbagentError
+
+ENTRY_POINT_GROUP = "nbagent.providers"
+
+Factory = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Registration:
+    prefix: str
+    factory: Factory | str  # a callable, or "module:attribute" imported on first use
+    default_model: str = ""
+
+
+_BUILTIN = {
+    "openai": ("nbagent.providers.openai:OpenAIProvider", "gpt-4.1-mini"),
+    "anthropic": ("nbagent.providers.anthropic:AnthropicProvider", "claude-sonnet-4-5"),
+    "claude": ("nbagent.providers.anthropic:AnthropicProvider", "claude-sonnet-4-5"),
+    "gemini": ("nbagent.providers.gemini:GeminiProvider", "gemini-2.5-flash"),
+    "google": ("nbagent.providers.gemini:GeminiProvider", "gemini-2.5-flash"),
+    "local": ("nbagent.providers.local:LocalProvider", "smollm2"),
+    "demo": ("nbagent.providers.demo:DemoProvider", "demo"),
+}
+ALIASES = frozenset({"claude", "google"})
+
+_registry: dict[str, Registration] = {p: Registration(p, f, d) for p, (f, d) in _BUILTIN.items()}
+_entry_points_loaded = False
+
+
+def register(prefix: str, factory: Factory | str, *, default_model: str = "") -> None:
+    """Make ``Agent(model="prefix:name")`` call ``factory(name, api_key=..., base_url=..., **options)``.
+
+    ``factory`` is a callable (e.g. a Provider subclass) or ``"module:attribute"``.
+    Registering a prefix again replaces it.
+    """
+    key = prefix.strip().lower()
+    if not key or ":" in key:
+        raise NbagentError(f"a provider prefix must be a non-empty word without ':', not {prefix!r}",
+                           kind="config")
+    _registry[key] = Registration(key, factory, default_model)
+
+
+def registered() -> dict[str, Registration]:
+    """Every known prefix (entry points included)."""
+    _load_entry_points()
+    return dict(_registry)
+
+
+def lookup(prefix: str) -> Registration | None:
+    key = prefix.lower()
+    if key not in _registry:
+        _load_entry_points()
+    return _registry.get(key)
+
+
+def create(prefix: str, name: str, *, api_key: str | None = None, base_url: str | None = None,
+           **options: Any) -> Any:
+    """The provider for ``prefix:name`` (``name`` empty: the prefix's default model)."""
+    reg = lookup(prefix)
+    if reg is None:
+        known = ", ".join(sorted(set(registered()) - ALIASES))
+        raise NbagentError(f"unknown provider {prefix!r}: known prefixes are {known}", kind="config")
+    factory = reg.factory
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+    return factory(name or reg.default_model, api_key=api_key, base_url=base_url, **options)
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name.lower() not in _registry:  # what register() set in this process wins
+            _registry[ep.name.lower()] = Registration(ep.name.lower(), ep.value)

@@ -284,6 +284,7 @@ def normalize_usage(raw: dict) -> UsageMetadata:
         total_token_count=prompt + out,
         cached_content_token_count=read,
         thoughts_token_count=thinking,
+        cache_write_token_count=write,
     )
 
 
@@ -442,7 +443,6 @@ class AnthropicStreamParser:
         return Usage(
             usage=normalize_usage(self.usage),
             raw=dict(self.usage),
-            cache_write_tokens=int(self.usage.get("cache_creation_input_tokens") or 0),
         )
 
     def _stream_error(self, data: dict) -> NbagentError:

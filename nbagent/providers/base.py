@@ -74,8 +74,7 @@ class ToolCallEnd:
 @dataclass
 class Usage:
     usage: UsageMetadata  # cumulative for this model call: last one wins
-    raw: dict = field(default_factory=dict)
-    cache_write_tokens: int = 0
+    raw: dict = field(default_factory=dict)  # the provider's own usage object
 
 
 @dataclass

@@ -40,7 +40,9 @@ class DemoProvider(Provider):
 
     name = "demo"
 
-    def __init__(self, model: str = "demo", *, delay: float = 0.01, context_window: int = 8192):
+    def __init__(self, model: str = "demo", *, api_key: str | None = None, base_url: str | None = None,
+                 delay: float = 0.01, context_window: int = 8192):
+        # api_key / base_url: the signature every provider shares; the demo needs neither
         self.model = model
         self.delay = delay
         self.context_window = context_window

@@ -45,7 +45,7 @@ from typing import Any, AsyncIterator
 
 from ..core.errors import NbagentError
 from .base import Event, ModelRequest, Usage
-from .local_server import _REGISTRY, _default_threads, _Server, _Spec, running_servers, stop_all_servers
+from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
 from .openai import OpenAIChatParser, OpenAIProvider
 from .sse import SSEEvent
 
@@ -176,6 +176,8 @@ class LocalProvider(OpenAIProvider):
         self,
         model: str | os.PathLike = "smollm2",
         *,
+        api_key: str | None = None,
+        base_url: str | None = None,
         n_ctx: int = 2048,
         threads: int | None = None,
         parallel: int = 4,
@@ -212,13 +214,13 @@ class LocalProvider(OpenAIProvider):
             raise NbagentError(f"n_ctx must be at least 64, got {n_ctx}", kind="config")
         if threads is not None and int(threads) < 1:
             raise NbagentError(f"threads must be at least 1, got {threads}", kind="config")
-        openai_kwargs.pop("api_key", None)  # llama.cpp runs without one
-        openai_kwargs.pop("base_url", None)  # set once the server is up
+        # api_key / base_url: the signature every provider shares; llama.cpp runs without a key
+        # and its URL is known once the server is up
         openai_kwargs.setdefault("context_window", int(n_ctx))
         super().__init__(alias, base_url="http://127.0.0.1", **openai_kwargs)
         self.model_path = Path(path).resolve()
         self.n_ctx = int(n_ctx)
-        self.threads = int(threads) if threads else _default_threads()
+        self.threads = int(threads) if threads else default_threads()
         self.parallel = max(1, int(parallel))
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -226,7 +228,7 @@ class LocalProvider(OpenAIProvider):
             system_prompt = DEFAULT_SYSTEM_PROMPT if alias == DEFAULT_ALIAS else None
         self.system_prompt = system_prompt
         self.last_timings: dict | None = None
-        self._spec = _Spec(
+        self._spec = ServerSpec(
             str(self.model_path),
             self.n_ctx,
             self.threads,
@@ -234,7 +236,7 @@ class LocalProvider(OpenAIProvider):
             alias=alias,
             startup_timeout=float(startup_timeout),
         )
-        self._server: _Server | None = None
+        self._server: LlamaServer | None = None
         self._lease: weakref.finalize | None = None
         self._lease_lock = threading.Lock()
 
@@ -253,14 +255,14 @@ class LocalProvider(OpenAIProvider):
         """How long the server this provider uses took to become ready."""
         return self._server.startup_seconds if self._server else None
 
-    def _acquire_blocking(self) -> _Server:
+    def _acquire_blocking(self) -> LlamaServer:
         with self._lease_lock:
             if self._lease is not None and self._lease.alive:
-                server = _REGISTRY.ensure(self._spec)
+                server = SERVERS.ensure(self._spec)
             else:
-                server = _REGISTRY.acquire(self._spec)
+                server = SERVERS.acquire(self._spec)
                 # released by aclose(), or when this provider is garbage collected
-                self._lease = weakref.finalize(self, _REGISTRY.release, self._spec.key)
+                self._lease = weakref.finalize(self, SERVERS.release, self._spec.key)
             self._server = server
             self.base_url = f"{server.url}/v1"
             return server
@@ -281,7 +283,7 @@ class LocalProvider(OpenAIProvider):
                 lease, self._lease = self._lease, None
                 self._server = None
             if lease is not None:
-                lease()  # runs _REGISTRY.release once
+                lease()  # runs SERVERS.release once
 
     # -- streaming ---------------------------------------------------------------------
 

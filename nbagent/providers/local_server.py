@@ -26,7 +26,7 @@ from ..core.errors import NbagentError
 _READY = "NBAGENT_LLAMA_READY"
 
 
-def _default_threads() -> int:
+def default_threads() -> int:
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -76,7 +76,7 @@ _SPAWNER = _Spawner()
 
 
 @dataclass(frozen=True)
-class _Spec:
+class ServerSpec:
     model_path: str
     n_ctx: int
     threads: int
@@ -89,7 +89,7 @@ class _Spec:
         return (self.model_path, self.n_ctx, self.threads, self.parallel)
 
 
-class _Server:
+class LlamaServer:
     """One running llama.cpp server child."""
 
     def __init__(self, proc: subprocess.Popen, url: str, stderr, started: float, ready: float):
@@ -163,7 +163,7 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def _start_server(spec: _Spec) -> _Server:
+def start_server(spec: ServerSpec) -> LlamaServer:
     """Start the child and wait until it serves (blocking; run it off the loop)."""
     cmd = [
         sys.executable,
@@ -199,7 +199,7 @@ def _start_server(spec: _Spec) -> _Server:
         ) from exc
 
     def fail(message: str, kind: str) -> NbagentError:
-        server = _Server(proc, "", stderr, started, time.monotonic())
+        server = LlamaServer(proc, "", stderr, started, time.monotonic())
         tail = _stderr_tail(stderr)
         server.stop(timeout=2.0)
         if tail:
@@ -247,7 +247,7 @@ def _start_server(spec: _Spec) -> _Server:
                 )
     url = url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://localhost:", "://127.0.0.1:")
     _wait_healthy(url, deadline, proc, fail)
-    return _Server(proc, url, stderr, started, time.monotonic())
+    return LlamaServer(proc, url, stderr, started, time.monotonic())
 
 
 def _wait_healthy(url: str, deadline: float, proc: subprocess.Popen, fail) -> None:
@@ -278,19 +278,19 @@ def _wait_healthy(url: str, deadline: float, proc: subprocess.Popen, fail) -> No
 
 
 @dataclass
-class _Entry:
-    spec: _Spec
+class ServerEntry:
+    spec: ServerSpec
     refs: int = 0
-    server: _Server | None = None
+    server: LlamaServer | None = None
     starts: int = 0
 
 
-class _Registry:
+class ServerRegistry:
     """Servers of this process, keyed by (model, n_ctx, threads, parallel), ref-counted."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[tuple, _Entry] = {}
+        self._entries: dict[tuple, ServerEntry] = {}
         self._pid = os.getpid()
 
     def _check_fork(self) -> None:
@@ -299,13 +299,13 @@ class _Registry:
             self._lock = threading.Lock()
             self._pid = os.getpid()
 
-    def acquire(self, spec: _Spec) -> _Server:
+    def acquire(self, spec: ServerSpec) -> LlamaServer:
         """Take one lease and return the running server (starting it if needed)."""
         self._check_fork()
         with self._lock:
             entry = self._entries.get(spec.key)
             if entry is None:
-                entry = self._entries[spec.key] = _Entry(spec)
+                entry = self._entries[spec.key] = ServerEntry(spec)
             entry.refs += 1
             try:
                 return self._ensure(entry)
@@ -315,23 +315,23 @@ class _Registry:
                     self._entries.pop(spec.key, None)
                 raise
 
-    def ensure(self, spec: _Spec) -> _Server:
+    def ensure(self, spec: ServerSpec) -> LlamaServer:
         """The running server of a held lease, restarted if it died."""
         self._check_fork()
         with self._lock:
             entry = self._entries.get(spec.key)
             if entry is None:  # stop_all_servers() dropped it: the lease holds on
-                entry = self._entries[spec.key] = _Entry(spec, refs=1)
+                entry = self._entries[spec.key] = ServerEntry(spec, refs=1)
             return self._ensure(entry)
 
-    def _ensure(self, entry: _Entry) -> _Server:
+    def _ensure(self, entry: ServerEntry) -> LlamaServer:
         server = entry.server
         if server is not None and server.alive():
             return server
         if server is not None:
             server.stop(timeout=1.0)
             entry.server = None
-        entry.server = _start_server(entry.spec)
+        entry.server = start_server(entry.spec)
         entry.starts += 1
         return entry.server
 
@@ -378,16 +378,16 @@ class _Registry:
             ]
 
 
-_REGISTRY = _Registry()
-atexit.register(_REGISTRY.stop_all)
+SERVERS = ServerRegistry()
+atexit.register(SERVERS.stop_all)
 
 
 def running_servers() -> list[dict]:
     """The local servers this process holds: model, pid, url, leases, ..."""
-    return _REGISTRY.snapshot()
+    return SERVERS.snapshot()
 
 
 def stop_all_servers() -> None:
     """Stop every local server of this process now (leases become invalid;
     providers that stream again start a fresh one)."""
-    _REGISTRY.stop_all()
+    SERVERS.stop_all()

@@ -62,8 +62,8 @@ def map_finish_reason(raw: str | None, has_tool_calls: bool) -> FinishReason:
     return _FINISH.get(raw, FinishReason.OTHER)
 
 
-def normalize_openai_usage(raw: dict) -> tuple[UsageMetadata, int]:
-    """Return (UsageMetadata, cache_write_tokens) for a Chat Completions usage object.
+def normalize_openai_usage(raw: dict) -> UsageMetadata:
+    """The UsageMetadata of a Chat Completions usage object.
 
     ``completion_tokens`` includes reasoning, so candidates = completion -
     reasoning; a reasoning count larger than the completion count (seen on
@@ -85,8 +85,9 @@ def normalize_openai_usage(raw: dict) -> tuple[UsageMetadata, int]:
         total_token_count=_int(raw.get("total_tokens")) or prompt + completion,
         cached_content_token_count=_int(cached),
         thoughts_token_count=reasoning,
+        cache_write_token_count=_int(prompt_details.get("cache_write_tokens")),
     )
-    return usage, _int(prompt_details.get("cache_write_tokens"))
+    return usage
 
 
 def _int(value: Any) -> int:
@@ -295,8 +296,7 @@ class OpenAIChatParser:
             usage = groq.get("usage")  # Groq without stream_options
         if isinstance(usage, dict) and usage:
             self.usage = usage
-            normalized, cache_write = normalize_openai_usage(usage)
-            events.append(Usage(normalized, raw=usage, cache_write_tokens=cache_write))
+            events.append(Usage(normalize_openai_usage(usage), raw=usage))
         if payload.get("error") or sse.event == "error":
             # raised on the next call, after this chunk's deltas were delivered
             self.pending_error = error_from_payload(payload, provider=self.provider)

@@ -10,7 +10,7 @@ const STATUS = {
 /** The card's status from the tool step (or none yet). @param {any} env */
 export function toolStatus(env) {
   if (!env) return "requested";
-  const approval = (env.metadata || {}).approval;
+  const approval = env.approval;
   switch (env.status) {
     case "WAITING_FOR_USER": return approval === "manual" || approval === "result" ? "manual" : "waiting";
     case "ACTIVE": return "running";
@@ -51,7 +51,7 @@ export class ToolCard {
   /** @param {any} call @param {any} env the tool's SYSTEM -> ENVIRONMENT step, if any */
   update(call, env) {
     const status = toolStatus(env);
-    const key = JSON.stringify([call, env && [env.status, env.content, env.error, env.metadata, env.finished_at]]);
+    const key = JSON.stringify([call, env && [env.status, env.content, env.error, env.approval, env.run_seconds, env.finished_at]]);
     if (key === this.key) return;
     this.key = key;
     this.args.textContent = pretty(call.args ?? {});
@@ -61,8 +61,7 @@ export class ToolCard {
     const waiting = status === "waiting";
     this.actions.style.display = waiting ? "" : "none";
     if (waiting) this.approve.disabled = this.deny.disabled = false;
-    const m = (env && env.metadata) || {};
-    const secs = m.duration ?? (env && env.finished_at && env.created_at ? env.finished_at - env.created_at : null);
+    const secs = (env && env.run_seconds) ?? (env && env.finished_at && env.created_at ? env.finished_at - env.created_at : null);
     this.dur.textContent = fmtSeconds(secs);
     this.result.replaceChildren();
     if (env && (env.error || (env.content && status !== "waiting"))) {

@@ -36,8 +36,8 @@ class StepView {
   update(step, turn) {
     if (isModel(step)) this.updateModel(step, turn);
     else if (step.type === "COMPACTION") this.setTail("compaction", () => {
-      const m = step.metadata || {};
-      const sizes = m.tokens_before ? ` · ${fmtInt(m.tokens_before)} → ${fmtInt(m.tokens_after)} tokens` : "";
+      const c = step.compaction || {};
+      const sizes = c.tokens_before ? ` · ${fmtInt(c.tokens_before)} → ${fmtInt(c.tokens_after)} tokens` : "";
       return h("div", { class: "nba-compaction", text: `History compacted${sizes}` });
     });
     else if (isToolRun(step)) {

@@ -1,0 +1,392 @@
+"""Every analysis column, defined once.
+
+A :class:`Column` names a column, its kind and how to read it from the
+objects of a table (steps, turn records, tool calls). The same definition
+yields the pandas column (:meth:`Column.to_pandas`, for the DataFrames) and
+the JSON values (:meth:`Column.to_json`, for the rows a saved session can
+embed). Extractors are vectorized: they take every object at once and return
+the column in its kind's plain form:
+
+=========  ===================  ==========================================
+kind       plain form           pandas dtype / JSON value
+=========  ===================  ==========================================
+INT        int64 array          ``int64`` / int
+COUNT      float64, NaN = NA    ``Int64`` / int or null
+FLOAT      float64, NaN         ``float64`` / float or null
+TEXT       list of str | None   ``string`` / str or null
+CATEGORY   list of str | None   ``category`` (known values first) / str or null
+TIME       epoch s, NaN         ``datetime64[ns, UTC]`` / ISO 8601 or null
+=========  ===================  ==========================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, Callable, Sequence
+
+from ..core.steps import ApprovalDecision, FinishReason, StepSource, StepStatus, StepTarget, StepType, TurnStatus
+
+PROMPT_CHARS = 80
+PREVIEW_CHARS = 200
+
+
+class Kind(Enum):
+    INT = "int64"
+    COUNT = "Int64"
+    FLOAT = "float64"
+    TEXT = "string"
+    CATEGORY = "category"
+    TIME = "datetime64[ns, UTC]"
+
+
+class Table:
+    """The objects of one table plus what its columns share (pricing, cached arrays)."""
+
+    def __init__(self, objs: Sequence[Any], pricing: Any = None) -> None:
+        self.objs = list(objs)
+        self.pricing = pricing
+        self._cache: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.objs)
+
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: Kind
+    extract: Callable[[Table], Any]
+    doc: str = ""
+    categories: tuple[str, ...] = ()  # CATEGORY: the known values, in order
+
+    def to_pandas(self, values: Any) -> Any:
+        """The plain form as a pandas array of this column's dtype."""
+        import numpy as np
+        import pandas as pd
+
+        if self.kind is Kind.INT:
+            return np.ascontiguousarray(values, dtype=np.int64)
+        if self.kind is Kind.COUNT:
+            data = np.asarray(values, dtype=np.float64)
+            mask = np.isnan(data)
+            return pd.arrays.IntegerArray(np.where(mask, 0, data).astype(np.int64), mask)
+        if self.kind is Kind.FLOAT:
+            return np.asarray(values, dtype=np.float64)
+        if self.kind is Kind.TEXT:
+            obj = np.empty(len(values), dtype=object)
+            obj[:] = values
+            try:
+                return pd.arrays.StringArray(obj)
+            except (TypeError, ValueError):  # non-str values: let pandas convert them
+                return pd.array(obj, dtype="string")
+        if self.kind is Kind.CATEGORY:
+            return categorical(values, self.categories)
+        return utc_times(values)
+
+    def to_json(self, values: Any) -> list:
+        """The plain form as JSON-ready values (missing -> None)."""
+        if self.kind is Kind.INT:
+            return [int(v) for v in values]
+        if self.kind is Kind.COUNT:
+            return [None if math.isnan(v) else int(v) for v in values]
+        if self.kind is Kind.FLOAT:
+            return [None if math.isnan(v) else float(v) for v in values]
+        if self.kind is Kind.TEXT:
+            return list(values)
+        if self.kind is Kind.CATEGORY:
+            return [enum_value(v) for v in values]
+        return [iso(v) for v in values]
+
+
+# --- plain-form helpers -------------------------------------------------------------------
+
+
+def enum_value(v: Any) -> Any:
+    """A str-Enum member's value; "" -> None; anything else as it is."""
+    if v is None or v == "":
+        return None
+    return v.value if isinstance(v, Enum) else v
+
+
+def categorical(values: list, known: Sequence[str] = ()) -> Any:
+    """A pandas Categorical from str / str-Enum values ("" and None are NA).
+
+    Categories are ``known`` (in order) then any other value seen, sorted.
+    """
+    import numpy as np
+    import pandas as pd
+
+    cats = [str(c) for c in known]
+    code: dict = {c: i for i, c in enumerate(cats)}
+    seen = set(values)
+    seen.discard(None)
+    seen.discard("")
+    missing = [v for v in seen if v not in code]  # str-Enum members hash like their value
+    if missing:
+        names = {v: str(enum_value(v)) for v in missing}
+        for name in sorted(set(names.values()).difference(code)):
+            code[name] = len(cats)
+            cats.append(name)
+        for v, name in names.items():
+            code[v] = code[name]
+    codes = np.fromiter(map(code.get, values, repeat(-1)), dtype=np.int32, count=len(values))
+    return pd.Categorical.from_codes(codes, categories=cats)
+
+
+def utc_times(seconds: Any) -> Any:
+    """Epoch seconds (NaN = unknown) as tz-aware UTC timestamps, rounded to the
+    microsecond (a float epoch carries no more, and 1.1 should not read 1.0999999)."""
+    import numpy as np
+    import pandas as pd
+
+    us = np.round(np.asarray(seconds, dtype=np.float64) * 1e6)
+    with np.errstate(invalid="ignore"):
+        nat = ~(np.abs(us) < 9e15)  # NaN, inf, or beyond datetime64[ns] (year 2255)
+    ns = np.where(nat, 0.0, us).astype(np.int64) * 1000
+    values = ns.view("datetime64[ns]")
+    if nat.any():
+        values[nat] = np.datetime64("NaT")
+    return pd.DatetimeIndex(values).tz_localize("UTC")
+
+
+def iso(ts: float) -> str | None:
+    if ts is None or math.isnan(ts):
+        return None
+    try:
+        return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):  # a nonsense time: leave it out
+        return None
+
+
+def shorten(texts: list, limit: int) -> list:
+    """Cut each text to ``limit`` characters (the last one an ellipsis)."""
+    cut = limit - 1
+    return [t if len(t) <= limit else t[:cut] + "…" for t in texts]
+
+
+_ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def args_json(args: Any) -> str:
+    try:
+        return _ARGS_ENCODER.encode(args)
+    except (TypeError, ValueError):  # e.g. circular references
+        return json.dumps(str(args))
+
+
+# --- extractor builders -------------------------------------------------------------------
+
+
+def _floats(table: Table, get: Callable[[Any], Any]) -> Any:
+    import numpy as np
+
+    values = map(get, table.objs)
+    return np.fromiter((math.nan if v is None else v for v in values), dtype=np.float64, count=len(table))
+
+
+def _ints(path: str) -> Callable[[Table], Any]:
+    def extract(table: Table) -> Any:
+        import numpy as np
+
+        return np.fromiter(map(attrgetter(path), table.objs), dtype=np.int64, count=len(table))
+    return extract
+
+
+def _counts(path: str, zero_is_na: bool = False) -> Callable[[Table], Any]:
+    """A count read at ``path`` (float plain form); 0 is NA when ``zero_is_na``."""
+    def extract(table: Table) -> Any:
+        import numpy as np
+
+        data = np.fromiter(map(attrgetter(path), table.objs), dtype=np.float64, count=len(table))
+        if zero_is_na:
+            data[data == 0] = np.nan
+        return data
+    return extract
+
+
+def _optional_floats(path: str) -> Callable[[Table], Any]:
+    getter = attrgetter(path)
+    return lambda table: _floats(table, getter)
+
+
+def _texts(path: str, empty_is_na: bool = False) -> Callable[[Table], Any]:
+    getter = attrgetter(path)
+    if empty_is_na:
+        return lambda table: [v or None for v in map(getter, table.objs)]
+    return lambda table: list(map(getter, table.objs))
+
+
+def _values(path: str) -> Callable[[Table], Any]:
+    getter = attrgetter(path)
+    return lambda table: list(map(getter, table.objs))
+
+
+def _cached_floats(key: str, path: str) -> Callable[[Table], Any]:
+    getter = attrgetter(path)
+    return lambda table: table.cached(key, lambda: _floats(table, getter))
+
+
+def _step_usage(field: str) -> Callable[[Table], Any]:
+    """A usage count of each step; NA where the step carries no usage."""
+    def extract(table: Table) -> Any:
+        return _floats(table, lambda s: None if s.usage_metadata is None else getattr(s.usage_metadata, field))
+    return extract
+
+
+def _enum_category(name: str, enum_cls: type[Enum], extra: tuple[str, ...] = (), doc: str = "") -> Column:
+    return Column(name, Kind.CATEGORY, _values(name), doc, tuple(m.value for m in enum_cls) + extra)
+
+
+# --- history: one row per step ------------------------------------------------------------
+
+_created = _cached_floats("created", "created_at")
+_step_finished = _cached_floats("finished", "finished_at")
+
+HISTORY_INDEX = Column("step_index", Kind.INT, _ints("step_index"), "position in the whole trajectory")
+HISTORY = (
+    Column("turn", Kind.INT, _ints("turn"), "0-based absolute turn number"),
+    _enum_category("type", StepType, doc="StepType value"),
+    _enum_category("source", StepSource, doc="StepSource value"),
+    _enum_category("target", StepTarget, doc="StepTarget value"),
+    _enum_category("status", StepStatus, doc="StepStatus value"),
+    Column("content", Kind.TEXT, _texts("content"), "full text of the step"),
+    Column("thinking", Kind.TEXT, _texts("thinking"), "full reasoning text"),
+    Column("tool_names", Kind.TEXT, lambda t: [",".join(c.name for c in s.tool_calls) or None for s in t.objs],
+           "comma-joined tool call names, NA if none"),
+    Column("model", Kind.CATEGORY, lambda t: [s.model or None for s in t.objs], "the model that answered"),
+    Column("prompt_tokens", Kind.COUNT, _step_usage("prompt_token_count"), "every input token (NA: no usage)"),
+    Column("cached_tokens", Kind.COUNT, _step_usage("cached_content_token_count"), "cache reads among them"),
+    Column("cache_write_tokens", Kind.COUNT, _step_usage("cache_write_token_count"), "written to a prompt cache"),
+    Column("thinking_tokens", Kind.COUNT, _step_usage("thoughts_token_count"), "reasoning tokens"),
+    Column("output_tokens", Kind.COUNT, _step_usage("candidates_token_count"), "generated non-thinking tokens"),
+    Column("total_tokens", Kind.COUNT, _step_usage("total_token_count"), "provider's total"),
+    _enum_category("finish_reason", FinishReason, doc="why a model call or the turn ended"),
+    Column("http_code", Kind.COUNT, _counts("http_code", zero_is_na=True), "NA when 0"),
+    Column("error", Kind.TEXT, _texts("error", empty_is_na=True), "NA when empty"),
+    Column("created", Kind.TIME, _created, "created_at"),
+    Column("finished", Kind.TIME, _step_finished, "finished_at, NaT while running"),
+    Column("duration_s", Kind.FLOAT, lambda t: _step_finished(t) - _created(t), "finished - created"),
+)
+
+
+# --- usage: one row per turn --------------------------------------------------------------
+
+_started = _cached_floats("started", "started_at")
+_turn_finished = _cached_floats("finished", "finished_at")
+_first_token = _cached_floats("first_token", "first_token_at")
+
+
+def _generated(table: Table) -> Any:
+    return table.cached("generated", lambda: _counts("usage.thoughts_token_count")(table)
+                        + _counts("usage.candidates_token_count")(table))
+
+
+def _tokens_per_s(table: Table) -> Any:
+    import numpy as np
+
+    span = _turn_finished(table) - _first_token(table)
+    generated = _generated(table)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((span > 0) & (generated > 0), generated / span, np.nan)
+
+
+def _cost(table: Table) -> Any:
+    """USD per turn: each distinct (model, provider) priced once, the formula applied to whole columns."""
+    import numpy as np
+
+    from .pricing import get_price, token_cost
+
+    prices: dict[tuple, Any] = {}
+    rates = np.empty((len(table), 4), dtype=np.float64)
+    for i, r in enumerate(table.objs):
+        key = (r.model, r.provider)
+        if key not in prices:
+            price = get_price(r.model or "", r.provider or "", table.pricing)
+            prices[key] = (math.nan,) * 4 if price is None else (
+                price.input, price.cached_rate, price.cache_write_rate, price.output)
+        rates[i] = prices[key]
+    return token_cost(rates[:, 0], rates[:, 1], rates[:, 2], rates[:, 3],
+                      _counts("usage.prompt_token_count")(table), _counts("usage.cached_content_token_count")(table),
+                      _counts("usage.cache_write_token_count")(table), _generated(table))
+
+
+USAGE_INDEX = Column("turn", Kind.INT, _ints("turn"), "0-based turn number")
+USAGE = (
+    Column("prompt", Kind.TEXT, lambda t: shorten([r.prompt or "" for r in t.objs], PROMPT_CHARS),
+           f"at most {PROMPT_CHARS} characters (\"…\" marks a cut)"),
+    Column("model", Kind.CATEGORY, lambda t: [r.model or None for r in t.objs], "NA when unknown"),
+    Column("provider", Kind.CATEGORY, lambda t: [r.provider or None for r in t.objs], "NA when unknown"),
+    Column("started", Kind.TIME, _started, "when the prompt was sent"),
+    Column("finished", Kind.TIME, _turn_finished, "NaT while running"),
+    Column("duration_s", Kind.FLOAT, lambda t: _turn_finished(t) - _started(t), "finished - started"),
+    Column("ttft_s", Kind.FLOAT, lambda t: _first_token(t) - _started(t), "time to the first token"),
+    Column("output_tokens_per_s", Kind.FLOAT, _tokens_per_s, "(thinking + output) / (finished - first token)"),
+    Column("model_calls", Kind.COUNT, _counts("model_calls"), "model requests in the turn"),
+    Column("tool_calls", Kind.COUNT, _counts("tool_calls"), "tool executions in the turn"),
+    Column("input_tokens", Kind.COUNT, _counts("usage.prompt_token_count"), "every input token (cached + written)"),
+    Column("cached_tokens", Kind.COUNT, _counts("usage.cached_content_token_count"), "cache reads"),
+    Column("cache_write_tokens", Kind.COUNT, _counts("usage.cache_write_token_count"), "written to a prompt cache"),
+    Column("thinking_tokens", Kind.COUNT, _counts("usage.thoughts_token_count"), "reasoning tokens"),
+    Column("output_tokens", Kind.COUNT, _counts("usage.candidates_token_count"), "generated tokens other than thinking"),
+    Column("total_tokens", Kind.COUNT, _counts("usage.total_token_count"), "provider's total (sums to total_usage)"),
+    Column("cost_usd", Kind.FLOAT, _cost, "see nbagent.analysis.pricing; NaN: unknown model"),
+    _enum_category("finish_reason", FinishReason, doc="FinishReason value"),
+    _enum_category("status", TurnStatus, doc="TurnStatus value"),
+    Column("error", Kind.TEXT, _texts("error", empty_is_na=True), "NA when empty"),
+    Column("http_code", Kind.COUNT, _counts("http_code", zero_is_na=True), "NA when 0"),
+)
+
+
+# --- tool calls: one row per call ---------------------------------------------------------
+
+PENDING = "pending"  # the status of a call that has no execution step yet
+
+
+def _execution(attr: Callable[[Any], Any], missing: Any = None) -> Callable[[Table], list]:
+    return lambda t: [missing if c.execution is None else attr(c.execution) for c in t.objs]
+
+
+TOOL_CALL_INDEX = Column("call", Kind.INT, lambda t: list(range(len(t))), "row number")
+TOOL_CALLS = (
+    Column("turn", Kind.INT, _ints("turn"), "0-based turn number"),
+    Column("call_id", Kind.TEXT, _texts("call_id"), "the provider's call id"),
+    Column("name", Kind.CATEGORY, _values("name"), "tool name"),
+    Column("arguments", Kind.TEXT, lambda t: [args_json(c.args) for c in t.objs], "JSON of the call's arguments"),
+    Column("approval", Kind.CATEGORY, _execution(attrgetter("approval")),
+           "ApprovalDecision value, NA if none", tuple(m.value for m in ApprovalDecision)),
+    Column("status", Kind.CATEGORY, _execution(attrgetter("status"), PENDING),
+           "StepStatus of the execution step, or \"pending\"", tuple(m.value for m in StepStatus) + (PENDING,)),
+    Column("duration_s", Kind.FLOAT, lambda t: _floats(t, lambda c: None if c.execution is None
+                                                       else c.execution.tool_seconds),
+           "how long the tool ran (approval wait excluded)"),
+    Column("result_preview", Kind.TEXT, lambda t: [None if c.execution is None else
+                                                  shorten([c.execution.content or ""], PREVIEW_CHARS)[0]
+                                                  for c in t.objs],
+           f"first {PREVIEW_CHARS} characters of the result, NA if pending"),
+    Column("error", Kind.TEXT, _execution(lambda s: s.error or None), "NA when empty"),
+    Column("request_step", Kind.COUNT, lambda t: _floats(t, attrgetter("request_step")),
+           "step_index of the model step that asked for it"),
+    Column("result_step", Kind.COUNT, _execution(attrgetter("step_index"), math.nan),
+           "step_index of the execution step"),
+)
+
+
+def column_table(index: Column, columns: Sequence[Column]) -> str:
+    """The columns as a reStructuredText table (for docstrings and docs)."""
+    rows = [(c.name, c.kind.value, c.doc) for c in (index, *columns)]
+    w = [max(len(r[i]) for r in rows + [("column", "dtype", "meaning")]) for i in range(3)]
+    line = "  ".join("=" * x for x in w)
+    fmt = "  ".join(f"{{:<{x}}}" for x in w)
+    body = [fmt.format(*r).rstrip() for r in rows]
+    return "\n".join([line, fmt.format("column", "dtype", "meaning").rstrip(), line, *body, line])

@@ -1,0 +1,47 @@
+"""The plain values a Conversation is made of, and the events it tells listeners about."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable
+
+from .chat_session import ChatSession
+from .ledger import TurnRecord
+from .steps import Step, UsageMetadata
+
+DEFAULT_MAX_HISTORY = 10_000
+
+
+class ConversationEvent(str, Enum):
+    """What a listener is told about (``add_listener``); the payload follows each name."""
+
+    TURN_STARTED = "turn_started"  # the new TurnRecord
+    STEP = "step"  # the Step update
+    TURN_FINISHED = "turn_finished"  # the closed TurnRecord
+    CLEARED = "cleared"  # None
+
+
+Listener = Callable[[ConversationEvent, Any], None]
+
+
+@dataclass
+class ConversationState:
+    """Everything a Conversation holds, as plain values: what is saved and loaded.
+
+    ``trimmed`` counts steps dropped from the front; ``turn_starts`` and
+    ``compactions`` index into ``steps``; ``turns`` is the never-trimmed ledger.
+    """
+
+    conversation_id: str = ""
+    max_history_size: int = DEFAULT_MAX_HISTORY
+    steps: list[Step] = field(default_factory=list)
+    trimmed: int = 0
+    turn_starts: list[int] = field(default_factory=list)
+    compactions: list[int] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    total_usage: UsageMetadata = field(default_factory=UsageMetadata)
+    last_response: str = ""
+    chat_session: ChatSession | None = None
+
+

@@ -1,0 +1,221 @@
+"""Running the tool calls of one model answer: policy and approvals, hooks, manual results.
+
+Each call becomes a TOOL_CALL step (SYSTEM -> ENVIRONMENT) whose updates and
+final ``ToolResultPart`` come out of :meth:`ToolRunner.run` in the order they
+happen; calls run concurrently. ``approve`` / ``deny`` / ``add_tool_result``
+may come from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, AsyncIterator, Callable
+
+from ..core.errors import NbagentError
+from ..core.messages import ToolResultPart, ToolUsePart
+from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from .hooks import Block, Hooks, call_hook, check_policy
+from .tools import Tool, format_result, to_tools
+
+CANCELED_RESULT = "The user interrupted the turn before this tool call ran."
+DENIED_RESULT = "The user denied this tool call."
+_END = object()
+
+
+class ToolRunner:
+    """Executes tool calls for a ModelConnection (see the module docstring)."""
+
+    def __init__(self, tools: Any, *, auto_execute_tools: bool, policy: Any, hooks: Hooks,
+                 interrupted: threading.Event, active_tasks: set[asyncio.Task]) -> None:
+        self.tools: dict[str, Tool] = to_tools(tools or ())
+        self.auto_execute_tools = auto_execute_tools
+        self.policy = check_policy(policy)
+        self.hooks = hooks
+        self.interrupted = interrupted
+        self.active_tasks = active_tasks  # the connection's: interrupt() cancels them
+        self.decisions: dict[str, asyncio.Future] = {}
+        self.pending_manual: dict[str, ToolCall] = {}
+        self.manual_results: dict[str, ToolResultPart] = {}
+
+    def cancel_waits(self) -> None:
+        """Release every call waiting for approval (as if interrupted)."""
+        for fut in self.decisions.values():
+            if not fut.done():
+                fut.set_result(None)
+
+    def approve(self, call_id: str) -> None:
+        self._decide(call_id, True, None)
+
+    def deny(self, call_id: str, reason: str | None = None) -> None:
+        self._decide(call_id, False, reason)
+
+    def _decide(self, call_id: str, allow: bool, reason: str | None) -> None:
+        fut = self.decisions.get(call_id)
+        if fut is None:
+            raise NbagentError(f"no tool call {call_id!r} is waiting for approval", kind="config")
+        loop = fut.get_loop()
+
+        def resolve() -> None:
+            if not fut.done():
+                fut.set_result((allow, reason))
+
+        try:
+            same = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            same = False
+        if same:
+            resolve()
+        else:
+            loop.call_soon_threadsafe(resolve)
+
+    def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
+        """Record the result of a call the turn stopped at; returns the text the model sees."""
+        call = self.pending_manual.get(call_id)
+        if call is None:
+            raise NbagentError(f"no tool call {call_id!r} is waiting for a result", kind="config")
+        text = format_result(result)
+        self.manual_results[call_id] = ToolResultPart(call_id, text, is_error, name=call.name)
+        return text
+
+    def close_manual_calls(self, continuing: bool) -> list[ToolResultPart]:
+        """Before a new request, a result for every call the turn stopped at (to push to history)."""
+        if not self.pending_manual:
+            return []
+        missing = [cid for cid in self.pending_manual if cid not in self.manual_results]
+        if continuing and missing:
+            names = ", ".join(f"{self.pending_manual[c].name} ({c})" for c in missing)
+            raise NbagentError(f"still waiting for tool results: {names}; use add_tool_result()",
+                               kind="config")
+        parts = []
+        for cid, call in self.pending_manual.items():
+            parts.append(self.manual_results.get(cid) or ToolResultPart(cid, CANCELED_RESULT, True, name=call.name))
+        self.pending_manual.clear()
+        self.manual_results.clear()
+        return parts
+
+    async def run(self, calls: list[ToolUsePart], new_step: Callable[..., Step]) -> AsyncIterator[Step | ToolResultPart]:
+        queue: asyncio.Queue = asyncio.Queue()
+        tasks = []
+        for part in calls:
+            call = ToolCall(part.id, part.name, dict(part.args))
+            step = new_step(type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
+                                  target=StepTarget.ENVIRONMENT, tool_calls=[call])
+            tasks.append(asyncio.ensure_future(self.run_one(call, step, queue)))
+        self.active_tasks.update(tasks)
+        pending = len(tasks)
+        try:
+            while pending:
+                item = await queue.get()
+                if item is _END:
+                    pending -= 1
+                else:
+                    yield item
+        finally:
+            for t in tasks:
+                self.active_tasks.discard(t)
+                if not t.done():
+                    t.cancel()
+
+    async def run_one(self, call: ToolCall, step: Step, queue: asyncio.Queue) -> None:
+        # long because: one call's whole life (interrupt, manual mode, approval, hooks, the run
+        # itself, its result) reads best in order; each exit puts exactly one result on the queue.
+        def emit(**changes: Any) -> None:
+            for k, v in changes.items():
+                setattr(step, k, v)
+            queue.put_nowait(step.snapshot())
+
+        def result(text: str, is_error: bool, status: StepStatus, approval: ApprovalDecision,
+                   error: str = "") -> None:
+            now = time.time()
+            emit(content=text, status=status, error=error, finished_at=now, approval=approval,
+                 run_seconds=now - started)
+            queue.put_nowait(ToolResultPart(call.id, text, is_error, name=call.name))
+
+        started = time.time()
+        try:
+            if self.interrupted.is_set():
+                result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
+                return
+            tool = self.tools.get(call.name)
+            if not self.auto_execute_tools:
+                self.pending_manual[call.id] = call
+                emit(status=StepStatus.WAITING_FOR_USER, approval=ApprovalDecision.MANUAL)
+                return
+            decision, approval = await self.approval(call, tool, step, emit)
+            if decision is None:
+                result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
+                return
+            allow, reason = decision
+            if not allow:
+                text = DENIED_RESULT + (f" Reason: {reason}" if reason else "")
+                result(text, True, StepStatus.DONE, approval)
+                return
+            if tool is None:
+                known = ", ".join(self.tools) or "none"
+                result(f"Unknown tool {call.name!r}. Available tools: {known}.", True,
+                       StepStatus.ERROR, approval, error=f"unknown tool {call.name!r}")
+                return
+            if self.hooks.pre_tool_use is not None:
+                try:
+                    change = await call_hook(self.hooks.pre_tool_use, call)
+                except Exception as exc:
+                    msg = f"pre_tool_use hook failed: {exc!r}"
+                    result(msg, True, StepStatus.ERROR, approval, error=msg)
+                    return
+                if isinstance(change, Block):
+                    result(f"Blocked: {change.reason}", True, StepStatus.DONE, ApprovalDecision.BLOCKED)
+                    return
+                if isinstance(change, ToolCall):
+                    call = change
+                elif isinstance(change, dict):
+                    call = ToolCall(call.id, call.name, change)
+                step.tool_calls = [call]
+            emit(status=StepStatus.ACTIVE, approval=approval)
+            started = time.time()
+            output = await tool.run(call.args)
+            text = output.text
+            if self.hooks.post_tool_use is not None:
+                try:
+                    new = await call_hook(self.hooks.post_tool_use, call, text)
+                except Exception as exc:
+                    msg = f"post_tool_use hook failed: {exc!r}"
+                    result(msg, True, StepStatus.ERROR, approval, error=msg)
+                    return
+                if isinstance(new, str):
+                    text = new
+            if output.is_error:
+                result(text, True, StepStatus.ERROR, approval, error=output.error or text)
+            else:
+                result(text, False, StepStatus.DONE, approval)
+        except asyncio.CancelledError:
+            result(CANCELED_RESULT, True, StepStatus.CANCELED, step.approval or ApprovalDecision.CANCELED)
+        finally:
+            queue.put_nowait(_END)
+
+    async def approval(self, call: ToolCall, tool: Any, step: Step, emit) -> tuple[Any, ApprovalDecision]:
+        """Return ((allow, reason) | None if interrupted, approval label)."""
+        needs_ask = self.policy == "ask" or bool(getattr(tool, "requires_approval", False))
+        if not needs_ask:
+            if self.policy == "deny_all":
+                return (False, "policy deny_all"), ApprovalDecision.POLICY_DENIED
+            if callable(self.policy):
+                try:
+                    allowed = bool(self.policy(call))
+                except Exception as exc:
+                    return (False, f"policy raised {exc!r}"), ApprovalDecision.POLICY_DENIED
+                return (allowed, None), ApprovalDecision.POLICY_ALLOWED if allowed else ApprovalDecision.POLICY_DENIED
+            return (True, None), ApprovalDecision.AUTO
+        fut = asyncio.get_running_loop().create_future()
+        self.decisions[call.id] = fut
+        if self.interrupted.is_set():
+            fut.set_result(None)
+        emit(status=StepStatus.WAITING_FOR_USER, approval=ApprovalDecision.PENDING)
+        try:
+            decision = await fut
+        finally:
+            self.decisions.pop(call.id, None)
+        if decision is None:
+            return None, ApprovalDecision.CANCELED
+        return decision, ApprovalDecision.APPROVED if decision[0] else ApprovalDecision.DENIED
