@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator
 
 from .chunks import Chunk, chunks_of, response_of
 from .connection import Connection
+from .conversation_views import ConversationViews
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationEvent, ConversationState, Listener
 from .errors import NbagentError
 from .ledger import TurnRecord, TurnTally
@@ -23,7 +24,7 @@ from .steps import ApprovalDecision, ChatResponse, Step, StepSource, StepStatus,
 
 
 
-class Conversation:
+class Conversation(ConversationViews):
     """Step history, turns, usage and chunk filtering over a connection."""
 
     def __init__(self, connection: Connection | None = None, max_history_size: int | None = None) -> None:
@@ -371,55 +372,6 @@ class Conversation:
                 kind="config",
             )
         return self._connection
-
-    # --- analysis and display -----------------------------------------------------------
-
-    def history_df(self):
-        """One row per step (pandas)."""
-        from ..analysis.frames import history_frame
-
-        return history_frame(self.history)
-
-    def usage_df(self, pricing: dict | None = None):
-        """One row per turn from the never-trimmed ledger (pandas)."""
-        from ..analysis.frames import usage_frame
-
-        return usage_frame(self.turns, pricing=pricing)
-
-    def tool_calls_df(self):
-        """One row per tool call (pandas)."""
-        from ..analysis.frames import tool_calls_frame
-
-        return tool_calls_frame(self.history)
-
-    def usage_summary(self, pricing: dict | None = None):
-        from ..analysis.report import usage_summary
-
-        return usage_summary(self.turns, pricing=pricing)
-
-    def plot_usage(self, pricing: dict | None = None):
-        from ..analysis.report import plot_usage
-
-        return plot_usage(self.turns, pricing=pricing)
-
-    def widget(self, **kwargs):
-        """The ChatWidget bound to this conversation (one per conversation; kwargs make a new one)."""
-        from ..notebook.widget import ChatWidget
-
-        if kwargs or self._widget is None or getattr(self._widget, "comm", None) is None:
-            widget = ChatWidget(self, **kwargs)
-            if kwargs:
-                return widget
-            self._widget = widget
-        return self._widget
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        try:
-            return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
-        except ImportError:
-            from ..notebook.transcript import transcript_markdown
-
-            return {"text/markdown": transcript_markdown(self.history), "text/plain": repr(self)}
 
     def __repr__(self) -> str:
         u = self.total_usage

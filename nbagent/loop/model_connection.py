@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
 import time
 import uuid
@@ -32,7 +31,8 @@ from ..providers.base import (
     ToolCallStart,
     Usage,
 )
-from ..core.steps import CompactionStats, FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from .compaction import compact_if_needed, compaction_budget
 from .hooks import Block, Hooks, call_hook
 from .tool_runner import CANCELED_RESULT, ToolRunner
 
@@ -191,16 +191,7 @@ class ModelConnection:
             self.tool_runner.decisions.clear()
 
     async def _run_turn(self, prompt: str) -> AsyncIterator[Step]:
-        blocked: Block | None = None
-        if self.hooks.on_user_prompt is not None and prompt:
-            try:
-                new = await call_hook(self.hooks.on_user_prompt, prompt)
-            except Exception as exc:
-                raise NbagentError(f"on_user_prompt hook failed: {exc!r}", kind="tool") from exc
-            if isinstance(new, Block):
-                blocked = new
-            elif isinstance(new, str):
-                prompt = new
+        prompt, blocked = await self._apply_prompt_hook(prompt)
         if prompt:
             yield self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.USER,
                                  target=StepTarget.UNSPECIFIED, status=StepStatus.DONE,
@@ -208,15 +199,7 @@ class ModelConnection:
         if blocked is not None:
             yield self._finish(FinishReason.OTHER, content=f"Prompt blocked: {blocked.reason}")
             return
-        closed = self.tool_runner.close_manual_calls(continuing=not prompt)
-        if closed:
-            self.session.push_tool_results(closed)
-        if prompt:
-            self.session.push_user(prompt)
-        elif not self.session.messages or self.session.messages[-1].role != "user":
-            raise NbagentError("nothing to send: the prompt is empty and no tool results are pending",
-                               kind="config")
-
+        self._push_prompt(prompt)
         rounds = 0
         while True:
             compaction = self._maybe_compact()
@@ -235,23 +218,9 @@ class ModelConnection:
                 yield self._finish(FinishReason.INTERRUPTED)
                 return
             calls = [p for p in finish.message.parts if isinstance(p, ToolUsePart)]
-            if not calls:
-                yield self._finish(finish.reason)
-                return
-            if self._interrupted.is_set():
-                self.session.push_tool_results(
-                    ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls
-                )
-                yield self._finish(FinishReason.INTERRUPTED)
-                return
-            if rounds >= self.max_tool_iterations:
-                self.session.push_tool_results(
-                    ToolResultPart(c.id, "Tool call limit reached; not run.", True, name=c.name) for c in calls
-                )
-                yield self._finish(
-                    FinishReason.OTHER,
-                    content=f"Stopped after {rounds} tool iterations (max_tool_iterations={self.max_tool_iterations}).",
-                )
+            stop = self._stop_before_tools(finish, calls, rounds)
+            if stop is not None:
+                yield stop
                 return
             rounds += 1
             results: list[ToolResultPart] = []
@@ -272,6 +241,46 @@ class ModelConnection:
                 yield self._finish(FinishReason.TOOL_CALLS, status=StepStatus.WAITING_FOR_USER)
                 return
             self.session.push_tool_results(_in_order(results, calls))
+
+    async def _apply_prompt_hook(self, prompt: str) -> tuple[str, Block | None]:
+        """The prompt after ``on_user_prompt`` (which may rewrite or block it)."""
+        if self.hooks.on_user_prompt is None or not prompt:
+            return prompt, None
+        try:
+            new = await call_hook(self.hooks.on_user_prompt, prompt)
+        except Exception as exc:
+            raise NbagentError(f"on_user_prompt hook failed: {exc!r}", kind="tool") from exc
+        if isinstance(new, Block):
+            return prompt, new
+        return (new if isinstance(new, str) else prompt), None
+
+    def _push_prompt(self, prompt: str) -> None:
+        """Close calls a previous turn stopped at, then add the prompt (``""``: continue)."""
+        closed = self.tool_runner.close_manual_calls(continuing=not prompt)
+        if closed:
+            self.session.push_tool_results(closed)
+        if prompt:
+            self.session.push_user(prompt)
+        elif not self.session.messages or self.session.messages[-1].role != "user":
+            raise NbagentError("nothing to send: the prompt is empty and no tool results are pending",
+                               kind="config")
+
+    def _stop_before_tools(self, finish: Finish, calls: list[ToolUsePart], rounds: int) -> Step | None:
+        """The FINISH step when the turn ends here instead of running ``calls``, else None."""
+        if not calls:
+            return self._finish(finish.reason)
+        if self._interrupted.is_set():
+            self.session.push_tool_results(ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls)
+            return self._finish(FinishReason.INTERRUPTED)
+        if rounds >= self.max_tool_iterations:
+            self.session.push_tool_results(
+                ToolResultPart(c.id, "Tool call limit reached; not run.", True, name=c.name) for c in calls
+            )
+            return self._finish(
+                FinishReason.OTHER,
+                content=f"Stopped after {rounds} tool iterations (max_tool_iterations={self.max_tool_iterations}).",
+            )
+        return None
 
     def _finish(self, reason: FinishReason, *, content: str = "",
                 status: StepStatus = StepStatus.DONE) -> Step:
@@ -319,37 +328,7 @@ class ModelConnection:
         try:
             while True:
                 event = await queue.get()
-                if isinstance(event, TextDelta):
-                    if event.text:
-                        step.content += event.text
-                        yield step.snapshot(content_delta=event.text)
-                elif isinstance(event, ThinkingDelta):
-                    if event.text and self.include_reasoning:
-                        step.thinking += event.text
-                        yield step.snapshot(thinking_delta=event.text)
-                elif isinstance(event, ToolCallStart):
-                    step.preparing_tool = event.name
-                elif isinstance(event, ToolCallEnd):
-                    calls.append(event.call)
-                    step.tool_calls = list(calls)
-                    step.type = StepType.TOOL_CALL
-                    yield step.snapshot()
-                elif isinstance(event, Usage):
-                    step.usage_metadata = event.usage
-                    step.raw_usage = event.raw
-                elif isinstance(event, Finish):
-                    self.session.push_assistant(_replayable(event.message))
-                    step.status = StepStatus.DONE
-                    step.finished_at = time.time()
-                    step.is_complete_response = not event.message.tool_uses
-                    step.structured_output = event.structured_output
-                    step.finish_reason = event.reason
-                    step.preparing_tool = ""
-                    if event.model:
-                        step.model = event.model
-                    yield step.snapshot()
-                    yield event
-                elif event is _END:
+                if event is _END:
                     if step.status != StepStatus.ACTIVE:
                         return
                     event = NbagentError(f"{self.provider.name}: the stream ended before the model finished",
@@ -361,18 +340,16 @@ class ModelConnection:
                     yield step.snapshot()
                     return
                 if isinstance(event, BaseException):
-                    self._close_partial(step, calls)
-                    step.status = StepStatus.ERROR
-                    step.finished_at = time.time()
-                    step.error = str(event)
-                    step.http_code = getattr(event, "http_code", None) or 0
-                    yield step.snapshot()
-                    err = self._finish(FinishReason.ERROR, status=StepStatus.ERROR)
-                    err.error, err.http_code = step.error, step.http_code
-                    yield err
+                    for update in self._fail(step, calls, event):
+                        yield update
                     if isinstance(event, NbagentError):
                         raise event
                     raise NbagentError(f"model call failed: {event!r}", kind="protocol") from event
+                update = self._apply_event(step, event, calls)
+                if update is not None:
+                    yield update
+                if isinstance(event, Finish):
+                    yield event
         except GeneratorExit:  # the consumer went away mid-call
             if step.status == StepStatus.ACTIVE:
                 self._close_partial(step, calls)
@@ -383,6 +360,50 @@ class ModelConnection:
             self._active_tasks.discard(task)
             if not task.done():
                 task.cancel()
+
+    def _apply_event(self, step: Step, event: Any, calls: list[ToolCall]) -> Step | None:
+        """Fold one provider event into the model step; returns the update to emit, if any."""
+        if isinstance(event, TextDelta):
+            if event.text:
+                step.content += event.text
+                return step.snapshot(content_delta=event.text)
+        elif isinstance(event, ThinkingDelta):
+            if event.text and self.include_reasoning:
+                step.thinking += event.text
+                return step.snapshot(thinking_delta=event.text)
+        elif isinstance(event, ToolCallStart):
+            step.preparing_tool = event.name
+        elif isinstance(event, ToolCallEnd):
+            calls.append(event.call)
+            step.tool_calls = list(calls)
+            step.type = StepType.TOOL_CALL
+            return step.snapshot()
+        elif isinstance(event, Usage):
+            step.usage_metadata = event.usage
+            step.raw_usage = event.raw
+        elif isinstance(event, Finish):
+            self.session.push_assistant(_replayable(event.message))
+            step.status = StepStatus.DONE
+            step.finished_at = time.time()
+            step.is_complete_response = not event.message.tool_uses
+            step.structured_output = event.structured_output
+            step.finish_reason = event.reason
+            step.preparing_tool = ""
+            if event.model:
+                step.model = event.model
+            return step.snapshot()
+        return None
+
+    def _fail(self, step: Step, calls: list[ToolCall], exc: BaseException) -> list[Step]:
+        """The model step ends in error (partial content kept) and the turn's FINISH says so."""
+        self._close_partial(step, calls)
+        step.status = StepStatus.ERROR
+        step.finished_at = time.time()
+        step.error = str(exc)
+        step.http_code = getattr(exc, "http_code", None) or 0
+        err = self._finish(FinishReason.ERROR, status=StepStatus.ERROR)
+        err.error, err.http_code = step.error, step.http_code
+        return [step.snapshot(), err]
 
     def _close_partial(self, step: Step, calls: list[ToolCall]) -> None:
         """Keep what the model said so far and close its complete calls with a result."""
@@ -398,26 +419,19 @@ class ModelConnection:
 
     # --- compaction --------------------------------------------------------------------
 
-    def _budget(self) -> int:
-        if self.compaction_budget:
-            return self.compaction_budget
-        window = getattr(self.provider, "context_window", 0) or 128_000
-        reserve = self.max_tokens or min(4096, window // 4)
-        return max(256, int((window - reserve) * self.compaction_fraction))
-
     def _maybe_compact(self) -> Step | None:
-        budget = self._budget()
-        tools_tokens = sum(self.tokenizer.count(json.dumps(t.spec.input_schema)) for t in self.tools.values())
-        before = self.tokenizer.count_session(self.session) + tools_tokens
-        if before <= budget:
+        budget = self.compaction_budget or compaction_budget(
+            getattr(self.provider, "context_window", 0), self.max_tokens, self.compaction_fraction)
+        stats = compact_if_needed(self.session, self.tokenizer,
+                                  (t.spec.input_schema for t in self.tools.values()), budget)
+        if stats is None:
             return None
-        after = self.session.compress(int(budget * 0.6) - tools_tokens, tokenizer=self.tokenizer) + tools_tokens
         now = time.time()
         return self._new_step(
             type=StepType.COMPACTION, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT,
-            status=StepStatus.DONE, created_at=now, finished_at=now,
-            content=f"History compacted: {before:,} → {after:,} tokens (budget {budget:,})",
-            compaction=CompactionStats(before, after, budget),
+            status=StepStatus.DONE, created_at=now, finished_at=now, compaction=stats,
+            content=f"History compacted: {stats.tokens_before:,} → {stats.tokens_after:,} tokens "
+                    f"(budget {budget:,})",
         )
 
     def __repr__(self) -> str:

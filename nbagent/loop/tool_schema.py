@@ -122,6 +122,8 @@ def schema_for(tp: Any, _depth: int = 0) -> dict:
 
 
 def _schema_for_inner(tp: Any, depth: int) -> dict:
+    # long because: one flat dispatch over every kind of annotation (scalars, Annotated, Literal,
+    # unions, containers, enums, dataclasses, TypedDicts, pydantic), each case a few lines.
     sub = functools.partial(schema_for, _depth=depth + 1)
     if tp in (Any, object, inspect.Parameter.empty) or isinstance(tp, (str, typing.TypeVar)):
         return {}

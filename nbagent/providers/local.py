@@ -153,6 +153,30 @@ class LlamaChatParser(OpenAIChatParser):
         return events
 
 
+def resolve_model_file(model: str | os.PathLike | None) -> tuple[Path, str]:
+    """The GGUF file for a model name (``smollm2``, ``local:...`` or a path) and the alias it serves as."""
+    name = os.fspath(model) if model is not None else ""
+    if name.startswith("local:"):
+        name = name[len("local:") :]
+    if name.lower() in _DEFAULT_NAMES:
+        missing = missing_local_runtime()
+        if missing:
+            raise _missing_error(missing)
+        return find_default_model(), DEFAULT_ALIAS
+    if _find_spec("xllamacpp") is None:
+        raise _missing_error(["xllamacpp"])
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise NbagentError(
+            f"local model file not found: {name!r} (give 'smollm2' or the path of a .gguf file)",
+            kind="config",
+            provider="local",
+        )
+    default = find_default_model()
+    same = default is not None and default.resolve() == path.resolve()
+    return path, DEFAULT_ALIAS if same else path.stem
+
+
 # --- the provider ---------------------------------------------------------------------
 
 
@@ -187,29 +211,7 @@ class LocalProvider(OpenAIProvider):
         system_prompt: str | None = ...,  # type: ignore[assignment]
         **openai_kwargs: Any,
     ) -> None:
-        name = os.fspath(model) if model is not None else ""
-        if name.startswith("local:"):
-            name = name[len("local:") :]
-        if name.lower() in _DEFAULT_NAMES:
-            missing = missing_local_runtime()
-            if missing:
-                raise _missing_error(missing)
-            path = find_default_model()
-            alias = DEFAULT_ALIAS
-        else:
-            if _find_spec("xllamacpp") is None:
-                raise _missing_error(["xllamacpp"])
-            path = Path(name).expanduser()
-            if not path.is_file():
-                raise NbagentError(
-                    f"local model file not found: {name!r} (give 'smollm2' or the path of a "
-                    f".gguf file)",
-                    kind="config",
-                    provider="local",
-                )
-            default = find_default_model()
-            same = default is not None and default.resolve() == path.resolve()
-            alias = DEFAULT_ALIAS if same else path.stem
+        path, alias = resolve_model_file(model)
         if int(n_ctx) < 64:
             raise NbagentError(f"n_ctx must be at least 64, got {n_ctx}", kind="config")
         if threads is not None and int(threads) < 1:

@@ -207,6 +207,14 @@ def start_server(spec: ServerSpec) -> LlamaServer:
         return NbagentError(message, kind=kind, provider="local")
 
     deadline = started + spec.startup_timeout
+    url = _wait_ready_line(proc, deadline, spec, fail)
+    url = url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://localhost:", "://127.0.0.1:")
+    _wait_healthy(url, deadline, proc, fail)
+    return LlamaServer(proc, url, stderr, started, time.monotonic())
+
+
+def _wait_ready_line(proc: subprocess.Popen, deadline: float, spec: ServerSpec, fail) -> str:
+    """Read the child's stdout until it prints its ready line; returns the URL it serves on."""
     url = ""
     buf = b""
     fd = proc.stdout.fileno()
@@ -245,9 +253,7 @@ def start_server(spec: ServerSpec) -> LlamaServer:
                     f"{proc.returncode}); model {spec.model_path}",
                     "config",
                 )
-    url = url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://localhost:", "://127.0.0.1:")
-    _wait_healthy(url, deadline, proc, fail)
-    return LlamaServer(proc, url, stderr, started, time.monotonic())
+    return url
 
 
 def _wait_healthy(url: str, deadline: float, proc: subprocess.Popen, fail) -> None:

@@ -1,0 +1,64 @@
+"""The views of a Conversation: DataFrames, usage reports and the chat widget.
+
+They live in the analysis and notebook layers and are imported when first
+used, so ``import nbagent`` needs neither pandas nor anywidget. A
+Conversation gets them from this mixin; it supplies ``history`` and ``turns``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ConversationViews:
+    """``history_df()``, ``usage_df()``, ``tool_calls_df()``, ``usage_summary()``,
+    ``plot_usage()``, ``widget()`` and the notebook display of a Conversation."""
+
+    _widget: Any = None
+
+    def history_df(self):
+        """One row per step (pandas)."""
+        from ..analysis.frames import history_frame
+
+        return history_frame(self.history)
+
+    def usage_df(self, pricing: dict | None = None):
+        """One row per turn from the never-trimmed ledger (pandas)."""
+        from ..analysis.frames import usage_frame
+
+        return usage_frame(self.turns, pricing=pricing)
+
+    def tool_calls_df(self):
+        """One row per tool call (pandas)."""
+        from ..analysis.frames import tool_calls_frame
+
+        return tool_calls_frame(self.history)
+
+    def usage_summary(self, pricing: dict | None = None):
+        from ..analysis.report import usage_summary
+
+        return usage_summary(self.turns, pricing=pricing)
+
+    def plot_usage(self, pricing: dict | None = None):
+        from ..analysis.report import plot_usage
+
+        return plot_usage(self.turns, pricing=pricing)
+
+    def widget(self, **kwargs):
+        """The ChatWidget bound to this conversation (one per conversation; kwargs make a new one)."""
+        from ..notebook.widget import ChatWidget
+
+        if kwargs or self._widget is None or getattr(self._widget, "comm", None) is None:
+            widget = ChatWidget(self, **kwargs)
+            if kwargs:
+                return widget
+            self._widget = widget
+        return self._widget
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        try:
+            return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+        except ImportError:
+            from ..notebook.transcript import transcript_markdown
+
+            return {"text/markdown": transcript_markdown(self.history), "text/plain": repr(self)}
