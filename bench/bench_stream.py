@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from scripted import ScriptedProvider  # noqa: E402
+from support.scripted import ScriptedProvider  # noqa: E402
 
 from nbagent import Agent  # noqa: E402
 from nbagent.providers.base import Finish, TextDelta  # noqa: E402

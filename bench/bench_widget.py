@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from browser_streams import StreamConnection, words  # noqa: E402
+from support.streams import StreamConnection, words  # noqa: E402
 from nbagent import Conversation  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
 

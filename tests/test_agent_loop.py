@@ -12,7 +12,7 @@ from nbagent.loop.hooks import Block, Hooks
 from nbagent.core.messages import ThinkingPart, ToolResultPart
 from nbagent.providers.base import Finish, TextDelta, ToolCallEnd, ToolCallStart
 
-from scripted import Pause, ScriptedProvider, assert_history_valid, text_call, tool_call
+from support.scripted import Pause, ScriptedProvider, assert_history_valid, text_call, tool_call
 
 
 def env_steps(conv):

@@ -9,8 +9,8 @@ import pytest
 
 from nbagent import Agent, FinishReason, NbagentError, StepStatus, tool
 
-from fault_server import FaultServer, drop_after, sse
-from scripted import assert_history_valid
+from support.fault_server import FaultServer, drop_after, sse
+from support.scripted import assert_history_valid
 
 KEY = "sk-e2e-secret-0123456789abcdef"
 
@@ -100,7 +100,7 @@ def test_one_agent_across_two_event_loops():
 
 def test_errors_from_ask_are_typed():
     with FaultServer() as server:
-        from fault_server import reply
+        from support.fault_server import reply
         server.push(reply(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error",
                                           "code": "invalid_api_key"}}))
         agent = Agent(model="openai:gpt-4.1-mini", base_url=server.url + "/v1", api_key=KEY)

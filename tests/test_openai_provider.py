@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fixture_replay import fixture_names, load_error_fixture, load_fixture, replay
+from support.replay import fixture_names, load_error_fixture, load_fixture, replay
 from nbagent.core.errors import NbagentError
 from nbagent.core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from nbagent.providers.base import ModelRequest, TextDelta, ThinkingDelta, ToolSpec

@@ -1,98 +1,57 @@
 """Providers against a real misbehaving HTTP server: retries, cuts, stalls, garbage.
 
-Every test runs for each wire format in ``WIRES``: OpenAI's is defined here;
-another provider joins by adding a module ``tests/fault_wire_<name>.py``
-that defines ``WIRE = WireFormat(...)`` (see fault_server.WireFormat).
+The faults every provider shares (rate limits, 5xx, auth, cut connections,
+garbage, empty bodies, stalls) run once per wire format in ``support.wires.WIRES``
+(OpenAI, Anthropic, Gemini); another provider joins by adding its ``WireFormat``
+there. Below them, each wire format's own in-band errors and headers, then the
+error-envelope parsing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import socket
 import time
 from email.utils import formatdate
-from pathlib import Path
 
 import pytest
 
-from fault_server import (
-    FaultServer,
-    WireFormat,
-    collect,
-    request_for,
-    text_of,
-    drop_after,
-    empty_200,
-    fault_server,  # noqa: F401 - pytest fixture
-    reply,
-    sse,
-    stall_after,
-)
+from nbagent.core.errors import NbagentError
 from nbagent.providers.base import Finish, ToolCallEnd, ToolCallStart
 from nbagent.providers.http import error_from_payload, retry_after_from_headers
-from nbagent.providers.openai import OpenAIProvider
-
-KEY = "sk-fault-test-key-0123456789abcdef"
-
-# --- the OpenAI wire format --------------------------------------------------------
-
-
-def _data(obj) -> bytes:
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-
-def _chunk(delta: dict, finish: str | None = None) -> bytes:
-    return _data({"model": "gpt-fault", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-
-
-def _openai_prefix(pieces: list[str]) -> bytes:
-    return _chunk({"role": "assistant", "content": ""}) + b"".join(_chunk({"content": p}) for p in pieces)
-
-
-def _openai_text(pieces: list[str]) -> bytes:
-    usage = {"prompt_tokens": 5, "completion_tokens": len(pieces), "total_tokens": 5 + len(pieces)}
-    return (
-        _openai_prefix(pieces)
-        + _chunk({}, "stop")
-        + _data({"model": "gpt-fault", "choices": [], "usage": usage})
-        + b"data: [DONE]\n\n"
-    )
-
-
-def _openai_tool_prefix() -> bytes:
-    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "weather", "arguments": ""}}
-    return (
-        _chunk({"role": "assistant", "content": None, "tool_calls": [call]})
-        + _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Par'}}]})
-    )
-
-
-def _openai_error(status: int, message: str) -> bytes:
-    codes = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
-    return json.dumps({"error": {"message": message, "type": "error", "code": codes.get(status)}}).encode()
-
-
-OPENAI_WIRE = WireFormat(
-    name="openai",
-    make_provider=lambda base_url, **kw: OpenAIProvider("gpt-fault", base_url=base_url + "/v1", **kw),
-    text_body=_openai_text,
-    text_prefix=_openai_prefix,
-    tool_args_prefix=_openai_tool_prefix,
-    garbage_body=lambda: _openai_prefix(["ok"]) + b"data: <html>502 Bad Gateway</html>\n\n",
-    error_body=_openai_error,
+from support.fault_server import (
+    FaultServer,
+    collect,
+    drop_after,
+    empty_200,
+    reply,
+    request_for,
+    sse,
+    stall_after,
+    text_of,
+)
+from support.wires import (
+    ANTHROPIC_WIRE,
+    GEMINI_WIRE,
+    OPENAI_WIRE,
+    WIRES,
+    WireFormat,
+    anthropic_error,
+    anthropic_event,
+    anthropic_prefix,
+    anthropic_text,
+    gemini_prefix,
+    gemini_text,
+    openai_error,
+    openai_text,
 )
 
+KEY = "sk-fault-test-key-0123456789abcdef"  # every wire, in the shared faults
+ANTHROPIC_KEY = "sk-ant-fault-key-0123456789abcdef"
+GEMINI_KEY = "AIzaSyFAULT-key-0123456789abcdefghij"
+KEYS = {"anthropic": ANTHROPIC_KEY, "gemini": GEMINI_KEY}
 
-def _discover_wires() -> list[WireFormat]:
-    wires = [OPENAI_WIRE]
-    for path in sorted(Path(__file__).parent.glob("fault_wire_*.py")):
-        wires.append(importlib.import_module(path.stem).WIRE)
-    return wires
-
-
-WIRES = _discover_wires()
 wire_param = pytest.mark.parametrize("wire", WIRES, ids=[w.name for w in WIRES])
 
 
@@ -104,6 +63,16 @@ def make(wire: WireFormat, server: FaultServer, **kwargs):
     kwargs.setdefault("retry_base_delay", 0.01)
     kwargs.setdefault("read_timeout", 5.0)
     return wire.make_provider(server.url, **kwargs)
+
+
+def make_with_own_key(wire: WireFormat, server: FaultServer, **kwargs):
+    """``make`` with the wire's own key shape (``KEYS``), for one wire's own faults."""
+    return make(wire, server, api_key=KEYS[wire.name], **kwargs)
+
+
+def assert_key_hidden(wire: WireFormat, error: NbagentError, provider) -> None:
+    for text in (str(error), repr(error), error.message, repr(provider)):
+        assert KEYS[wire.name] not in text
 
 
 # --- the faults ----------------------------------------------------------------------
@@ -241,19 +210,122 @@ def test_one_provider_across_event_loops(wire, fault_server):
 async def test_exhausted_quota_is_not_retried(fault_server):
     body = {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
                       "code": "insufficient_quota"}}
-    fault_server.push(reply(429, body), sse(_openai_text(["never"])))
+    fault_server.push(reply(429, body), sse(openai_text(["never"])))
     events, error = await collect(make(OPENAI_WIRE, fault_server))
     assert (error.kind, error.retryable) == ("rate_limit", False)
     assert len(fault_server.requests) == 1
 
 
 async def test_request_reaches_the_server_intact(fault_server):
-    fault_server.push(sse(_openai_text(["hi"])))
+    fault_server.push(sse(openai_text(["hi"])))
     await collect(make(OPENAI_WIRE, fault_server))
     (req,) = fault_server.requests
     assert req.path == "/v1/chat/completions"
     assert req.headers["authorization"] == f"Bearer {KEY}"
     assert req.json["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_long_retry_after_is_capped(fault_server):
+    fault_server.push(reply(429, openai_error(429, "wait an hour"), {"retry-after": "3600"}),
+                      sse(openai_text(["done"])))
+    provider = make(OPENAI_WIRE, fault_server)
+    provider.max_retry_after = 0.01
+    events, error = await collect(provider)
+    assert error is None and text_of(events) == "done"
+    assert len(fault_server.requests) == 2
+
+
+# --- Anthropic specifics ---------------------------------------------------------------
+
+
+async def test_anthropic_request_reaches_the_server(fault_server):
+    fault_server.push(sse(anthropic_text(["hi"])))
+    await collect(make_with_own_key(ANTHROPIC_WIRE, fault_server))
+    (req,) = fault_server.requests
+    assert req.path == "/v1/messages"
+    assert req.headers["x-api-key"] == ANTHROPIC_KEY
+    assert req.headers["anthropic-version"] == "2023-06-01"
+    assert req.json["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}
+    ]
+
+
+async def test_anthropic_overloaded_529_then_success(fault_server):
+    fault_server.push(reply(529, anthropic_error(529, "Overloaded")), sse(anthropic_text(["ok"])))
+    events, error = await collect(make_with_own_key(ANTHROPIC_WIRE, fault_server))
+    assert error is None and text_of(events) == "ok"
+    assert len(fault_server.requests) == 2
+
+
+async def test_anthropic_error_event_mid_stream_is_not_retried(fault_server):
+    body = anthropic_prefix(["Par", "tial"]) + anthropic_event(
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    )
+    fault_server.push(sse(body), sse(anthropic_text(["never"])))
+    events, error = await collect(make_with_own_key(ANTHROPIC_WIRE, fault_server))
+    assert text_of(events) == "Partial"
+    assert (error.kind, error.retryable) == ("server", False)
+    assert len(fault_server.requests) == 1
+
+
+async def test_anthropic_prompt_too_long_is_context_length(fault_server):
+    body = anthropic_error(400, "prompt is too long: 250000 tokens > 200000 maximum")
+    fault_server.push(reply(400, body))
+    events, error = await collect(make_with_own_key(ANTHROPIC_WIRE, fault_server))
+    assert (error.kind, error.retryable, error.http_code) == ("context_length", False, 400)
+
+
+# --- Gemini specifics ---------------------------------------------------------------------
+
+
+async def test_gemini_key_travels_in_a_header_not_the_url(fault_server):
+    fault_server.push(sse(gemini_text(["hi"])))
+    await collect(make_with_own_key(GEMINI_WIRE, fault_server))
+    (req,) = fault_server.requests
+    assert req.path == "/v1beta/models/gemini-fault:streamGenerateContent?alt=sse"
+    assert req.headers["x-goog-api-key"] == GEMINI_KEY
+    assert GEMINI_KEY not in req.path
+    assert req.json["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
+
+
+async def test_gemini_retry_delay_from_the_body_then_success(fault_server):
+    body = json.dumps({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED",
+                                 "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                              "retryDelay": "0.05s"}]}}).encode()
+    fault_server.push(reply(429, body), sse(gemini_text(["ok"])))
+    events, error = await collect(make_with_own_key(GEMINI_WIRE, fault_server))
+    assert error is None and text_of(events) == "ok"
+    assert len(fault_server.requests) == 2
+
+
+async def test_gemini_invalid_key_400_is_auth_and_not_retried(fault_server):
+    body = json.dumps({"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                 "status": "INVALID_ARGUMENT",
+                                 "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                              "reason": "API_KEY_INVALID"},
+                                             {"@type": "type.googleapis.com/google.rpc.DebugInfo",
+                                              "detail": f"Invalid API key: {GEMINI_KEY}"}]}}, indent=2)
+    fault_server.push(reply(400, body), sse(gemini_text(["never"])))
+    provider = make_with_own_key(GEMINI_WIRE, fault_server)
+    events, error = await collect(provider)
+    assert (error.kind, error.retryable, error.http_code) == ("auth", False, 400)
+    assert len(fault_server.requests) == 1
+    assert_key_hidden(GEMINI_WIRE, error, provider)
+
+
+async def test_gemini_raw_json_error_mid_stream(fault_server):
+    error_json = b'{\n  "error": {\n    "code": 503,\n    "message": "The model is overloaded.",\n' \
+                 b'    "status": "UNAVAILABLE"\n  }\n}\n'
+    fault_server.push(sse(gemini_prefix(["First ", "Second "]) + error_json, chunk_size=9),
+                      sse(gemini_text(["never"])))
+    events, error = await collect(make_with_own_key(GEMINI_WIRE, fault_server))
+    assert text_of(events) == "First Second "
+    assert error.kind == "server" and not error.retryable
+    assert "overloaded" in str(error)
+    assert len(fault_server.requests) == 1
+
+
+# --- error envelopes and retry headers ---------------------------------------------------
 
 
 def test_retry_after_header_parsing():
@@ -263,17 +335,6 @@ def test_retry_after_header_parsing():
     assert 20 < later <= 31
     assert retry_after_from_headers({"retry-after": "soon"}) is None
     assert retry_after_from_headers({}) is None
-
-
-
-async def test_long_retry_after_is_capped(fault_server):
-    fault_server.push(reply(429, _openai_error(429, "wait an hour"), {"retry-after": "3600"}),
-                      sse(_openai_text(["done"])))
-    provider = make(OPENAI_WIRE, fault_server)
-    provider.max_retry_after = 0.01
-    events, error = await collect(provider)
-    assert error is None and text_of(events) == "done"
-    assert len(fault_server.requests) == 2
 
 
 @pytest.mark.parametrize(

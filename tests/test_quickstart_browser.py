@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_jupyter import CHROMIUM, LAB_ARGS, ROOT, jupyter_server, lab_page, notebook_opener
+from support.jupyter import CHROMIUM, LAB_ARGS, ROOT, jupyter_server, lab_page, notebook_opener
 
 pytestmark = [pytest.mark.browser, pytest.mark.local_model]
 

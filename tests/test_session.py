@@ -10,7 +10,7 @@ from nbagent import ChatSession, NbagentError
 from nbagent.core.compression import ApproxTokenizer, DropOldestTurns, ShrinkToolResults, TiktokenTokenizer
 from nbagent.core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 
-from scripted import assert_history_valid
+from support.scripted import assert_history_valid
 
 
 def tool_turn(i: int, result_size: int = 50) -> list[Message]:

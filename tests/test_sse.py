@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fixture_replay import fixture_names, load_fixture, split_body
+from support.replay import fixture_names, load_fixture, split_body
 from nbagent.providers.sse import SSEDecoder, SSEEvent, aiter_sse
 
 
@@ -146,8 +146,6 @@ def test_unterminated_raw_json_ends_at_blank_line_or_eof():
 
 @pytest.mark.parametrize("split", ALL_SPLITS)
 def test_gemini_raw_error_fixture(split):
-    if "error-mid-stream-raw-json" not in fixture_names("gemini"):
-        pytest.skip("fixtures not available")
     fx = load_fixture("gemini", "error-mid-stream-raw-json")
     events = decode(fx.body, split, raw_lines=True)
     assert [e.event for e in events] == ["message", "message", "raw"]
@@ -157,8 +155,6 @@ def test_gemini_raw_error_fixture(split):
 @pytest.mark.parametrize("provider", ["openai", "openai_compat", "anthropic", "gemini"])
 def test_every_fixture_decodes_the_same_in_any_split(provider):
     names = fixture_names(provider)
-    if not names:
-        pytest.skip("fixtures not available")
     for name in names:
         body = load_fixture(provider, name).body
         whole = decode(body, "whole", raw_lines=True)

@@ -18,7 +18,7 @@ from nbagent.core.steps import (Step, StepSource, StepStatus, StepTarget, StepTy
                            ToolCall, UsageMetadata)
 from nbagent.notebook.widget import FLUSH_INTERVAL, LEVELS, ChatWidget  # noqa: E402
 
-from browser_streams import StreamConnection, words  # noqa: E402
+from support.streams import StreamConnection, words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNCED = (*(f"turns_{k}" for k in range(LEVELS)), "current", "running", "notice")

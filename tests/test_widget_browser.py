@@ -1,8 +1,8 @@
-"""ChatWidget in a real browser: JupyterLab + Playwright + Debian chromium (see ../shared/recipes/).
+"""ChatWidget in a real browser: JupyterLab + Playwright + Debian chromium.
 
 One JupyterLab server and one Chromium page for the module; each test opens its own notebook in a
 temporary root. The kernel imports nbagent from this checkout and the scripted connections from
-tests/browser_streams.py.
+tests/support/streams.py.
 
 Run:  .venv/bin/python -m pytest -q tests/test_widget_browser.py
 Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs (also write the screenshots there)
@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from browser_jupyter import (CHROMIUM, LAB_ARGS, ROOT, jupyter_server as _jupyter_server, lab_page, nb_json as _nb,
+from support.jupyter import (CHROMIUM, LAB_ARGS, ROOT, jupyter_server as _jupyter_server, lab_page, nb_json as _nb,
                              notebook_opener, wait_restored)
+from support.streams import words
 
 pytestmark = pytest.mark.browser
 
@@ -44,11 +45,11 @@ NOTEBOOKS = {
     "demo.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent",
                    "r = await agent.chat_to_completion('Say hello from another cell')"],
     "approve.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], policy='ask')\nagent"],
-    "stop.ipynb": ["from browser_streams import StreamConnection, words\nfrom nbagent import Conversation\n"
+    "stop.ipynb": ["from support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
                    "conv = Conversation(StreamConnection(words(20_000), thinking=['Thinking ', 'slowly.'], pace=0.02, batch=2))\n"
                    "conv.widget()"],
     "stream.ipynb": [
-        "import json, time\nfrom browser_streams import StreamConnection, words\nfrom nbagent import Conversation\n"
+        "import json, time\nfrom support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
         "conn = StreamConnection(words(20_000), pace=0.003, batch=10)\nconv = Conversation(conn)\nw = conv.widget()\n"
         "sends = []\n_orig = w._send\n"
         "def _rec(msg, buffers=None):\n    sends.append((time.time(), msg['method'], len(json.dumps(msg))))\n    _orig(msg, buffers)\n"
@@ -57,7 +58,7 @@ NOTEBOOKS = {
         "json.dump({'t0': t0, 'sends': sends, 'last_delta': conn.sent_at['last_delta'], 'stats': w.stats},"
         " open('stream_result.json', 'w'))"],
     "xss.ipynb": [
-        "from browser_streams import StreamConnection\nfrom nbagent import Conversation\n"
+        "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
         "payload = ['Look: <img src=x onerror=\"window.__pwned=1\"> and ', '<script>window.__pwned=1</script>',"
         " '\\n\\n', '<iframe src=\"javascript:window.__pwned=1\"></iframe>', ' and [a link](javascript:window.__pwned=1) end.']\n"
         "conv = Conversation(StreamConnection(payload, thinking=['<img src=x onerror=\"window.__pwned=1\">']))\n"
@@ -71,14 +72,14 @@ NOTEBOOKS = {
         "m = Step(step_index=2, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL, target=StepTarget.USER, content='Partial answ', content_delta='Partial answ')\n"
         "err = NbagentError('rate limited: slow down', kind='rate_limit', http_code=429)\n"
         "conv = Conversation(MockConnection([[u, c, m, err]]))\nconv.widget()"],
-    "midstream.ipynb": ["from browser_streams import StreamConnection, words\nfrom nbagent import Conversation\n"
+    "midstream.ipynb": ["from support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
                         "conv = Conversation(StreamConnection(words(3_000), pace=0.01, batch=5))\nconv.widget()"],
     "reload.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent",
                      "r = await agent.chat_to_completion('What is 3 + 4?')"],
 }
 
 
-# --- processes (see browser_jupyter.py) -----------------------------------------------------------
+# --- processes (see support/jupyter.py) -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def jupyter_server(tmp_path_factory, request):
@@ -260,8 +261,7 @@ def test_twenty_thousand_token_stream_complete_in_order_rate_limited(lab, notebo
     wait_run(lab, 120_000)
     wait_turn_done(lab, chat, 1)
     res = json.loads((jupyter_server["root"] / "stream_result.json").read_text())
-    import browser_streams
-    expected = " ".join("".join(browser_streams.words(20_000)).split())
+    expected = " ".join("".join(words(20_000)).split())
     shown = " ".join(text_of(lab, f"{chat} .nba-md").split())
     assert shown == expected  # complete and in order
     sends = res["sends"]
@@ -275,7 +275,7 @@ def test_twenty_thousand_token_stream_complete_in_order_rate_limited(lab, notebo
     lat = sorted((b - k) * 1000 for b, k in zip(b_stamps, custom_sends))
     gen_s = res["last_delta"] - res["t0"]
     TIMINGS.update(stream_tokens=20_000, stream_gen_s=round(gen_s, 2), stream_msgs=len(sends),
-                   stream_bytes=sum(n for _, _, n in sends), stream_text_bytes=len("".join(browser_streams.words(20_000))),
+                   stream_bytes=sum(n for _, _, n in sends), stream_text_bytes=len("".join(words(20_000))),
                    kernel_max_msgs_per_s=per_s, browser_delta_msgs=len(trace), browser_max_msgs_per_s=b_per_s,
                    msg_latency_p50_ms=round(lat[len(lat) // 2], 1), msg_latency_p95_ms=round(lat[int(0.95 * (len(lat) - 1))], 1),
                    msg_latency_max_ms=round(lat[-1], 1),
@@ -366,8 +366,7 @@ def test_reloading_mid_stream_catches_up_via_resync(lab, notebook):
     assert lab.locator(chat).locator(".nba-turn.nba-running").count() == 1  # still streaming
     wait_turn_done(lab, chat, 1, timeout=60_000)
     assert lab.evaluate("() => window.__nbagentResyncs") >= 1  # the gap was noticed and filled
-    import browser_streams
-    expected = " ".join("".join(browser_streams.words(3_000)).split())
+    expected = " ".join("".join(words(3_000)).split())
     assert " ".join(text_of(lab, f"{chat} .nba-md").split()) == expected
     no_errors(lab)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_jupyter import CHROMIUM, CHROMIUM_ARGS, ROOT, jupyter_server, nb_json
+from support.jupyter import CHROMIUM, CHROMIUM_ARGS, ROOT, jupyter_server, nb_json
 
 pytestmark = pytest.mark.browser
 

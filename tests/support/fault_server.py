@@ -13,7 +13,9 @@ behaviours take the wire body as bytes, so any SSE format can reuse them::
 
 The server runs in a daemon thread; ``stop()`` (or leaving the ``with``)
 interrupts stalled behaviours and closes the socket. Every request is
-recorded (method, path, headers, parsed JSON body).
+recorded (method, path, headers, parsed JSON body). The ``fault_server``
+pytest fixture (tests/conftest.py) gives each test a started server; each
+provider's wire format is in ``support.wires``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-import pytest
-
 __all__ = [
     "FaultServer",
     "Exchange",
@@ -37,8 +37,6 @@ __all__ = [
     "drop_after",
     "empty_200",
     "stall_after",
-    "fault_server",
-    "WireFormat",
     "request_for",
     "collect",
     "text_of",
@@ -262,31 +260,6 @@ class FaultServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-
-
-@pytest.fixture
-def fault_server():
-    """A started FaultServer, stopped after the test (``from fault_server import fault_server``)."""
-    with FaultServer() as server:
-        yield server
-
-
-@dataclass
-class WireFormat:
-    """How one provider's wire format looks, for the shared fault tests.
-
-    ``make_provider(base_url, **kwargs)`` builds a provider talking to the
-    fault server (kwargs: api_key, read_timeout, max_retries,
-    retry_base_delay). The body builders return raw response bytes.
-    """
-
-    name: str
-    make_provider: Callable[..., Any]
-    text_body: Callable[[list[str]], bytes]  # a complete answer made of these text deltas
-    text_prefix: Callable[[list[str]], bytes]  # started, these deltas sent, not finished
-    tool_args_prefix: Callable[[], bytes]  # a tool call cut inside its arguments
-    garbage_body: Callable[[], bytes]  # some text, then a payload that is not JSON
-    error_body: Callable[[int, str], bytes]  # the provider's error envelope
 
 
 # --- driving a provider against the server ------------------------------------------

@@ -1,4 +1,4 @@
-"""Shared helpers for the real-browser widget tests (see ../shared/recipes/ and test_widget_browser.py).
+"""Shared helpers for the real-browser widget tests (see test_widget_browser.py).
 
 Start an isolated Jupyter server (JupyterLab or Notebook 7) in a temporary folder, wait for it,
 and tear it down with its kernels; the chromium path and launch arguments for Playwright.
@@ -19,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is tests/support/jupyter.py)
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -70,7 +70,7 @@ def die_with_parent():
 
 def isolated_env(tmp: Path) -> dict:
     """Environment for a Jupyter server whose config, runtime, data, settings and IPython dirs live in tmp;
-    the kernel imports nbagent from this checkout and the test helpers from tests/."""
+    the kernel imports nbagent from this checkout and the test helpers (``support.*``) from tests/."""
     env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", TMPDIR=str(tmp), PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
     env.pop("NBAGENT_MODEL", None)

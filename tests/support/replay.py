@@ -1,7 +1,7 @@
 """Replay recorded SSE fixtures through any HTTP provider (shared test helper).
 
-Fixtures live in ``shared/fixtures`` beside the repository (``../shared``
-from the repo root), or wherever ``NBAGENT_FIXTURES`` points. A replay serves
+Fixtures live in ``tests/fixtures`` inside the repository (see its README.md
+and NOTICE.md); a missing fixture is an error, never a skip. A replay serves
 the recorded body through ``httpx.MockTransport``, split into chunks
 (``"whole"``, ``"1"`` / ``"7"`` bytes, or seeded ``"random"`` sizes), and
 collects what the provider yielded::
@@ -14,7 +14,6 @@ collects what the provider yielded::
 from __future__ import annotations
 
 import json
-import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,20 +37,19 @@ from nbagent.providers.base import (
 SPLITS = ("whole", "random", "1", "7")
 
 
-def fixtures_dir() -> Path | None:
-    """The fixtures directory, or None when it is not available."""
-    candidates = [Path(__file__).resolve().parents[2] / "shared" / "fixtures"]
-    if os.environ.get("NBAGENT_FIXTURES"):
-        candidates.append(Path(os.environ["NBAGENT_FIXTURES"]))
-    return next((p for p in candidates if p.is_dir()), None)
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def fixture_names(provider: str) -> list[str]:
-    """Names (without extension) of every ``.sse`` fixture of one provider directory."""
-    root = fixtures_dir()
-    if root is None or not (root / provider).is_dir():
-        return []
-    return sorted(p.stem for p in (root / provider).glob("*.sse"))
+    """Names (without extension) of every ``.sse`` fixture of one provider directory.
+
+    Raises when the directory is missing or holds no fixture, so a test parametrized
+    over it fails instead of collecting nothing.
+    """
+    names = sorted(p.stem for p in (FIXTURES / provider).glob("*.sse"))
+    if not names:
+        raise FileNotFoundError(f"no recorded fixtures in {FIXTURES / provider}")
+    return names
 
 
 @dataclass
@@ -72,10 +70,7 @@ class Fixture:
 
 def load_fixture(provider: str, name: str) -> Fixture:
     """Load ``<provider>/<name>.sse`` (bytes) and its ``.json`` header."""
-    root = fixtures_dir()
-    if root is None:
-        raise FileNotFoundError("shared/fixtures not found; set NBAGENT_FIXTURES")
-    base = root / provider / name
+    base = FIXTURES / provider / name
     body = base.with_suffix(".sse").read_bytes()
     header = json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))
     return Fixture(provider, name, body, header)
@@ -209,7 +204,4 @@ async def replay(
 
 def load_error_fixture(name: str) -> dict:
     """``errors/<name>.json``: ``http_status``, ``response_headers`` and the JSON ``body``."""
-    root = fixtures_dir()
-    if root is None:
-        raise FileNotFoundError("shared/fixtures not found; set NBAGENT_FIXTURES")
-    return json.loads((root / "errors" / f"{name}.json").read_text(encoding="utf-8"))
+    return json.loads((FIXTURES / "errors" / f"{name}.json").read_text(encoding="utf-8"))
