@@ -28,6 +28,8 @@ _EXPORTS = {
     "Text": "nbagent.core.steps",
     "ChatResponse": "nbagent.core.steps",
     "FinishReason": "nbagent.core.steps",
+    "ApprovalDecision": "nbagent.core.steps",
+    "TurnStatus": "nbagent.core.steps",
     "MockConnection": "nbagent.core.connection",
     "ModelConnection": "nbagent.loop.model_connection",
     "NbagentError": "nbagent.core.errors",

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from nbagent import Agent, FinishReason, NbagentError, StepSource, StepStatus, StepTarget, StepType, Text, ToolCall, tool
+from nbagent import Agent, ApprovalDecision, FinishReason, NbagentError, StepSource, StepStatus, StepTarget, StepType, Text, ToolCall, tool
 from nbagent.loop.hooks import Block, Hooks
 from nbagent.core.messages import ThinkingPart, ToolResultPart
 from nbagent.providers.base import Finish, TextDelta, ToolCallEnd, ToolCallStart
@@ -77,14 +77,14 @@ async def test_ask_policy_deny_and_approve():
     await decider
     assert ran == []
     denied = env_steps(conv)[-1]
-    assert denied.metadata["approval"] == "denied" and "denied" in denied.content and "too dangerous" in denied.content
+    assert denied.approval == ApprovalDecision.DENIED and "denied" in denied.content and "too dangerous" in denied.content
     result = provider.requests[1].messages[-1].tool_results[0]
     assert result.is_error and "denied" in result.content
 
     decider = asyncio.ensure_future(decide("d2", True))
     await conv.chat_to_completion("delete tmp")
     await decider
-    assert ran == ["tmp.txt"] and env_steps(conv)[-1].metadata["approval"] == "approved"
+    assert ran == ["tmp.txt"] and env_steps(conv)[-1].approval == ApprovalDecision.APPROVED
     assert_history_valid(conv.connection.session)
 
 
@@ -123,12 +123,12 @@ async def test_deny_all_and_callable_policies():
     agent = Agent(model=provider, tools=[f], policy=lambda call: call.args["x"] == 2)
     await agent.conversation.chat_to_completion("go")
     by_id = {s.tool_calls[0].id: s for s in env_steps(agent.conversation)}
-    assert by_id["1"].metadata["approval"] == "policy_denied" and by_id["2"].content == "2"
+    assert by_id["1"].approval == ApprovalDecision.POLICY_DENIED and by_id["2"].content == "2"
 
     provider = ScriptedProvider([tool_call(("1", "f", {"x": 1})), text_call("done")])
     agent = Agent(model=provider, tools=[f], policy="deny_all")
     await agent.conversation.chat_to_completion("go")
-    assert env_steps(agent.conversation)[0].metadata["approval"] == "policy_denied"
+    assert env_steps(agent.conversation)[0].approval == ApprovalDecision.POLICY_DENIED
 
 
 async def test_manual_mode_round_trip():
@@ -209,7 +209,7 @@ async def test_interrupt_mid_text_keeps_partial_text_and_conversation_usable():
     assert "".join(texts) == "Hello wor"
     model_step = [s for s in conv.history if s.source == StepSource.MODEL][0]
     assert model_step.status == StepStatus.CANCELED and model_step.content == "Hello wor"
-    assert conv.history[-1].metadata["finish_reason"] == "INTERRUPTED"
+    assert conv.history[-1].finish_reason == FinishReason.INTERRUPTED
     assert conv.turns[0].status == "interrupted"
     resp = await conv.chat_to_completion("again")
     assert resp.text.strip() == "next turn works"
@@ -310,7 +310,7 @@ async def test_compaction_step_is_recorded_when_prompt_exceeds_budget():
     comps = [s for s in conv.history if s.type == StepType.COMPACTION]
     assert comps and conv.compaction_indices
     assert conv.history[conv.compaction_indices[0]].type == StepType.COMPACTION
-    assert comps[0].metadata["tokens_after"] < comps[0].metadata["tokens_before"]
+    assert comps[0].compaction.tokens_after < comps[0].compaction.tokens_before
     assert_history_valid(conv.connection.session)
 
 

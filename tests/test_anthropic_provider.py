@@ -83,7 +83,7 @@ async def test_fixture_replay(name, split):
     assert usage.usage.total_token_count == want["total_tokens"]
     assert usage.usage.cached_content_token_count == want["cache_read_tokens"]
     assert usage.usage.thoughts_token_count == (want["reasoning_tokens"] or 0)
-    assert usage.cache_write_tokens == want["cache_write_tokens"]
+    assert usage.usage.cache_write_token_count == want["cache_write_tokens"]
 
 
 async def test_truncated_tool_call_is_left_out():

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from nbagent import (ChatResponse, Conversation, FinishReason, MockConnection, NbagentError, Step,
+from nbagent import (ApprovalDecision, ChatResponse, Conversation, FinishReason, MockConnection, NbagentError, Step,
                      StepSource, StepStatus, StepTarget, StepType, Text, Thought, ToolCall,
                      UsageMetadata)
 
@@ -37,7 +37,7 @@ def streamed(i: int, pieces: list[str], usage: UsageMetadata | None = None, thin
 
 def finish(i: int, reason: FinishReason = FinishReason.STOP) -> Step:
     return Step(step_index=i, type=StepType.FINISH, source=StepSource.SYSTEM, target=StepTarget.USER,
-                status=StepStatus.DONE, metadata={"finish_reason": reason.value})
+                status=StepStatus.DONE, finish_reason=reason)
 
 
 async def test_500_deltas_are_one_history_entry_with_full_content():
@@ -194,7 +194,7 @@ async def test_save_and_load_round_trip_exactly(tmp_path):
     steps = [user(0, "hé 👋"), *streamed(1, ["an", "swer"], UsageMetadata(7, 3, 10, 2, 1), thinking=["hm"]),
              Step(step_index=2, type=StepType.TOOL_CALL, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT,
                   status=StepStatus.DONE, tool_calls=[ToolCall("c", "f", {"a": [1, 2]})], content="3",
-                  metadata={"approval": "auto"}),
+                  approval=ApprovalDecision.AUTO),
              finish(3)]
     conv = Conversation(MockConnection([steps]))
     await conv.chat_to_completion("hé 👋")

@@ -28,6 +28,7 @@ from nbagent.analysis.report import plot_usage, usage_summary  # noqa: E402
 from nbagent.core.ledger import TurnRecord  # noqa: E402
 from nbagent.analysis.pricing import Price, cost, get_price, reset_prices, set_price  # noqa: E402
 from nbagent.core.steps import (  # noqa: E402
+    ApprovalDecision,
     FinishReason,
     Step,
     StepSource,
@@ -62,7 +63,7 @@ def _prompt(i, turn, text, t):
 def _finish(i, turn, t, reason, status=StepStatus.DONE):
     return Step(id=f"s{i}", step_index=i, type=StepType.FINISH, source=StepSource.SYSTEM,
                 target=StepTarget.USER, status=status, created_at=t, finished_at=t, turn=turn,
-                metadata={"finish_reason": reason})
+                finish_reason=reason)
 
 
 def scripted_steps() -> list[Step]:
@@ -75,32 +76,32 @@ def scripted_steps() -> list[Step]:
         Step(id="s1", step_index=1, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
              target=StepTarget.USER, status=StepStatus.DONE, content="Paris.",
              usage_metadata=UsageMetadata(100, 20, 120, 0, 0), created_at=T0 + 0.1, finished_at=T0 + 1.1,
-             turn=0, metadata={"model": "gpt-4.1-mini", "provider": "openai", "finish_reason": "STOP"}),
+             turn=0, model="gpt-4.1-mini", finish_reason="STOP"),
         _finish(2, 0, T0 + 1.1, "STOP"),
         # turn 1: thinking, two tool calls (one denied), then the answer
         _prompt(3, 1, "Compute 2+2 and delete /tmp/x", T0 + 10),
         Step(id="s4", step_index=4, type=StepType.TOOL_CALL, source=StepSource.MODEL,
              target=StepTarget.USER, status=StepStatus.DONE, thinking="I need the calculator.",
              tool_calls=[calc, rm], usage_metadata=UsageMetadata(200, 30, 280, 0, 50),
-             created_at=T0 + 10.1, finished_at=T0 + 11.0, turn=1, metadata={"model": "gpt-4.1-mini"}),
+             created_at=T0 + 10.1, finished_at=T0 + 11.0, turn=1, model="gpt-4.1-mini"),
         Step(id="s5", step_index=5, type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
              target=StepTarget.ENVIRONMENT, status=StepStatus.DONE, content="4", tool_calls=[calc],
-             created_at=T0 + 11.0, finished_at=T0 + 11.25, turn=1, metadata={"approval": "auto", "duration": 0.05}),
+             created_at=T0 + 11.0, finished_at=T0 + 11.25, turn=1, approval="auto", run_seconds=0.05),
         Step(id="s6", step_index=6, type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
              target=StepTarget.ENVIRONMENT, status=StepStatus.ERROR, content="The user denied this call.",
              error="denied by the user", tool_calls=[rm], created_at=T0 + 11.0, finished_at=T0 + 13.0,
-             turn=1, metadata={"approval": "denied"}),
+             turn=1, approval="denied"),
         Step(id="s7", step_index=7, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
              target=StepTarget.USER, status=StepStatus.DONE, content="2+2 = 4; I did not delete /tmp/x.",
              usage_metadata=UsageMetadata(300, 40, 340, 0, 0), created_at=T0 + 13.0, finished_at=T0 + 14.0,
-             turn=1, metadata={"model": "gpt-4.1-mini"}),
+             turn=1, model="gpt-4.1-mini"),
         _finish(8, 1, T0 + 14.0, "STOP"),
         # turn 2: cache reads and writes (Anthropic, dated model name)
         _prompt(9, 2, "Summarise the attached document", T0 + 20),
         Step(id="s10", step_index=10, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
              target=StepTarget.USER, status=StepStatus.DONE, content="A summary.",
-             usage_metadata=UsageMetadata(1000, 50, 1050, 600, 0), created_at=T0 + 20.1, finished_at=T0 + 22.0,
-             turn=2, metadata={"model": "claude-sonnet-4-5-20250929", "cache_write_tokens": 300}),
+             usage_metadata=UsageMetadata(1000, 50, 1050, 600, 0, 300), created_at=T0 + 20.1, finished_at=T0 + 22.0,
+             turn=2, model="claude-sonnet-4-5-20250929"),
         _finish(11, 2, T0 + 22.0, "STOP"),
         # turn 3: HTTP 429
         _prompt(12, 3, "Again?", T0 + 30),
@@ -121,15 +122,15 @@ def scripted_steps() -> list[Step]:
 def scripted_records() -> list[TurnRecord]:
     return [
         TurnRecord(0, "What is the capital of France?", "gpt-4.1-mini", "openai", T0, T0 + 1.1, T0 + 0.6,
-                   UsageMetadata(100, 20, 120, 0, 0), 0, 1, 0, "STOP", "done"),
+                   UsageMetadata(100, 20, 120, 0, 0), 1, 0, "STOP", "done"),
         TurnRecord(1, "Compute 2+2 and delete /tmp/x", "gpt-4.1-mini", "openai", T0 + 10, T0 + 14.0, T0 + 10.5,
-                   UsageMetadata(500, 70, 620, 0, 50), 0, 2, 2, "STOP", "done"),
+                   UsageMetadata(500, 70, 620, 0, 50), 2, 2, "STOP", "done"),
         TurnRecord(2, "Summarise the attached document", "claude-sonnet-4-5-20250929", "anthropic", T0 + 20,
-                   T0 + 22.0, T0 + 21.0, UsageMetadata(1000, 50, 1050, 600, 0), 300, 1, 0, "STOP", "done"),
-        TurnRecord(3, "Again?", "gpt-4.1-mini", "openai", T0 + 30, T0 + 30.5, None, UsageMetadata(), 0, 1, 0,
+                   T0 + 22.0, T0 + 21.0, UsageMetadata(1000, 50, 1050, 600, 0, 300), 1, 0, "STOP", "done"),
+        TurnRecord(3, "Again?", "gpt-4.1-mini", "openai", T0 + 30, T0 + 30.5, None, UsageMetadata(), 1, 0,
                    "ERROR", "error", "rate limited", 429),
         TurnRecord(4, LONG_PROMPT, "gpt-4o-2024-08-06", "openai", T0 + 40, T0 + 41.0, T0 + 40.5,
-                   UsageMetadata(50, 5, 55, 0, 0), 0, 1, 0, FinishReason.INTERRUPTED, "interrupted"),
+                   UsageMetadata(50, 5, 55, 0, 0), 1, 0, FinishReason.INTERRUPTED, "interrupted"),
     ]
 
 
@@ -403,7 +404,7 @@ def test_tool_calls_frame():
         assert df[col].dtype == pd.StringDtype(), col
     for col in ("name", "approval", "status"):
         assert isinstance(df[col].dtype, pd.CategoricalDtype), col
-    assert _cats(df["approval"]) == ["auto", "approved", "denied", "policy_denied", "manual"]
+    assert _cats(df["approval"]) == [m.value for m in ApprovalDecision]
     assert _cats(df["status"]) == [m.value for m in StepStatus] + ["pending"]
     assert df["duration_s"].dtype == np.float64
     assert df["request_step"].dtype == pd.Int64Dtype() and df["result_step"].dtype == pd.Int64Dtype()
@@ -414,7 +415,7 @@ def test_tool_calls_frame():
                                                          {"title": "Dragon"}]
     assert _values(df["approval"]) == ["auto", "denied", None]
     assert df["status"].tolist() == ["DONE", "ERROR", "pending"]
-    assert df.loc[0, "duration_s"] == pytest.approx(0.05)  # metadata["duration"] wins
+    assert df.loc[0, "duration_s"] == pytest.approx(0.05)  # run_seconds wins
     assert df.loc[1, "duration_s"] == pytest.approx(2.0)  # else finished - created
     assert math.isnan(df.loc[2, "duration_s"])
     assert _values(df["result_preview"]) == ["4", "The user denied this call.", None]
@@ -429,7 +430,7 @@ def test_tool_calls_frame_orphans_and_empty():
     steps = scripted_steps()[5:7]  # history trimmed: the model's request is gone
     waiting = Step(step_index=20, type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
                    target=StepTarget.ENVIRONMENT, status=StepStatus.WAITING_FOR_USER,
-                   tool_calls=[ToolCall("", "ask_me", {})], turn=5, metadata={"approval": "manual"})
+                   tool_calls=[ToolCall("", "ask_me", {})], turn=5, approval="manual")
     df = tool_calls_frame(steps + [waiting])
     assert df["call_id"].tolist() == ["call_1", "call_2", ""]
     assert _values(df["request_step"]) == [None, None, None]
@@ -452,7 +453,7 @@ def test_tool_calls_frame_orphans_and_empty():
 def write_session(path: Path, conversation_id: str, steps, records, *, with_turns=True) -> Path:
     data = {
         "format": "nbagent.session",
-        "version": 1,
+        "version": 2,
         "conversation_id": conversation_id,
         "saved_at": T0 + 100,
         "model": records[0].model if records else "",
@@ -488,8 +489,8 @@ def test_export_frames_is_json_safe_and_matches():
     assert back["tool_calls"][2]["status"] == "pending"
     assert len(back["history"]) == 18 and "content" not in back["history"][0]
     assert back["history"][13]["http_code"] == 429 and back["history"][16]["finished"] is None
-    # no pandas needed to export
-    code = ("import sys; sys.modules['pandas'] = None; sys.modules['numpy'] = None\n"
+    # no pandas needed to export (numpy is)
+    code = ("import sys; sys.modules['pandas'] = None\n"
             "from nbagent.analysis.sessions import export_frames; print(len(export_frames([], [])['usage']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1])
@@ -520,25 +521,22 @@ def test_load_sessions_glob(tmp_path):
     assert len(empty) == 0 and list(empty.columns[:3]) == ["session_id", "path", "turn"]
 
 
-def test_load_sessions_falls_back_to_exported_usage(tmp_path):
-    steps, records = scripted_steps(), scripted_records()
-    write_session(tmp_path / "full.json", "c1", steps, records)
-    write_session(tmp_path / "frames-only.json", "c1", steps, records, with_turns=False)
-    a = load_sessions(tmp_path / "full.json").drop(columns="path")
-    b = load_sessions(tmp_path / "frames-only.json").drop(columns="path")
-    cols = [c for c in a.columns if c not in ("ttft_s", "output_tokens_per_s", "prompt")]
-    pd.testing.assert_frame_equal(a[cols], b[cols])
-    assert b["ttft_s"].tolist() == pytest.approx(a["ttft_s"].tolist(), nan_ok=True)
-    assert b["output_tokens_per_s"].tolist() == pytest.approx(a["output_tokens_per_s"].tolist(), nan_ok=True)
+def test_load_sessions_needs_the_turn_ledger(tmp_path):
+    write_session(tmp_path / "frames-only.json", "c1", scripted_steps(), scripted_records(), with_turns=False)
+    with pytest.raises(NbagentError) as err:
+        load_sessions(tmp_path / "frames-only.json")
+    assert err.value.kind == "io" and "turn ledger" in str(err.value)
 
 
 @pytest.mark.parametrize(
     "content",
-    ['{"format": "nbagent.session", "turns": [', '[1, 2]', '{"format": "other"}',
-     '{"format": "nbagent.session", "turns": [{"turn": "x", "usage": 5}]}',
-     '{"format": "nbagent.session", "turns": [{"turn": "x", "usage": {}}]}',
-     '{"format": "nbagent.session", "turns": [{"turn": 0, "started_at": "yesterday"}]}',
-     '{"format": "nbagent.session"}', ''],
+    ['{"format": "nbagent.session", "version": 2, "turns": [', '[1, 2]', '{"format": "other"}',
+     '{"format": "nbagent.session", "version": 2, "turns": [{"turn": "x", "usage": 5}]}',
+     '{"format": "nbagent.session", "version": 2, "turns": [{"turn": "x", "usage": {}}]}',
+     '{"format": "nbagent.session", "version": 2, "turns": [{"turn": 0, "started_at": "yesterday"}]}',
+     '{"format": "nbagent.session", "version": 2, "turns": [{"turn": 0, "status": "paused"}]}',
+     '{"format": "nbagent.session", "version": 2}', '{"format": "nbagent.session", "version": 7, "turns": []}',
+     ''],
 )
 def test_load_sessions_corrupt_file(tmp_path, content):
     good = write_session(tmp_path / "good.json", "g", scripted_steps(), scripted_records())
@@ -642,11 +640,13 @@ def test_usage_complete_after_trimming_and_save_load(tmp_path):
     assert usage.index.tolist() == [0, 1, 2]
     assert int(usage["total_tokens"].sum()) == conv.total_usage.total_token_count == 120 + 620 + 1050
     path = conv.save(tmp_path / "s.json")
+    assert "frames" not in json.loads(Path(path).read_text())  # derived: embedded only on request
     loaded = conversation.Conversation.load(path)
     pd.testing.assert_frame_equal(loaded.usage_df(), usage)
     pd.testing.assert_frame_equal(loaded.history_df(), conv.history_df())
     many = load_sessions(path)
     assert many["total_tokens"].tolist() == usage["total_tokens"].tolist()
     assert many["session_id"].iloc[0] == conv.conversation_id
-    saved = json.loads(Path(path).read_text())
+    saved = json.loads(Path(conv.save(tmp_path / "f.json", frames=True)).read_text())
     assert [row["turn"] for row in saved["frames"]["usage"]] == [0, 1, 2]
+    assert [row["total_tokens"] for row in saved["frames"]["usage"]] == usage["total_tokens"].tolist()

@@ -100,7 +100,7 @@ def _check_usage(usage_event, exp):
     assert u.cached_content_token_count == (want["cache_read_tokens"] or 0)
     # reasoning larger than the completion count (OpenRouter) is capped at it
     assert u.thoughts_token_count == min(want["reasoning_tokens"] or 0, output)
-    assert usage_event.cache_write_tokens == (want["cache_write_tokens"] or 0)
+    assert u.cache_write_token_count == (want["cache_write_tokens"] or 0)
 
 
 async def test_in_band_error_comes_after_the_partial_deltas():

@@ -56,7 +56,7 @@ def user(i, text):
 
 def finish(i, reason="STOP"):
     return Step(step_index=i, type=StepType.FINISH, source=StepSource.SYSTEM, target=StepTarget.USER,
-                status=StepStatus.DONE, metadata={"finish_reason": reason})
+                status=StepStatus.DONE, finish_reason=reason)
 
 
 def streamed(i, pieces, thinking=""):
@@ -79,7 +79,9 @@ async def settle(w: ChatWidget):
 
 
 def finished(w: ChatWidget) -> list:
-    return w._finished()
+    """The finished turns as the traits hold them (every level), oldest first."""
+    turns = [t for k in range(LEVELS) for t in getattr(w, f"turns_{k}")]
+    return sorted(turns, key=lambda t: t["record"]["turn"] if t.get("record") else -1)
 
 
 def plain(w: ChatWidget):
@@ -267,11 +269,11 @@ async def test_approve_and_deny_from_the_front_end():
         w._on_msg(w, {"type": "send", "prompt": kind})
         await asyncio.sleep(0.2)
         tool_step = w.current["steps"][2]
-        assert tool_step["status"] == "WAITING_FOR_USER" and tool_step["metadata"]["approval"] == "pending"
+        assert tool_step["status"] == "WAITING_FOR_USER" and tool_step["approval"] == "pending"
         w._on_msg(w, {"type": kind, "call_id": "c1", "reason": "no"})
         await w._task
         await settle(w)
-        assert finished(w)[-1]["steps"][2]["metadata"]["approval"] == expect
+        assert finished(w)[-1]["steps"][2]["approval"] == expect
 
 
 async def test_errors_become_records_not_tracebacks():
@@ -359,3 +361,21 @@ async def test_cleared_and_closed():
     assert finished(w) == [] and w.current is None
     w.close()
     assert w._on_event not in conv._listeners
+
+
+async def test_provider_raw_usage_stays_in_the_kernel():
+    """raw_usage is for analysis (history, saved files); the widget's state never carries it."""
+    model = Step(step_index=1, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL, target=StepTarget.USER,
+                 status=StepStatus.DONE, content="ok", usage_metadata=UsageMetadata(7, 2, 9, 0, 0, 5),
+                 raw_usage={"input_tokens": 2, "cache_creation_input_tokens": 5, "provider_note": "RAW-ONLY"},
+                 model="claude-sonnet-4-5")
+    conv = Conversation(MockConnection([[user(0, "hi"), model, finish(2)]]))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    await conv.chat_to_completion("hi")
+    await settle(w)
+    assert conv.history[1].raw_usage["provider_note"] == "RAW-ONLY"  # kept for analysis
+    sent = json.dumps([b for _, _, b in rec.log]) + json.dumps({k: getattr(w, k) for k in SYNCED})
+    assert "RAW-ONLY" not in sent and "raw_usage" not in sent
+    step = finished(w)[0]["steps"][1]
+    assert step["model"] == "claude-sonnet-4-5" and step["usage_metadata"]["cache_write_token_count"] == 5

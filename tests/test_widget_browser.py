@@ -65,10 +65,10 @@ NOTEBOOKS = {
         "conv.widget()"],
     "errors.ipynb": [
         "from nbagent import Conversation, MockConnection, NbagentError\n"
-        "from nbagent.core.steps import Step, StepType, StepSource, StepTarget, StepStatus\n"
+        "from nbagent.core.steps import CompactionStats, Step, StepType, StepSource, StepTarget, StepStatus\n"
         "u = Step(step_index=0, type=StepType.TEXT_RESPONSE, source=StepSource.USER, target=StepTarget.UNSPECIFIED, status=StepStatus.DONE, content='hi')\n"
         "c = Step(step_index=1, type=StepType.COMPACTION, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT, status=StepStatus.DONE,"
-        " content='history compacted', metadata={'tokens_before': 12000, 'tokens_after': 3000})\n"
+        " content='history compacted', compaction=CompactionStats(12000, 3000, 10000))\n"
         "m = Step(step_index=2, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL, target=StepTarget.USER, content='Partial answ', content_delta='Partial answ')\n"
         "err = NbagentError('rate limited: slow down', kind='rate_limit', http_code=429)\n"
         "conv = Conversation(MockConnection([[u, c, m, err]]))\nconv.widget()"],
@@ -251,7 +251,7 @@ def test_stop_mid_stream_keeps_partial_text(lab, notebook):
 def test_twenty_thousand_token_stream_complete_in_order_rate_limited(lab, notebook, jupyter_server):
     nb = notebook("stream.ipynb")
     chat = show_widget(lab, nb)
-    lab.evaluate("""(s) => { window.__nbagentTrace = []; window.__lastSeen = null;
+    lab.evaluate("""(s) => { window.nbagentDebug = {}; window.__lastSeen = null;
         const el = document.querySelector(s);
         const poll = () => { const md = el.querySelector('.nba-md');
           if (md && md.textContent.includes('w19999')) { window.__lastSeen = performance.timeOrigin + performance.now(); return; }
@@ -267,7 +267,7 @@ def test_twenty_thousand_token_stream_complete_in_order_rate_limited(lab, notebo
     sends = res["sends"]
     stamps = [t for t, _, _ in sends]
     per_s = max(sum(1 for s in stamps if t <= s < t + 1.0) for t in stamps)
-    trace = lab.evaluate("() => window.__nbagentTrace")
+    trace = lab.evaluate("() => window.nbagentDebug.deltas")  # the widget's documented debug switch
     b_stamps = [t / 1000 for t, _ in trace]
     b_per_s = max(sum(1 for s in b_stamps if t <= s < t + 1.0) for t in b_stamps)
     last_seen = lab.evaluate("() => window.__lastSeen") / 1000
@@ -343,6 +343,7 @@ def test_reloading_the_page_rebuilds_the_transcript(lab, notebook, jupyter_serve
 
 
 def _reload_and_open(page, path):
+    page.add_init_script("globalThis.nbagentDebug = {}")  # the widget's debug switch, on from the start
     page.reload()
     wait_restored(page)
     wid = page.evaluate("""async (path) => {
@@ -365,7 +366,7 @@ def test_reloading_mid_stream_catches_up_via_resync(lab, notebook):
     lab.wait_for_selector(f"{chat} .nba-turn")
     assert lab.locator(chat).locator(".nba-turn.nba-running").count() == 1  # still streaming
     wait_turn_done(lab, chat, 1, timeout=60_000)
-    assert lab.evaluate("() => window.__nbagentResyncs") >= 1  # the gap was noticed and filled
+    assert lab.evaluate("() => window.nbagentDebug.resyncs") >= 1  # the gap was noticed and filled
     expected = " ".join("".join(words(3_000)).split())
     assert " ".join(text_of(lab, f"{chat} .nba-md").split()) == expected
     no_errors(lab)

@@ -3,7 +3,7 @@
 pandas (and numpy) are imported inside the functions, so ``import nbagent``
 stays light; a missing pandas raises ``NbagentError(kind="config")``. Every
 column is defined once in :mod:`nbagent.analysis.columns` (name, dtype,
-meaning); the tables below are generated from it (``column_table``).
+meaning); the column tables at the end of this docstring are generated from it.
 
 Conventions for every frame: timestamps are tz-aware UTC, ``NaT`` when
 unknown; durations are float seconds in columns ending in ``_s``;
@@ -36,7 +36,7 @@ from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, StepSource, StepTarget, StepType
 from .columns import (HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column,
-                      Table)
+                      Table, column_table)
 
 __all__ = [
     "history_frame",
@@ -48,6 +48,11 @@ __all__ = [
     "USAGE_COLUMNS",
     "TOOL_CALL_COLUMNS",
 ]
+
+__doc__ = (__doc__ or "") + "".join(
+    f"\n{title}\n\n{column_table(index, columns)}\n"
+    for title, index, columns in (("history_frame", HISTORY_INDEX, HISTORY), ("usage_frame", USAGE_INDEX, USAGE),
+                                  ("tool_calls_frame", TOOL_CALL_INDEX, TOOL_CALLS)))
 
 HISTORY_COLUMNS = tuple(c.name for c in HISTORY)
 USAGE_COLUMNS = tuple(c.name for c in USAGE)

@@ -27,6 +27,13 @@ class TurnRecord:
     error: str = ""
     http_code: int = 0
 
+    def __post_init__(self) -> None:
+        # records built by hand may give the enums' values ("STOP", "done"): keep the fields typed
+        if self.finish_reason is not None and not isinstance(self.finish_reason, FinishReason):
+            self.finish_reason = FinishReason(self.finish_reason)
+        if not isinstance(self.status, TurnStatus):
+            self.status = TurnStatus(self.status)
+
     @property
     def cache_write_tokens(self) -> int:
         """Input tokens written to a prompt cache (``usage.cache_write_token_count``)."""

@@ -63,7 +63,10 @@ def read_session_document(path: str | Path) -> dict:
             kind="io",
         )
     if doc["version"] == 1:
-        doc = migrate_v1(doc)
+        try:
+            doc = migrate_v1(doc)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise NbagentError(f"{path} is damaged: {exc}", kind="io") from None
     return doc
 
 
@@ -128,7 +131,7 @@ def _step_v1(d: dict) -> dict:
     d = dict(d)
     extra = d.pop("metadata", None) or {}
     if not isinstance(extra, dict):
-        raise NbagentError("a version 1 step's metadata is not an object", kind="io")
+        raise TypeError("a version 1 step's metadata is not an object")
     for old, new in _V1_STEP_KEYS.items():
         if extra.get(old) is not None:
             d[new] = extra[old]

@@ -229,6 +229,13 @@ class Step:
     compaction: CompactionStats | None = None  # COMPACTION steps
     raw_usage: dict | None = None  # the provider's own usage object (analysis only)
 
+    def __post_init__(self) -> None:
+        # a script may write the enums' values ("STOP", "approved"): keep the fields typed
+        if self.finish_reason is not None and not isinstance(self.finish_reason, FinishReason):
+            self.finish_reason = FinishReason(self.finish_reason)
+        if self.approval is not None and not isinstance(self.approval, ApprovalDecision):
+            self.approval = ApprovalDecision(self.approval)
+
     @property
     def duration(self) -> float | None:
         """Seconds from creation to finish, once finished."""

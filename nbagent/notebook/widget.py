@@ -38,7 +38,7 @@ import traitlets
 
 from ..core.conversation_state import ConversationEvent
 from ..core.ledger import TurnRecord
-from ..core.steps import Step
+from ..core.steps import Step, TurnStatus
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top one the rest)
@@ -146,7 +146,7 @@ class ChatWidget(anywidget.AnyWidget):
             turn = self._turns.setdefault(step.turn, _Turn(records.get(step.turn)))
             self._remember(turn, step)
         last = conv.turns[-1] if conv.turns else None
-        if last is not None and last.status == "running":
+        if last is not None and last.status == TurnStatus.RUNNING:
             self._turns.setdefault(last.turn, _Turn(last))
             self._live = last.turn
         for n in sorted(self._turns):
@@ -347,11 +347,6 @@ class ChatWidget(anywidget.AnyWidget):
         except Exception as exc:  # the turn's record carries it as an error card
             if not self.conversation.turns or self.conversation.turns[-1].prompt != prompt:
                 self.notice = f"Error: {exc}"
-
-    def _finished(self) -> list[dict]:
-        """The finished turns as the traits hold them, oldest first."""
-        turns = [t for k in range(LEVELS) for t in getattr(self, f"turns_{k}")]
-        return sorted(turns, key=lambda t: t["record"]["turn"] if t.get("record") else -1)
 
     # --- display -----------------------------------------------------------------------
 

@@ -62,6 +62,11 @@ def register(prefix: str, factory: Factory | str, *, default_model: str = "") ->
     _registry[key] = Registration(key, factory, default_model)
 
 
+def unregister(prefix: str) -> None:
+    """Forget a prefix (a built-in one too); unknown prefixes are ignored."""
+    _registry.pop(prefix.strip().lower(), None)
+
+
 def registered() -> dict[str, Registration]:
     """Every known prefix (entry points included)."""
     _load_entry_points()
@@ -87,6 +92,13 @@ def create(prefix: str, name: str, *, api_key: str | None = None, base_url: str 
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
     return factory(name or reg.default_model, api_key=api_key, base_url=base_url, **options)
+
+
+def refresh() -> None:
+    """Read the ``nbagent.providers`` entry points again (e.g. after installing a plugin)."""
+    global _entry_points_loaded
+    _entry_points_loaded = False
+    _load_entry_points()
 
 
 def _load_entry_points() -> None:

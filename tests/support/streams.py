@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 
-from nbagent.core.steps import (FinishReason, Step, StepSource, StepStatus, StepTarget, StepType,
+from nbagent.core.steps import (ApprovalDecision, FinishReason, Step, StepSource, StepStatus, StepTarget, StepType,
                            ToolCall, UsageMetadata)
 
 
@@ -75,7 +75,7 @@ class StreamConnection:
 
     def _finish(self, reason: FinishReason) -> Step:
         return Step(step_index=self._next(), type=StepType.FINISH, source=StepSource.SYSTEM, target=StepTarget.USER,
-                    status=StepStatus.DONE, finished_at=time.time(), metadata={"finish_reason": reason.value})
+                    status=StepStatus.DONE, finished_at=time.time(), finish_reason=reason)
 
     async def receive_steps(self):
         try:
@@ -115,11 +115,11 @@ class StreamConnection:
                    status=StepStatus.DONE, tool_calls=[call], finished_at=time.time())
         run = Step(step_index=self._next(), type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
                    target=StepTarget.ENVIRONMENT, status=StepStatus.WAITING_FOR_USER, tool_calls=[call],
-                   metadata={"approval": "pending"})
+                   approval=ApprovalDecision.PENDING)
         yield run
         while self._decision is None and not self._interrupted.is_set():
             await asyncio.sleep(0.01)
         allow, reason = self._decision or (False, "interrupted")
         text = self.tool_result if allow else f"The user denied this tool call. Reason: {reason}"
         yield run.copy(status=StepStatus.DONE, content=text, finished_at=time.time(),
-                       metadata={"approval": "approved" if allow else "denied"})
+                       approval=ApprovalDecision.APPROVED if allow else ApprovalDecision.DENIED)

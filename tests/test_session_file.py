@@ -1,0 +1,152 @@
+"""Saved sessions: the state boundary of a Conversation, the file format and its migrations.
+
+Version 1 files (``Step.metadata`` dicts, cache writes beside the usage) were written by the
+nbagent of commit e5aa3d3 (``tests/data/sessions``); they must load with every typed field
+filled in and give the DataFrames that version computed for them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from nbagent import (Agent, ApprovalDecision, Conversation, FinishReason, MockConnection, NbagentError, StepType,
+                     TurnStatus, tool)
+from nbagent.core.connection import Connection
+from nbagent.core.session_file import SESSION_VERSION, read_session
+
+SESSIONS = Path(__file__).resolve().parent / "data" / "sessions"
+
+
+def load_v1(name: str) -> tuple[Conversation, dict]:
+    path = SESSIONS / name
+    return Conversation.load(path), json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_version_1_file_loads_with_typed_fields():
+    conv, doc = load_v1("demo-tools-v1.json")
+    assert doc["version"] == 1 and any(s.get("metadata") for s in doc["steps"])
+    steps = conv.history
+    assert len(steps) == len(doc["steps"]) == 14
+    for step, old in zip(steps, doc["steps"]):
+        meta = old.get("metadata") or {}
+        assert step.model == meta.get("model", "")
+        assert step.finish_reason == (FinishReason(meta["finish_reason"]) if "finish_reason" in meta else None)
+        assert step.approval == (ApprovalDecision(meta["approval"]) if "approval" in meta else None)
+        assert step.run_seconds == meta.get("duration")
+        assert step.raw_usage == meta.get("raw_usage")
+    approvals = [s.approval for s in steps if s.approval is not None]
+    assert approvals == [ApprovalDecision.APPROVED, ApprovalDecision.DENIED]
+    compaction = next(s for s in steps if s.type == StepType.COMPACTION)
+    assert (compaction.compaction.tokens_before, compaction.compaction.tokens_after, compaction.compaction.budget) \
+        == (459, 256, 300)
+    assert [t.status for t in conv.turns] == [TurnStatus.DONE] * 3
+    assert all(t.finish_reason == FinishReason.STOP for t in conv.turns)
+
+
+def test_version_1_frames_match_what_that_version_computed():
+    pd = pytest.importorskip("pandas")
+    for name in ("demo-tools-v1.json", "cache-writes-v1.json"):
+        conv, doc = load_v1(name)
+        usage = conv.usage_df()
+        old = pd.DataFrame(doc["frames"]["usage"]).set_index("turn")
+        for col in ("input_tokens", "cached_tokens", "cache_write_tokens", "thinking_tokens", "output_tokens",
+                    "total_tokens", "model_calls", "tool_calls"):
+            assert usage[col].tolist() == old[col].tolist(), (name, col)
+        assert usage["cost_usd"].tolist() == pytest.approx(old["cost_usd"].tolist())
+        assert usage["status"].astype(str).tolist() == old["status"].tolist()
+        calls = conv.tool_calls_df()
+        old_calls = doc["frames"]["tool_calls"]
+        assert calls["approval"].astype(object).where(calls["approval"].notna(), None).tolist() == \
+            [c["approval"] for c in old_calls]
+        assert calls["duration_s"].tolist() == pytest.approx([c["duration_s"] for c in old_calls])
+
+
+def test_cache_writes_move_into_the_usage():
+    conv, _ = load_v1("cache-writes-v1.json")
+    model = conv.history[1]
+    assert model.usage_metadata.cache_write_token_count == 1000
+    assert conv.turns[0].usage.cache_write_token_count == conv.turns[0].cache_write_tokens == 1000
+    assert conv.total_usage.cache_write_token_count == 1000
+    # 200 uncached at $3, 1000 written at $3.75, 5 out at $15 per 1M tokens
+    assert conv.usage_summary().cost_usd == pytest.approx((200 * 3.0 + 1000 * 3.75 + 5 * 15.0) / 1e6)
+
+
+def test_version_1_resaves_as_the_current_version_and_reloads_identically(tmp_path):
+    conv, _ = load_v1("demo-tools-v1.json")
+    path = conv.save(tmp_path / "v2.json")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["version"] == SESSION_VERSION == 2
+    assert not any("metadata" in s for s in doc["steps"])
+    again = Conversation.load(path)
+    assert [s.to_dict() for s in again.history] == [s.to_dict() for s in conv.history]
+    assert [t.to_dict() for t in again.turns] == [t.to_dict() for t in conv.turns]
+    assert again.to_state().chat_session.to_dict() == conv.to_state().chat_session.to_dict()
+
+
+def test_a_resumed_version_1_session_goes_on(tmp_path):
+    @tool
+    def calculator(expression: str) -> float:
+        """Evaluate an arithmetic expression."""
+        return eval(expression, {"__builtins__": {}})
+
+    agent = Agent(model="demo", tools=[calculator], resume=SESSIONS / "demo-tools-v1.json")
+    before = agent.conversation.history
+    resp = agent.ask("What is 6 * 7?")
+    assert "42" in resp.text
+    after = agent.conversation.history
+    assert after[: len(before)] == before and agent.conversation.turn_count == 4
+    assert after[len(before)].step_index == max(s.step_index for s in before) + 1  # numbering continues
+
+
+@pytest.mark.parametrize("damage", [
+    {"version": 3},
+    {"steps": [{"step_index": 0, "metadata": "not an object"}]},
+    {"steps": [{"step_index": 0, "approval": "maybe"}]},
+    {"turns": [{"turn": 0, "status": "paused"}]},
+])
+def test_damaged_files_are_io_errors(tmp_path, damage):
+    doc = json.loads((SESSIONS / "demo-tools-v1.json").read_text(encoding="utf-8"))
+    doc.update(damage)
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(NbagentError) as err:
+        read_session(path)
+    assert err.value.kind == "io" and "damaged.json" in str(err.value)
+
+
+def test_state_boundary_round_trip():
+    @tool
+    def calculator(expression: str) -> float:
+        """Evaluate an arithmetic expression."""
+        return eval(expression, {"__builtins__": {}})
+
+    agent = Agent(model="demo", tools=[calculator])
+    agent.ask("What is 2 + 2?")
+    state = agent.conversation.to_state()
+    copy = Conversation.from_state(state)
+    assert copy.history == agent.conversation.history and copy.turns == agent.conversation.turns
+    assert copy.total_usage == agent.conversation.total_usage
+    assert copy.conversation_id == agent.conversation.conversation_id
+    with pytest.raises(NbagentError) as err:  # without a connection it is read-only
+        copy.ask("more")
+    assert err.value.kind == "config"
+
+
+def test_connections_implement_the_whole_protocol():
+    agent = Agent(model="demo")
+    for conn in (agent.conversation.connection, MockConnection([])):
+        assert isinstance(conn, Connection)
+        for name in ("approve", "deny", "add_tool_result", "resume", "chat_session", "model_name"):
+            assert hasattr(conn, name), (type(conn).__name__, name)
+
+
+def test_cost_of_an_unknown_model_is_nan_not_zero(tmp_path):
+    conv, _ = load_v1("cache-writes-v1.json")
+    assert conv.usage_df(pricing={"claude-sonnet-4-5": (1.0, 1.0)})["cost_usd"].iloc[0] > 0
+    state = conv.to_state()
+    state.turns[0].model = "my-finetune"
+    assert math.isnan(Conversation.from_state(state).usage_df()["cost_usd"].iloc[0])
