@@ -60,24 +60,24 @@ def make_steps(n: int) -> list[Step]:
                      tool_calls=[ToolCall(f"call_{i}", "calculator", {"expression": f"{turn} * 7"})],
                      usage_metadata=UsageMetadata(1200 + i, 40, 1290 + i, 1024, 50),
                      created_at=t, finished_at=t + 0.8, turn=turn,
-                     metadata={"model": "gpt-4.1-mini", "provider": "openai", "cache_write_tokens": 0})
+                     model="gpt-4.1-mini")
         elif kind == 2:
             s = Step(id=f"s{i}", step_index=i, type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
                      target=StepTarget.ENVIRONMENT, status=StepStatus.DONE, content=str(turn * 7),
                      tool_calls=[ToolCall(f"call_{i - 1}", "calculator", {"expression": f"{turn} * 7"})],
                      created_at=t + 0.8, finished_at=t + 0.81, turn=turn,
-                     metadata={"approval": "auto", "duration": 0.01})
+                     approval="auto", run_seconds=0.01)
         elif kind == 3:
             s = Step(id=f"s{i}", step_index=i, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
                      target=StepTarget.USER, status=StepStatus.DONE,
                      content=f"The answer is {turn * 7}. " + "Some explanation follows. " * 8,
                      usage_metadata=UsageMetadata(1300 + i, 120, 1420 + i, 1200, 0),
                      created_at=t + 0.82, finished_at=t + 2.0, turn=turn,
-                     metadata={"model": "gpt-4.1-mini", "provider": "openai"})
+                     model="gpt-4.1-mini")
         else:
             s = Step(id=f"s{i}", step_index=i, type=StepType.FINISH, source=StepSource.SYSTEM,
                      target=StepTarget.USER, status=StepStatus.DONE, created_at=t + 2.0, finished_at=t + 2.0,
-                     turn=turn, metadata={"finish_reason": "STOP"})
+                     turn=turn, finish_reason="STOP")
             turn += 1
             t += 30.0
         steps.append(s)
@@ -97,8 +97,9 @@ def make_records(n: int) -> list[TurnRecord]:
             turn=i, prompt=f"Prompt {i}: please summarise the following document in three bullet points " * 2,
             model=model, provider=provider, started_at=start, finished_at=start + 3.5,
             first_token_at=start + 0.6,
-            usage=UsageMetadata(2500 + i % 997, 300, 3100 + i % 997, 2048 if i % 3 else 0, 300),
-            cache_write_tokens=0 if i % 3 else 2048, model_calls=2, tool_calls=1,
+            usage=UsageMetadata(2500 + i % 997, 300, 3100 + i % 997, 2048 if i % 3 else 0, 300,
+                                0 if i % 3 else 2048),
+            model_calls=2, tool_calls=1,
             finish_reason="STOP" if i % 50 else "ERROR", status="done" if i % 50 else "error",
             error="" if i % 50 else "rate limited", http_code=0 if i % 50 else 429,
         ))

@@ -96,7 +96,7 @@ async def nbagent_run(conv, max_tokens: int) -> dict:
     cpu = time.process_time() - cpu0
     record = conv.turns[-1]
     step = [s for s in conv.history if s.source == StepSource.MODEL][-1]
-    timings = (step.metadata.get("raw_usage") or {}).get("timings") or {}
+    timings = (step.raw_usage or {}).get("timings") or {}
     out_tokens = record.usage.candidates_token_count + record.usage.thoughts_token_count
     span = (last - first) if first and last else 0.0
     return {

@@ -191,8 +191,11 @@ def args_json(args: Any) -> str:
 def _floats(table: Table, get: Callable[[Any], Any]) -> Any:
     import numpy as np
 
-    values = map(get, table.objs)
-    return np.fromiter((math.nan if v is None else v for v in values), dtype=np.float64, count=len(table))
+    try:  # no None among the values: one C-level pass
+        return np.fromiter(map(get, table.objs), dtype=np.float64, count=len(table))
+    except TypeError:
+        values = map(get, table.objs)
+        return np.fromiter((math.nan if v is None else v for v in values), dtype=np.float64, count=len(table))
 
 
 def _ints(path: str) -> Callable[[Table], Any]:
@@ -205,11 +208,15 @@ def _ints(path: str) -> Callable[[Table], Any]:
 
 def _counts(path: str, zero_is_na: bool = False) -> Callable[[Table], Any]:
     """A count read at ``path`` (float plain form); 0 is NA when ``zero_is_na``."""
+    getter = attrgetter(path)
+
     def extract(table: Table) -> Any:
         import numpy as np
 
-        data = np.fromiter(map(attrgetter(path), table.objs), dtype=np.float64, count=len(table))
+        data = table.cached("count:" + path, lambda: np.fromiter(map(getter, table.objs), dtype=np.float64,
+                                                                   count=len(table)))
         if zero_is_na:
+            data = data.copy()
             data[data == 0] = np.nan
         return data
     return extract
@@ -239,8 +246,19 @@ def _cached_floats(key: str, path: str) -> Callable[[Table], Any]:
 
 def _step_usage(field: str) -> Callable[[Table], Any]:
     """A usage count of each step; NA where the step carries no usage."""
+    getter = attrgetter(field)
+
     def extract(table: Table) -> Any:
-        return _floats(table, lambda s: None if s.usage_metadata is None else getattr(s.usage_metadata, field))
+        import numpy as np
+
+        def usages():
+            usage = list(map(attrgetter("usage_metadata"), table.objs))
+            present = np.fromiter((u is not None for u in usage), dtype=bool, count=len(usage))
+            return [u for u in usage if u is not None], present
+        with_usage, present = table.cached("usages", usages)
+        data = np.full(len(table), np.nan)
+        data[present] = np.fromiter(map(getter, with_usage), dtype=np.float64, count=len(with_usage))
+        return data
     return extract
 
 
@@ -262,7 +280,8 @@ HISTORY = (
     _enum_category("status", StepStatus, doc="StepStatus value"),
     Column("content", Kind.TEXT, _texts("content"), "full text of the step"),
     Column("thinking", Kind.TEXT, _texts("thinking"), "full reasoning text"),
-    Column("tool_names", Kind.TEXT, lambda t: [",".join(c.name for c in s.tool_calls) or None for s in t.objs],
+    Column("tool_names", Kind.TEXT, lambda t: [",".join([c.name for c in calls]) if calls else None
+                                               for calls in map(attrgetter("tool_calls"), t.objs)],
            "comma-joined tool call names, NA if none"),
     Column("model", Kind.CATEGORY, lambda t: [s.model or None for s in t.objs], "the model that answered"),
     Column("prompt_tokens", Kind.COUNT, _step_usage("prompt_token_count"), "every input token (NA: no usage)"),
@@ -307,15 +326,17 @@ def _cost(table: Table) -> Any:
 
     from .pricing import get_price, token_cost
 
-    prices: dict[tuple, Any] = {}
-    rates = np.empty((len(table), 4), dtype=np.float64)
-    for i, r in enumerate(table.objs):
-        key = (r.model, r.provider)
-        if key not in prices:
-            price = get_price(r.model or "", r.provider or "", table.pricing)
-            prices[key] = (math.nan,) * 4 if price is None else (
-                price.input, price.cached_rate, price.cache_write_rate, price.output)
-        rates[i] = prices[key]
+    n = len(table)
+    pairs: dict[tuple, int] = {}
+    codes = np.fromiter((pairs.setdefault(key, len(pairs)) for key in
+                         zip(map(attrgetter("model"), table.objs), map(attrgetter("provider"), table.objs))),
+                        dtype=np.int64, count=n)
+    rates = np.empty((len(pairs), 4), dtype=np.float64)
+    for (model, provider), k in pairs.items():
+        price = get_price(model or "", provider or "", table.pricing)
+        rates[k] = (math.nan,) * 4 if price is None else (
+            price.input, price.cached_rate, price.cache_write_rate, price.output)
+    rates = rates[codes] if n else np.zeros((0, 4))
     return token_cost(rates[:, 0], rates[:, 1], rates[:, 2], rates[:, 3],
                       _counts("usage.prompt_token_count")(table), _counts("usage.cached_content_token_count")(table),
                       _counts("usage.cache_write_token_count")(table), _generated(table))
@@ -323,7 +344,7 @@ def _cost(table: Table) -> Any:
 
 USAGE_INDEX = Column("turn", Kind.INT, _ints("turn"), "0-based turn number")
 USAGE = (
-    Column("prompt", Kind.TEXT, lambda t: shorten([r.prompt or "" for r in t.objs], PROMPT_CHARS),
+    Column("prompt", Kind.TEXT, lambda t: shorten([p or "" for p in map(attrgetter("prompt"), t.objs)], PROMPT_CHARS),
            f"at most {PROMPT_CHARS} characters (\"…\" marks a cut)"),
     Column("model", Kind.CATEGORY, lambda t: [r.model or None for r in t.objs], "NA when unknown"),
     Column("provider", Kind.CATEGORY, lambda t: [r.provider or None for r in t.objs], "NA when unknown"),
