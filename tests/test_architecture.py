@@ -123,3 +123,16 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
         assert len(long_functions(bad)) == 1
     finally:
         PACKAGE = saved
+
+
+def test_readme_layout_names_every_module():
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("## Layout"):readme.index("## Benchmarks")]
+    missing = []
+    for path in SOURCES:
+        rel = path.relative_to(PACKAGE)
+        if path.name == "__init__.py" and rel.parent != Path("."):
+            continue  # a layer's __init__ only holds its docstring (the registry's is named below)
+        if path.name not in layout or (rel.parent != Path(".") and f"nbagent/{rel.parts[0]}/" not in layout):
+            missing.append(str(rel))
+    assert not missing, f"README's Layout section does not name: {missing}"

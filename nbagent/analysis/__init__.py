@@ -1,0 +1,1 @@
+"""Analysis: DataFrames of history, usage and tool calls, prices and cost, reports, many sessions."""

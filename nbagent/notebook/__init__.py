@@ -1,0 +1,1 @@
+"""The notebook: the chat widget (anywidget), its static transcript, the IPython magics."""
