@@ -30,6 +30,7 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any, Callable, Sequence
 
+from ..core.ledger import tokens_per_second
 from ..core.steps import ApprovalDecision, FinishReason, StepSource, StepStatus, StepTarget, StepType, TurnStatus
 
 PROMPT_CHARS = 80
@@ -312,12 +313,7 @@ def _generated(table: Table) -> Any:
 
 
 def _tokens_per_s(table: Table) -> Any:
-    import numpy as np
-
-    span = _turn_finished(table) - _first_token(table)
-    generated = _generated(table)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where((span > 0) & (generated > 0), generated / span, np.nan)
+    return tokens_per_second(_generated(table), _first_token(table), _turn_finished(table))
 
 
 def _cost(table: Table) -> Any:

@@ -98,14 +98,21 @@ class TurnRecord:
         )
 
 
-def tokens_per_second(tokens: int, first_token_at: float | None, finished_at: float | None) -> float | None:
-    """Generated tokens per second between the first token and the end (None when unknown)."""
-    if finished_at is None or first_token_at is None:
+def tokens_per_second(tokens: Any, first_token_at: Any, finished_at: Any) -> Any:
+    """Generated tokens per second between the first token and the end: the one definition.
+
+    Works on numbers (None when unknown) and on numpy arrays (NaN when unknown), so the
+    usage DataFrame computes whole columns with it.
+    """
+    if first_token_at is None or finished_at is None:
         return None
     span = finished_at - first_token_at
-    if span <= 0 or tokens <= 0:
-        return None
-    return tokens / span
+    if isinstance(span, (int, float)):
+        return tokens / span if span > 0 and tokens > 0 else None
+    import numpy as np
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((span > 0) & (tokens > 0), tokens / span, np.nan)
 
 
 def _opt_float(v: Any) -> float | None:
