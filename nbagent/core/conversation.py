@@ -428,7 +428,8 @@ class Conversation(ConversationViews):
         """
         from .session_file import save_conversation
 
-        return save_conversation(self.to_state(), path, frames=frames)
+        state = self.to_state()
+        return save_conversation(state, path, frames=self.export_frames(state) if frames else None)
 
     @classmethod
     def load(cls, path: str | Path, connection: Connection | None = None,

@@ -62,3 +62,10 @@ class ConversationViews:
             from ..notebook.transcript import transcript_markdown
 
             return {"text/markdown": transcript_markdown(self.history), "text/plain": repr(self)}
+
+    def export_frames(self, state: Any = None) -> dict:
+        """The DataFrames as JSON rows (what ``save(path, frames=True)`` embeds); needs numpy."""
+        from ..analysis.sessions import export_frames
+
+        state = state if state is not None else self.to_state()
+        return export_frames(state.steps, state.turns)

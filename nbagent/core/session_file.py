@@ -23,8 +23,11 @@ SESSION_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 
-def save_conversation(state: ConversationState, path: str | Path, *, frames: bool = False) -> Path:
-    """Write ``state`` to ``path`` atomically. Holds no keys: only history and usage."""
+def save_conversation(state: ConversationState, path: str | Path, *, frames: dict | None = None) -> Path:
+    """Write ``state`` to ``path`` atomically. Holds no keys: only history and usage.
+
+    ``frames`` (the analysis layer's JSON export of the DataFrames) is embedded when given.
+    """
     turns = state.turns
     doc: dict[str, Any] = {
         "format": SESSION_FORMAT,
@@ -43,10 +46,8 @@ def save_conversation(state: ConversationState, path: str | Path, *, frames: boo
         "turns": [t.to_dict() for t in turns],
         "chat_session": None if state.chat_session is None else state.chat_session.to_dict(),
     }
-    if frames:  # derived rows for readers without nbagent; the analysis layer builds them
-        from ..analysis.sessions import export_frames
-
-        doc["frames"] = export_frames(state.steps, turns)
+    if frames is not None:
+        doc["frames"] = frames
     return atomic_write_json(path, doc)
 
 
