@@ -95,6 +95,7 @@ class Agent:
         resume: str | os.PathLike | None = None,
         response_format: Any = None,
         compaction_budget: int | None = None,
+        tool_timeout: float | None = 300.0,
         **provider_options: Any,
     ) -> None:
         from .loop.model_connection import ModelConnection
@@ -109,7 +110,7 @@ class Agent:
             max_tool_iterations=max_tool_iterations, hooks=hooks, temperature=temperature,
             max_tokens=max_tokens, cache_strategy=cache_strategy,
             include_reasoning=include_reasoning, response_format=schema_of(response_format),
-            compaction_budget=compaction_budget,
+            compaction_budget=compaction_budget, tool_timeout=tool_timeout,
         )
         self._max_history_size = max_history_size
         connection = ModelConnection(self.provider, **self._connection_options)

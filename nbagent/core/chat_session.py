@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import NbagentError
-from .messages import Message, TextPart, ToolResultPart
+from .messages import Message, TextPart, ToolResultPart, clean_parts
+from .text import clean_text
 
 CHAT_SESSION_FORMAT = "nbagent.chat_session"
 CHAT_SESSION_VERSION = 1
@@ -51,7 +52,7 @@ class ChatSession:
         After a user message (e.g. tool results) the parts join it, so user and
         assistant messages keep alternating.
         """
-        parts = [TextPart(content)] if isinstance(content, str) else list(content)
+        parts = [TextPart(clean_text(content))] if isinstance(content, str) else clean_parts(content)
         if self.messages and self.messages[-1].role == "user":
             self.messages[-1].parts.extend(parts)
         else:
@@ -65,11 +66,11 @@ class ChatSession:
             message = Message("assistant", list(message))
         if message.role != "assistant":
             raise NbagentError("push_assistant needs an assistant message", kind="config")
-        self.messages.append(message)
+        self.messages.append(Message("assistant", clean_parts(message.parts)))
 
     def push_tool_results(self, results: Iterable[ToolResultPart]) -> None:
         """Append tool results as ONE user message of tool-result parts."""
-        parts = list(results)
+        parts = clean_parts(results)
         if parts:
             if self.messages and self.messages[-1].role == "user" and self.messages[-1].tool_results:
                 self.messages[-1].parts.extend(parts)
@@ -84,7 +85,7 @@ class ChatSession:
         """
         for message in reversed(self.messages):
             if message.role == "user":
-                message.parts.append(TextPart(text))
+                message.parts.append(TextPart(clean_text(text)))
                 return
         self.push_user(text)
 
@@ -131,13 +132,18 @@ class ChatSession:
                 kind="io",
             )
         try:
+            messages, system = d.get("messages", []), d.get("system")
+            if not isinstance(messages, list):
+                raise TypeError("messages must be a list")
+            if system is not None and not isinstance(system, str):
+                raise TypeError("system must be a string")
             return cls(
                 session_id=str(d["session_id"]),
-                system=d.get("system"),
-                messages=[Message.from_dict(m) for m in d.get("messages", [])],
-                cache_strategy=d.get("cache_strategy", "auto"),
+                system=system,
+                messages=[Message.from_dict(m) for m in messages],
+                cache_strategy=str(d.get("cache_strategy", "auto")),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
             raise NbagentError(f"{source} is damaged: {exc}", kind="io") from None
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -181,5 +187,5 @@ def read_json(path: str | os.PathLike) -> Any:
         raise NbagentError(f"no such session file: {path}", kind="io") from None
     except OSError as exc:
         raise NbagentError(f"cannot read {path}: {exc.strerror or exc}", kind="io") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .ledger import TurnRecord
-from .steps import ChatResponse, FinishReason, Step, StepSource, StepTarget, Text, Thought, ToolCall, UsageMetadata
+from .steps import (ChatResponse, FinishReason, Step, StepSource, StepTarget, StepType, Text, Thought, ToolCall,
+                    UsageMetadata)
 
 Chunk = Thought | Text | ToolCall
 
@@ -35,6 +36,8 @@ def chunks_of(step: Step, seen_call_ids: set[str]) -> list[Chunk]:
 def response_of(steps: list[Step], record: TurnRecord | None) -> ChatResponse:
     """The ChatResponse of one turn from its steps and ledger record."""
     texts = [s.content for s in steps if s.source == StepSource.MODEL and s.target == StepTarget.USER and s.content]
+    if not texts:  # no answer: say why (tool-call limit reached, prompt blocked, ...)
+        texts = [s.content for s in steps if s.type == StepType.FINISH and s.content][-1:]
     thinking = "".join(s.thinking for s in steps if s.source == StepSource.MODEL and s.thinking)
     structured = next((s.structured_output for s in reversed(steps) if s.structured_output is not None), None)
     reason = FinishReason.STOP

@@ -7,6 +7,7 @@ message and alternates, as every provider requires.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Protocol
@@ -40,8 +41,22 @@ class _SessionCounting:
         return total
 
     def count_session(self, session) -> int:
+        """Tokens of the system prompt and every message; unchanged messages are not recounted.
+
+        Messages only grow by parts; every other change (compression) replaces the message.
+        """
+        cache: dict[int, tuple] = self.__dict__.setdefault("_message_counts", {})
         total = self.count(session.system) if session.system else 0
-        return total + sum(self.count_message(m) for m in session.messages)
+        for message in session.messages:
+            hit = cache.get(id(message))
+            if hit is None or hit[0] is not message or hit[1] != len(message.parts):
+                hit = cache[id(message)] = (message, len(message.parts), self.count_message(message))
+            total += hit[2]
+        if len(cache) > 2 * len(session.messages) + 64:  # forget messages that left the history
+            live = {id(m) for m in session.messages}
+            for key in [k for k in cache if k not in live]:
+                del cache[key]
+        return total
 
 
 class ApproxTokenizer(_SessionCounting):
@@ -98,12 +113,15 @@ class ShrinkToolResults:
                 return
             if i == last:
                 return  # the newest results are what the model is working on
-            for part in message.tool_results:
-                if len(part.content) > self.min_chars:
-                    cut = len(part.content) - self.keep_chars
-                    part.content = (
-                        part.content[: self.keep_chars] + f"\n… [{cut:,} characters removed to save context]"
-                    )
+            if any(len(p.content) > self.min_chars for p in message.tool_results):
+                session.messages[i] = Message(message.role, [self._shrunk(p) for p in message.parts])
+
+    def _shrunk(self, part):
+        if not isinstance(part, ToolResultPart) or len(part.content) <= self.min_chars:
+            return part
+        cut = len(part.content) - self.keep_chars
+        return dataclasses.replace(
+            part, content=part.content[: self.keep_chars] + f"\n… [{cut:,} characters removed to save context]")
 
 
 class DropOldestTurns:

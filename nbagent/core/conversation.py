@@ -20,6 +20,7 @@ from .conversation_views import ConversationViews
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationEvent, ConversationState, Listener
 from .errors import NbagentError
 from .ledger import TurnRecord, TurnTally
+from .text import clean_text
 from .steps import ApprovalDecision, ChatResponse, Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
 
 
@@ -103,6 +104,7 @@ class Conversation(ConversationViews):
     async def send(self, prompt: str) -> None:
         """Send a prompt and open a turn (records the turn boundary)."""
         conn = self._require_connection()
+        prompt = clean_text(prompt)
         for _ in range(20):  # let a turn whose stream was abandoned (break) wind down
             if self.is_idle():
                 break

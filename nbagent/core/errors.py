@@ -18,6 +18,8 @@ Messages never contain secrets: every known API key is scrubbed from them.
 
 from __future__ import annotations
 
+from .text import cap, clean_text
+
 import os
 import re
 
@@ -75,7 +77,7 @@ class NbagentError(Exception):
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown error kind {kind!r}")
-        self.message = redact(message)
+        self.message = cap(clean_text(redact(str(message))))
         self.kind = kind
         self.retryable = retryable
         self.http_code = http_code

@@ -9,8 +9,11 @@ parts into their own wire shapes; nothing above them sees wire JSON.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Union
+
+from .text import clean_text
 
 
 @dataclass
@@ -89,7 +92,13 @@ class Message:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Message":
-        return cls(d["role"], [part_from_dict(p) for p in d.get("parts", [])])
+        """The inverse of ``to_dict``; raises TypeError / ValueError on anything else."""
+        if not isinstance(d, dict) or d.get("role") not in ("user", "assistant"):
+            raise ValueError(f"a message must be an object with role user or assistant, not {d!r:.80}")
+        parts = d.get("parts", [])
+        if not isinstance(parts, list):
+            raise TypeError("a message's parts must be a list")
+        return cls(d["role"], [part_from_dict(p) for p in parts])
 
 
 def part_to_dict(part: Part) -> dict:
@@ -99,11 +108,34 @@ def part_to_dict(part: Part) -> dict:
     return d
 
 
+_FIELD_TYPES = {"text": str, "id": str, "name": str, "tool_use_id": str, "content": str, "media_type": str,
+                "data": str, "args": dict, "provider_details": dict, "is_error": bool}
+
+
 def part_from_dict(d: dict) -> Part:
+    """The inverse of ``part_to_dict``, checking the type of every field."""
+    if not isinstance(d, dict):
+        raise TypeError(f"a message part must be an object, got {type(d).__name__}")
     d = dict(d)
-    kind = d.pop("type")
+    kind = d.pop("type", None)
     try:
         cls = _PART_TYPES[kind]
-    except KeyError:
+    except (KeyError, TypeError):
         raise ValueError(f"unknown message part type {kind!r}") from None
+    for key, value in d.items():
+        want = _FIELD_TYPES.get(key)
+        if want is not None and not isinstance(value, want):
+            raise TypeError(f"{kind} part field {key!r} must be {want.__name__}, got {type(value).__name__}")
     return cls(**d)
+
+
+def clean_parts(parts) -> list:
+    """The parts with their texts made UTF-8 safe (see ``clean_text``); unchanged parts kept as they are."""
+    out = []
+    for part in parts:
+        for name in ("text", "content"):
+            value = getattr(part, name, None)
+            if isinstance(value, str) and clean_text(value) is not value:
+                part = dataclasses.replace(part, **{name: clean_text(value)})
+        out.append(part)
+    return out

@@ -66,8 +66,8 @@ def read_session_document(path: str | Path) -> dict:
     if doc["version"] == 1:
         try:
             doc = migrate_v1(doc)
-        except (TypeError, ValueError, KeyError) as exc:
-            raise NbagentError(f"{path} is damaged: {exc}", kind="io") from None
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise NbagentError(f"{path} is damaged: {exc!s:.300}", kind="io") from None
     return doc
 
 
@@ -79,8 +79,8 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
         raise NbagentError(f"session file {path} has no turn ledger (\"turns\")", kind="io")
     try:
         records = [TurnRecord.from_dict(t) for t in turns]
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc}", kind="io") from None
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}", kind="io") from None
     return str(doc.get("conversation_id") or Path(path).stem), records
 
 
@@ -103,8 +103,8 @@ def read_session(path: str | Path) -> ConversationState:
         )
     except NbagentError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise NbagentError(f"{path} is damaged: {exc!r}", kind="io") from None
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise NbagentError(f"{path} is damaged: {exc!r:.300}", kind="io") from None
 
 
 # --- version 1 ---------------------------------------------------------------------------

@@ -14,9 +14,11 @@ import time
 from typing import Any, AsyncIterator, Callable
 
 from ..core.errors import NbagentError
-from ..core.messages import ToolResultPart, ToolUsePart
+from ..core.messages import Message, ToolResultPart, ToolUsePart
+from ..core.text import clean_text
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
 from .hooks import Block, Hooks, call_hook, check_policy
+from .tool_threads import DEFAULT_TOOL_TIMEOUT
 from .tools import Tool, format_result, to_tools
 
 CANCELED_RESULT = "The user interrupted the turn before this tool call ran."
@@ -28,11 +30,13 @@ class ToolRunner:
     """Executes tool calls for a ModelConnection (see the module docstring)."""
 
     def __init__(self, tools: Any, *, auto_execute_tools: bool, policy: Any, hooks: Hooks,
-                 interrupted: threading.Event, active_tasks: set[asyncio.Task]) -> None:
+                 interrupted: threading.Event, active_tasks: set[asyncio.Task],
+                 tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT) -> None:
         self.tools: dict[str, Tool] = to_tools(tools or ())
         self.auto_execute_tools = auto_execute_tools
         self.policy = check_policy(policy)
         self.hooks = hooks
+        self.tool_timeout = tool_timeout  # seconds a tool may run (a tool's own timeout wins)
         self.interrupted = interrupted
         self.active_tasks = active_tasks  # the connection's: interrupt() cancels them
         self.decisions: dict[str, asyncio.Future] = {}
@@ -75,7 +79,7 @@ class ToolRunner:
         call = self.pending_manual.get(call_id)
         if call is None:
             raise NbagentError(f"no tool call {call_id!r} is waiting for a result", kind="config")
-        text = format_result(result)
+        text = clean_text(format_result(result))
         self.manual_results[call_id] = ToolResultPart(call_id, text, is_error, name=call.name)
         return text
 
@@ -129,6 +133,7 @@ class ToolRunner:
         def result(text: str, is_error: bool, status: StepStatus, approval: ApprovalDecision,
                    error: str = "") -> None:
             now = time.time()
+            text = clean_text(text)
             emit(content=text, status=status, error=error, finished_at=now, approval=approval,
                  run_seconds=now - started)
             queue.put_nowait(ToolResultPart(call.id, text, is_error, name=call.name))
@@ -174,7 +179,7 @@ class ToolRunner:
                 step.tool_calls = [call]
             emit(status=StepStatus.ACTIVE, approval=approval)
             started = time.time()
-            output = await tool.run(call.args)
+            output = await tool.run(call.args, timeout=self.tool_timeout)
             text = output.text
             if self.hooks.post_tool_use is not None:
                 try:
@@ -219,3 +224,47 @@ class ToolRunner:
         if decision is None:
             return None, ApprovalDecision.CANCELED
         return decision, ApprovalDecision.APPROVED if decision[0] else ApprovalDecision.DENIED
+
+
+def in_call_order(results: list[ToolResultPart], calls: list[ToolUsePart]) -> list[ToolResultPart]:
+    """The results in the order the model asked for the calls (missing ones left out)."""
+    by_id = {r.tool_use_id: r for r in results}
+    return [by_id[c.id] for c in calls if c.id in by_id]
+
+
+def unique_call_ids(ids: list[str]) -> list[str]:
+    """Ids made unique in order: a repeated or empty id gets a suffix (``call_1_2``, ``call_3``).
+
+    Some servers repeat ids within one answer; running both calls under one id would send the
+    model one result twice and lose the other.
+    """
+    taken = set(ids)
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, cid in enumerate(ids):
+        if cid and cid not in seen:
+            new = cid
+        else:
+            base, n = (cid or "call"), 2 if cid else i + 1
+            new = f"{base}_{n}"
+            while new in taken or new in seen:
+                n += 1
+                new = f"{base}_{n}"
+        seen.add(new)
+        out.append(new)
+    return out
+
+
+def with_unique_call_ids(message: Message, calls: list[ToolCall]) -> None:
+    """Rename repeated call ids in the answer and its step's calls alike (in place).
+
+    A renamed part keeps the id the provider sent in ``provider_details["original_id"]``.
+    """
+    parts = message.tool_uses
+    new_ids = unique_call_ids([p.id for p in parts])
+    for part, new in zip(parts, new_ids):
+        if new != part.id:
+            part.provider_details = {**part.provider_details, "original_id": part.id}
+            part.id = new
+    for call, new in zip(calls, unique_call_ids([c.id for c in calls])):
+        call.id = new

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .docstrings import parse_docstring
+from .tool_threads import ToolTimeout, run_in_daemon_thread
 from .tool_schema import coerce, function_schema, is_pydantic_model, json_type, jsonable, validate_value
 from ..core.errors import NbagentError
 from ..providers.base import ToolSpec
@@ -46,7 +47,7 @@ class Tool:
 
     def __init__(self, name: str, description: str | None, input_schema: dict | None,
                  handler: Callable[..., Any], requires_approval: bool = False, *,
-                 max_result_chars: int | None = None) -> None:
+                 max_result_chars: int | None = None, timeout: float | None = None) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise NbagentError(
                 f"invalid tool name {name!r}: providers require 1-64 characters of letters, "
@@ -61,17 +62,18 @@ class Tool:
         self.handler = handler
         self.requires_approval = bool(requires_approval)
         self.max_result_chars = max_result_chars
+        self.timeout = timeout  # seconds; None: the connection's tool_timeout
         self._hints: dict[str, Any] = {}  # parameter -> annotation, for dict -> instance conversion
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
                       description: str | None = None, requires_approval: bool = False,
-                      max_result_chars: int | None = None) -> "Tool":
+                      max_result_chars: int | None = None, timeout: float | None = None) -> "Tool":
         """Build a Tool from a function's signature, type hints and docstring."""
         summary, param_docs = parse_docstring(inspect.getdoc(fn) or "")
         schema, hints = function_schema(fn, param_docs)
         self = cls(name or getattr(fn, "__name__", ""), summary if description is None else description,
-                   schema, fn, requires_approval, max_result_chars=max_result_chars)
+                   schema, fn, requires_approval, max_result_chars=max_result_chars, timeout=timeout)
         self._hints = hints
         try:
             functools.update_wrapper(self, fn, updated=())
@@ -97,8 +99,12 @@ class Tool:
             return [f"arguments must be a JSON object, got {json_type(args)}"]
         return validate_value(args, self.input_schema, "")
 
-    async def run(self, args: dict | None = None) -> ToolOutput:
-        """Validate, call the handler and format its result; never raises on tool errors."""
+    async def run(self, args: dict | None = None, *, timeout: float | None = None) -> ToolOutput:
+        """Validate, call the handler and format its result; never raises on tool errors.
+
+        Sync handlers run on a daemon thread of their own; past ``timeout`` seconds
+        (the tool's own ``timeout`` wins) the call is abandoned and reported as an error.
+        """
         args = {} if args is None else args
         problems = self.validate(args)
         if not problems:
@@ -109,22 +115,33 @@ class Tool:
         if problems:
             msg = f"Invalid arguments for tool {self.name!r}: " + "; ".join(problems)
             return ToolOutput(text=msg, is_error=True, error=msg)
+        limit = self.timeout if self.timeout is not None else timeout
         try:
-            if _is_async(self.handler):
-                value = await self.handler(**kwargs)
-            else:
-                value = await asyncio.to_thread(self.handler, **kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
+            value = await asyncio.wait_for(self._call(kwargs), limit)
+        except (asyncio.TimeoutError, TimeoutError):
+            msg = str(ToolTimeout(self.name, limit))
+            return ToolOutput(text=msg, is_error=True, error=msg)
         except Exception as exc:
             msg = f"{type(exc).__name__}: {exc}"
             return ToolOutput(text=msg, is_error=True, error=msg)
         return ToolOutput(text=format_result(value, self.max_result_chars), value=value)
 
+    def _call(self, kwargs: dict) -> Any:
+        return _call_handler(self.handler, kwargs)
+
+
+async def _call_handler(handler: Callable[..., Any], kwargs: dict) -> Any:
+    if _is_async(handler):
+        return await handler(**kwargs)
+    value = await run_in_daemon_thread(handler, **kwargs)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
 
 def tool(fn: Callable[..., Any] | str | None = None, *, name: str | None = None,
          description: str | None = None, requires_approval: bool = False,
-         max_result_chars: int | None = None) -> Any:
+         max_result_chars: int | None = None, timeout: float | None = None) -> Any:
     """Make a Tool from a function: ``@tool``, ``@tool()``, ``@tool("name")`` or ``@tool(name=...)``."""
     if isinstance(fn, str):
         name, fn = fn, None
@@ -132,7 +149,7 @@ def tool(fn: Callable[..., Any] | str | None = None, *, name: str | None = None,
     def wrap(f: Callable[..., Any]) -> Tool:
         return Tool.from_function(f, name=name, description=description,
                                   requires_approval=requires_approval,
-                                  max_result_chars=max_result_chars)
+                                  max_result_chars=max_result_chars, timeout=timeout)
 
     return wrap if fn is None else wrap(fn)
 

@@ -1,0 +1,229 @@
+"""Reliability: what an adversarial run broke, each with a regression test (issue #14).
+
+Each test failed on the code before its fix: lone surrogates broke a conversation for good; a hung
+sync tool hung the turn, starved later tools and kept scripts from exiting; repeated tool-call ids
+ran both calls but sent the model one result twice; damaged session files raised
+AttributeError / RecursionError or loaded silently; every compaction check recounted the whole
+history; a turn stopped at ``max_tool_iterations`` answered with an empty text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from nbagent import Agent, Conversation, NbagentError, tool
+from nbagent.core.chat_session import ChatSession
+from nbagent.core.compression import ApproxTokenizer
+from nbagent.core.messages import Message, TextPart, ToolResultPart
+from nbagent.core.session_file import read_session
+from nbagent.providers.base import TextDelta
+
+from support.scripted import ScriptedProvider, assert_history_valid, text_call, tool_call
+
+LONE = "\udcff"  # what os.fsdecode makes of the byte 0xff
+
+
+# --- 3. lone surrogates ----------------------------------------------------------------------
+
+
+def test_lone_surrogates_from_prompt_tool_and_model_leave_the_conversation_usable(tmp_path):
+    @tool
+    def list_files() -> str:
+        """Names in a folder."""
+        return "report" + LONE + ".txt"
+
+    provider = ScriptedProvider([
+        tool_call(("c1", "list_files", {})),
+        [TextDelta("I see report" + LONE + ".txt"), *text_call("")[-1:]],
+        text_call("still fine"),
+    ])
+    agent = Agent(model=provider, tools=[list_files])
+    conv = agent.conversation
+    conv.ask("which files? " + LONE)
+    resp = conv.ask("and now?")
+    assert resp.text.strip() == "still fine"
+    for message in provider.requests[-1].messages:  # every request could be encoded as UTF-8
+        json.dumps(message.to_dict(), ensure_ascii=False).encode("utf-8")
+    for step in conv.history:
+        (step.content + step.thinking + step.error).encode("utf-8")
+    assert "\ufffd" in conv.history[0].content and "\ufffd" in conv.turns[0].prompt
+    path = conv.save(tmp_path / "s.json")  # saving works
+    assert Conversation.load(path).history == conv.history
+    assert_history_valid(agent.conversation.connection.session)
+
+
+def test_error_messages_are_capped_and_encodable():
+    err = NbagentError("bad request: " + "x" * 1_000_000 + LONE, kind="invalid_request")
+    assert len(str(err)) < 2_200 and "more characters cut" in str(err)
+    str(err).encode("utf-8")
+
+
+# --- 4. hung sync tools ----------------------------------------------------------------------
+
+
+def test_a_hung_sync_tool_times_out_and_later_tools_still_run():
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    def hang() -> str:
+        """Never returns in time."""
+        release.wait(30)
+        return "late"
+
+    @tool
+    def quick() -> str:
+        """Returns at once."""
+        return "quick result"
+
+    calls = [tool_call(*[(f"h{i}", "hang", {}) for i in range((os.cpu_count() or 1) + 5)]), text_call("after hang"),
+             tool_call(("q1", "quick", {})), text_call("done")]
+    agent = Agent(model=ScriptedProvider(calls), tools=[hang, quick])
+    try:
+        resp = agent.ask("hang them all")
+        hung = [s for s in agent.conversation.history if s.tool_calls and s.tool_calls[0].name == "hang"
+                and s.source.value == "SYSTEM"]
+        assert hung and all("did not finish within 0.2 s" in s.content for s in hung)
+        assert all(s.status.value == "ERROR" for s in hung) and resp.text.strip() == "after hang"
+        # more hung threads than the default thread pool has workers, and still:
+        assert agent.ask("quick please").text.strip() == "done"
+        quick_step = [s for s in agent.conversation.history if s.content == "quick result"]
+        assert quick_step
+    finally:
+        release.set()
+
+
+def test_a_script_with_a_hung_tool_exits(tmp_path):
+    script = tmp_path / "hung.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
+        "from nbagent import Agent, tool\n"
+        "from support.scripted import ScriptedProvider, text_call, tool_call\n"
+        "@tool(timeout=0.2)\n"
+        "def hang() -> str:\n"
+        "    '''Sleeps for an hour.'''\n"
+        "    time.sleep(3600)\n"
+        "agent = Agent(model=ScriptedProvider([tool_call(('h', 'hang', {})), text_call('gave up')]), tools=[hang])\n"
+        "print(agent.ask('go').text)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "gave up"
+
+
+# --- 5. repeated tool-call ids -----------------------------------------------------------------
+
+
+def test_repeated_tool_call_ids_run_each_call_once_and_replay_consistently():
+    seen = []
+
+    @tool
+    def echo(x: int) -> int:
+        """Echo a number."""
+        seen.append(x)
+        return x * 10
+
+    provider = ScriptedProvider([tool_call(("call_0", "echo", {"x": 1}), ("call_0", "echo", {"x": 2}),
+                                           ("", "echo", {"x": 3})), text_call("ok")])
+    agent = Agent(model=provider, tools=[echo])
+    agent.ask("echo three")
+    assert sorted(seen) == [1, 2, 3]
+    request = provider.requests[-1].messages
+    uses = request[-2].tool_uses
+    results = request[-1].tool_results
+    ids = [u.id for u in uses]
+    assert len(set(ids)) == 3 and ids[0] == "call_0"
+    assert [r.tool_use_id for r in results] == ids
+    assert [r.content for r in results] == ["10", "20", "30"]
+    assert uses[1].provider_details["original_id"] == "call_0"
+    assert_history_valid(agent.conversation.connection.session)
+    df_ids = [c.id for s in agent.conversation.history for c in s.tool_calls if s.source.value == "MODEL"]
+    assert df_ids == ids  # what the user sees matches what the model is told
+
+
+# --- 8. damaged session files ------------------------------------------------------------------
+
+
+def _saved(tmp_path) -> dict:
+    agent = Agent(model="demo")
+    agent.ask("hello")
+    return json.loads(agent.conversation.save(tmp_path / "ok.json").read_text())
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d["chat_session"].update(messages="not a list"),
+    lambda d: d["chat_session"].update(messages=[{"role": "wizard", "parts": []}]),
+    lambda d: d["chat_session"]["messages"][0].update(parts=[{"type": "text", "text": 5}]),
+    lambda d: d["chat_session"]["messages"][0].update(parts=[{"type": "teleport"}]),
+    lambda d: d.update(steps={"a": 1}),
+    lambda d: d.update(steps=[1, 2]),
+    lambda d: d["steps"][0].update(content=["not", "text"]),
+    lambda d: d.update(turns=[[[[]]]]),
+])
+def test_damaged_session_files_are_io_errors(tmp_path, damage):
+    doc = _saved(tmp_path)
+    damage(doc)
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(NbagentError) as err:
+        read_session(path)
+    assert err.value.kind == "io" and "damaged.json" in str(err.value)
+
+
+def test_deeply_nested_session_file_is_an_io_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"format": "nbagent.session", "version": 2, "steps": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(NbagentError) as err:
+        read_session(path)
+    assert err.value.kind == "io"
+
+
+# --- 11. compaction counting --------------------------------------------------------------------
+
+
+class CountingTokenizer(ApproxTokenizer):
+    def __init__(self):
+        super().__init__()
+        self.messages_counted = 0
+
+    def count_message(self, message):
+        self.messages_counted += 1
+        return super().count_message(message)
+
+
+def test_token_counts_are_kept_per_message_not_recounted():
+    session = ChatSession()
+    tok = CountingTokenizer()
+    for i in range(500):
+        session.push_user(f"question {i}")
+        session.push_assistant(Message("assistant", [TextPart(f"answer {i}")]))
+    first = tok.count_session(session)
+    assert tok.messages_counted == 1000
+    session.push_user("one more")
+    assert tok.count_session(session) > first and tok.messages_counted == 1001  # only the new one
+    session.push_tool_results([ToolResultPart("x", "y" * 5000, name="t")])  # grows the last message
+    total = tok.count_session(session)
+    assert tok.messages_counted == 1002 and total == ApproxTokenizer().count_session(session)
+    session.compress(total // 2, tokenizer=tok)
+    assert tok.count_session(session) == ApproxTokenizer().count_session(session)  # never stale
+
+
+# --- 12. the tool-call limit --------------------------------------------------------------------
+
+
+def test_the_tool_call_limit_says_why_in_the_response():
+    @tool
+    def again() -> str:
+        """Ask again."""
+        return "more"
+
+    provider = ScriptedProvider([tool_call((f"c{i}", "again", {})) for i in range(3)])
+    resp = Agent(model=provider, tools=[again], max_tool_iterations=2).ask("loop")
+    assert "max_tool_iterations=2" in resp.text
