@@ -36,7 +36,7 @@ class SSEDecoder:
 
     def __init__(self, raw_lines: bool = False) -> None:
         self.raw_lines = raw_lines
-        self._buf = b""
+        self._pending: list[bytes] = []  # pieces of an unfinished line
         self._skip_lf = False  # the previous read ended with CR
         self._started = False  # BOM handling
         self._event = ""
@@ -46,30 +46,37 @@ class SSEDecoder:
         self._raw: list[str] | None = None  # collecting an unprefixed JSON value
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """Decode one network read; return the events it completed."""
+        """Decode one network read; return the events it completed.
+
+        Only the new bytes are searched for line breaks and an unfinished line is kept as a list
+        of pieces, so one huge event costs linear time however it is split.
+        """
         if not chunk:
             return []
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
-        buf = self._buf + chunk
         out: list[SSEEvent] = []
         pos = 0
-        for m in _LINE_BREAK.finditer(buf):
-            line = buf[pos : m.start()]
+        for m in _LINE_BREAK.finditer(chunk):
+            line = chunk[pos : m.start()]
+            if self._pending:
+                self._pending.append(line)
+                line, self._pending = b"".join(self._pending), []
             pos = m.end()
-            if m.group() == b"\r" and pos == len(buf):
+            if m.group() == b"\r" and pos == len(chunk):
                 self._skip_lf = True  # maybe the first half of a CRLF
             self._line(line, out)
-        self._buf = buf[pos:]
+        if pos < len(chunk):
+            self._pending.append(chunk[pos:])
         return out
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: dispatch whatever is pending."""
         out: list[SSEEvent] = []
-        if self._buf:
-            line, self._buf = self._buf, b""
+        if self._pending:
+            line, self._pending = b"".join(self._pending), []
             self._line(line, out)
         self._end_raw(out)
         self._dispatch(out)
