@@ -11,19 +11,23 @@ Conventions used by nbagent's own connections:
 - the user's prompt: TEXT_RESPONSE, USER -> UNSPECIFIED;
 - a model call: TEXT_RESPONSE (or TOOL_CALL when it asked for tools),
   MODEL -> USER, carrying thinking, text, the complete tool calls and the
-  call's usage;
+  call's usage; a refusal (OpenAI's ``refusal`` field) goes to ``refusal``,
+  not ``content``; a tool call cut by the token limit is kept in
+  ``cut_tool_calls`` (never run, never replayed);
 - a tool execution: TOOL_CALL, SYSTEM -> ENVIRONMENT, ``tool_calls=[call]``,
   ``content`` the result shown to the model, WAITING_FOR_USER while it waits
   for approval or a manual result;
 - COMPACTION: SYSTEM -> ENVIRONMENT, ``compaction`` has the token counts;
-- FINISH: SYSTEM -> USER, ``finish_reason`` says why the turn ended; no usage
-  of its own.
+- FINISH: SYSTEM -> USER, ``finish_reason`` says why the turn ended, and
+  ``content`` a short explanation when there is one (a prompt the provider
+  blocked, a reply cut at the token limit); no usage of its own.
 
 What crosses layers travels in typed fields: ``finish_reason``
 (:class:`FinishReason`), ``model``, ``approval`` (:class:`ApprovalDecision`),
 ``run_seconds``, ``preparing_tool``, ``compaction`` (:class:`CompactionStats`),
-and ``raw_usage`` -- the provider's own usage object, kept for analysis
-(saved with the session, never sent to the widget).
+``refusal``, ``cut_tool_calls`` (:class:`CutToolCall`), and ``raw_usage`` --
+the provider's own usage object, kept for analysis (saved with the session,
+never sent to the widget).
 """
 
 from __future__ import annotations
@@ -138,6 +142,31 @@ class ToolCall:
         return cls(d.get("id", ""), d.get("name", ""), d.get("args") or {}, d.get("canonical_path"))
 
 
+@dataclass(frozen=True)
+class CutToolCall:
+    """A tool call the model was still writing when the token limit cut its reply.
+
+    ``arguments`` is the partial JSON text received; the call was not run.
+    """
+
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CutToolCall":
+        return cls(str(d.get("id") or ""), str(d.get("name") or ""), str(d.get("arguments") or ""))
+
+
+def cut_note(calls: list[CutToolCall]) -> str:
+    """What a FINISH step says when the token limit cut the model while it wrote ``calls``."""
+    names = ", ".join(c.name or "a tool" for c in calls)
+    return f"The reply was cut at the token limit while the model was writing a call to {names}; nothing was run."
+
+
 @dataclass
 class UsageMetadata:
     """Token counts, normalized alike for every provider.
@@ -228,6 +257,8 @@ class Step:
     preparing_tool: str = ""  # a tool call the model is still writing
     compaction: CompactionStats | None = None  # COMPACTION steps
     raw_usage: dict | None = None  # the provider's own usage object (analysis only)
+    refusal: str = ""  # the model declined: its refusal text (model steps; not in content)
+    cut_tool_calls: list[CutToolCall] = field(default_factory=list)  # cut by the token limit
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -287,6 +318,8 @@ class Step:
             "preparing_tool": self.preparing_tool,
             "compaction": None if self.compaction is None else dataclasses.asdict(self.compaction),
             "raw_usage": self.raw_usage,
+            "refusal": self.refusal,
+            "cut_tool_calls": [c.to_dict() for c in self.cut_tool_calls],
         }
 
     @classmethod
@@ -295,33 +328,42 @@ class Step:
         reason, approval, compaction = d.get("finish_reason"), d.get("approval"), d.get("compaction")
         run = d.get("run_seconds")
         return cls(
-            id=d.get("id", ""),
+            id=_text(d, "id"),
             step_index=int(d.get("step_index", 0)),
             type=StepType(d.get("type", "UNKNOWN")),
             source=StepSource(d.get("source", "UNKNOWN")),
             target=StepTarget(d.get("target", "UNKNOWN")),
             status=StepStatus(d.get("status", "ACTIVE")),
-            content=d.get("content", ""),
-            thinking=d.get("thinking", ""),
+            content=_text(d, "content"),
+            thinking=_text(d, "thinking"),
             tool_calls=[ToolCall.from_dict(c) for c in d.get("tool_calls", [])],
-            error=d.get("error", ""),
+            error=_text(d, "error"),
             is_complete_response=d.get("is_complete_response"),
             structured_output=d.get("structured_output"),
             usage_metadata=UsageMetadata.from_dict(d.get("usage_metadata")),
-            cascade_id=d.get("cascade_id", ""),
-            trajectory_id=d.get("trajectory_id", ""),
+            cascade_id=_text(d, "cascade_id"),
+            trajectory_id=_text(d, "trajectory_id"),
             http_code=int(d.get("http_code") or 0),
             created_at=float(d.get("created_at") or 0.0),
             finished_at=None if d.get("finished_at") is None else float(d["finished_at"]),
             turn=int(d.get("turn", -1)),
             finish_reason=None if reason is None else FinishReason(reason),
-            model=str(d.get("model") or ""),
+            model=_text(d, "model"),
             approval=None if approval is None else ApprovalDecision(approval),
             run_seconds=None if run is None else float(run),
-            preparing_tool=str(d.get("preparing_tool") or ""),
+            preparing_tool=_text(d, "preparing_tool"),
             compaction=None if compaction is None else CompactionStats(**compaction),
             raw_usage=d.get("raw_usage"),
+            refusal=str(d.get("refusal") or ""),
+            cut_tool_calls=[CutToolCall.from_dict(c) for c in d.get("cut_tool_calls") or []],
         )
+
+
+def _text(d: dict, key: str) -> str:
+    value = d.get(key) or ""
+    if not isinstance(value, str):
+        raise TypeError(f"step field {key!r} must be text, got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -354,6 +396,11 @@ class ChatResponse:
     @property
     def tool_calls(self) -> list[ToolCall]:
         return [c for s in self.steps if s.source == StepSource.MODEL for c in s.tool_calls]
+
+    @property
+    def refusal(self) -> str:
+        """The model's refusal text, when it declined (``finish_reason`` CONTENT_FILTER)."""
+        return "\n\n".join(s.refusal for s in self.steps if s.source == StepSource.MODEL and s.refusal)
 
     def __str__(self) -> str:
         return self.text

@@ -21,24 +21,19 @@ from ..core.chat_session import ChatSession
 from ..core.compression import ApproxTokenizer
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
-from ..providers.base import (
-    Finish,
-    ModelRequest,
-    Provider,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    Usage,
-)
-from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
+from ..providers.base import (REFUSAL, Finish, ModelRequest, Provider, RefusalDelta, TextDelta, ThinkingDelta,
+                              ToolCallEnd, ToolCallStart, Usage)
+from ..core.text import clean_text
+from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
 from .compaction import compact_if_needed, compaction_budget
 from .hooks import Block, Hooks, call_hook
-from .tool_runner import CANCELED_RESULT, ToolRunner
+from .tool_runner import CANCELED_RESULT, ToolRunner, in_call_order, with_unique_call_ids
+from .tool_threads import DEFAULT_TOOL_TIMEOUT
 
 _END = object()
 _CANCELED = object()
 INTERRUPTED_NOTE = "[interrupted by the user]"
+CUT_RESULT = "Not run: the reply was cut at the token limit."
 
 
 class ModelConnection:
@@ -61,6 +56,7 @@ class ModelConnection:
         response_format: dict | None = None,
         compaction_budget: int | None = None,
         compaction_fraction: float = 0.75,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         tokenizer: Any = None,
         session: ChatSession | None = None,
         conversation_id: str | None = None,
@@ -88,7 +84,7 @@ class ModelConnection:
         self._active_tasks: set[asyncio.Task] = set()
         self.tool_runner = ToolRunner(tools, auto_execute_tools=auto_execute_tools, policy=policy,
                                       hooks=self.hooks, interrupted=self._interrupted,
-                                      active_tasks=self._active_tasks)
+                                      active_tasks=self._active_tasks, tool_timeout=tool_timeout)
 
     @property
     def tools(self) -> dict:
@@ -191,7 +187,7 @@ class ModelConnection:
             self.tool_runner.decisions.clear()
 
     async def _run_turn(self, prompt: str) -> AsyncIterator[Step]:
-        prompt, blocked = await self._apply_prompt_hook(prompt)
+        prompt, blocked = await self._apply_prompt_hook(clean_text(prompt))
         if prompt:
             yield self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.USER,
                                  target=StepTarget.UNSPECIFIED, status=StepStatus.DONE,
@@ -233,14 +229,14 @@ class ModelConnection:
             if self._interrupted.is_set():
                 done = {r.tool_use_id for r in results}
                 results += [ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls if c.id not in done]
-                self.session.push_tool_results(_in_order(results, calls))
+                self.session.push_tool_results(in_call_order(results, calls))
                 yield self._finish(FinishReason.INTERRUPTED)
                 return
             if self.tool_runner.pending_manual:
                 self.tool_runner.manual_results.update({r.tool_use_id: r for r in results})
                 yield self._finish(FinishReason.TOOL_CALLS, status=StepStatus.WAITING_FOR_USER)
                 return
-            self.session.push_tool_results(_in_order(results, calls))
+            self.session.push_tool_results(in_call_order(results, calls))
 
     async def _apply_prompt_hook(self, prompt: str) -> tuple[str, Block | None]:
         """The prompt after ``on_user_prompt`` (which may rewrite or block it)."""
@@ -267,8 +263,11 @@ class ModelConnection:
 
     def _stop_before_tools(self, finish: Finish, calls: list[ToolUsePart], rounds: int) -> Step | None:
         """The FINISH step when the turn ends here instead of running ``calls``, else None."""
+        if finish.cut_tool_calls:  # the reply is incomplete: run nothing, say why
+            self.session.push_tool_results(ToolResultPart(c.id, CUT_RESULT, True, name=c.name) for c in calls)
+            return self._finish(FinishReason.LENGTH, content=cut_note(finish.cut_tool_calls))
         if not calls:
-            return self._finish(finish.reason)
+            return self._finish(finish.reason, content=finish.prompt_blocked)
         if self._interrupted.is_set():
             self.session.push_tool_results(ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls)
             return self._finish(FinishReason.INTERRUPTED)
@@ -365,12 +364,17 @@ class ModelConnection:
         """Fold one provider event into the model step; returns the update to emit, if any."""
         if isinstance(event, TextDelta):
             if event.text:
-                step.content += event.text
-                return step.snapshot(content_delta=event.text)
+                text = clean_text(event.text)
+                step.content += text
+                return step.snapshot(content_delta=text)
         elif isinstance(event, ThinkingDelta):
             if event.text and self.include_reasoning:
-                step.thinking += event.text
-                return step.snapshot(thinking_delta=event.text)
+                text = clean_text(event.text)
+                step.thinking += text
+                return step.snapshot(thinking_delta=text)
+        elif isinstance(event, RefusalDelta):
+            step.refusal += event.text
+            return step.snapshot()
         elif isinstance(event, ToolCallStart):
             step.preparing_tool = event.name
         elif isinstance(event, ToolCallEnd):
@@ -382,7 +386,11 @@ class ModelConnection:
             step.usage_metadata = event.usage
             step.raw_usage = event.raw
         elif isinstance(event, Finish):
-            self.session.push_assistant(_replayable(event.message))
+            with_unique_call_ids(event.message, calls)
+            step.tool_calls = list(calls)
+            for message in event.history:  # none when the provider refused the prompt itself
+                self.session.push_assistant(message)
+            step.cut_tool_calls = list(event.cut_tool_calls)
             step.status = StepStatus.DONE
             step.finished_at = time.time()
             step.is_complete_response = not event.message.tool_uses
@@ -407,9 +415,9 @@ class ModelConnection:
 
     def _close_partial(self, step: Step, calls: list[ToolCall]) -> None:
         """Keep what the model said so far and close its complete calls with a result."""
-        parts: list = []
-        if step.content:
-            parts.append(TextPart(step.content))
+        parts: list = [TextPart(step.content)] if step.content else []
+        if step.refusal:
+            parts.append(TextPart(step.refusal, {REFUSAL: True}))
         parts += [ToolUsePart(c.id, c.name, c.args) for c in calls]
         if not parts:
             parts.append(TextPart(INTERRUPTED_NOTE))
@@ -436,15 +444,3 @@ class ModelConnection:
 
     def __repr__(self) -> str:
         return f"ModelConnection({self.provider!r}, tools={list(self.tools)})"
-
-
-def _replayable(message: Message) -> Message:
-    """The message as pushed to history; an empty answer gets a visible placeholder."""
-    if any(not isinstance(p, TextPart) or p.text for p in message.parts):
-        return Message("assistant", list(message.parts))
-    return Message("assistant", [TextPart("[empty response]")])
-
-
-def _in_order(results: list[ToolResultPart], calls: list[ToolUsePart]) -> list[ToolResultPart]:
-    by_id = {r.tool_use_id: r for r in results}
-    return [by_id[c.id] for c in calls if c.id in by_id]

@@ -5,6 +5,13 @@ is an async iterator of the events below. It ends with exactly one
 ``Finish`` event carrying the assembled assistant ``Message`` (with every
 provider detail needed to replay it), or raises ``NbagentError``. Deltas are
 for display; the final message is what goes into the ChatSession.
+
+A refusal streams as ``RefusalDelta`` and stays in the final message as a
+``TextPart`` whose ``provider_details`` has ``REFUSAL: True`` (each provider
+replays it in its own refusal slot, or as text where it has none). A tool
+call cut by the token limit is not in the message: ``Finish.cut_tool_calls``
+records it. ``Finish.prompt_blocked`` says the provider refused the prompt
+itself; its message is empty and is not added to the history.
 """
 
 from __future__ import annotations
@@ -13,8 +20,10 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Union
 
-from ..core.messages import Message
-from ..core.steps import FinishReason, ToolCall, UsageMetadata
+from ..core.messages import Message, TextPart
+from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
+
+REFUSAL = "refusal"  # provider_details key marking a TextPart that holds a refusal
 
 
 @dataclass
@@ -53,6 +62,11 @@ class ThinkingDelta:
 
 
 @dataclass
+class RefusalDelta:
+    text: str  # the model declining, shown apart from the answer
+
+
+@dataclass
 class ToolCallStart:
     key: Any  # the provider's own part key (OpenAI index, Anthropic block index, ...)
     id: str
@@ -84,9 +98,21 @@ class Finish:
     message: Message = field(default_factory=lambda: Message("assistant", []))
     structured_output: Any = None
     model: str = ""  # the model the server says answered
+    cut_tool_calls: list[CutToolCall] = field(default_factory=list)  # cut by the token limit
+    prompt_blocked: str = ""  # why the provider refused the prompt itself (nothing to replay)
+
+    @property
+    def history(self) -> list[Message]:
+        """What this call adds to the ChatSession: nothing for a blocked prompt; an empty answer gets a placeholder."""
+        if self.prompt_blocked:
+            return []
+        if any(not isinstance(p, TextPart) or p.text for p in self.message.parts):
+            return [Message("assistant", list(self.message.parts))]
+        return [Message("assistant", [TextPart("[empty response]")])]
 
 
-Event = Union[TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, Usage, Finish]
+Event = Union[TextDelta, ThinkingDelta, RefusalDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, Usage,
+              Finish]
 
 
 class Provider(abc.ABC):
