@@ -86,12 +86,18 @@ async def test_fixture_replay(name, split):
     assert usage.usage.cache_write_token_count == want["cache_write_tokens"]
 
 
-async def test_truncated_tool_call_is_left_out():
+async def test_truncated_tool_call_is_left_out_but_recorded_as_cut():
     fx = load_fixture("anthropic", "max-tokens-incomplete-tool-json")
     result = await replay(provider(), ask(), fx.body, split="7")
     assert result.finish.reason == FinishReason.LENGTH
     assert [s.name for s in result.starts] == ["make_file"]
     assert result.tool_calls == [] and result.finish.message.tool_uses == []
+    (cut,) = result.finish.cut_tool_calls
+    (want,) = fx.expected["tool_calls"]
+    assert (cut.id, cut.name, cut.arguments) == (want["id"], want["name"], want["arguments"])
+    # the text before the call stays; nothing of the call is replayed
+    body = provider().build_http_request(_followup(result.finish.message))[2]
+    assert [b["type"] for b in body["messages"][1]["content"]] == ["text"]
 
 
 async def test_redacted_thinking_is_kept_for_replay_but_not_shown():

@@ -9,7 +9,7 @@ import pytest
 from support.replay import fixture_names, load_error_fixture, load_fixture, replay
 from nbagent.core.errors import NbagentError
 from nbagent.core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from nbagent.providers.base import ModelRequest, TextDelta, ThinkingDelta, ToolSpec
+from nbagent.providers.base import REFUSAL, ModelRequest, TextDelta, ThinkingDelta, ToolSpec
 from nbagent.providers.openai import OpenAIProvider
 from nbagent.core.steps import FinishReason
 
@@ -45,8 +45,9 @@ async def test_fixture_replay(kind, name, split):
     exp = fx.expected
     result = await replay(provider(), hello(), fx.body, split=split, seed=len(name))
 
-    # refusals are shown as text
-    assert result.text == exp["text"] + (exp.get("refusal") or "")
+    # a refusal is its own event, never answer text
+    assert result.text == exp["text"]
+    assert result.refusal == (exp.get("refusal") or "")
     assert result.thinking == (exp["thinking"] or "")
 
     if exp["usage"] is not None:
@@ -75,12 +76,14 @@ async def test_fixture_replay(kind, name, split):
     finish = result.finish
     raw = exp["finish_reason"]
     default = FinishReason.TOOL_CALLS if calls else FinishReason.STOP
-    assert finish.reason == (RAW_FINISH[raw] if raw else default)
+    want = RAW_FINISH[raw] if raw else default
+    assert finish.reason == (FinishReason.CONTENT_FILTER if exp.get("refusal") else want)
     assert finish.raw_reason == raw
     assert finish.model == exp["model"]
     message = finish.message
     assert message.role == "assistant"
-    assert message.text == result.text
+    assert message.text == result.text + result.refusal
+    assert [p.text for p in message.parts if p.provider_details.get(REFUSAL)] == [result.refusal] * bool(result.refusal)
     assert [(p.id, p.name, p.args) for p in message.tool_uses] == [
         (c.id, c.name, c.args) for c in result.tool_calls
     ]
@@ -141,11 +144,34 @@ def delta(**d) -> dict:
 async def test_invalid_tool_arguments_are_kept_raw():
     body = sse(
         delta(tool_calls=[{"index": 0, "id": "c1", "function": {"name": "f", "arguments": '{"a": '}}]),
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
     ) + b"data: [DONE]\n\n"
     result = await replay(provider(), hello(), body)
     assert result.tool_calls[0].args == {"_raw": '{"a": '}
+    assert result.finish.cut_tool_calls == []
+
+
+async def test_call_cut_by_the_token_limit_is_recorded_not_called():
+    body = sse(
+        delta(content="Writing the file."),
+        delta(tool_calls=[{"index": 0, "id": "c0", "function": {"name": "ok", "arguments": "{}"}}]),
+        delta(tool_calls=[{"index": 1, "id": "c1", "function": {"name": "make_file", "arguments": '{"a": '}}]),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
+    ) + b"data: [DONE]\n\n"
+    result = await replay(provider(), hello(), body, split="7")
     assert result.finish.reason == FinishReason.LENGTH
+    assert [c.name for c in result.tool_calls] == ["ok"]  # the complete call is still a call
+    assert [(c.id, c.name, c.arguments) for c in result.finish.cut_tool_calls] == [("c1", "make_file", '{"a": ')]
+    assert [p.name for p in result.finish.message.tool_uses] == ["ok"]
+
+
+async def test_refusal_is_replayed_in_its_own_field():
+    fx = load_fixture("openai", "refusal")
+    result = await replay(provider(), hello(), fx.body, split="random")
+    assert result.finish.reason == FinishReason.CONTENT_FILTER and result.finish.raw_reason == "stop"
+    history = [Message("user", [TextPart("q")]), result.finish.message, Message("user", [TextPart("q2")])]
+    body = (await _body(provider(), ModelRequest("m", history)))["json"]
+    assert body["messages"][1] == {"role": "assistant", "content": None, "refusal": fx.expected["refusal"]}
 
 
 async def test_stream_cut_before_finish_is_a_network_error():

@@ -3,8 +3,9 @@
 Usage: ``message_start`` usage overwritten by every non-null field of
 ``message_delta`` usage (output tokens are cumulative, never added). A
 redacted thinking block is not shown (no delta). A tool call cut by
-``max_tokens`` (no ``content_block_stop``) gets a start but no end event and
-is left out of the final message. Server-side blocks are kept whole on the
+``max_tokens`` (no ``content_block_stop``) gets a start but no end event, is
+left out of the final message and is reported in ``Finish.cut_tool_calls``
+with its partial JSON. Server-side blocks are kept whole on the
 message (see ``nbagent.providers.anthropic``).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
-from ..core.steps import FinishReason, ToolCall, UsageMetadata
+from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
 from .base import Event, Finish, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
 from .http import classify_error, parse_json
 from .sse import SSEEvent
@@ -111,6 +112,8 @@ class AnthropicStreamParser:
                 message=message,
                 structured_output=self.structured_output,
                 model=self.model,
+                cut_tool_calls=[CutToolCall(b.id, b.name, b.json) for _, b in sorted(self.blocks.items())
+                                if b.type == "tool_use" and not b.done and not self._is_structured(b)],
             )
         ]
 

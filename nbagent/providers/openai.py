@@ -8,9 +8,13 @@ finish chunk, content chunk, ``x_groq.usage``), ``reasoning_content`` /
 ``null`` or empty arguments, missing or repeated finish reasons, in-band
 errors on an HTTP 200 stream, ``n > 1`` (only choice 0 is used).
 
-Tool arguments that are not a JSON object (truncated by ``max_tokens``,
-invalid) become ``{"_raw": "<the string received>"}``, so the tool call
-still reaches the caller and the model sees the tool's complaint.
+A ``refusal`` streams as ``RefusalDelta`` (not answer text), ends the call
+with ``FinishReason.CONTENT_FILTER`` and is replayed in the assistant
+message's own ``refusal`` field. Tool arguments that are not a JSON object
+become ``{"_raw": "<the string received>"}``, so the tool call still reaches
+the caller and the model sees the tool's complaint -- except when
+``finish_reason`` is ``length``: then the call was cut by the token limit and
+is reported in ``Finish.cut_tool_calls`` instead (never run or replayed).
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import httpx
 
 from ..core.errors import NbagentError
 from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from ..core.steps import FinishReason, ToolCall, UsageMetadata
+from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
 from .base import (
+    REFUSAL,
     Event,
     Finish,
     ModelRequest,
+    RefusalDelta,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -147,7 +153,9 @@ def messages_to_openai(
 
 
 def _assistant_message(message: Message, with_details: bool) -> dict:
-    text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
+    texts = [p for p in message.parts if isinstance(p, TextPart)]
+    text = "".join(p.text for p in texts if not p.provider_details.get(REFUSAL))
+    refusal = "".join(p.text for p in texts if p.provider_details.get(REFUSAL))
     calls = [
         {
             "id": p.id,
@@ -158,6 +166,9 @@ def _assistant_message(message: Message, with_details: bool) -> dict:
         if isinstance(p, ToolUsePart)
     ]
     msg: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    if refusal:  # the API's own slot for it: never replayed as an answer
+        msg["content"] = text or None
+        msg["refusal"] = refusal
     if calls:
         msg["tool_calls"] = calls
     details = [
@@ -261,6 +272,7 @@ class OpenAIChatParser:
         self.provider = provider
         self.structured = structured
         self.text: list[str] = []
+        self.refusal: list[str] = []
         self.thinking: list[str] = []
         self.reasoning_details: dict[tuple, dict] = {}
         self.calls: dict[int, _Call] = {}
@@ -312,11 +324,14 @@ class OpenAIChatParser:
         for detail in delta.get("reasoning_details") or []:
             if isinstance(detail, dict):
                 self._merge_reasoning_detail(detail)
-        for name in ("content", "refusal"):
-            text = delta.get(name)
-            if isinstance(text, str) and text:
-                self.text.append(text)
-                events.append(TextDelta(text))
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            self.text.append(text)
+            events.append(TextDelta(text))
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:  # Snowflake sends "" on every chunk
+            self.refusal.append(refusal)
+            events.append(RefusalDelta(refusal))
         for tc in delta.get("tool_calls") or []:
             if isinstance(tc, dict):
                 events.extend(self._tool_delta(tc))
@@ -365,7 +380,6 @@ class OpenAIChatParser:
                 kind="network",
                 provider=self.provider,
             )
-        events: list[Event] = []
         parts: list = []
         thinking = "".join(self.thinking)
         if thinking or self.reasoning_details:
@@ -373,25 +387,40 @@ class OpenAIChatParser:
             if self.reasoning_details:
                 details["reasoning_details"] = list(self.reasoning_details.values())
             parts.append(ThinkingPart(thinking, provider_details=details))
-        text = "".join(self.text)
-        if text:
-            parts.append(TextPart(text))
-        for key in sorted(self.calls):
-            call = self.calls[key]
-            call.id = call.id or f"call_{key}_{uuid.uuid4().hex[:8]}"  # some servers send none
-            args = parse_tool_arguments("".join(call.arguments))
-            parts.append(ToolUsePart(call.id, call.name, args))
-            events.append(ToolCallEnd(key, ToolCall(call.id, call.name, args)))
+        text, refusal = "".join(self.text), "".join(self.refusal)
+        parts += [TextPart(text)] if text else []
+        parts += [TextPart(refusal, provider_details={REFUSAL: True})] if refusal else []
+        events, cut = self._close_calls(parts)
+        reason = map_finish_reason(self.finish_reason, bool(self.calls))
+        if refusal and reason == FinishReason.STOP:
+            reason = FinishReason.CONTENT_FILTER
         events.append(
             Finish(
-                reason=map_finish_reason(self.finish_reason, bool(self.calls)),
+                reason=reason,
                 raw_reason=self.finish_reason,
                 message=Message("assistant", parts),
                 structured_output=_structured(text) if self.structured else None,
                 model=self.model,
+                cut_tool_calls=cut,
             )
         )
         return events
+
+    def _close_calls(self, parts: list) -> tuple[list[Event], list[CutToolCall]]:
+        """End events for the complete calls (added to ``parts``) and the calls the token limit cut."""
+        events: list[Event] = []
+        cut: list[CutToolCall] = []
+        for key in sorted(self.calls):
+            call = self.calls[key]
+            call.id = call.id or f"call_{key}_{uuid.uuid4().hex[:8]}"  # some servers send none
+            raw = "".join(call.arguments)
+            args = parse_tool_arguments(raw)
+            if self.finish_reason == "length" and args == {"_raw": raw}:
+                cut.append(CutToolCall(call.id, call.name, raw))
+                continue
+            parts.append(ToolUsePart(call.id, call.name, args))
+            events.append(ToolCallEnd(key, ToolCall(call.id, call.name, args)))
+        return events, cut
 
 
 def parse_tool_arguments(raw: str) -> dict:

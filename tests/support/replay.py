@@ -26,6 +26,7 @@ from nbagent.providers.base import (
     Finish,
     ModelRequest,
     Provider,
+    RefusalDelta,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -112,6 +113,10 @@ class Replay:
     @property
     def text(self) -> str:
         return "".join(e.text for e in self.events if isinstance(e, TextDelta))
+
+    @property
+    def refusal(self) -> str:
+        return "".join(e.text for e in self.events if isinstance(e, RefusalDelta))
 
     @property
     def thinking(self) -> str:
