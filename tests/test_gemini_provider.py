@@ -66,8 +66,8 @@ async def test_fixture_replay(name, split):
     if exp["prompt_block_reason"]:
         assert finish.reason == FinishReason.CONTENT_FILTER
         assert finish.raw_reason == exp["prompt_block_reason"]
-        assert "blocked" in result.text and exp["prompt_block_reason"] in result.text
-        assert finish.message.text == result.text
+        assert finish.prompt_blocked == f"Gemini blocked this prompt ({exp['prompt_block_reason']}); no reply was generated."
+        assert result.text == "" and finish.message.parts == []  # no made-up reply
         return
 
     assert result.text == exp["text"] == finish.message.text
@@ -372,6 +372,13 @@ def test_recorded_error_bodies(name, kind):
     fx = load_error_fixture(name)
     error = provider().parse_error(fx["http_status"], json.dumps(fx["body"]).encode(), {})
     assert error.kind == kind and not error.retryable
+
+
+def test_location_error_says_what_the_debug_detail_says():
+    fx = load_error_fixture("gemini-400-failed-precondition-location")
+    error = provider().parse_error(400, json.dumps(fx["body"], indent=2).encode(), {})
+    assert error.message == "User location is not supported for the API use."  # not "$grpcMessage"
+    assert (error.kind, error.http_code) == ("invalid_request", 400)
 
 
 def test_429_with_retry_info_is_retryable_after_the_delay():

@@ -28,10 +28,13 @@ one (``call_<hex>_<n>``, ``provider_details["synthetic_id"]``) that is not
 sent back to Gemini, which matches results by name and order. ``finishReason``
 may repeat on every chunk: reading goes on to the end of the body, and a body
 that ends without one is an incomplete reply (a ``network`` error). Unprefixed
-JSON error objects mid-stream raise ``NbagentError`` after the partial output.
-A prompt blocked before any candidate (``promptFeedback.blockReason``) ends
-with ``FinishReason.CONTENT_FILTER`` and a short visible notice as the reply
-text, so the user sees why nothing came back.
+JSON error objects mid-stream raise ``NbagentError`` after the partial output;
+a ``499 CANCELLED`` the server sends on its own is a ``server`` error,
+retryable only while nothing was output. A prompt blocked before any
+candidate (``promptFeedback.blockReason``) ends with
+``FinishReason.CONTENT_FILTER`` and ``Finish.prompt_blocked`` ("Gemini
+blocked this prompt (SAFETY)"); no reply text is made up and nothing is
+added to the history.
 
 Caching: Gemini caches repeated prompt prefixes implicitly (2.5 and later);
 there is nothing to send, and the hits show up as
@@ -322,7 +325,6 @@ class GeminiStreamParser:
         return events
 
     def close(self) -> list[Event]:
-        events: list[Event] = []
         if self.finish_reason is None:
             if not self.block_reason:
                 raise NbagentError(
@@ -332,13 +334,11 @@ class GeminiStreamParser:
                     provider="gemini",
                 )
             why = f"{self.block_reason}: {self.block_message}" if self.block_message else self.block_reason
-            notice = f"[Gemini blocked this prompt ({why}); no reply was generated.]"
-            self.parts.append(TextPart(notice))
-            events.append(TextDelta(notice))
-            reason, raw = FinishReason.CONTENT_FILTER, self.block_reason
-        else:
-            called = any(isinstance(p, ToolUsePart) for p in self.parts)
-            reason, raw = map_finish_reason(self.finish_reason, called), self.finish_reason
+            return [Finish(reason=FinishReason.CONTENT_FILTER, raw_reason=self.block_reason,
+                           message=Message("assistant", self.parts), model=self.model,
+                           prompt_blocked=f"Gemini blocked this prompt ({why}); no reply was generated.")]
+        called = any(isinstance(p, ToolUsePart) for p in self.parts)
+        reason, raw = map_finish_reason(self.finish_reason, called), self.finish_reason
         message = Message("assistant", self.parts)
         structured = None
         if self.structured and message.text.strip():
@@ -346,11 +346,8 @@ class GeminiStreamParser:
                 structured = json.loads(message.text)
             except ValueError:
                 structured = None
-        events.append(
-            Finish(reason=reason, raw_reason=raw, message=message, structured_output=structured,
-                   model=self.model)
-        )
-        return events
+        return [Finish(reason=reason, raw_reason=raw, message=message, structured_output=structured,
+                       model=self.model)]
 
     # -- internals ----------------------------------------------------------
 
@@ -408,8 +405,13 @@ class GeminiStreamParser:
 
     def _stream_error(self, chunk: dict) -> NbagentError:
         error = error_from_payload(chunk, status=None, provider="gemini")
-        error.message = f"Gemini stream error: {error.message}"
+        err = chunk.get("error") if isinstance(chunk.get("error"), dict) else {}
+        if err.get("code") == 499 or str(err.get("status") or "").upper() == "CANCELLED":
+            error.kind, error.retryable = "server", True  # not the caller's doing: it is still reading
+            when = "after part of the reply" if self.parts else "before any output"
+            error.message = f"Gemini cancelled the request on its side (499 CANCELLED) {when}: {error.message}"
+        else:
+            error.message = f"Gemini stream error: {error.message}"
         error.args = (error.message,)
-        if self.parts:  # a partial reply was shown: do not retry it
-            error.retryable = False
+        error.retryable = error.retryable and not self.parts  # a partial reply was shown: no retry
         return error

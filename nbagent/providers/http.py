@@ -2,10 +2,12 @@
 
 ``HTTPProvider.stream`` POSTs the request a subclass builds, maps error
 replies to ``NbagentError`` (see ERRORS.md), retries retryable failures
-that happen before the first byte of a successful body, decodes the SSE
-body and runs it through the subclass's parser. Subclasses implement
-``build_http_request``, ``new_parser`` and, if their error envelope needs
-it, ``parse_error``.
+that happen before the first byte of a successful body (and retryable
+in-band stream errors that come before any output), decodes the SSE body
+and runs it through the subclass's parser. A 2xx body that is an HTML or
+XML page (a proxy, a login portal) is a ``protocol`` error naming its
+type. Subclasses implement ``build_http_request``, ``new_parser`` and, if
+their error envelope needs it, ``parse_error``.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import weakref
 from typing import Any, AsyncIterator, Mapping, Protocol
 
 import httpx
 
 from ..core.errors import NbagentError, redact, register_secret
-from .base import Event, ModelRequest, Provider
+from .base import Event, ModelRequest, Provider, Usage
 from .http_errors import (classify_error, error_from_payload, is_context_length_message, parse_json,
                           retry_after_from_headers)
 from .sse import SSEDecoder, SSEEvent
@@ -191,8 +194,13 @@ class HTTPProvider(Provider):
                         error = await self._error_reply(response)
                     else:
                         async for event in self._body_events(request, response, progress):
+                            progress.output = progress.output or not isinstance(event, Usage)
                             yield event
                         return
+            except NbagentError as exc:
+                if not (progress.parsing and exc.retryable) or progress.output:
+                    raise
+                error, progress.got_bytes = exc, False  # an in-band error before any output: ask again
             except (httpx.TimeoutException, httpx.UnsupportedProtocol, httpx.TransportError,
                     httpx.DecodingError) as exc:
                 error, cause = self._transport_error(exc, url, progress.got_bytes), exc
@@ -218,7 +226,13 @@ class HTTPProvider(Provider):
     async def _body_events(self, request: ModelRequest, response: httpx.Response,
                            progress: "_Progress") -> AsyncIterator[Event]:
         """Decode a 2xx body (SSE, or one plain JSON document) through the parser."""
-        if _is_plain_json(response.headers):
+        content_type = _content_type(response.headers)
+        if content_type in _NOT_A_STREAM:
+            raw = await response.aread()
+            raise NbagentError(f"the server answered HTTP {response.status_code} with {content_type} "
+                               f"instead of an event stream{_page_title(raw)}", kind="protocol",
+                               provider=self.name)
+        if content_type == "application/json":
             raw = await response.aread()
             progress.got_bytes = bool(raw)
             self._raise_for_json_body(raw)
@@ -227,6 +241,7 @@ class HTTPProvider(Provider):
             chunks = response.aiter_bytes()
         parser = self.new_parser(request)
         decoder = SSEDecoder(raw_lines=self.sse_raw_lines)
+        progress.parsing = True
         async for chunk in chunks:
             if not chunk:
                 continue
@@ -266,9 +281,11 @@ class HTTPProvider(Provider):
 
 
 class _Progress:
-    """Whether a response body has delivered any bytes (then nothing is retried)."""
+    """How far a response body got: bytes read (then nothing is retried), parser started, output yielded."""
 
     got_bytes = False
+    parsing = False
+    output = False
 
 
 async def _close_on_loop_shutdown(client: httpx.AsyncClient) -> AsyncIterator[None]:
@@ -278,8 +295,18 @@ async def _close_on_loop_shutdown(client: httpx.AsyncClient) -> AsyncIterator[No
         await client.aclose()
 
 
-def _is_plain_json(headers: Mapping[str, str]) -> bool:
-    return headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
+_NOT_A_STREAM = {"text/html", "application/xhtml+xml", "text/xml", "application/xml"}
+
+
+def _content_type(headers: Mapping[str, str]) -> str:
+    return headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _page_title(raw: bytes) -> str:
+    """``: <the page's title>`` of an HTML page, else ``""`` (for messages)."""
+    match = re.search(rb"<title[^>]*>(.*?)</title>", raw[:4096], re.IGNORECASE | re.DOTALL)
+    title = " ".join(match.group(1).decode("utf-8", "replace").split())[:120] if match else ""
+    return f' (page title "{title}")' if title else ""
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:

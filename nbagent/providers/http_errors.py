@@ -134,6 +134,7 @@ def error_from_payload(
     for detail in details if isinstance(details, list) else []:
         if not isinstance(detail, dict):
             continue
+        message = _with_detail(message, detail_text(detail.get("detail")))
         codes.append(detail.get("reason"))
         violations = detail.get("violations")
         for violation in violations if isinstance(violations, list) else []:
@@ -152,6 +153,35 @@ def error_from_payload(
     if status in (None, 200):  # an in-band error: keep the reported code for display
         error.http_code = in_band_status
     return error
+
+
+_DETAIL_MESSAGE = re.compile(r'message:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def detail_text(value: Any) -> str:
+    """The readable sentence of a ``google.rpc.DebugInfo`` ``detail`` ("" when none).
+
+    ``[ORIGINAL ERROR] generic::failed_precondition: User location is not
+    supported ... [google.rpc.error_details_ext] { message: "..." }`` gives
+    ``User location is not supported ...``.
+    """
+    if not isinstance(value, str) or not value.strip():
+        return ""
+    match = _DETAIL_MESSAGE.search(value)
+    if match:
+        return match.group(1).strip()
+    text = re.sub(r"^\[ORIGINAL ERROR\]\s*(generic::\w+:\s*)?", "", value.strip())
+    return re.sub(r"\s*\[google\.rpc\.[^\]]*\].*$", "", text, flags=re.DOTALL).strip()
+
+
+def _with_detail(message: str, detail: str) -> str:
+    """``detail`` instead of an empty or placeholder message (``$grpcMessage``), else ``message``.
+
+    A real message is kept alone: details may echo the request (an API key).
+    """
+    if detail and (not message.strip() or message.strip().startswith("$")):
+        return detail
+    return message
 
 
 def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
