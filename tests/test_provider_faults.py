@@ -1,9 +1,9 @@
 """Providers against a real misbehaving HTTP server: retries, cuts, stalls, garbage.
 
 The faults every provider shares (rate limits, 5xx, auth, cut connections,
-garbage, empty bodies, stalls) run once per wire format in ``support.wires.WIRES``
-(OpenAI, Anthropic, Gemini); another provider joins by adding its ``WireFormat``
-there. Below them, each wire format's own in-band errors and headers, then the
+garbage, empty bodies, HTML pages, stalls) run once per wire format in
+``support.wires.WIRES`` (OpenAI, Anthropic, Gemini, OpenAI Responses); another
+provider joins by adding its ``WireFormat`` there. Below them, each wire format's own in-band errors and headers, then the
 error-envelope parsing.
 """
 
@@ -41,16 +41,20 @@ from support.wires import (
     anthropic_event,
     anthropic_prefix,
     anthropic_text,
+    RESPONSES_WIRE,
     gemini_prefix,
     gemini_text,
     openai_error,
     openai_text,
+    responses_event,
+    responses_prefix,
+    responses_text,
 )
 
 KEY = "sk-fault-test-key-0123456789abcdef"  # every wire, in the shared faults
 ANTHROPIC_KEY = "sk-ant-fault-key-0123456789abcdef"
 GEMINI_KEY = "AIzaSyFAULT-key-0123456789abcdefghij"
-KEYS = {"anthropic": ANTHROPIC_KEY, "gemini": GEMINI_KEY}
+KEYS = {"anthropic": ANTHROPIC_KEY, "gemini": GEMINI_KEY, "openai-responses": KEY}
 
 wire_param = pytest.mark.parametrize("wire", WIRES, ids=[w.name for w in WIRES])
 
@@ -161,6 +165,18 @@ async def test_empty_200_body_is_an_error_and_not_retried(wire, fault_server):
     assert events == []
     assert error.kind in ("protocol", "network")
     assert "empty" in error.message
+    assert len(fault_server.requests) == 1
+
+
+@wire_param
+async def test_html_page_with_status_200_is_a_protocol_error_naming_its_type(wire, fault_server):
+    page = b"<!DOCTYPE html><html><head><title>Sign in | Corporate Proxy</title></head><body>...</body></html>"
+    fault_server.push(reply(200, page, {"Content-Type": "text/html; charset=utf-8"}), sse(wire.text_body(["never"])))
+    events, error = await collect(make(wire, fault_server))
+    assert events == []
+    assert error.kind == "protocol" and not error.retryable
+    assert "text/html" in error.message and "Corporate Proxy" in error.message
+    assert "connection" not in error.message and "incomplete" not in error.message
     assert len(fault_server.requests) == 1
 
 
@@ -323,6 +339,64 @@ async def test_gemini_raw_json_error_mid_stream(fault_server):
     assert error.kind == "server" and not error.retryable
     assert "overloaded" in str(error)
     assert len(fault_server.requests) == 1
+
+
+GEMINI_CANCEL = b'data: {"error": {"code": 499, "message": "The operation was cancelled.", "status": "CANCELLED"}}\r\n\r\n'
+
+
+async def test_gemini_server_side_cancel_before_any_output_is_retried(fault_server):
+    fault_server.push(sse(GEMINI_CANCEL), sse(gemini_text(["ok"])))
+    events, error = await collect(make_with_own_key(GEMINI_WIRE, fault_server))
+    assert error is None and text_of(events) == "ok"
+    assert len(fault_server.requests) == 2
+
+
+async def test_gemini_server_side_cancel_after_output_is_a_clear_error(fault_server):
+    fault_server.push(sse(gemini_prefix(["Half "]) + GEMINI_CANCEL), sse(gemini_text(["never"])))
+    events, error = await collect(make_with_own_key(GEMINI_WIRE, fault_server))
+    assert text_of(events) == "Half "
+    assert (error.kind, error.retryable) == ("server", False)
+    assert "cancelled the request on its side (499 CANCELLED) after part of the reply" in error.message
+    assert len(fault_server.requests) == 1
+
+
+async def test_gemini_cancel_before_output_gives_up_after_the_retries(fault_server):
+    fault_server.push(*[sse(GEMINI_CANCEL) for _ in range(2)])
+    events, error = await collect(make_with_own_key(GEMINI_WIRE, fault_server, max_retries=1))
+    assert (error.kind, error.retryable) == ("server", True)
+    assert "before any output" in error.message and "2 attempts" in error.message
+
+
+# --- OpenAI Responses specifics -------------------------------------------------------------
+
+
+RESPONSES_ERROR = {"type": "error", "code": "server_error", "message": "The server had an error", "param": None}
+
+
+async def test_responses_error_event_before_output_is_retried(fault_server):
+    created = responses_event({"type": "response.created", "response": {"id": "r", "model": "gpt-fault"}})
+    fault_server.push(sse(created + responses_event(RESPONSES_ERROR)), sse(responses_text(["fine"])))
+    events, error = await collect(make(RESPONSES_WIRE, fault_server))
+    assert error is None and text_of(events) == "fine"
+    assert len(fault_server.requests) == 2
+
+
+async def test_responses_error_event_after_output_keeps_the_text(fault_server):
+    fault_server.push(sse(responses_prefix(["Par", "tial"]) + responses_event(RESPONSES_ERROR)),
+                      sse(responses_text(["never"])))
+    events, error = await collect(make(RESPONSES_WIRE, fault_server))
+    assert text_of(events) == "Partial"
+    assert (error.kind, error.retryable) == ("server", False) and "The server had an error" in error.message
+    assert len(fault_server.requests) == 1
+
+
+async def test_responses_request_reaches_the_server(fault_server):
+    fault_server.push(sse(responses_text(["hi"])))
+    await collect(make(RESPONSES_WIRE, fault_server))
+    (req,) = fault_server.requests
+    assert req.path == "/v1/responses" and req.headers["authorization"] == f"Bearer {KEY}"
+    assert req.json["input"] == [{"role": "user", "content": "hi"}]
+    assert req.json["store"] is False and req.json["stream"] is True
 
 
 # --- error envelopes and retry headers ---------------------------------------------------

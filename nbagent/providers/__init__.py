@@ -36,6 +36,7 @@ class Registration:
 
 _BUILTIN = {
     "openai": ("nbagent.providers.openai:OpenAIProvider", "gpt-4.1-mini"),
+    "openai-responses": ("nbagent.providers.openai_responses:OpenAIResponsesProvider", "gpt-5-mini"),
     "anthropic": ("nbagent.providers.anthropic:AnthropicProvider", "claude-sonnet-4-5"),
     "claude": ("nbagent.providers.anthropic:AnthropicProvider", "claude-sonnet-4-5"),
     "gemini": ("nbagent.providers.gemini:GeminiProvider", "gemini-2.5-flash"),

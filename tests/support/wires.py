@@ -1,5 +1,7 @@
 """Each provider's wire format for the fault tests (tests/test_provider_faults.py).
 
+OpenAI Chat Completions, Anthropic Messages, Gemini and the OpenAI Responses API.
+
 A ``WireFormat`` says how to build a provider against the fault server and
 how its streamed answers and error envelopes look as raw bytes. Every test
 of the shared faults runs once per wire in ``WIRES``; another provider joins
@@ -16,6 +18,7 @@ from typing import Any, Callable
 from nbagent.providers.anthropic import AnthropicProvider
 from nbagent.providers.gemini import GeminiProvider
 from nbagent.providers.openai import OpenAIProvider
+from nbagent.providers.openai_responses import OpenAIResponsesProvider
 
 
 @dataclass
@@ -182,4 +185,56 @@ GEMINI_WIRE = WireFormat(
 )
 
 
-WIRES = [OPENAI_WIRE, ANTHROPIC_WIRE, GEMINI_WIRE]
+# --- OpenAI Responses ----------------------------------------------------------------
+
+
+def responses_event(obj: dict) -> bytes:
+    return f"event: {obj['type']}\ndata: {json.dumps(obj)}\n\n".encode()
+
+
+def responses_prefix(pieces: list[str], item_id: str = "msg_1") -> bytes:
+    created = {"type": "response.created", "response": {"id": "resp_1", "model": "gpt-fault", "status": "in_progress"}}
+    added = {"type": "response.output_item.added", "output_index": 0,
+             "item": {"id": item_id, "type": "message", "role": "assistant", "content": []}}
+    deltas = [{"type": "response.output_text.delta", "item_id": item_id, "output_index": 0, "content_index": 0,
+               "delta": p} for p in pieces]
+    return b"".join(responses_event(e) for e in [created, added, *deltas])
+
+
+def responses_completed(output: list[dict], usage: dict | None = None, status: str = "completed",
+                        incomplete: str | None = None) -> bytes:
+    usage = usage or {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 2,
+                      "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 7}
+    response = {"id": "resp_1", "model": "gpt-fault", "status": status, "output": output, "usage": usage,
+                "incomplete_details": {"reason": incomplete} if incomplete else None}
+    return responses_event({"type": f"response.{status}", "response": response})
+
+
+def responses_text(pieces: list[str]) -> bytes:
+    item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "".join(pieces), "annotations": []}]}
+    done = {"type": "response.output_item.done", "output_index": 0, "item": item}
+    return responses_prefix(pieces) + responses_event(done) + responses_completed([item])
+
+
+def responses_tool_prefix() -> bytes:
+    item = {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "weather", "arguments": ""}
+    events = [{"type": "response.created", "response": {"id": "resp_1", "model": "gpt-fault"}},
+              {"type": "response.output_item.added", "output_index": 0, "item": item},
+              {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 0,
+               "delta": '{"city": "Par'}]
+    return b"".join(responses_event(e) for e in events)
+
+
+RESPONSES_WIRE = WireFormat(
+    name="openai-responses",
+    make_provider=lambda base_url, **kw: OpenAIResponsesProvider("gpt-fault", base_url=base_url + "/v1", **kw),
+    text_body=responses_text,
+    text_prefix=responses_prefix,
+    tool_args_prefix=responses_tool_prefix,
+    garbage_body=lambda: responses_prefix(["ok"]) + b"event: response.output_text.delta\ndata: <html>502</html>\n\n",
+    error_body=openai_error,
+)
+
+
+WIRES = [OPENAI_WIRE, ANTHROPIC_WIRE, GEMINI_WIRE, RESPONSES_WIRE]

@@ -1,0 +1,299 @@
+"""OpenAI Responses stream events in, nbagent events out (the response half of the wire).
+
+Events are dispatched on ``data.type`` (the ``event:`` name is the same).
+Output items are addressed by their ``id`` and ordered by ``output_index``:
+``message`` text and refusal deltas, ``reasoning`` summary or raw
+reasoning-text deltas (several summary parts are joined with a blank line),
+``function_call`` argument deltas keyed by the item id while the call is
+sent back by its ``call_id``. ``response.output_item.done`` is
+authoritative: its arguments, its text, and the reasoning item kept whole
+for replay. Usage and the finish come with ``response.completed`` /
+``response.incomplete`` (``max_output_tokens`` -> LENGTH, ``content_filter``
+-> CONTENT_FILTER); ``response.failed`` and ``error`` events raise. A
+function call whose item never finished on an incomplete response was cut
+by the token limit: ``Finish.cut_tool_calls``. Built-in tool items
+(web search, ...) and unknown events are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import NbagentError
+from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
+from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
+from .base import (REFUSAL, Event, Finish, RefusalDelta, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd,
+                   ToolCallStart, Usage)
+from .http import classify_error, parse_json
+from .sse import SSEEvent
+
+OPENAI_ITEM = "openai_item"  # ThinkingPart.provider_details: the reasoning item, replayed whole
+ITEM_ID = "item_id"  # TextPart / ToolUsePart provider_details: the output item's id
+PHASE = "phase"  # TextPart provider_details: "commentary" / "final_answer" (newer models)
+_INCOMPLETE = {"max_output_tokens": FinishReason.LENGTH, "content_filter": FinishReason.CONTENT_FILTER}
+
+
+def normalize_responses_usage(raw: dict) -> UsageMetadata:
+    """Responses usage -> UsageMetadata (input includes cached tokens, output includes reasoning)."""
+    inp, out = _int(raw.get("input_tokens")), _int(raw.get("output_tokens"))
+    in_details = raw.get("input_tokens_details") or {}
+    out_details = raw.get("output_tokens_details") or {}
+    reasoning = min(_int(out_details.get("reasoning_tokens")), out) if out else 0
+    return UsageMetadata(
+        prompt_token_count=inp,
+        candidates_token_count=out - reasoning,
+        total_token_count=_int(raw.get("total_tokens")) or inp + out,
+        cached_content_token_count=_int(in_details.get("cached_tokens")),
+        thoughts_token_count=reasoning,
+        cache_write_token_count=_int(in_details.get("cache_write_tokens")),
+    )
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass
+class _Item:
+    """One output item as it streams."""
+
+    type: str
+    id: str
+    index: int
+    raw: dict = field(default_factory=dict)  # the newest full item (output_item.done wins)
+    text: str = ""  # message text, or reasoning shown as thinking
+    refusal: str = ""
+    arguments: str = ""
+    part: int | None = None  # the reasoning summary / content index being streamed
+    done: bool = False
+
+
+class ResponsesStreamParser:
+    """Responses SSE events in, nbagent events out (one response body)."""
+
+    def __init__(self, provider: str = "openai-responses", structured: bool = False) -> None:
+        self.provider = provider
+        self.structured = structured
+        self.items: dict[str, _Item] = {}
+        self.response: dict = {}  # the terminal event's response object
+        self.status: str | None = None
+        self.model = ""
+        self._output = False
+
+    def feed(self, sse: SSEEvent) -> list[Event]:
+        data = parse_json(sse.data, self.provider)
+        if not isinstance(data, dict):
+            return []
+        kind = str(data.get("type") or sse.event or "")
+        if kind == "error" or sse.event == "error":
+            raise self._error(data)
+        handler = _HANDLERS.get(kind)
+        return handler(self, data) if handler else []
+
+    # -- events -------------------------------------------------------------
+
+    def _on_response(self, data: dict) -> list[Event]:  # created / in_progress
+        response = data.get("response") or {}
+        self.model = str(response.get("model") or self.model)
+        return []
+
+    def _on_item_added(self, data: dict) -> list[Event]:
+        item = self._add(data.get("item") or {}, data.get("output_index"))
+        if item.type == "function_call" and item.id:
+            self._output = True
+            return [ToolCallStart(key=item.id, id=str(item.raw.get("call_id") or ""),
+                                  name=str(item.raw.get("name") or ""))]
+        return []
+
+    def _on_text_delta(self, data: dict) -> list[Event]:
+        text = str(data.get("delta") or "")
+        self._item(data, "message").text += text
+        self._output = self._output or bool(text)
+        return [TextDelta(text)] if text else []
+
+    def _on_refusal_delta(self, data: dict) -> list[Event]:
+        text = str(data.get("delta") or "")
+        self._item(data, "message").refusal += text
+        self._output = self._output or bool(text)
+        return [RefusalDelta(text)] if text else []
+
+    def _on_reasoning_delta(self, data: dict) -> list[Event]:
+        item = self._item(data, "reasoning")
+        text = str(data.get("delta") or "")
+        part = data.get("summary_index", data.get("content_index"))
+        if item.text and part != item.part and text:
+            text = "\n\n" + text  # a new summary part
+        item.part = part
+        item.text += text
+        self._output = self._output or bool(text)
+        return [ThinkingDelta(text)] if text else []
+
+    def _on_arguments_delta(self, data: dict) -> list[Event]:
+        item = self._item(data, "function_call")
+        delta = str(data.get("delta") or "")
+        item.arguments += delta
+        return [ToolCallDelta(key=item.id, args_delta=delta)] if delta else []
+
+    def _on_arguments_done(self, data: dict) -> list[Event]:
+        item = self._item(data, "function_call")
+        if isinstance(data.get("arguments"), str):
+            item.arguments = data["arguments"]
+        return []
+
+    def _on_item_done(self, data: dict) -> list[Event]:
+        raw = data.get("item") or {}
+        item = self._add(raw, data.get("output_index"))
+        item.done = True
+        if item.type == "message":
+            return self._final_text(item, raw)
+        if item.type == "reasoning":
+            return self._final_reasoning(item, raw)
+        if item.type != "function_call":
+            return []
+        if isinstance(raw.get("arguments"), str):
+            item.arguments = raw["arguments"]
+        call = ToolCall(str(raw.get("call_id") or ""), str(raw.get("name") or ""), _arguments(item.arguments))
+        return [ToolCallEnd(key=item.id, call=call)]
+
+    def _on_terminal(self, data: dict) -> list[Event]:  # completed / incomplete / failed
+        self.response = data.get("response") or {}
+        self.status = str(self.response.get("status") or data.get("type", "").rpartition(".")[2])
+        self.model = str(self.response.get("model") or self.model)
+        if self.status == "failed":
+            raise self._error(self.response)
+        usage = self.response.get("usage")
+        if isinstance(usage, dict) and usage:
+            return [Usage(normalize_responses_usage(usage), raw=usage)]
+        return []
+
+    # -- the end ------------------------------------------------------------
+
+    def close(self) -> list[Event]:
+        if self.status is None:
+            raise NbagentError(
+                "the Responses stream ended before response.completed: the reply is incomplete "
+                "(connection cut or proxy timeout)", kind="network", provider=self.provider)
+        parts, cut = self._parts()
+        text = "".join(p.text for p in parts if isinstance(p, TextPart) and not p.provider_details.get(REFUSAL))
+        refused = any(isinstance(p, TextPart) and p.provider_details.get(REFUSAL) for p in parts)
+        details = self.response.get("incomplete_details") or {}
+        raw = str(details.get("reason") or self.status) if self.status == "incomplete" else self.status
+        if self.status == "incomplete":
+            reason = _INCOMPLETE.get(raw, FinishReason.OTHER)
+        elif refused:
+            reason = FinishReason.CONTENT_FILTER
+        else:
+            reason = FinishReason.TOOL_CALLS if any(isinstance(p, ToolUsePart) for p in parts) else FinishReason.STOP
+        structured = _json(text) if self.structured else None
+        return [Finish(reason=reason, raw_reason=raw, message=Message("assistant", parts),
+                       structured_output=structured, model=self.model, cut_tool_calls=cut)]
+
+    def _parts(self) -> tuple[list, list[CutToolCall]]:
+        parts: list = []
+        cut: list[CutToolCall] = []
+        items = sorted(self.items.values(), key=lambda i: i.index)
+        for n, item in enumerate(items):
+            following = items[n + 1].type if n + 1 < len(items) else ""
+            if item.type == "reasoning":
+                replay = following in ("message", "function_call") and _replayable(item.raw)
+                if item.text or replay:
+                    parts.append(ThinkingPart(item.text, provider_details={OPENAI_ITEM: item.raw} if replay else {}))
+            elif item.type == "message":
+                details = {ITEM_ID: item.id, **({PHASE: item.raw["phase"]} if item.raw.get("phase") else {})}
+                parts += [TextPart(item.text, provider_details=dict(details))] if item.text else []
+                parts += [TextPart(item.refusal, provider_details={**details, REFUSAL: True})] if item.refusal else []
+            elif item.type == "function_call":
+                call_id, name = str(item.raw.get("call_id") or ""), str(item.raw.get("name") or "")
+                if item.done:
+                    parts.append(ToolUsePart(call_id, name, _arguments(item.arguments), {ITEM_ID: item.id}))
+                else:  # never finished: cut by the token limit
+                    cut.append(CutToolCall(call_id, name, item.arguments))
+        return parts, cut
+
+    # -- helpers ------------------------------------------------------------
+
+    def _item(self, data: dict, kind: str) -> _Item:
+        """The item a delta event (``item_id``) is about; made up when ``output_item.added`` was skipped."""
+        return self._add({"id": data.get("item_id"), "type": kind}, data.get("output_index"), full=False)
+
+    def _add(self, raw: dict, index: Any, full: bool = True) -> _Item:
+        item_id = str(raw.get("id") or "")
+        item = self.items.get(item_id)
+        if item is None:
+            position = index if isinstance(index, int) else len(self.items)
+            item = self.items[item_id] = _Item(str(raw.get("type") or ""), item_id, position, dict(raw))
+        elif full:
+            item.raw = dict(raw)
+        return item
+
+    def _final_text(self, item: _Item, raw: dict) -> list[Event]:
+        """Take the done item's text as final; stream whatever the deltas had not shown."""
+        content = [c for c in raw.get("content") or [] if isinstance(c, dict)]
+        text = "".join(str(c.get("text") or "") for c in content if c.get("type") == "output_text")
+        refusal = "".join(str(c.get("refusal") or "") for c in content if c.get("type") == "refusal")
+        events: list[Event] = []
+        if text and text.startswith(item.text) and text != item.text:
+            events.append(TextDelta(text[len(item.text):]))
+        if refusal and refusal.startswith(item.refusal) and refusal != item.refusal:
+            events.append(RefusalDelta(refusal[len(item.refusal):]))
+        item.text, item.refusal = text or item.text, refusal or item.refusal
+        return events
+
+    def _final_reasoning(self, item: _Item, raw: dict) -> list[Event]:
+        """Show reasoning text that arrived only in the done item (servers that send no deltas)."""
+        if item.text:
+            return []
+        pieces = [str(p.get("text") or "") for key in ("summary", "content")
+                  for p in raw.get(key) or [] if isinstance(p, dict)]
+        item.text = "\n\n".join(p for p in pieces if p)
+        return [ThinkingDelta(item.text)] if item.text else []
+
+    def _error(self, data: dict) -> NbagentError:
+        err = data.get("error") if isinstance(data.get("error"), dict) else data
+        code, message = err.get("code"), str(err.get("message") or "the response failed")
+        error = classify_error(None, f"OpenAI Responses stream error ({code or 'error'}): {message}",
+                               codes=[code, err.get("type")], provider=self.provider)
+        if self._output:  # a partial reply was shown: do not retry it
+            error.retryable = False
+        return error
+
+
+def _replayable(raw: dict) -> bool:
+    """A reasoning item can go back statelessly only with its encrypted (or raw) content."""
+    return bool(raw.get("encrypted_content") or raw.get("content"))
+
+
+def _arguments(raw: str) -> dict:
+    """Arguments text -> dict: empty is ``{}``, not a JSON object is ``{"_raw": raw}``."""
+    value = _json(raw) if raw.strip() else {}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+_P = ResponsesStreamParser
+_HANDLERS = {
+    "response.created": _P._on_response,
+    "response.in_progress": _P._on_response,
+    "response.output_item.added": _P._on_item_added,
+    "response.output_text.delta": _P._on_text_delta,
+    "response.refusal.delta": _P._on_refusal_delta,
+    "response.reasoning_summary_text.delta": _P._on_reasoning_delta,
+    "response.reasoning_text.delta": _P._on_reasoning_delta,
+    "response.function_call_arguments.delta": _P._on_arguments_delta,
+    "response.function_call_arguments.done": _P._on_arguments_done,
+    "response.output_item.done": _P._on_item_done,
+    "response.completed": _P._on_terminal,
+    "response.incomplete": _P._on_terminal,
+    "response.failed": _P._on_terminal,
+}
