@@ -9,6 +9,7 @@ history; a turn stopped at ``max_tool_iterations`` answered with an empty text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -227,3 +228,34 @@ def test_the_tool_call_limit_says_why_in_the_response():
     provider = ScriptedProvider([tool_call((f"c{i}", "again", {})) for i in range(3)])
     resp = Agent(model=provider, tools=[again], max_tool_iterations=2).ask("loop")
     assert "max_tool_iterations=2" in resp.text
+
+
+# --- 6. calls finished before an interrupt -------------------------------------------------------
+
+
+async def test_calls_complete_before_an_interrupt_are_closed_not_pending():
+    from nbagent.core.steps import ToolCall
+    from nbagent.providers.base import ToolCallEnd
+
+    from support.scripted import Pause
+
+    pause = Pause()
+    provider = ScriptedProvider([[TextDelta("Let me check. "), ToolCallEnd(0, ToolCall("t1", "lookup", {"q": 1})),
+                                  pause, TextDelta("never")]])
+
+    @tool
+    def lookup(q: int) -> str:
+        """Look something up."""
+        return "found"
+
+    agent = Agent(model=provider, tools=[lookup])
+    conv = agent.conversation
+    task = asyncio.ensure_future(conv.chat_to_completion("look it up"))
+    await asyncio.wait_for(pause.reached.wait(), 10)
+    conv.interrupt()
+    resp = await task
+    assert resp.finish_reason.value == "INTERRUPTED"
+    calls = conv.tool_calls_df()
+    assert calls["status"].tolist() == ["CANCELED"] and calls["approval"].tolist() == ["canceled"]
+    assert conv.turns[0].tool_calls == 1
+    assert_history_valid(conv.connection.session)

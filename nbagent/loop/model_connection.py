@@ -27,7 +27,7 @@ from ..core.text import clean_text
 from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
 from .compaction import compact_if_needed, compaction_budget
 from .hooks import Block, Hooks, call_hook
-from .tool_runner import CANCELED_RESULT, ToolRunner, in_call_order, with_unique_call_ids
+from .tool_runner import CANCELED_RESULT, ToolRunner, in_call_order, unrun_call_steps, with_unique_call_ids
 from .tool_threads import DEFAULT_TOOL_TIMEOUT
 
 _END = object()
@@ -336,7 +336,8 @@ class ModelConnection:
                     self._close_partial(step, calls)
                     step.status = StepStatus.CANCELED
                     step.finished_at = time.time()
-                    yield step.snapshot()
+                    for update in [step.snapshot(), *unrun_call_steps(calls, self._new_step)]:
+                        yield update
                     return
                 if isinstance(event, BaseException):
                     for update in self._fail(step, calls, event):
@@ -409,12 +410,14 @@ class ModelConnection:
         step.finished_at = time.time()
         step.error = str(exc)
         step.http_code = getattr(exc, "http_code", None) or 0
+        unrun = unrun_call_steps(calls, self._new_step)
         err = self._finish(FinishReason.ERROR, status=StepStatus.ERROR)
         err.error, err.http_code = step.error, step.http_code
-        return [step.snapshot(), err]
+        return [step.snapshot(), *unrun, err]
 
     def _close_partial(self, step: Step, calls: list[ToolCall]) -> None:
         """Keep what the model said so far and close its complete calls with a result."""
+        with_unique_call_ids(Message("assistant", []), calls)
         parts: list = [TextPart(step.content)] if step.content else []
         if step.refusal:
             parts.append(TextPart(step.refusal, {REFUSAL: True}))
