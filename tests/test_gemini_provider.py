@@ -374,6 +374,15 @@ def test_recorded_error_bodies(name, kind):
     assert error.kind == kind and not error.retryable
 
 
+async def test_recorded_mid_stream_cancel_after_output_is_a_clear_error():
+    fx = load_fixture("gemini", "error-mid-stream-raw-json")  # {"error": {"code": 499, "status": "CANCELLED"}}
+    result = await replay(provider(), ask(), fx.body, split="random")
+    assert result.text == "First Second "
+    assert (result.error.kind, result.error.retryable) == ("server", False)
+    assert "cancelled the request on its side (499 CANCELLED) after part of the reply" in result.error.message
+    assert len(result.requests) == 1
+
+
 def test_location_error_says_what_the_debug_detail_says():
     fx = load_error_fixture("gemini-400-failed-precondition-location")
     error = provider().parse_error(400, json.dumps(fx["body"], indent=2).encode(), {})

@@ -294,3 +294,15 @@ def test_model_string_with_a_hyphenated_prefix():
     agent = Agent(model="openai-responses:gpt-5-mini", api_key=KEY)
     assert isinstance(agent.provider, OpenAIResponsesProvider) and agent.provider.model == "gpt-5-mini"
     assert providers.create("openai-responses", "", api_key=KEY).model == "gpt-5-mini"
+
+
+async def test_items_only_the_terminal_event_completes_are_still_complete():
+    call = {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": ""}
+    done = dict(call, arguments='{"city":"Oslo"}', status="completed")
+    end = _end("completed")
+    end["response"]["output"] = [done]
+    body = events(*_head(call), {"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+                                 "output_index": 0, "delta": '{"city":"Oslo"}'}, end)
+    result = await replay(provider(), ask(), body)
+    assert [(c.id, c.args) for c in result.tool_calls] == [("call_1", {"city": "Oslo"})]
+    assert result.finish.reason == FinishReason.TOOL_CALLS and result.finish.cut_tool_calls == []

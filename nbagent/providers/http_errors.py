@@ -3,7 +3,9 @@
 ``classify_error`` decides the kind and whether a retry may help from the
 HTTP status and the provider's error code and message; ``error_from_payload``
 reads the error envelopes of OpenAI, Anthropic, Gemini and OpenAI-compatible
-servers; ``retry_after_from_headers`` honours ``retry-after`` / ``retry-after-ms``.
+servers (a Google ``details[].detail`` sentence replaces an empty or
+placeholder message); ``retry_after_from_headers`` honours ``retry-after`` /
+``retry-after-ms``.
 """
 
 from __future__ import annotations

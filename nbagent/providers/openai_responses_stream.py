@@ -9,9 +9,10 @@ sent back by its ``call_id``. ``response.output_item.done`` is
 authoritative: its arguments, its text, and the reasoning item kept whole
 for replay. Usage and the finish come with ``response.completed`` /
 ``response.incomplete`` (``max_output_tokens`` -> LENGTH, ``content_filter``
--> CONTENT_FILTER); ``response.failed`` and ``error`` events raise. A
-function call whose item never finished on an incomplete response was cut
-by the token limit: ``Finish.cut_tool_calls``. Built-in tool items
+-> CONTENT_FILTER), whose ``output`` also completes items a server never
+sent ``output_item.done`` for; ``response.failed`` and ``error`` events
+raise. A function call whose item never finished was cut by the token
+limit: ``Finish.cut_tool_calls``. Built-in tool items
 (web search, ...) and unknown events are ignored.
 """
 
@@ -166,10 +167,15 @@ class ResponsesStreamParser:
         self.model = str(self.response.get("model") or self.model)
         if self.status == "failed":
             raise self._error(self.response)
+        events: list[Event] = []
+        for n, raw in enumerate(self.response.get("output") or []):  # items a lax server never finished
+            item = self.items.get(str(raw.get("id") or "")) if isinstance(raw, dict) else None
+            if isinstance(raw, dict) and (item is None or not item.done) and raw.get("status") in (None, "completed"):
+                events += self._on_item_done({"item": raw, "output_index": item.index if item else n})
         usage = self.response.get("usage")
         if isinstance(usage, dict) and usage:
-            return [Usage(normalize_responses_usage(usage), raw=usage)]
-        return []
+            events.append(Usage(normalize_responses_usage(usage), raw=usage))
+        return events
 
     # -- the end ------------------------------------------------------------
 
