@@ -18,10 +18,12 @@ Messages never contain secrets: every known API key is scrubbed from them.
 
 from __future__ import annotations
 
-from .text import cap, clean_text
-
+import json
 import os
 import re
+from urllib.parse import quote, quote_plus
+
+from .text import cap, clean_text
 
 KINDS = (
     "auth",
@@ -42,10 +44,17 @@ _KEY_PATTERN = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,})")
 _registered_secrets: set[str] = set()
 
 
+def secret_forms(secret: str) -> set[str]:
+    """Every way a secret shows up in text: raw, stripped, escaped (repr / JSON), URL-encoded."""
+    forms = {secret, secret.strip(), repr(secret)[1:-1], json.dumps(secret)[1:-1], quote(secret, safe=""),
+             quote_plus(secret)}
+    return {f for f in forms if len(f) >= 6}
+
+
 def register_secret(secret: str | None) -> None:
-    """Remember a secret so that it is scrubbed from every error message."""
-    if secret and len(secret) >= 6:
-        _registered_secrets.add(secret)
+    """Remember a secret so that it is scrubbed from every error message and log line."""
+    if secret and len(secret.strip()) >= 6:
+        _registered_secrets.update(secret_forms(secret))
 
 
 def redact(text: str) -> str:
@@ -55,8 +64,8 @@ def redact(text: str) -> str:
     secrets = set(_registered_secrets)
     for name in _KEY_ENV:
         value = os.environ.get(name)
-        if value and len(value) >= 6:
-            secrets.add(value)
+        if value and len(value.strip()) >= 6:
+            secrets.update(secret_forms(value))
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "[redacted]")
     return _KEY_PATTERN.sub("[redacted]", text)

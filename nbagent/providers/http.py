@@ -21,11 +21,14 @@ from typing import Any, AsyncIterator, Mapping, Protocol
 
 import httpx
 
-from ..core.errors import NbagentError, redact, register_secret
+from ..core.errors import NbagentError, redact
+from .credentials import clean_api_key, install_log_filter, split_base_url
 from .base import Event, ModelRequest, Provider, Usage
 from .http_errors import (classify_error, error_from_payload, is_context_length_message, parse_json,
                           retry_after_from_headers)
 from .sse import SSEDecoder, SSEEvent
+
+install_log_filter()  # httpx logs request URLs (and so any key in a query) at INFO
 
 __all__ = [
     "HTTPProvider",
@@ -65,6 +68,7 @@ class HTTPProvider(Provider):
         api_key: str | None = None,
         base_url: str | None = None,
         connect_timeout: float = 10.0,
+        first_byte_timeout: float = 60.0,
         read_timeout: float = 120.0,
         max_retries: int = 2,
         http_client: httpx.AsyncClient | None = None,
@@ -72,11 +76,11 @@ class HTTPProvider(Provider):
         retry_base_delay: float | None = None,
     ) -> None:
         self.model = model
-        self._api_key = api_key or None
-        register_secret(self._api_key)
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
+        self._api_key = clean_api_key(api_key, self.name)
+        self.base_url, self._base_params = split_base_url(base_url or self.default_base_url)
+        self.connect_timeout = connect_timeout  # to open a connection
+        self.first_byte_timeout = first_byte_timeout  # from sending the request to the reply's headers
+        self.read_timeout = read_timeout  # the longest silence between two reads of a streaming reply
         self.max_retries = max(0, int(max_retries))
         if retry_base_delay is not None:
             self.retry_base_delay = retry_base_delay
@@ -86,6 +90,8 @@ class HTTPProvider(Provider):
         self._client: httpx.AsyncClient | None = None
         self._client_loop: weakref.ref | None = None
         self._guard: Any = None
+        self._streams = 0  # replies being read now; aclose() waits for the last one
+        self._close_when_idle = False
 
     @property
     def api_key(self) -> str | None:
@@ -146,7 +152,15 @@ class HTTPProvider(Provider):
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
 
     async def aclose(self) -> None:
-        """Close the pooled client (a later call opens a new one)."""
+        """Close the pooled client (a later call opens a new one).
+
+        Streams still being read (another conversation sharing this provider) finish first:
+        the last one closes the client.
+        """
+        if self._streams:
+            self._close_when_idle = True
+            return
+        self._close_when_idle = False
         guard, self._guard = self._guard, None
         bound = self._client_loop() if self._client_loop else None
         self._client, self._client_loop = None, None
@@ -181,15 +195,25 @@ class HTTPProvider(Provider):
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         """POST the request, retry what may be retried, yield parsed events."""
         url, headers, body = self.build_http_request(request)
+        url = str(httpx.URL(url).copy_merge_params(self._base_params)) if self._base_params else url
+        self._streams += 1
+        try:
+            async for event in self._attempts(request, url, headers, body):
+                yield event
+        finally:
+            self._streams -= 1
+            if not self._streams and self._close_when_idle:
+                await self.aclose()
+
+    async def _attempts(self, request: ModelRequest, url: str, headers: dict, body: dict) -> AsyncIterator[Event]:
         attempt = 0
         while True:
             client = await self._get_client()
             progress = _Progress()
             cause: BaseException | None = None
             try:
-                async with client.stream(
-                    "POST", url, headers=headers, json=body, timeout=self._timeout()
-                ) as response:
+                response = await self._send(client, url, headers, body)
+                try:
                     if not 200 <= response.status_code < 300:
                         error = await self._error_reply(response)
                     else:
@@ -197,6 +221,8 @@ class HTTPProvider(Provider):
                             progress.output = progress.output or not isinstance(event, Usage)
                             yield event
                         return
+                finally:
+                    await response.aclose()
             except NbagentError as exc:
                 if not (progress.parsing and exc.retryable) or progress.output:
                     raise
@@ -214,6 +240,14 @@ class HTTPProvider(Provider):
                 error.message = f"{error.message} (after {attempt + 1} attempts)"
                 error.args = (error.message,)
             raise error from cause
+
+    async def _send(self, client: httpx.AsyncClient, url: str, headers: dict, body: dict) -> httpx.Response:
+        """POST and wait for the reply's headers, at most ``first_byte_timeout`` seconds."""
+        req = client.build_request("POST", url, headers=headers, json=body, timeout=self._timeout())
+        try:
+            return await asyncio.wait_for(client.send(req, stream=True), self.first_byte_timeout)
+        except asyncio.TimeoutError:
+            raise FirstByteTimeout(f"no reply within {self.first_byte_timeout:g} s") from None
 
     async def _error_reply(self, response: httpx.Response) -> NbagentError:
         """The NbagentError of a non-2xx reply, with its retry advice."""
@@ -260,6 +294,9 @@ class HTTPProvider(Provider):
 
     def _transport_error(self, exc: Exception, url: str, got_bytes: bool) -> NbagentError:
         """The NbagentError for an httpx failure; raises at once for what no retry can fix."""
+        if isinstance(exc, FirstByteTimeout):
+            return NbagentError(f"no reply from {_host(url)} within {self.first_byte_timeout:g} s "
+                                f"(first_byte_timeout)", kind="timeout", retryable=True, provider=self.name)
         if isinstance(exc, httpx.TimeoutException):
             connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
             if connect:
@@ -278,6 +315,10 @@ class HTTPProvider(Provider):
         else:
             message = f"could not reach {_host(url)} ({_describe(exc)})"
         return NbagentError(message, kind="network", retryable=not got_bytes, provider=self.name)
+
+
+class FirstByteTimeout(httpx.TimeoutException):
+    """The server took the request but sent no reply headers within ``first_byte_timeout``."""
 
 
 class _Progress:

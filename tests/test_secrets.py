@@ -1,0 +1,144 @@
+"""API keys never leak, whatever form they come in (issue #14 items 1, 2, 7, 9).
+
+One key is handed over in every accepted form -- plain, with the trailing newline of a key read
+from a file, in the environment, in a ``base_url`` query -- to each provider; 401, 500 and
+connection errors are triggered through a whole Agent; then every surface a user or a log could
+see is scanned for the key in any form (raw, stripped, escaped, URL-encoded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import traceback
+from urllib.parse import quote
+
+import pytest
+
+from nbagent import Agent, NbagentError
+from nbagent.core.errors import secret_forms
+from nbagent.providers.openai import OpenAIProvider
+
+from support.fault_server import FaultServer, collect, reply, sse, stall_after
+from support.wires import WIRES
+
+KEY = "sk-leak-test-0123456789abcdefXYZ"
+FORMS = ["plain", "newline", "env", "query"]
+ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+       "openai-responses": "OPENAI_API_KEY"}
+
+
+def make(wire, server, form, monkeypatch, **kwargs):
+    kwargs.setdefault("retry_base_delay", 0.01)
+    kwargs.setdefault("max_retries", 1)
+    if form == "plain":
+        return wire.make_provider(server.url, api_key=KEY, **kwargs)
+    if form == "newline":
+        return wire.make_provider(server.url, api_key=KEY + "\n", **kwargs)
+    if form == "env":
+        monkeypatch.setenv(ENV[wire.name], KEY)
+        return wire.make_provider(server.url, **kwargs)
+    provider = wire.make_provider(server.url + "/proxy?key=" + quote(KEY) + "&mode=test", api_key="unused-key-0000",
+                                  **kwargs)
+    return provider
+
+
+def leaks(text: str) -> list[str]:
+    return [form for form in secret_forms(KEY) | secret_forms(KEY + "\n") if form in text]
+
+
+def surfaces(agent, error, tmp_path, caplog) -> dict[str, str]:
+    conv = agent.conversation
+    out = {
+        "str(error)": str(error), "repr(error)": repr(error),
+        "traceback": "".join(traceback.format_exception(error)),
+        "repr(provider)": repr(agent.provider), "repr(agent)": repr(agent), "repr(conversation)": repr(conv),
+        "saved file": conv.save(tmp_path / "s.json", frames=True).read_text(),
+        "history_df": conv.history_df().to_csv(), "usage_df": conv.usage_df().to_csv(),
+        "logs": "\n".join(r.getMessage() for r in caplog.records),
+        "markdown fallback": json.dumps(conv._repr_mimebundle_(), default=str),
+    }
+    widget = conv.widget()
+    out["widget state"] = json.dumps(widget.get_state(), default=str)
+    return out
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("wire", WIRES, ids=[w.name for w in WIRES])
+@pytest.mark.parametrize("fault", ["401", "500", "refused"])
+def test_a_key_in_any_form_never_shows(wire, form, fault, monkeypatch, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    with FaultServer() as server:
+        if fault == "401":
+            server.push(reply(401, wire.error_body(401, f"Incorrect API key provided: {KEY}")))
+        elif fault == "500":
+            server.push(*[reply(500, wire.error_body(500, f"upstream failed for key={KEY}"))] * 2)
+        provider = make(wire, server, form, monkeypatch)
+        if fault == "refused":
+            server.stop()
+        agent = Agent(model=provider)
+        with pytest.raises(NbagentError) as err:
+            agent.ask("hello")
+        if form != "env" and fault != "refused":
+            sent = server.requests[-1]
+            assert KEY not in json.dumps(sent.json or {})  # the key travels in a header or the query only
+            if form == "query":
+                assert "key=" in sent.path and "/proxy" in sent.path.split("?")[0]  # path before the query
+        found = {name: leaks(text) for name, text in surfaces(agent, err.value, tmp_path, caplog).items()}
+        assert not {k: v for k, v in found.items() if v}, found
+
+
+def test_a_key_with_a_break_inside_is_a_config_error_that_does_not_show_it():
+    with pytest.raises(NbagentError) as err:
+        OpenAIProvider("gpt-x", api_key="sk-abc\ndef0123456789", base_url="http://127.0.0.1:9/v1")
+    assert err.value.kind == "config" and "line break" in str(err.value)
+    assert "def0123456789" not in str(err.value) and "sk-abc" not in str(err.value)
+
+
+def test_a_trailing_newline_is_stripped_and_the_call_works():
+    with FaultServer() as server:
+        server.push(sse(WIRES[0].text_body(["hi"])))
+        provider = WIRES[0].make_provider(server.url, api_key=KEY + "\n")
+        events, error = asyncio.run(collect(provider))
+        assert error is None
+        assert server.requests[-1].headers.get("authorization") == f"Bearer {KEY}"
+
+
+def test_disconnecting_one_conversation_leaves_anothers_stream_alone():
+    """Two conversations share one provider: one's disconnect() does not cut the other's stream."""
+    wire = WIRES[0]
+
+    async def main():
+        with FaultServer() as server:
+            server.push(sse(wire.text_body(["one ", "two ", "three"]), chunk_size=8, delay=0.05))
+            provider = wire.make_provider(server.url, api_key=KEY)
+            agent = Agent(model=provider)
+            first, second = agent.conversation, agent.new_conversation()
+            task = asyncio.ensure_future(second.chat_to_completion("stream please"))
+            await asyncio.sleep(0.1)
+            await first.disconnect()
+            resp = await task
+            assert resp.text == "one two three" and resp.finish_reason.value == "STOP"
+
+    asyncio.run(main())
+
+
+def test_a_server_that_never_answers_fails_at_the_first_byte_timeout():
+    wire = WIRES[0]
+
+    async def main():
+        with FaultServer() as server:
+            server.push(*[lambda ex: ex.sleep(30)] * 2)  # takes the request, never replies
+            provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=0.3, max_retries=1,
+                                          retry_base_delay=0.01)
+            events, error = await collect(provider)
+            assert error is not None and error.kind == "timeout" and "first_byte_timeout" in str(error)
+            assert len(server.requests) == 2  # retried once: nothing had been received
+            # long silences between tokens stay allowed: that is read_timeout, not this one
+            server.push(stall_after(wire.text_prefix(["slow"]), seconds=0.6))
+            provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=0.3, read_timeout=5.0)
+            events, error = await collect(provider)
+            assert error is not None and "first_byte_timeout" not in str(error)  # the stream ended unfinished
+
+    asyncio.run(main())
