@@ -226,8 +226,12 @@ def test_the_tool_call_limit_says_why_in_the_response():
         return "more"
 
     provider = ScriptedProvider([tool_call((f"c{i}", "again", {})) for i in range(3)])
-    resp = Agent(model=provider, tools=[again], max_tool_iterations=2).ask("loop")
+    agent = Agent(model=provider, tools=[again], max_tool_iterations=2)
+    resp = agent.ask("loop")
     assert "max_tool_iterations=2" in resp.text
+    calls = agent.conversation.tool_calls_df()  # the call it did not run is closed, not pending
+    assert calls["status"].tolist() == ["DONE", "DONE", "CANCELED"]
+    assert "limit reached" in calls["result_preview"].iloc[-1]
 
 
 # --- 6. calls finished before an interrupt -------------------------------------------------------

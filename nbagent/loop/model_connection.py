@@ -215,8 +215,9 @@ class ModelConnection:
                 return
             calls = [p for p in finish.message.parts if isinstance(p, ToolUsePart)]
             stop = self._stop_before_tools(finish, calls, rounds)
-            if stop is not None:
-                yield stop
+            if stop:
+                for step in stop:
+                    yield step
                 return
             rounds += 1
             results: list[ToolResultPart] = []
@@ -261,25 +262,25 @@ class ModelConnection:
             raise NbagentError("nothing to send: the prompt is empty and no tool results are pending",
                                kind="config")
 
-    def _stop_before_tools(self, finish: Finish, calls: list[ToolUsePart], rounds: int) -> Step | None:
-        """The FINISH step when the turn ends here instead of running ``calls``, else None."""
+    def _stop_before_tools(self, finish: Finish, calls: list[ToolUsePart], rounds: int) -> list[Step]:
+        """The steps that end the turn here instead of running ``calls`` ([]: run them)."""
         if finish.cut_tool_calls:  # the reply is incomplete: run nothing, say why
-            self.session.push_tool_results(ToolResultPart(c.id, CUT_RESULT, True, name=c.name) for c in calls)
-            return self._finish(FinishReason.LENGTH, content=cut_note(finish.cut_tool_calls))
+            return self._not_run(calls, CUT_RESULT, FinishReason.LENGTH, cut_note(finish.cut_tool_calls))
         if not calls:
-            return self._finish(finish.reason, content=finish.prompt_blocked)
+            return [self._finish(finish.reason, content=finish.prompt_blocked)]
         if self._interrupted.is_set():
-            self.session.push_tool_results(ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls)
-            return self._finish(FinishReason.INTERRUPTED)
+            return self._not_run(calls, CANCELED_RESULT, FinishReason.INTERRUPTED)
         if rounds >= self.max_tool_iterations:
-            self.session.push_tool_results(
-                ToolResultPart(c.id, "Tool call limit reached; not run.", True, name=c.name) for c in calls
-            )
-            return self._finish(
-                FinishReason.OTHER,
-                content=f"Stopped after {rounds} tool iterations (max_tool_iterations={self.max_tool_iterations}).",
-            )
-        return None
+            return self._not_run(calls, "Tool call limit reached; not run.", FinishReason.OTHER,
+                                 f"Stopped after {rounds} tool iterations "
+                                 f"(max_tool_iterations={self.max_tool_iterations}).")
+        return []
+
+    def _not_run(self, calls: list[ToolUsePart], why: str, reason: FinishReason, note: str = "") -> list[Step]:
+        """Close calls the turn will not run (a result each, a CANCELED step each), then FINISH."""
+        self.session.push_tool_results(ToolResultPart(c.id, why, True, name=c.name) for c in calls)
+        unrun = unrun_call_steps([ToolCall(c.id, c.name, dict(c.args)) for c in calls], self._new_step, why)
+        return unrun + [self._finish(reason, content=note)]
 
     def _finish(self, reason: FinishReason, *, content: str = "",
                 status: StepStatus = StepStatus.DONE) -> Step:

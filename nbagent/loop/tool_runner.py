@@ -270,14 +270,14 @@ def with_unique_call_ids(message: Message, calls: list[ToolCall]) -> None:
         call.id = new
 
 
-def unrun_call_steps(calls: list[ToolCall], new_step: Callable[..., Step]) -> list[Step]:
-    """A closed TOOL_CALL step for each complete call an interrupt or error left unrun.
+def unrun_call_steps(calls: list[ToolCall], new_step: Callable[..., Step], why: str = CANCELED_RESULT) -> list[Step]:
+    """A closed TOOL_CALL step for each complete call the turn will not run (``why``: its result).
 
-    The model had finished writing these calls (e.g. an Anthropic ``tool_use`` block) when the
-    turn stopped; without a step of their own they would look pending forever.
+    The model had finished writing these calls when an interrupt, an error, the token limit or the
+    tool-call limit stopped the turn; without a step of their own they would look pending forever.
     """
     now = time.time()
     return [new_step(type=StepType.TOOL_CALL, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT,
-                     status=StepStatus.CANCELED, tool_calls=[call], content=CANCELED_RESULT,
+                     status=StepStatus.CANCELED, tool_calls=[call], content=why,
                      approval=ApprovalDecision.CANCELED, created_at=now, finished_at=now)
             for call in calls]
