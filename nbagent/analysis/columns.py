@@ -281,6 +281,7 @@ HISTORY = (
     _enum_category("status", StepStatus, doc="StepStatus value"),
     Column("content", Kind.TEXT, _texts("content"), "full text of the step"),
     Column("thinking", Kind.TEXT, _texts("thinking"), "full reasoning text"),
+    Column("refusal", Kind.TEXT, _texts("refusal", empty_is_na=True), "the model's refusal, NA if none"),
     Column("tool_names", Kind.TEXT, lambda t: [",".join([c.name for c in calls]) if calls else None
                                                for calls in map(attrgetter("tool_calls"), t.objs)],
            "comma-joined tool call names, NA if none"),
