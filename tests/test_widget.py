@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -262,6 +263,22 @@ async def test_send_runs_a_turn_as_a_task_and_stop_keeps_partial_text():
     assert w.running is False
 
 
+async def test_a_prompt_the_kernel_does_not_run_is_answered_so_no_view_waits():
+    conv = Conversation(StreamConnection(words(50), pace=0.005, batch=5))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    for _ in range(2):  # the same notice twice still reaches the view: a "refused" message each time
+        w._on_msg(w, {"type": "send", "prompt": "   "})
+    refused = [b for _, k, b in rec.log if k == "custom" and b["type"] == "refused"]
+    assert len(refused) == 2 and "empty" in refused[0]["text"] and "empty" in w.notice
+    assert w.running is False
+    w._on_msg(w, {"type": "send", "prompt": "go"})
+    assert w.running is True  # at once: the view that sent it stops guessing
+    await w._task
+    await settle(w)
+    assert w.running is False and w.notice == ""
+
+
 async def test_approve_and_deny_from_the_front_end():
     conv = Conversation(StreamConnection(["Done."], tool=ToolCall("c1", "calc", {"x": 1}), tool_result="2"))
     w = ChatWidget(conv)
@@ -325,16 +342,89 @@ async def test_demo_agent_turn_under_ask_policy():
     assert finished(w)[-1]["record"]["cost"] == 0.0
 
 
-def test_mimebundle_has_widget_and_markdown_fallback():
+class FakeDisplay:
+    """Stands in for IPython's display machinery in a kernel: records display / update_display."""
+
+    def __init__(self, monkeypatch):
+        import IPython
+        import IPython.display
+
+        self.shown: list[tuple[dict, str]] = []
+        self.updates: list[tuple[dict, str]] = []
+        monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
+        monkeypatch.setattr(IPython.display, "display",
+                            lambda data, raw=False, display_id=None: self.shown.append((data, display_id)))
+        monkeypatch.setattr(IPython.display, "update_display",
+                            lambda data, raw=False, display_id=None: self.updates.append((data, display_id)))
+
+
+def test_showing_the_widget_also_shows_its_transcript_output(monkeypatch):
+    fake = FakeDisplay(monkeypatch)
     conv = Conversation(MockConnection([[user(0, "hello <b>"), *streamed(1, ["**bold** answer"]), finish(2)]]))
     conv.ask("hello <b>")
-    data, _meta = ChatWidget(conv)._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in data
-    assert "**bold** answer" in data["text/markdown"] and "hello" in data["text/markdown"]
+    w = ChatWidget(conv)
+    data, _meta = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data and "text/markdown" not in data
+    assert "transcript" in data["text/plain"]
+    (shown, display_id), = fake.shown
+    assert display_id and "bold" in shown["text/html"] and "hello" in shown["text/html"]
+    assert shown["text/html"].startswith('<div class="nbagent-transcript">')
+    assert "<b>" not in shown["text/html"]  # the prompt's HTML is text
+    w._repr_mimebundle_()  # shown again (another cell): the same display id, so both stay current
+    assert fake.shown[1][1] == display_id
     for owner in (conv, Agent(model="demo")):
         bundle = owner._repr_mimebundle_()
         data = bundle[0] if isinstance(bundle, tuple) else bundle
-        assert "text/markdown" in data and "application/vnd.jupyter.widget-view+json" in data
+        assert "application/vnd.jupyter.widget-view+json" in data
+
+
+async def test_the_transcript_output_follows_finished_turns_not_tokens(monkeypatch):
+    fake = FakeDisplay(monkeypatch)
+    pieces = words(2_000)
+    conv = Conversation(StreamConnection(pieces, pace=0.001, batch=50))
+    w = ChatWidget(conv)
+    w._repr_mimebundle_()
+    assert "no messages yet" in fake.shown[0][0]["text/html"]
+    await conv.chat_to_completion("first question")
+    await conv.chat_to_completion("second question")
+    await settle(w)
+    assert len(fake.updates) == 2  # one per finished turn, none per token
+    last, display_id = fake.updates[-1]
+    assert display_id == fake.shown[0][1]
+    md = last["text/html"]
+    assert "first question" in md and "second question" in md and "w01999" in md and "2 turns" in md
+    conv.clear_history()
+    assert "no messages yet" in fake.updates[-1][0]["text/html"]
+
+
+async def test_a_long_conversation_keeps_the_newest_steps_in_the_transcript(monkeypatch):
+    from nbagent.notebook import widget as widget_module
+
+    monkeypatch.setattr(widget_module, "TRANSCRIPT_CHARS", 5_000)
+    conv = Conversation(StreamConnection(words(300)))
+    w = ChatWidget(conv)
+    for i in range(8):
+        await conv.chat_to_completion(f"question {i}")
+    md = w.transcript_bundle()["text/html"]
+    assert "question 7" in md and "question 0" not in md and "8 turns" in md and "of 24 steps" in md
+    assert len(md) < 12_000
+
+
+def test_model_html_in_the_transcript_output_is_text():
+    payload = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    conv = Conversation(MockConnection([[user(0, payload), *streamed(1, [payload, " [x](javascript:alert(3))"]), finish(2)]]))
+    conv.ask(payload)
+    page = ChatWidget(conv).transcript_bundle()["text/html"]
+    tags = set(re.findall(r"<([a-zA-Z]+)", page))
+    assert tags <= {"div", "p", "em", "pre"}, tags
+    assert "&lt;img src=x" in page
+
+
+def test_no_transcript_output_outside_a_kernel():
+    conv = Conversation(MockConnection([]))
+    w = ChatWidget(conv)
+    data, _meta = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data and w._display_id is None
 
 
 async def test_no_secrets_in_widget_state():
@@ -348,6 +438,7 @@ async def test_no_secrets_in_widget_state():
     for widget in (w, w2):
         state = json.dumps(widget.get_state(), default=str)
         assert secret not in state
+        assert secret not in json.dumps(widget.transcript_bundle())
 
 
 async def test_cleared_and_closed():

@@ -76,6 +76,9 @@ NOTEBOOKS = {
                         "conv = Conversation(StreamConnection(words(3_000), pace=0.01, batch=5))\nconv.widget()"],
     "reload.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent",
                      "r = await agent.chat_to_completion('What is 3 + 4?')"],
+    "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
+    "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
+    "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "x = 1"],
 }
 
 
@@ -369,6 +372,109 @@ def test_reloading_mid_stream_catches_up_via_resync(lab, notebook):
     assert lab.evaluate("() => window.nbagentDebug.resyncs") >= 1  # the gap was noticed and filled
     expected = " ".join("".join(words(3_000)).split())
     assert " ".join(text_of(lab, f"{chat} .nba-md").split()) == expected
+    no_errors(lab)
+
+
+def _kernel_restart(page):
+    page.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
+        await w.sessionContext.session.kernel.restart(); }""")
+    page.wait_for_function("""() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status === 'idle'""",
+                           polling=50)
+
+
+def test_kernel_restart_says_rerun_and_locks_nothing(lab, notebook):
+    nb = notebook("restart.ipynb")
+    chat = show_widget(lab, nb)
+    send_prompt(lab, chat, "What is 2 + 3?")
+    wait_turn_done(lab, chat, 1)
+    answer = text_of(lab, f"{chat} .nba-turns")
+    _kernel_restart(lab)
+    lab.wait_for_function("(s) => document.querySelector(s + ' .nba-notice')?.textContent.includes('re-run this cell')",
+                          arg=chat, polling=50)
+    assert "Kernel restarted" in lab.inner_text(f"{chat} .nba-notice")
+    assert text_of(lab, f"{chat} .nba-turns") == answer  # the transcript stays readable
+    send_prompt(lab, chat, "Are you there?")
+    lab.wait_for_timeout(500)
+    assert lab.locator(chat).locator(".nba-turn").count() == 1  # nothing was sent, nothing hangs
+    assert "re-run this cell" in text_of(lab, f"{chat} .nba-hint")
+    assert not lab.locator(chat).evaluate("c => c.classList.contains('nba-is-running')")
+    assert lab.is_enabled(f"{chat} .nba-input") and lab.is_enabled(f"{chat} .nba-send")
+    assert lab.input_value(f"{chat} .nba-input") == "Are you there?"  # the draft is kept
+    # re-running the cell gives a live widget again (a new one, in the new kernel)
+    run_cell(lab, 0)
+    wait_run(lab)
+    lab.wait_for_function("(s) => { const c = document.querySelector(s); return c && !c.classList.contains('nba-dead'); }",
+                          arg=chat, polling=50)
+    send_prompt(lab, chat, "What is 1 + 1?")
+    wait_turn_done(lab, chat, 1)
+    assert lab.locator(chat).locator(".nba-tool-out").first.inner_text() == "2"
+    no_errors(lab)
+
+
+def _transcript_outputs(page, nb):
+    """The visible transcript outputs (the fallback shown beside the widget) in the notebook."""
+    return page.evaluate("""(nb) => [...document.querySelectorAll(nb + ' .nbagent-transcript')]
+        .filter(e => e.offsetParent !== null).map(e => e.innerText)""", nb)
+
+
+def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook, jupyter_server):
+    nb = notebook("saved.ipynb")
+    chat = show_widget(lab, nb)
+    assert _transcript_outputs(lab, nb) == []  # hidden next to the live chat
+    send_prompt(lab, chat, "What is 12 * 7?")
+    wait_turn_done(lab, chat, 1)
+    send_prompt(lab, chat, "Hello there")
+    wait_turn_done(lab, chat, 2)
+    lab.wait_for_timeout(300)  # the transcript's update follows the turn's end
+    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.context.save(); }")
+    saved = json.loads((jupyter_server["root"] / "saved.ipynb").read_text())
+    outputs = saved["cells"][0]["outputs"]
+    md = "".join("".join(o["data"]["text/html"]) for o in outputs if "text/html" in o.get("data", {}))
+    assert "What is 12 * 7?" in md and "84" in md and "Hello there" in md and "2 turns" in md
+    assert "sk-SECRET" not in json.dumps(outputs)
+    # close it, its kernel gone; reopen: the transcript is there without the widget's kernel
+    lab.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
+        await w.sessionContext.shutdown(); w.dispose(); }""")
+    nb = notebook("saved.ipynb")
+    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+    lab.wait_for_selector(f"{nb} .nbagent-transcript")
+    shown = _transcript_outputs(lab, nb)
+    assert len(shown) == 1 and "What is 12 * 7?" in shown[0] and "Hello there" in shown[0] and "84" in shown[0]
+    # nbconvert (as nbviewer does) shows it too
+    import subprocess, sys
+    out = subprocess.run([str(Path(sys.executable).with_name("jupyter")), "nbconvert", "--to", "html", "--stdout",
+                          str(jupyter_server["root"] / "saved.ipynb")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Hello there" in out.stdout and "What is 12 * 7?" in out.stdout
+    no_errors(lab)
+
+
+def test_keys_other_than_enter_shift_enter_escape_reach_the_notebook(lab, notebook, jupyter_server):
+    nb = notebook("keys.ipynb")
+    chat = show_widget(lab, nb)
+    cells = lambda: lab.locator(nb).locator(".jp-Cell").count()  # noqa: E731
+    n = cells()
+    lab.click(f"{chat} .nba-input")
+    lab.keyboard.type("abd")  # letters are text here, not "insert cell above/below", "delete cell"
+    lab.keyboard.press("d")
+    assert lab.input_value(f"{chat} .nba-input") == "abdd" and cells() == n
+    assert lab.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
+    lab.keyboard.press("Control+s")  # the notebook saves, from the chat box
+    lab.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", polling=50)
+    assert lab.input_value(f"{chat} .nba-input") == "abdd"
+    lab.keyboard.press("Shift+Enter")  # a new line in the box, no cell run
+    assert lab.input_value(f"{chat} .nba-input") == "abdd\n" and cells() == n
+    lab.fill(f"{chat} .nba-input", "")
+    lab.press(f"{chat} .nba-input", "Enter")  # an empty prompt says why nothing happened
+    assert "empty" in text_of(lab, f"{chat} .nba-hint") or "type a message" in text_of(lab, f"{chat} .nba-hint")
+    send_prompt(lab, chat, "What is 2 * 4?")
+    wait_turn_done(lab, chat, 1)
+    assert lab.evaluate("(s) => document.activeElement === document.querySelector(s + ' .nba-input')", chat)
+    lab.keyboard.press("Escape")  # leaves the box for the notebook
+    assert not lab.evaluate("(s) => document.querySelector(s).contains(document.activeElement)", chat)
+    lab.evaluate("() => { window.jupyterapp.shell.currentWidget.context.model.dirty = true; }")
+    lab.keyboard.press("Control+s")
+    lab.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", polling=50)
     no_errors(lab)
 
 

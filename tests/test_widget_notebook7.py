@@ -39,6 +39,8 @@ CELLS = [
     "await agent.conversation.chat_to_completion(\"What is 12 * 7?\")",
 ]
 WIDGET_WORDS = ("nba", "nbagent", "anywidget", "widget")
+LIFE = "life.ipynb"  # restart, save, reopen, keyboard
+LIFE_CELLS = [CELLS[0] + "\nagent"]
 
 
 def _widget_frames(stack):
@@ -56,6 +58,7 @@ def nb7_server(tmp_path_factory, request):
     root = tmp / "root"
     root.mkdir()
     (root / NOTEBOOK).write_text(json.dumps(nb_json(CELLS)))
+    (root / LIFE).write_text(json.dumps(nb_json(LIFE_CELLS)))
     # Notebook 7 is a JupyterLab-based front end: the same settings dir and Lab server flags apply; its
     # own flag exposes the app as window.jupyterapp.
     args = ["--JupyterNotebookApp.expose_app_in_browser=True", "--LabApp.news_url=None",
@@ -74,16 +77,38 @@ def nb7_page(nb7_server):
         page.errors = []
         page.on("pageerror", lambda e: page.errors.append(f"pageerror: {e}\n{_widget_frames(e.stack)}"))
         page.on("console", lambda m: page.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
-        page.goto(f"{nb7_server['base']}/notebooks/{NOTEBOOK}?token={nb7_server['token']}")
-        page.wait_for_function("() => window.jupyterapp !== undefined")
-        page.evaluate("async () => { await window.jupyterapp.restored; }")
-        # Notebook 7 shows one document: the current widget is our notebook once its kernel is up
-        page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
-            return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
-                               arg=NOTEBOOK, polling=50)
+        _goto(page, nb7_server, NOTEBOOK)
         yield page
         ctx.close()
         browser.close()
+
+
+def _goto(page, server, path):
+    """Open ``path`` in Notebook 7 (one document per page) and wait for its idle kernel."""
+    page.goto(f"{server['base']}/notebooks/{path}?token={server['token']}")
+    page.wait_for_function("() => window.jupyterapp !== undefined")
+    page.evaluate("async () => { await window.jupyterapp.restored; }")
+    page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
+        return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
+                           arg=path, polling=50)
+
+
+def _run_all(page):
+    ok = page.evaluate("""async (t) => await Promise.race([
+        window.jupyterapp.commands.execute('notebook:run-all-cells').then(() => true),
+        new Promise(r => setTimeout(() => r(false), t))])""", 60_000)
+    assert ok, "cells did not finish executing"
+
+
+def _send(page, chat, text):
+    page.fill(f"{chat} .nba-input", text)
+    page.press(f"{chat} .nba-input", "Enter")
+
+
+def _turns_done(page, chat, n):
+    page.wait_for_function("""([sel, n]) => { const c = document.querySelector(sel);
+        return c && [...c.querySelectorAll('.nba-turn')].filter(t => !t.classList.contains('nba-running')).length >= n
+          && !c.classList.contains('nba-is-running'); }""", arg=[chat, n], polling=50)
 
 
 def _lum(c):
@@ -168,4 +193,42 @@ def test_widget_shows_a_full_turn_readably_in_notebook7(nb7_page, tmp_path):
     # errors from the widget (its message names it, or its stack runs through the widget's ESM/manager);
     # Notebook 7 itself throws one on load ("reading 'schema'", from its shortcuts settings) without any widget
     errors = [e for e in page.errors if "blob:" in e or any(w in e.lower() for w in WIDGET_WORDS)]
+    assert not errors, errors
+
+
+def test_restart_save_reopen_and_keys_in_notebook7(nb7_page, nb7_server):
+    """Ctrl+S from the chat box saves; a kernel restart leaves a readable, unlocked widget that says
+    to re-run the cell; the saved notebook, reopened with another kernel, shows the conversation."""
+    page = nb7_page
+    _goto(page, nb7_server, LIFE)
+    nb = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    _run_all(page)
+    chat = f'[id="{nb}"] .nba-chat'
+    page.wait_for_selector(chat)
+    _send(page, chat, "What is 6 * 7?")
+    _turns_done(page, chat, 1)
+    assert page.locator(chat).locator(".nba-tool-out").first.inner_text() == "42"
+    assert page.evaluate("(s) => document.activeElement === document.querySelector(s + ' .nba-input')", chat)
+    page.keyboard.type("draft")
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", polling=50)
+    saved = json.loads((nb7_server["root"] / LIFE).read_text())
+    md = "".join("".join(o["data"]["text/html"]) for o in saved["cells"][0]["outputs"] if "text/html" in o.get("data", {}))
+    assert "What is 6 * 7?" in md and "42" in md
+    page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart(); }")
+    page.wait_for_function("(s) => document.querySelector(s + ' .nba-notice')?.textContent.includes('re-run this cell')",
+                           arg=chat, polling=50)
+    page.press(f"{chat} .nba-input", "Enter")
+    page.wait_for_timeout(300)
+    assert page.locator(chat).locator(".nba-turn").count() == 1 and "42" in page.inner_text(f"{chat} .nba-turns")
+    assert page.is_enabled(f"{chat} .nba-input") and page.is_enabled(f"{chat} .nba-send")
+    assert not page.locator(chat).evaluate("c => c.classList.contains('nba-is-running')")
+    # reopen the saved file with another kernel: the transcript output is shown
+    page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+    _goto(page, nb7_server, LIFE)
+    page.wait_for_selector(".nbagent-transcript")
+    shown = page.evaluate("() => [...document.querySelectorAll('.nbagent-transcript')].filter(e => e.offsetParent).map(e => e.innerText)")
+    assert len(shown) == 1 and "What is 6 * 7?" in shown[0] and "42" in shown[0]
+    errors = [e for e in page.errors if ("blob:" in e or any(w in e.lower() for w in WIDGET_WORDS))
+              and "model not found" not in e.lower()]
     assert not errors, errors

@@ -1,13 +1,22 @@
 // nbagent ChatWidget front end (anywidget). One store per model (shared by all its views):
 // traits and delta messages go through the reducer; views render the resulting state.
 //
+// Lifecycle: the store goes `dead` when the kernel restarts, dies or is replaced (JupyterLab and
+// Notebook 7: the widget manager's kernel reports it), when ipywidgets marks the comm dead
+// (views get the class jupyter-widgets-disconnected) or when a send throws. Then: the transcript stays readable, nothing is "running", and the view
+// says to re-run the cell; no control waits for a kernel that cannot answer.
+//
 // Debug switch: run `globalThis.nbagentDebug = {}` in the page (browser console) and the widget
 // records into it: `deltas` — [arrival time in ms since the epoch, characters] per delta message —
 // and `resyncs` — how many times a view found text missing and asked the kernel for the full turn.
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 
-/** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any}} Store */
+/** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
+ *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
+
+export const KERNEL_RESTARTED = "Kernel restarted — re-run this cell to continue.";
+export const NO_KERNEL = "Not connected to a kernel — re-run this cell to continue.";
 // anywidget hands each view its own proxy of the model, so stores are keyed by the widget's id.
 /** @type {Map<string, Store>} */
 const stores = new Map();
@@ -18,12 +27,60 @@ function debugLog() {
   return d && typeof d === "object" ? d : null;
 }
 
+/** Calls `gone` when the kernel behind the widget manager restarts, dies or is replaced (the
+ * JupyterLab / Notebook 7 manager exposes it; elsewhere nothing is watched). Returns an unwatch.
+ * @param {any} model @param {() => void} gone @returns {() => void} */
+function watchKernel(model, gone) {
+  try {
+    const manager = model.widget_manager;
+    const session = manager && manager.context && manager.context.sessionContext;
+    const kernel = (manager && manager.kernel) || (session && session.session && session.session.kernel);
+    const onStatus = (/** @type {any} */ _k, /** @type {string} */ status) => {
+      if (status === "restarting" || status === "autorestarting" || status === "dead") gone();
+    };
+    const id = kernel && kernel.id;
+    const onKernel = () => gone();
+    const onChange = (/** @type {any} */ _s, /** @type {any} */ change) => { // another kernel, not a (re)connection to ours
+      const next = change && change.newValue;
+      if (id && (!next || next.id !== id)) gone();
+    };
+    if (kernel && kernel.statusChanged) kernel.statusChanged.connect(onStatus);
+    if (kernel && kernel.disposed) kernel.disposed.connect(onKernel);
+    if (session && session.kernelChanged) session.kernelChanged.connect(onChange);
+    return () => {
+      if (kernel && kernel.statusChanged) kernel.statusChanged.disconnect(onStatus);
+      if (kernel && kernel.disposed) kernel.disposed.disconnect(onKernel);
+      if (session && session.kernelChanged) session.kernelChanged.disconnect(onChange);
+    };
+  } catch { // another widget manager: the comm and send checks still apply
+    return () => {};
+  }
+}
+
 /** @param {any} model @returns {Store} */
 function storeFor(model) {
   const key = model.get("_key") || "";
   let store = key ? stores.get(key) : undefined;
   if (store) return store;
-  const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null });
+  const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null, everLive: false });
+  /** @param {any} msg @returns {boolean} false when the kernel cannot be reached (the store is dead then) */
+  s.send = (msg) => {
+    s.checkLive();
+    if (s.state.dead) return false;
+    try {
+      model.send(msg);
+      return true;
+    } catch (err) {
+      console.warn("nbagent: the kernel cannot be reached", err);
+      dispatch({ type: "dead", reason: KERNEL_RESTARTED });
+      return false;
+    }
+  };
+  s.checkLive = () => {
+    for (const v of s.views) {
+      if (v.disconnected()) { dispatch({ type: "dead", reason: s.everLive ? KERNEL_RESTARTED : NO_KERNEL }); return; }
+    }
+  };
   if (key) stores.set(key, s);
   // finished turns live in the levels turns_0, turns_1, ... (see nbagent/notebook/widget.py)
   const levels = [];
@@ -43,7 +100,7 @@ function storeFor(model) {
           s.resyncAt = performance.now();
           const debug = debugLog();
           if (debug) debug.resyncs = (debug.resyncs || 0) + 1;
-          model.send({ type: "resync" });
+          s.send({ type: "resync" });
         }
       }, 300);
     }
@@ -55,7 +112,10 @@ function storeFor(model) {
     queueMicrotask(() => { queued = false; dispatch(traits()); });
   };
   for (const name of [...levels, "current", "running", "notice"]) model.on(`change:${name}`, onTraits);
+  model.on("comm_live_update", () => queueMicrotask(s.checkLive));
+  s.unwatch = watchKernel(model, () => dispatch({ type: "dead", reason: KERNEL_RESTARTED }));
   model.on("msg:custom", (/** @type {any} */ msg) => {
+    if (msg && msg.type === "refused") { dispatch(msg); return; }
     if (!msg || msg.type !== "deltas") return;
     const debug = debugLog();
     if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
@@ -69,14 +129,16 @@ function storeFor(model) {
 export default {
   /** @param {{model: any}} ctx */
   initialize({ model }) {
-    storeFor(model);
-    return () => { stores.delete(model.get("_key") || ""); }; // the widget was closed
+    const store = storeFor(model);
+    return () => { store.unwatch(); stores.delete(model.get("_key") || ""); }; // the widget was closed
   },
   /** @param {{model: any, el: HTMLElement}} ctx */
   render({ model, el }) {
     const store = storeFor(model);
-    const view = new ChatView(el, (msg) => model.send(msg), model.get("placeholder") || "");
+    const view = new ChatView(el, store.send, model.get("placeholder") || "");
     store.views.add(view);
+    if (!view.disconnected()) store.everLive = true;
+    store.checkLive();
     view.update(store.state);
     return () => { store.views.delete(view); };
   },

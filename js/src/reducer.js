@@ -9,14 +9,17 @@
  *   finish_reason?: string, model?: string, preparing_tool?: string, created_at?: number, finished_at?: number, turn?: number}} Step
  * @typedef {{turn: number, record: any, steps: Step[]}} Turn
  * @typedef {[number, "c"|"t", number, string]} DeltaItem
- * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean}} State
+ * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
+ *   dead: string, refusals: number}} State
+ *   `dead`: why the kernel can no longer be reached ("" while it can); `refusals` counts the
+ *   prompts the kernel declined (a view that sent one stops waiting).
  * @typedef {{type: "traits", history?: any[], current?: any, running?: boolean, notice?: string}
- *   | {type: "deltas", items: DeltaItem[]}} Event
+ *   | {type: "deltas", items: DeltaItem[]} | {type: "dead", reason: string} | {type: "refused", text: string}} Event
  */
 
 /** @returns {State} */
 export function initialState() {
-  return { turns: [], running: false, notice: "", pending: [], gap: false };
+  return { turns: [], running: false, notice: "", pending: [], gap: false, dead: "", refusals: 0 };
 }
 
 const FIELD = { c: "content", t: "thinking" };
@@ -80,11 +83,22 @@ export function apply(state, event) {
     const known = new Set(remote.flatMap((r) => (r.steps || []).map((/** @type {Step} */ s) => s.step_index)));
     const turns = remote.map((r) => mergeTurn(byTurn.get(r.record ? r.record.turn : -1), r, known));
     const next = { ...state, turns, running: !!event.running, notice: event.notice || "", pending: [], gap: false };
+    if (state.dead) return markDead({ ...next, dead: "" }, state.dead);
     // deltas that ran ahead of this sync may apply now
     return state.pending.length ? applyDeltas(next, state.pending) : next;
   }
   if (event.type === "deltas") return applyDeltas(state, event.items);
+  if (event.type === "refused") return { ...state, notice: event.text || "", refusals: state.refusals + 1 };
+  if (event.type === "dead") return state.dead ? state : markDead(state, event.reason);
   return state;
+}
+
+/** The kernel is gone: nothing runs any more; a turn that was running ends as interrupted.
+ * @param {State} state @param {string} reason @returns {State} */
+function markDead(state, reason) {
+  const turns = state.turns.map((t) => (t.record && t.record.status === "running"
+    ? { ...t, record: { ...t.record, status: "interrupted", lost: true } } : t));
+  return { ...state, turns, running: false, dead: reason || "disconnected", pending: [], gap: false };
 }
 
 /** @param {State} state @param {DeltaItem[]} items @returns {State} */

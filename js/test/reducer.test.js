@@ -76,3 +76,25 @@ test("an unchanged trait object is not merged again, a changed local turn is", (
   s = apply(s, { type: "traits", current: live, running: true });
   assert.equal(s.turns[0].steps[1].content, "abcd");
 });
+
+test("a dead kernel ends the running turn as interrupted and stays dead through later syncs", () => {
+  let s = apply(initialState(), { type: "traits", current: { record: rec("running"), steps: [user, model("ACTIVE", "half")] }, running: true });
+  s = apply(s, { type: "dead", reason: "Kernel restarted — re-run this cell to continue." });
+  assert.equal(s.running, false);
+  assert.match(s.dead, /re-run this cell/);
+  assert.equal(s.turns[0].record.status, "interrupted");
+  assert.equal(s.turns[0].record.lost, true);
+  assert.equal(s.turns[0].steps[1].content, "half"); // the transcript stays readable
+  const again = apply(s, { type: "dead", reason: "other" });
+  assert.equal(again, s);
+  s = apply(s, { type: "traits", current: { record: rec("running"), steps: [user, model("ACTIVE", "half")] }, running: true });
+  assert.equal(s.running, false);
+  assert.ok(s.dead);
+});
+
+test("a refused prompt is counted (even with the same notice twice)", () => {
+  let s = apply(initialState(), { type: "refused", text: "Nothing sent: the message is empty." });
+  s = apply(s, { type: "refused", text: "Nothing sent: the message is empty." });
+  assert.equal(s.refusals, 2);
+  assert.equal(s.notice, "Nothing sent: the message is empty.");
+});

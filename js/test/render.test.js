@@ -3,14 +3,41 @@ import assert from "node:assert/strict";
 import { footerParts } from "../src/render/footer.js";
 import { toolStatus } from "../src/render/toolcard.js";
 import { fmtSeconds, fmtCost, pretty } from "../src/render/dom.js";
+import { turnErrors, compactionShown } from "../src/render/turn.js";
 
 test("the footer shows tokens, cost, duration, time to first token and speed", () => {
   const rec = { model: "gpt-4.1-mini", status: "done", finish_reason: "STOP", cost: 0.00123, duration: 2.5, ttft: 0.41, tps: 45.2,
     usage: { prompt_token_count: 1234, cached_content_token_count: 1000, thoughts_token_count: 56, candidates_token_count: 789 } };
   assert.deepEqual(footerParts(rec), ["gpt-4.1-mini", "in 1,234", "cached 1,000", "thinking 56", "out 789", "$0.0012",
     "2.50 s", "TTFT 410 ms", "45 tok/s"]);
-  const stopped = footerParts({ status: "interrupted", usage: {}, cost: null });
-  assert.deepEqual(stopped, ["in 0", "out 0", "stopped"]);
+});
+
+test("a turn stopped before the model reported usage says so instead of showing zero tokens", () => {
+  const stopped = footerParts({ status: "interrupted", usage: { prompt_token_count: 0, candidates_token_count: 0 }, cost: 0, duration: 1.2 });
+  assert.deepEqual(stopped, ["tokens not reported", "1.20 s", "stopped"]);
+  const lost = footerParts({ status: "interrupted", lost: true, usage: {} });
+  assert.deepEqual(lost, ["tokens not reported", "interrupted: the kernel went away"]);
+  assert.deepEqual(footerParts({ status: "error", usage: {}, finish_reason: "ERROR" }), ["error"]);
+});
+
+test("a failed turn reports each error once (model step, FINISH and record repeat it)", () => {
+  const msg = "[network openai] could not reach api.openai.com (after 3 attempts)";
+  const steps = [
+    { step_index: 0, source: "USER", type: "TEXT_RESPONSE", status: "DONE", content: "hi" },
+    { step_index: 1, source: "MODEL", type: "TEXT_RESPONSE", status: "ERROR", error: msg, content: "Partial" },
+    { step_index: 2, source: "SYSTEM", type: "FINISH", status: "ERROR", error: msg, http_code: 0 },
+    { step_index: 3, source: "SYSTEM", type: "TOOL_CALL", target: "ENVIRONMENT", status: "ERROR", error: "tool broke" },
+  ];
+  assert.deepEqual(turnErrors(steps, { status: "error", error: msg }), [{ message: msg, code: 0 }]);
+  assert.deepEqual(turnErrors(steps.slice(0, 1), { status: "error", error: "rate limited", http_code: 429 }),
+    [{ message: "rate limited", code: 429 }]);
+  assert.deepEqual(turnErrors(steps.slice(0, 1), { status: "done" }), []); // tool errors stay in their card
+});
+
+test("a compaction that removed nothing is not shown", () => {
+  assert.equal(compactionShown({ tokens_before: 12835, tokens_after: 12835, budget: 10000 }), false);
+  assert.equal(compactionShown({ tokens_before: 12000, tokens_after: 3000, budget: 10000 }), true);
+  assert.equal(compactionShown(null), true);
 });
 
 test("tool card status follows the tool step and its approval", () => {

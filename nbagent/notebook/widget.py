@@ -17,15 +17,26 @@ Wire protocol (kernel -> front end):
   text starts in the step's content ("c") or thinking ("t"), so a view can
   drop what it already has and detect a gap (it then asks for a resync).
 
+  A refused prompt (empty, or a turn is already running) is answered with
+  ``{"type": "refused", "text"}`` so the view that sent it unlocks at once.
+
 Front end -> kernel: ``{"type": "send", "prompt"}``, ``{"type": "stop"}``,
 ``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
 ``{"type": "resync"}``. A prompt runs as an asyncio task on the kernel's loop,
-so Stop / Approve / Deny are handled while it streams.
+so Stop / Approve / Deny are handled while it streams; ``running`` is true from
+the moment a prompt is accepted until its task ends.
+
+Display: showing the widget also shows a second output, the transcript (HTML,
+``<div class="nbagent-transcript">``, its text escaped), under a display id; it is
+updated when a turn finishes (never per token), so a saved notebook shows the
+conversation as it was when saved — on GitHub, nbviewer, nbconvert, or in
+Jupyter without the kernel. The widget's CSS hides it next to a live chat.
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import threading
 import time
@@ -45,6 +56,7 @@ LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top
 _STATIC = Path(__file__).parent / "static"
 _KEEP_EMPTY = {"step_index", "type", "source", "target", "status", "content"}
 _NOT_SHOWN = {"raw_usage"}  # the provider's own usage object stays in the kernel
+TRANSCRIPT_CHARS = 200_000  # the saved transcript keeps the newest steps up to about this size
 
 
 def step_dict(step: Step) -> dict:
@@ -128,6 +140,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._armed: asyncio.AbstractEventLoop | None = None  # where a flush is scheduled
         self._last_flush = 0.0
         self._task: asyncio.Task | None = None
+        self._display_id: str | None = None  # the transcript output's, once shown
         self.stats = {"messages": 0, "delta_items": 0, "syncs": 0}
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -167,6 +180,7 @@ class ChatWidget(anywidget.AnyWidget):
             with self._lock:
                 self._on_turn_finished(payload)
             self._flush()
+            self._update_transcript()
             return
         with self._lock:
             if event == ConversationEvent.TURN_STARTED:
@@ -186,6 +200,8 @@ class ChatWidget(anywidget.AnyWidget):
             now = self._arm()
         if now:
             self._flush()
+        if event == ConversationEvent.CLEARED:
+            self._update_transcript()
 
     def _on_turn_finished(self, record: TurnRecord) -> None:
         turn = self._turns.setdefault(record.turn, _Turn(record))
@@ -296,7 +312,7 @@ class ChatWidget(anywidget.AnyWidget):
             if "current" in dirty:
                 live = self._turns.get(self._live) if self._live is not None else None
                 values["current"] = live.to_dict() if live is not None else None
-            running = self._live is not None
+            running = self._live is not None or (self._task is not None and not self._task.done())
         if items:
             self.stats["messages"] += 1
             self.stats["delta_items"] += len(items)
@@ -332,12 +348,20 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _start(self, prompt: str) -> None:
         if not prompt.strip():
+            self._refuse("Nothing sent: the message is empty.")
             return
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
-            self.notice = "A turn is already running; press Stop first."
+            self._refuse("A turn is already running; press Stop first.")
             return
         self.notice = ""
         self._task = asyncio.ensure_future(self._run(prompt))
+        self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
+        self._flush()  # `running` goes out now: the view that sent the prompt waits for it
+
+    def _refuse(self, text: str) -> None:
+        """Tell the views a prompt was not run (a repeated notice would not change the trait)."""
+        self.notice = text
+        self.send({"type": "refused", "text": text})
 
     async def _run(self, prompt: str) -> None:
         try:
@@ -352,17 +376,57 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _repr_mimebundle_(self, **kwargs: Any):
         bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/plain"] = "nbagent chat widget (live with its kernel; its transcript is the output beside it)"
+        self._show_transcript()
+        return bundle
+
+    def transcript_bundle(self) -> dict:
+        """The transcript output's data: the newest steps (about TRANSCRIPT_CHARS at most) as
+        markdown source, HTML-escaped into a ``<pre>``: nothing a model wrote is parsed as HTML."""
         from .transcript import transcript_markdown
 
         history = self.conversation.history
-        md = transcript_markdown(history) if history else (
-            "*nbagent chat widget: the conversation was empty when this output was made; "
-            "its messages live in the widget (save them with `conversation.save(path)`).*")
-        if isinstance(bundle, tuple):
-            bundle[0]["text/markdown"] = md
-        elif isinstance(bundle, dict):
-            bundle["text/markdown"] = md
-        return bundle
+        steps, size = [], 0
+        for step in reversed(history):
+            size += len(step.content) + len(step.thinking) + 200
+            if steps and size > TRANSCRIPT_CHARS:
+                break
+            steps.append(step)
+        steps.reverse()
+        turns = len(self.conversation.turns)
+        head = f"nbagent chat · {turns} turn{'s' if turns != 1 else ''}"
+        head += f" · the last {len(steps)} of {len(history)} steps" if len(steps) < len(history) else ""
+        head += " · saved transcript: re-run the cell to chat again"
+        body = transcript_markdown(steps) if steps else "(no messages yet)"
+        page = (f'<div class="nbagent-transcript"><p><em>{html.escape(head)}</em></p>'
+                f'<pre style="white-space: pre-wrap">{html.escape(body)}</pre></div>')
+        return {"text/html": page, "text/plain": f"{head}\n\n{body}"[:2000]}
+
+    def _show_transcript(self) -> None:
+        """Display the transcript output (in a kernel only); all of them share one display id."""
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+
+            if getattr(get_ipython(), "kernel", None) is None:
+                return
+            self._display_id = self._display_id or f"nbagent-{self._key}"
+            display(self.transcript_bundle(), raw=True, display_id=self._display_id)
+        except Exception:  # the widget still shows; only the saved transcript is missing
+            self._display_id = None
+
+    def _update_transcript(self) -> None:
+        """Bring the transcript output up to date (at a turn's end, never per token)."""
+        if self._display_id is None:
+            return
+        try:
+            from IPython.display import update_display
+
+            update_display(self.transcript_bundle(), raw=True, display_id=self._display_id)
+        except Exception:  # a closed kernel channel: nothing to update
+            pass
 
     def close(self) -> None:
         remove = getattr(self.conversation, "remove_listener", None)

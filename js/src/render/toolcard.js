@@ -22,7 +22,7 @@ export function toolStatus(env) {
 }
 
 export class ToolCard {
-  /** @param {any} call @param {(msg: any) => void} send */
+  /** @param {any} call @param {(msg: any) => boolean} send */
   constructor(call, send) {
     this.callId = call.id || "";
     this.send = send;
@@ -45,7 +45,7 @@ export class ToolCard {
   /** @param {any} msg */
   decide(msg) {
     this.approve.disabled = this.deny.disabled = true;
-    this.send(msg);
+    if (!this.send(msg)) this.approve.disabled = this.deny.disabled = false; // no kernel: nothing was decided
   }
 
   /** @param {any} call @param {any} env the tool's SYSTEM -> ENVIRONMENT step, if any */

@@ -1,10 +1,13 @@
 // One turn: the user's prompt, the model's steps (thinking, markdown answer, tool cards),
-// compaction markers, error cards and the footer.
+// compaction markers, one error card and the footer.
 import { h, fmtInt } from "./dom.js";
 import { IncrementalMarkdown } from "../markdown.js";
 import { ThinkingBlock } from "./thinking.js";
 import { ToolCard } from "./toolcard.js";
 import { footerParts } from "./footer.js";
+
+const LONG_PROMPT_CHARS = 1200; // longer prompts (or more lines) are shown collapsed
+const LONG_PROMPT_LINES = 16;
 
 /** @param {any} s */
 const isModel = (s) => s.source === "MODEL";
@@ -18,6 +21,46 @@ export function errorCard(message, code) {
   return h("div", { class: "nba-error", role: "alert" },
     h("div", { class: "nba-error-title", text: code ? `Error · HTTP ${code}` : "Error" }),
     h("div", { class: "nba-error-msg", text: message || "the turn failed" }));
+}
+
+/** A square "stop" mark as inline SVG (the ⏹ character has no glyph in many fonts). */
+export function stopIcon() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 10 10");
+  svg.setAttribute("class", "nba-icon");
+  svg.setAttribute("aria-hidden", "true");
+  const rect = document.createElementNS(ns, "rect");
+  for (const [k, v] of Object.entries({ x: "1", y: "1", width: "8", height: "8", rx: "1.5", fill: "currentColor" })) rect.setAttribute(k, v);
+  svg.append(rect);
+  return svg;
+}
+
+/** The errors a turn reports (its steps' and its record's), each message once: a failed model
+ * call marks both its step and the turn's FINISH, and the record repeats it.
+ * @param {any[]} steps @param {any} rec @returns {{message: string, code: number}[]} */
+export function turnErrors(steps, rec) {
+  /** @type {{message: string, code: number}[]} */
+  const out = [];
+  const add = (/** @type {string} */ message, /** @type {number} */ code) => {
+    const m = (message || "").trim();
+    if (!m) return;
+    const same = out.find((e) => e.message.includes(m) || m.includes(e.message));
+    if (same) {
+      if (m.length > same.message.length) same.message = m;
+      same.code = same.code || code || 0;
+    } else out.push({ message: m, code: code || 0 });
+  };
+  for (const s of steps) {
+    if (!isToolRun(s) && s.error && (failed(s) || s.type === "FINISH" || s.type === "SYSTEM_MESSAGE")) add(s.error, s.http_code);
+  }
+  if (rec && rec.status === "error") add(rec.error || "the turn failed", rec.http_code);
+  return out;
+}
+
+/** Whether a compaction marker is worth showing: one that removed nothing is not. @param {any} c */
+export function compactionShown(c) {
+  return !(c && c.tokens_before && c.tokens_before === c.tokens_after);
 }
 
 class StepView {
@@ -35,7 +78,7 @@ class StepView {
   /** @param {any} step @param {TurnView} turn */
   update(step, turn) {
     if (isModel(step)) this.updateModel(step, turn);
-    else if (step.type === "COMPACTION") this.setTail("compaction", () => {
+    else if (step.type === "COMPACTION" && compactionShown(step.compaction)) this.setTail("compaction", () => {
       const c = step.compaction || {};
       const sizes = c.tokens_before ? ` · ${fmtInt(c.tokens_before)} → ${fmtInt(c.tokens_after)} tokens` : "";
       return h("div", { class: "nba-compaction", text: `History compacted${sizes}` });
@@ -48,8 +91,6 @@ class StepView {
         card.update(call, step);
         if (this.cards.parentNode !== this.el) this.el.append(this.cards);
       }
-    } else if (step.type === "FINISH" || step.type === "SYSTEM_MESSAGE") {
-      if (failed(step) || step.error) this.setTail("err:" + step.error, () => errorCard(step.error, step.http_code));
     }
     this.step = step;
   }
@@ -79,8 +120,7 @@ class StepView {
         card.update(call, turn.toolRuns.get(call.id));
       }
     }
-    if (failed(step) && step.error) this.setTail("err:" + step.error, () => errorCard(step.error, step.http_code));
-    else if (step.status === "CANCELED") this.setTail("stopped", () => h("div", { class: "nba-stopped", text: "⏹ stopped" }));
+    if (step.status === "CANCELED") this.setTail("stopped", () => h("div", { class: "nba-stopped" }, stopIcon(), " stopped"));
     this.el.classList.toggle("nba-active", streaming);
   }
 
@@ -93,22 +133,61 @@ class StepView {
   }
 }
 
+/** The user's prompt; a long one is collapsed with a "Show all" toggle. */
+class PromptView {
+  constructor() {
+    this.text = h("div", { class: "nba-prompt-text" });
+    this.el = h("div", { class: "nba-prompt" }, this.text);
+    /** @type {HTMLButtonElement|null} */ this.more = null;
+    this.value = null;
+  }
+
+  /** @param {string} text */
+  set(text) {
+    if (text === this.value) return;
+    this.value = text;
+    this.text.textContent = text;
+    this.el.style.display = text ? "" : "none";
+    let lines = 1;
+    for (let i = text.indexOf("\n"); i >= 0 && lines <= LONG_PROMPT_LINES; i = text.indexOf("\n", i + 1)) lines++;
+    const long = text.length > LONG_PROMPT_CHARS || lines > LONG_PROMPT_LINES;
+    this.el.classList.toggle("nba-long", long);
+    if (long && !this.more) {
+      this.more = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-more", onclick: () => this.toggle() }));
+      this.el.append(this.more);
+    }
+    if (this.more) this.more.style.display = long ? "" : "none";
+    this.collapse(long);
+  }
+
+  toggle() { this.collapse(!this.el.classList.contains("nba-collapsed")); }
+
+  /** @param {boolean} collapsed */
+  collapse(collapsed) {
+    this.el.classList.toggle("nba-collapsed", collapsed);
+    if (this.more) {
+      this.more.textContent = collapsed ? `Show all (${fmtInt((this.value || "").length)} characters)` : "Show less";
+      this.more.setAttribute("aria-expanded", String(!collapsed));
+    }
+  }
+}
+
 export class TurnView {
-  /** @param {(msg: any) => void} send */
+  /** @param {(msg: any) => boolean} send */
   constructor(send) {
     this.send = send;
-    this.prompt = h("div", { class: "nba-prompt" });
+    this.prompt = new PromptView();
     this.body = h("div", { class: "nba-turn-body" });
     this.error = h("div", { class: "nba-turn-error" });
     this.footer = h("div", { class: "nba-footer" });
-    this.el = h("div", { class: "nba-turn" }, this.prompt, this.body, this.error, this.footer);
+    this.el = h("div", { class: "nba-turn" }, this.prompt.el, this.body, this.error, this.footer);
     /** @type {Map<number, StepView>} */ this.steps = new Map();
     /** @type {Map<string, ToolCard>} */ this.cards = new Map();
     /** @type {Map<string, any>} */ this.toolRuns = new Map();
     /** @type {Set<string>} */ this.modelCalls = new Set();
     this.turn = null;
-    this.shownError = false;
     this.running = true;
+    this.errorKey = "";
   }
 
   /** @param {any} call */
@@ -125,13 +204,10 @@ export class TurnView {
     this.turn = turn;
     const rec = turn.record;
     const user = turn.steps.find((s) => s.source === "USER");
-    const promptText = user ? user.content : rec ? rec.prompt : "";
-    if (this.prompt.textContent !== promptText) this.prompt.textContent = promptText;
-    this.prompt.style.display = promptText ? "" : "none";
+    this.prompt.set(user ? user.content : rec ? rec.prompt : "");
     this.toolRuns = new Map(turn.steps.filter(isToolRun).map((s) => [((s.tool_calls || [])[0] || {}).id, s]));
     this.modelCalls = new Set(turn.steps.filter(isModel).flatMap((s) => (s.tool_calls || []).map((/** @type {any} */ c) => c.id)));
     this.running = rec ? rec.status === "running" : true;
-    this.shownError = turn.steps.some((s) => !isToolRun(s) && !!s.error && (failed(s) || s.type === "FINISH"));
     let prev = null;
     for (const step of turn.steps) {
       if (step.source === "USER") continue;
@@ -144,16 +220,20 @@ export class TurnView {
       if (view.step !== step || isModel(step) || isToolRun(step)) view.update(step, this);
       prev = view.el;
     }
-    const running = this.running;
-    this.el.classList.toggle("nba-running", running);
-    const wantError = rec && rec.status === "error" && !this.shownError ? rec.error || "the turn failed" : "";
-    if ((this.error.dataset.msg || "") !== wantError) {
-      this.error.dataset.msg = wantError;
-      this.error.replaceChildren(...(wantError ? [errorCard(wantError, rec.http_code)] : []));
-    }
-    const parts = running ? [] : footerParts(rec);
+    this.el.classList.toggle("nba-running", this.running);
+    this.showErrors(turnErrors(turn.steps, rec));
+    const parts = this.running ? [] : footerParts(rec);
     const text = parts.join(" · ");
     if (this.footer.textContent !== text) this.footer.textContent = text;
     this.footer.style.display = text ? "" : "none";
+  }
+
+  /** One card for the turn's errors, after its partial answer. @param {{message: string, code: number}[]} errors */
+  showErrors(errors) {
+    const key = JSON.stringify(errors);
+    if (key === this.errorKey) return;
+    this.errorKey = key;
+    const message = errors.map((e) => e.message).join("\n");
+    this.error.replaceChildren(...(errors.length ? [errorCard(message, errors.find((e) => e.code)?.code)] : []));
   }
 }

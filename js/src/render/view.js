@@ -1,43 +1,117 @@
 // The whole chat: turns, a notice line, the input box with Send and Stop.
+//
+// Keyboard: the box handles Enter (send), Shift+Enter (a new line) and Escape (leave the box);
+// every other key (Ctrl+S, Ctrl+Enter, ...) reaches the notebook's shortcuts.
+// No control waits forever: a prompt the kernel does not take up (refused, kernel busy or gone)
+// unlocks the box, and Stop can be pressed again while a turn has not ended.
 import { h } from "./dom.js";
 import { TurnView } from "./turn.js";
 
+const WAIT_HINT_MS = 8000; // no word from the kernel after a send: say why, let Stop unlock
+const STOP_RETRY_MS = 5000; // Stop pressed, turn still running: enable Stop again
+
 export class ChatView {
-  /** @param {HTMLElement} el @param {(msg: any) => void} send @param {string} placeholder */
+  /** @param {HTMLElement} el @param {(msg: any) => boolean} send @param {string} placeholder */
   constructor(el, send, placeholder) {
+    this.host = el;
     this.send = send;
     this.list = h("div", { class: "nba-turns" });
     this.empty = h("div", { class: "nba-empty", text: "No messages yet." });
     this.notice = h("div", { class: "nba-notice", role: "status" });
+    this.hint = h("div", { class: "nba-hint", role: "status" });
     this.input = /** @type {HTMLTextAreaElement} */ (h("textarea", { class: "nba-input", rows: 2, placeholder, "aria-label": "Message" }));
     this.sendBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-send", text: "Send", onclick: () => this.submit() }));
     this.stopBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-stop", text: "Stop", title: "Stop the running turn",
-      onclick: () => { this.stopBtn.disabled = true; send({ type: "stop" }); } }));
-    this.input.addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.submit(); }
-      e.stopPropagation(); // keep JupyterLab's notebook shortcuts out of the text box
-    });
+      onclick: () => this.stop() }));
+    this.input.addEventListener("keydown", (e) => this.onKey(e));
+    this.input.addEventListener("input", () => this.setHint(""));
     this.root = h("div", { class: "nba-chat" }, this.list, this.empty, this.notice,
-      h("div", { class: "nba-inputbar" }, this.input, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)));
+      h("div", { class: "nba-inputbar" }, this.input, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint);
     this.root.addEventListener("click", (e) => this.onClick(e));
     el.append(this.root);
     /** @type {Map<number, TurnView>} */ this.turns = new Map();
+    /** @type {import("../reducer.js").State|null} */ this.state = null;
     this.running = null;
+    this.waiting = false; // sent a prompt; the kernel has not answered yet
+    this.refusals = 0; // the state's refusal count when the prompt was sent
+    /** @type {any} */ this.waitTimer = null;
     this.refocus = false;
     this.scrollQueued = false;
     this.stick = true; // follow the stream while the user is at the bottom
     this.list.addEventListener("scroll", () => {
       this.stick = this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight < 40;
     }, { passive: true });
+    this.setHint("");
+  }
+
+  /** ipywidgets marks a view whose kernel went away (restart, shutdown) or that never had one. */
+  disconnected() {
+    return !!this.host.closest?.(".jupyter-widgets-disconnected");
+  }
+
+  /** @param {KeyboardEvent} e */
+  onKey(e) {
+    if (e.isComposing) return;
+    if (e.key === "Shift") {
+      // a bare Shift reaching JupyterLab's shortcut handler makes it cancel the line break of the
+      // Shift+Enter that follows; Shift alone is no shortcut, so it stays here
+      e.stopPropagation();
+    } else if (e.key === "Enter" && !e.shiftKey && !e.ctrlKey && !e.metaKey && !e.altKey) {
+      e.preventDefault();
+      e.stopPropagation();
+      this.submit();
+    } else if (e.key === "Enter" && e.shiftKey && !e.ctrlKey && !e.metaKey && !e.altKey) {
+      e.stopPropagation(); // a new line in the box, not "run cell"
+    } else if (e.key === "Escape") {
+      e.preventDefault();
+      e.stopPropagation();
+      this.leave();
+    }
+  }
+
+  /** Escape: give the keyboard back to the notebook (its cell, when there is one). */
+  leave() {
+    this.refocus = false;
+    this.input.blur();
+    const cell = /** @type {HTMLElement|null} */ (this.root.closest(".jp-Cell") || this.root.closest("[tabindex]"));
+    if (cell) cell.focus({ preventScroll: true });
+  }
+
+  /** @param {string} text */
+  setHint(text) {
+    if (this.hint.textContent !== text) this.hint.textContent = text;
+    this.hint.style.display = text ? "" : "none";
   }
 
   submit() {
     const prompt = this.input.value;
-    if (!prompt.trim() || this.running) return;
+    if (this.state && this.state.dead) { this.setHint(this.state.dead); return; }
+    if (!prompt.trim()) { this.setHint("Nothing to send: type a message first (Enter sends, Shift+Enter adds a line)."); return; }
+    if (this.running) { this.setHint("A turn is running; press Stop first."); return; }
+    if (!this.send({ type: "send", prompt })) { this.setHint(this.state ? this.state.dead : ""); return; }
+    this.setHint("");
     this.input.value = "";
     this.refocus = true; // give the box back after this turn, which the user started here
+    this.waiting = true;
+    this.refusals = this.state ? this.state.refusals : 0;
     this.setRunning(true); // optimistic: the kernel confirms with `running`
-    this.send({ type: "send", prompt });
+    clearTimeout(this.waitTimer);
+    this.waitTimer = setTimeout(() => {
+      if (!this.waiting) return;
+      this.setHint("No answer from the kernel yet (is a cell still running?). Stop gives the box back.");
+      this.stopBtn.disabled = false;
+    }, WAIT_HINT_MS);
+  }
+
+  stop() {
+    if (this.waiting) { // the kernel never took the prompt up: unlock here
+      this.waiting = false;
+      this.setHint("");
+      this.setRunning(!!(this.state && this.state.running));
+    }
+    this.stopBtn.disabled = true;
+    this.send({ type: "stop" });
+    setTimeout(() => { if (this.running) this.stopBtn.disabled = false; }, STOP_RETRY_MS);
   }
 
   /** @param {MouseEvent} e */
@@ -68,6 +142,7 @@ export class ChatView {
 
   /** @param {import("../reducer.js").State} state */
   update(state) {
+    this.state = state;
     const seen = new Set();
     let prev = null;
     for (const turn of state.turns) {
@@ -83,9 +158,18 @@ export class ChatView {
     }
     for (const [key, view] of this.turns) if (!seen.has(key)) { view.el.remove(); this.turns.delete(key); }
     this.empty.style.display = state.turns.length ? "none" : "";
-    this.notice.textContent = state.notice;
-    this.notice.style.display = state.notice ? "" : "none";
-    this.setRunning(state.running);
+    const notice = state.dead || state.notice;
+    this.notice.textContent = notice;
+    this.notice.style.display = notice ? "" : "none";
+    this.root.classList.toggle("nba-dead", !!state.dead);
+    // the kernel answered the prompt this view sent (took it up, refused it) or cannot any more
+    if (this.waiting && (state.running || state.dead || state.refusals !== this.refusals)) {
+      this.waiting = false;
+      clearTimeout(this.waitTimer);
+      if (this.hint.textContent.startsWith("No answer")) this.setHint("");
+    }
+    this.setRunning(state.running || this.waiting);
+    if (state.dead) this.refocus = false;
     if (this.stick && !this.scrollQueued) { // after this frame's markdown render, without forcing layout now
       this.scrollQueued = true;
       requestAnimationFrame(() => { this.scrollQueued = false; if (this.stick) this.list.scrollTop = this.list.scrollHeight; });
