@@ -279,6 +279,15 @@ async def test_a_prompt_the_kernel_does_not_run_is_answered_so_no_view_waits():
     assert w.running is False and w.notice == ""
 
 
+def test_a_view_that_meets_math_gets_the_temml_module():
+    w = ChatWidget(Conversation(MockConnection([])))
+    rec = Recorder(w)
+    w._on_msg(w, {"type": "math"})
+    (kind, body), = [(k, b) for _, k, b in rec.log]
+    assert kind == "custom" and body["type"] == "math"
+    assert "export" in body["code"] and "MathML" in body["code"] and len(body["code"]) > 50_000
+
+
 async def test_approve_and_deny_from_the_front_end():
     conv = Conversation(StreamConnection(["Done."], tool=ToolCall("c1", "calc", {"x": 1}), tool_result="2"))
     w = ChatWidget(conv)

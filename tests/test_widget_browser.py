@@ -60,7 +60,8 @@ NOTEBOOKS = {
     "xss.ipynb": [
         "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
         "payload = ['Look: <img src=x onerror=\"window.__pwned=1\"> and ', '<script>window.__pwned=1</script>',"
-        " '\\n\\n', '<iframe src=\"javascript:window.__pwned=1\"></iframe>', ' and [a link](javascript:window.__pwned=1) end.']\n"
+        " '\\n\\n', '<iframe src=\"javascript:window.__pwned=1\"></iframe>', ' and [a link](javascript:window.__pwned=1) end.',"
+        " ' Math: $\\\\href{javascript:window.__pwned=1}{x}$ $<img src=x onerror=\"window.__pwned=1\">$']\n"
         "conv = Conversation(StreamConnection(payload, thinking=['<img src=x onerror=\"window.__pwned=1\">']))\n"
         "conv.widget()"],
     "errors.ipynb": [
@@ -76,6 +77,11 @@ NOTEBOOKS = {
                         "conv = Conversation(StreamConnection(words(3_000), pace=0.01, batch=5))\nconv.widget()"],
     "reload.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent",
                      "r = await agent.chat_to_completion('What is 3 + 4?')"],
+    "math.ipynb": [
+        "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
+        "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
+        " r'Code `$x$` stays code and \\(a<b\\) is math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
+        "conv = Conversation(StreamConnection(answer, thinking=['Let ', r'$a^2+b^2=c^2$', ' hold.']))\nconv.widget()"],
     "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
     "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "x = 1"],
@@ -372,6 +378,34 @@ def test_reloading_mid_stream_catches_up_via_resync(lab, notebook):
     assert lab.evaluate("() => window.nbagentDebug.resyncs") >= 1  # the gap was noticed and filled
     expected = " ".join("".join(words(3_000)).split())
     assert " ".join(text_of(lab, f"{chat} .nba-md").split()) == expected
+    no_errors(lab)
+
+
+def test_math_renders_as_mathml_without_fetching_anything(lab, notebook, tmp_path):
+    nb = notebook("math.ipynb")
+    chat = show_widget(lab, nb)
+    requests = []
+    record = lambda r: requests.append(r.url)  # noqa: E731
+    lab.on("request", record)
+    send_prompt(lab, chat, "Some math please")
+    wait_turn_done(lab, chat, 1)
+    lab.wait_for_function("(s) => document.querySelectorAll(s + ' .nba-md math').length >= 4", arg=chat, polling=50)
+    md = lab.locator(chat).locator(".nba-md")
+    assert md.locator("math[display='block']").count() == 2  # $$...$$ and \[...\]
+    assert "costs $5 and $10." in md.inner_text()  # money is not math
+    code = md.locator("code", has_text="$x$")
+    assert code.count() == 1 and code.locator("math").count() == 0  # code is never math
+    first = md.locator("math").first.text_content()  # MathML elements have no innerText
+    assert "e" in first and "π" in first
+    thinking = lab.locator(chat).locator(".nba-thinking").first
+    thinking.locator("summary").click()
+    assert thinking.locator("math").count() == 1 and "hold." in thinking.inner_text()
+    _shot(lab, chat, "widget-math.png", tmp_path)
+    lab.wait_for_timeout(300)
+    lab.remove_listener("request", record)
+    fetched = [u for u in requests if not u.startswith(("http://127.0.0.1", "blob:", "data:"))
+               or u.endswith((".woff", ".woff2", ".ttf", ".otf"))]
+    assert not fetched, fetched  # no remote fetch, no font download
     no_errors(lab)
 
 

@@ -11,6 +11,7 @@
 // and `resyncs` — how many times a view found text missing and asked the kernel for the full turn.
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
+import { loadMath, setMathRequester } from "./mathtext.js";
 
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
  *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
@@ -116,12 +117,14 @@ function storeFor(model) {
   s.unwatch = watchKernel(model, () => dispatch({ type: "dead", reason: KERNEL_RESTARTED }));
   model.on("msg:custom", (/** @type {any} */ msg) => {
     if (msg && msg.type === "refused") { dispatch(msg); return; }
+    if (msg && msg.type === "math" && typeof msg.code === "string") { loadMath(msg.code).catch((e) => console.warn("nbagent: math", e)); return; }
     if (!msg || msg.type !== "deltas") return;
     const debug = debugLog();
     if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
       msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
     dispatch(msg);
   });
+  setMathRequester(() => s.send({ type: "math" })); // the newest widget asks for the math module
   s.state = apply(s.state, traits());
   return s;
 }

@@ -1,22 +1,22 @@
-// Markdown for model output: marked (raw HTML shown as text) + highlight.js + DOMPurify,
-// rendered incrementally: finished top-level blocks once, only the growing tail again.
+// Markdown for model output: marked (raw HTML shown as text) + highlight.js + DOMPurify + math
+// (see mathtext.js), rendered incrementally: finished top-level blocks once, only the growing tail again.
 import { Marked } from "marked";
 import DOMPurify from "dompurify";
 import hljs from "highlight.js/lib/core";
 import python from "highlight.js/lib/languages/python";
 import javascript from "highlight.js/lib/languages/javascript";
-import typescript from "highlight.js/lib/languages/typescript";
 import json from "highlight.js/lib/languages/json";
 import bash from "highlight.js/lib/languages/bash";
 import sql from "highlight.js/lib/languages/sql";
 import yaml from "highlight.js/lib/languages/yaml";
+import { mathExtension, typeset } from "./mathtext.js";
 
-for (const [name, lang] of Object.entries({ python, javascript, typescript, json, bash, sql, yaml })) {
+for (const [name, lang] of Object.entries({ python, javascript, json, bash, sql, yaml })) {
   hljs.registerLanguage(name, lang);
 }
 hljs.registerAliases(["py"], { languageName: "python" });
-hljs.registerAliases(["js"], { languageName: "javascript" });
-hljs.registerAliases(["ts"], { languageName: "typescript" });
+// TypeScript is highlighted with the JavaScript grammar (its own would cost ~6 KB of bundle)
+hljs.registerAliases(["js", "ts", "typescript", "tsx", "jsx"], { languageName: "javascript" });
 hljs.registerAliases(["sh", "shell", "console", "zsh"], { languageName: "bash" });
 hljs.registerAliases(["yml"], { languageName: "yaml" });
 
@@ -61,6 +61,7 @@ const marked = new Marked({
     },
   },
 });
+marked.use(mathExtension);
 
 const PURIFY = { ADD_ATTR: ["target"], FORBID_TAGS: ["style", "form", "input", "img"], FORBID_ATTR: ["style"] };
 
@@ -132,12 +133,14 @@ export class IncrementalMarkdown {
       const div = document.createElement("div");
       div.className = "nba-block";
       div.innerHTML = renderMarkdown(block);
+      typeset(div);
       this.doneEl.appendChild(div);
       this.doneLen += block.length;
       this.blocksRendered++;
     }
     if (tail !== this.shown) {
       this.tailEl.innerHTML = tail ? renderMarkdown(tail) : "";
+      typeset(this.tailEl);
       this.shown = tail;
     }
   }

@@ -1,3 +1,4 @@
+import { split } from "../src/mathtext.js";
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { splitBlocks, renderMarkdown, highlight } from "../src/markdown.js";
@@ -55,4 +56,19 @@ test("code blocks are highlighted, escaped and get a copy button", () => {
   assert.match(html, /hljs-keyword">def</);
   assert.match(html, /&lt;tag&gt;/);
   assert.equal(highlight("<b>", "nolang"), "&lt;b&gt;");
+});
+
+test("math delimiters become math placeholders; code spans, code blocks and money do not", () => {
+  const html = renderMarkdown("Euler: $e^{i\\pi} + 1 = 0$ and \\(a<b\\), costs $5 and $10.\n\n$$\\int_0^1 x\\,dx$$\n\n\\[ x^2 \\]\n\n`$not math$` and:\n\n```\n$$ also not $$\n```\n");
+  const spans = [...html.matchAll(/<(span|div) class="nba-math( nba-math-display)?">([^<]*)<\/\1>/g)].map((m) => [m[3], !!m[2]]);
+  assert.deepEqual(spans, [["e^{i\\pi} + 1 = 0", false], ["a&lt;b", false], ["\\int_0^1 x\\,dx", true], ["x^2", true]]);
+  assert.match(html, /costs \$5 and \$10\./);
+  assert.match(html, /<code>\$not math\$<\/code>/);
+  assert.match(html, /\$\$ also not \$\$/);
+});
+
+test("math in a thought is split from its text; code spans stay text", () => {
+  assert.deepEqual(split("so $x^2$ then \\[y\\] but `$z$` costs $5"), [
+    ["so ", null], ["x^2", false], [" then ", null], ["y", true], [" but `$z$` costs $5", null]]);
+  assert.deepEqual(split("no math here"), [["no math here", null]]);
 });

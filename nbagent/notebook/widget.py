@@ -22,7 +22,9 @@ Wire protocol (kernel -> front end):
 
 Front end -> kernel: ``{"type": "send", "prompt"}``, ``{"type": "stop"}``,
 ``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
-``{"type": "resync"}``. A prompt runs as an asyncio task on the kernel's loop,
+``{"type": "resync"}``, ``{"type": "math"}`` (the view met math: the kernel
+answers ``{"type": "math", "code"}`` with static/math.js, Temml, once per page).
+A prompt runs as an asyncio task on the kernel's loop,
 so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
 
@@ -337,6 +339,8 @@ class ChatWidget(anywidget.AnyWidget):
                 self.conversation.approve(str(content["call_id"]))
             elif kind == "deny":
                 self.conversation.deny(str(content["call_id"]), content.get("reason") or "denied by the user")
+            elif kind == "math":  # a page met math: the TeX -> MathML module, once per page
+                self.send({"type": "math", "code": (_STATIC / "math.js").read_text(encoding="utf-8")})
             elif kind == "resync":  # a view missed some text of the running turn
                 with self._lock:
                     self._dirty.add("current")
