@@ -168,7 +168,7 @@ class TurnTally:
     def _count_usage(self, step: Step) -> UsageMetadata | None:
         new = step.usage_metadata
         old = self._counted.get(step.step_index)
-        if new is None and old is None:
+        if new is old:  # the same usage object rides on every update of a step: counted already
             return None
         new = new or UsageMetadata()
         delta = new - old if old is not None else new

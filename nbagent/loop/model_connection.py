@@ -21,11 +21,11 @@ from ..core.chat_session import ChatSession
 from ..core.compression import ApproxTokenizer
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
-from ..providers.base import (REFUSAL, Finish, ModelRequest, Provider, RefusalDelta, TextDelta, ThinkingDelta,
-                              ToolCallEnd, ToolCallStart, Usage)
+from ..providers.base import REFUSAL, Finish, ModelRequest, Provider
 from ..core.text import clean_text
 from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
 from .compaction import compact_if_needed, compaction_budget
+from .model_step import fold_batch
 from .hooks import Block, Hooks, call_hook
 from .tool_runner import CANCELED_RESULT, ToolRunner, in_call_order, unrun_call_steps, with_unique_call_ids
 from .tool_threads import DEFAULT_TOOL_TIMEOUT
@@ -311,8 +311,8 @@ class ModelConnection:
 
         async def pump() -> None:
             try:
-                async for event in self.provider.stream(request):
-                    queue.put_nowait(event)
+                async for batch in self.provider.stream_batches(request):  # one list a network read
+                    queue.put_nowait(batch)
                 queue.put_nowait(_END)
             except asyncio.CancelledError:
                 queue.put_nowait(_CANCELED)
@@ -346,11 +346,11 @@ class ModelConnection:
                     if isinstance(event, NbagentError):
                         raise event
                     raise NbagentError(f"model call failed: {event!r}", kind="protocol") from event
-                update = self._apply_event(step, event, calls)
+                update, finish = fold_batch(step, event, calls, self.session, self.include_reasoning)
                 if update is not None:
                     yield update
-                if isinstance(event, Finish):
-                    yield event
+                if finish is not None:
+                    yield finish
         except GeneratorExit:  # the consumer went away mid-call
             if step.status == StepStatus.ACTIVE:
                 self._close_partial(step, calls)
@@ -361,48 +361,6 @@ class ModelConnection:
             self._active_tasks.discard(task)
             if not task.done():
                 task.cancel()
-
-    def _apply_event(self, step: Step, event: Any, calls: list[ToolCall]) -> Step | None:
-        """Fold one provider event into the model step; returns the update to emit, if any."""
-        if isinstance(event, TextDelta):
-            if event.text:
-                text = clean_text(event.text)
-                step.content += text
-                return step.snapshot(content_delta=text)
-        elif isinstance(event, ThinkingDelta):
-            if event.text and self.include_reasoning:
-                text = clean_text(event.text)
-                step.thinking += text
-                return step.snapshot(thinking_delta=text)
-        elif isinstance(event, RefusalDelta):
-            step.refusal += event.text
-            return step.snapshot()
-        elif isinstance(event, ToolCallStart):
-            step.preparing_tool = event.name
-        elif isinstance(event, ToolCallEnd):
-            calls.append(event.call)
-            step.tool_calls = list(calls)
-            step.type = StepType.TOOL_CALL
-            return step.snapshot()
-        elif isinstance(event, Usage):
-            step.usage_metadata = event.usage
-            step.raw_usage = event.raw
-        elif isinstance(event, Finish):
-            with_unique_call_ids(event.message, calls)
-            step.tool_calls = list(calls)
-            for message in event.history:  # none when the provider refused the prompt itself
-                self.session.push_assistant(message)
-            step.cut_tool_calls = list(event.cut_tool_calls)
-            step.status = StepStatus.DONE
-            step.finished_at = time.time()
-            step.is_complete_response = not event.message.tool_uses
-            step.structured_output = event.structured_output
-            step.finish_reason = event.reason
-            step.preparing_tool = ""
-            if event.model:
-                step.model = event.model
-            return step.snapshot()
-        return None
 
     def _fail(self, step: Step, calls: list[ToolCall], exc: BaseException) -> list[Step]:
         """The model step ends in error (partial content kept) and the turn's FINISH says so."""

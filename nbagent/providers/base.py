@@ -126,6 +126,15 @@ class Provider(abc.ABC):
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         """Run one model call and yield its events."""
 
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Event]]:
+        """The events of one call grouped as they arrived: one list per network read.
+
+        The agent loop folds each batch into one step update (a UI needs no finer grain than a
+        network read). This default wraps ``stream``: one event a batch.
+        """
+        async for event in self.stream(request):
+            yield [event]
+
     async def aclose(self) -> None:
         """Release connections; the provider may be used again afterwards."""
 

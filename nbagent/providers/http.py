@@ -194,18 +194,29 @@ class HTTPProvider(Provider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         """POST the request, retry what may be retried, yield parsed events."""
+        async for batch in self.stream_batches(request):
+            for event in batch:
+                yield event
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Event]]:
+        """The parsed events of each network read (see ``Provider.stream_batches``)."""
+        if type(self).stream is not HTTPProvider.stream:  # a subclass wraps stream(): honour it
+            async for batch in Provider.stream_batches(self, request):
+                yield batch
+            return
         url, headers, body = self.build_http_request(request)
         url = str(httpx.URL(url).copy_merge_params(self._base_params)) if self._base_params else url
         self._streams += 1
         try:
-            async for event in self._attempts(request, url, headers, body):
-                yield event
+            async for batch in self._attempts(request, url, headers, body):
+                yield batch
         finally:
             self._streams -= 1
             if not self._streams and self._close_when_idle:
                 await self.aclose()
 
-    async def _attempts(self, request: ModelRequest, url: str, headers: dict, body: dict) -> AsyncIterator[Event]:
+    async def _attempts(self, request: ModelRequest, url: str, headers: dict,
+                        body: dict) -> AsyncIterator[list[Event]]:
         attempt = 0
         while True:
             client = await self._get_client()
@@ -217,9 +228,9 @@ class HTTPProvider(Provider):
                     if not 200 <= response.status_code < 300:
                         error = await self._error_reply(response)
                     else:
-                        async for event in self._body_events(request, response, progress):
-                            progress.output = progress.output or not isinstance(event, Usage)
-                            yield event
+                        async for batch in self._body_batches(request, response, progress):
+                            progress.output = progress.output or any(not isinstance(e, Usage) for e in batch)
+                            yield batch
                         return
                 finally:
                     await response.aclose()
@@ -257,9 +268,9 @@ class HTTPProvider(Provider):
         _apply_should_retry(error, response.headers)
         return error
 
-    async def _body_events(self, request: ModelRequest, response: httpx.Response,
-                           progress: "_Progress") -> AsyncIterator[Event]:
-        """Decode a 2xx body (SSE, or one plain JSON document) through the parser."""
+    async def _body_batches(self, request: ModelRequest, response: httpx.Response,
+                            progress: "_Progress") -> AsyncIterator[list[Event]]:
+        """Decode a 2xx body (SSE, or one plain JSON document): the parsed events of each read."""
         content_type = _content_type(response.headers)
         if content_type in _NOT_A_STREAM:
             raw = await response.aread()
@@ -277,20 +288,15 @@ class HTTPProvider(Provider):
         decoder = SSEDecoder(raw_lines=self.sse_raw_lines)
         progress.parsing = True
         async for chunk in chunks:
-            if not chunk:
-                continue
-            progress.got_bytes = True
-            for sse in decoder.feed(chunk):
-                for event in parser.feed(sse):
-                    yield event
+            if chunk:
+                progress.got_bytes = True
+                async for batch in _parsed(parser, decoder.feed(chunk)):
+                    yield batch
         if not progress.got_bytes:
             raise NbagentError("the server replied HTTP 200 with an empty body", kind="protocol",
                                http_code=response.status_code, provider=self.name)
-        for sse in decoder.flush():
-            for event in parser.feed(sse):
-                yield event
-        for event in parser.close():
-            yield event
+        async for batch in _parsed(parser, decoder.flush(), closing=True):
+            yield batch
 
     def _transport_error(self, exc: Exception, url: str, got_bytes: bool) -> NbagentError:
         """The NbagentError for an httpx failure; raises at once for what no retry can fix."""
@@ -315,6 +321,22 @@ class HTTPProvider(Provider):
         else:
             message = f"could not reach {_host(url)} ({_describe(exc)})"
         return NbagentError(message, kind="network", retryable=not got_bytes, provider=self.name)
+
+
+async def _parsed(parser: StreamParser, sses: list[SSEEvent], closing: bool = False) -> AsyncIterator[list[Event]]:
+    """The events of these SSE events as one batch; what came before a parse error is still delivered."""
+    batch: list[Event] = []
+    try:
+        for sse in sses:
+            batch.extend(parser.feed(sse))
+        if closing:
+            batch.extend(parser.close())
+    except NbagentError:
+        if batch:
+            yield batch
+        raise
+    if batch:
+        yield batch
 
 
 class FirstByteTimeout(httpx.TimeoutException):
