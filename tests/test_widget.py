@@ -479,3 +479,57 @@ async def test_provider_raw_usage_stays_in_the_kernel():
     assert "RAW-ONLY" not in sent and "raw_usage" not in sent
     step = finished(w)[0]["steps"][1]
     assert step["model"] == "claude-sonnet-4-5" and step["usage_metadata"]["cache_write_token_count"] == 5
+
+
+# --- rich tool results -----------------------------------------------------------------------
+
+async def test_a_dataframe_from_a_tool_reaches_the_card_as_an_escaped_table_and_the_model_as_text():
+    import pandas as pd
+    from support.scripted import ScriptedProvider, text_call, tool_call
+
+    @tool
+    def prices() -> object:
+        """A small table."""
+        return pd.DataFrame({"item": ["<script>alert(1)</script>", "tea"], "price": [3.5, 2.0]})
+
+    provider = ScriptedProvider([tool_call(("c1", "prices", {})), text_call("Here they are.")])
+    agent = Agent(model=provider, tools=[prices])
+    w = agent.widget()
+    await agent.chat_to_completion("prices?")
+    await settle(w)
+    run = next(s for s in agent.conversation.history if s.target == StepTarget.ENVIRONMENT)
+    assert run.content.startswith("DataFrame: 2 rows x 2 columns") and "tea" in run.content  # the model's text
+    html = run.display["text/html"]
+    assert "<table" in html and "&lt;script&gt;" in html and "<script>" not in html
+    step = next(s for s in finished(w)[-1]["steps"] if s.get("target") == "ENVIRONMENT")
+    assert step["display"]["text/html"] == html  # in the widget's state, for the card
+    sent = repr(provider.requests[-1].messages)  # what the model got back: the text only
+    assert "DataFrame: 2 rows x 2 columns" in sent and "<table" not in sent
+    again = Step.from_dict(json.loads(json.dumps(run.to_dict())))
+    assert again.display == run.display  # saved and loaded with the step
+
+
+def test_figures_and_images_become_capped_pngs_and_a_short_text():
+    import base64
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from nbagent.loop.tools import IMAGE_MAX_PIXELS, format_result, rich_display
+
+    fig, ax = plt.subplots(figsize=(20, 10), dpi=100)
+    ax.plot([1, 2, 3], [3, 1, 2])
+    ax.set_title("trend")
+    png = base64.b64decode(rich_display(fig)["image/png"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width = int.from_bytes(png[16:20], "big")
+    assert 0 < width <= IMAGE_MAX_PIXELS * 1.05
+    assert format_result(fig) == "[matplotlib figure, 2000x1000 px, 1 axes; titles: 'trend'; shown to the user as an image]"
+    plt.close(fig)
+    img = Image.new("RGB", (3000, 1500), (200, 30, 30))
+    png = base64.b64decode(rich_display(img)["image/png"])
+    assert int.from_bytes(png[16:20], "big") == IMAGE_MAX_PIXELS
+    assert format_result(img) == "[image, 3000x1500 px, mode RGB; shown to the user]"
+    assert rich_display("plain text") is None and rich_display({"a": 1}) is None

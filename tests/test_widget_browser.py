@@ -82,6 +82,7 @@ NOTEBOOKS = {
         "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
         " r'Code `$x$` stays code and \\(a<b\\) is math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
         "conv = Conversation(StreamConnection(answer, thinking=['Let ', r'$a^2+b^2=c^2$', ' hold.']))\nconv.widget()"],
+    "rich.ipynb": ["from support.streams import rich_agent\nagent = rich_agent()\nagent"],
     "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
     "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "x = 1"],
@@ -406,6 +407,39 @@ def test_math_renders_as_mathml_without_fetching_anything(lab, notebook, tmp_pat
     fetched = [u for u in requests if not u.startswith(("http://127.0.0.1", "blob:", "data:"))
                or u.endswith((".woff", ".woff2", ".ttf", ".otf"))]
     assert not fetched, fetched  # no remote fetch, no font download
+    no_errors(lab)
+
+
+def check_rich_turn(page, chat):
+    """A DataFrame and a figure in their tool cards, math in the answer, every XSS payload inert."""
+    page.evaluate("() => { delete window.__pwned; }")
+    page.fill(f"{chat} .nba-input", "Show me prices and a chart")
+    page.press(f"{chat} .nba-input", "Enter")
+    page.wait_for_function("""(s) => { const c = document.querySelector(s);
+        return c && c.querySelector('.nba-turn:not(.nba-running) .nba-footer') && !c.classList.contains('nba-is-running')
+          && c.querySelectorAll('.nba-md math').length >= 2; }""", arg=chat, polling=50)
+    table = page.locator(chat).locator(".nba-tool[data-call-id='c1'] .nba-tool-table table")
+    assert table.count() == 1 and "price" in table.locator("th").all_inner_texts()
+    assert "tea" in table.inner_text() and '<img src=x onerror="window.__pwned=1">' in table.inner_text()
+    img = page.locator(chat).locator(".nba-tool[data-call-id='c2'] img.nba-tool-image")
+    assert img.count() == 1
+    page.wait_for_function("(s) => document.querySelector(s + ' img.nba-tool-image').naturalWidth > 100", arg=chat, polling=50)
+    assert img.get_attribute("src").startswith("data:image/png;base64,")
+    text = page.locator(chat).locator(".nba-tool[data-call-id='c1'] .nba-tool-text")
+    assert "DataFrame: 2 rows x 2 columns" in text.text_content()  # what the model got, folded away
+    assert page.locator(chat).locator(".nba-md math[display='block']").count() == 1
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.locator(chat).locator(".nba-md img, script, iframe, a[href^='javascript']").count() == 0
+    assert page.locator(chat).locator("img").count() == 1  # the chart, nothing else
+    assert "<script>window.__pwned=1</script>" in page.locator(chat).locator(".nba-md").inner_text()
+
+
+def test_rich_tool_results_math_and_xss_in_one_turn(lab, notebook, tmp_path):
+    nb = notebook("rich.ipynb")
+    chat = show_widget(lab, nb)
+    check_rich_turn(lab, chat)
+    _shot(lab, chat, "widget-rich.png", tmp_path)
     no_errors(lab)
 
 

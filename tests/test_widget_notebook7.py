@@ -41,6 +41,7 @@ CELLS = [
 WIDGET_WORDS = ("nba", "nbagent", "anywidget", "widget")
 LIFE = "life.ipynb"  # restart, save, reopen, keyboard
 LIFE_CELLS = [CELLS[0] + "\nagent"]
+RICH = "rich.ipynb"  # a DataFrame and a figure in tool cards, math, XSS payloads
 
 
 def _widget_frames(stack):
@@ -59,6 +60,7 @@ def nb7_server(tmp_path_factory, request):
     root.mkdir()
     (root / NOTEBOOK).write_text(json.dumps(nb_json(CELLS)))
     (root / LIFE).write_text(json.dumps(nb_json(LIFE_CELLS)))
+    (root / RICH).write_text(json.dumps(nb_json(["from support.streams import rich_agent\nagent = rich_agent()\nagent"])))
     # Notebook 7 is a JupyterLab-based front end: the same settings dir and Lab server flags apply; its
     # own flag exposes the app as window.jupyterapp.
     args = ["--JupyterNotebookApp.expose_app_in_browser=True", "--LabApp.news_url=None",
@@ -231,4 +233,18 @@ def test_restart_save_reopen_and_keys_in_notebook7(nb7_page, nb7_server):
     assert len(shown) == 1 and "What is 6 * 7?" in shown[0] and "42" in shown[0]
     errors = [e for e in page.errors if ("blob:" in e or any(w in e.lower() for w in WIDGET_WORDS))
               and "model not found" not in e.lower()]
+    assert not errors, errors
+
+
+def test_rich_tool_results_math_and_xss_in_notebook7(nb7_page, nb7_server):
+    from test_widget_browser import check_rich_turn
+
+    page = nb7_page
+    _goto(page, nb7_server, RICH)
+    nb = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    _run_all(page)
+    chat = f'[id="{nb}"] .nba-chat'
+    page.wait_for_selector(chat)
+    check_rich_turn(page, chat)
+    errors = [e for e in page.errors if "blob:" in e or any(w in e.lower() for w in WIDGET_WORDS)]
     assert not errors, errors

@@ -259,6 +259,7 @@ class Step:
     raw_usage: dict | None = None  # the provider's own usage object (analysis only)
     refusal: str = ""  # the model declined: its refusal text (model steps; not in content)
     cut_tool_calls: list[CutToolCall] = field(default_factory=list)  # cut by the token limit
+    display: dict | None = None  # tool execution steps: what the user sees of the result (mime type -> data)
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -320,6 +321,7 @@ class Step:
             "raw_usage": self.raw_usage,
             "refusal": self.refusal,
             "cut_tool_calls": [c.to_dict() for c in self.cut_tool_calls],
+            "display": self.display,
         }
 
     @classmethod
@@ -356,7 +358,16 @@ class Step:
             raw_usage=d.get("raw_usage"),
             refusal=str(d.get("refusal") or ""),
             cut_tool_calls=[CutToolCall.from_dict(c) for c in d.get("cut_tool_calls") or []],
+            display=_display(d.get("display")),
         )
+
+
+def _display(value: Any) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise TypeError("step field 'display' must map mime types to text")
+    return dict(value)
 
 
 def _text(d: dict, key: str) -> str:

@@ -131,11 +131,11 @@ class ToolRunner:
             queue.put_nowait(step.snapshot())
 
         def result(text: str, is_error: bool, status: StepStatus, approval: ApprovalDecision,
-                   error: str = "") -> None:
+                   error: str = "", display: dict | None = None) -> None:
             now = time.time()
             text = clean_text(text)
             emit(content=text, status=status, error=error, finished_at=now, approval=approval,
-                 run_seconds=now - started)
+                 run_seconds=now - started, display=display)
             queue.put_nowait(ToolResultPart(call.id, text, is_error, name=call.name))
 
         started = time.time()
@@ -193,7 +193,7 @@ class ToolRunner:
             if output.is_error:
                 result(text, True, StepStatus.ERROR, approval, error=output.error or text)
             else:
-                result(text, False, StepStatus.DONE, approval)
+                result(text, False, StepStatus.DONE, approval, display=output.display)
         except asyncio.CancelledError:
             result(CANCELED_RESULT, True, StepStatus.CANCELED, step.approval or ApprovalDecision.CANCELED)
         finally:

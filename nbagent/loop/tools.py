@@ -5,15 +5,22 @@ schema; it stays callable like the function. ``Tool(name, description, input_sch
 builds one by hand (the handler gets the model's arguments as keyword arguments).
 ``await tool.run(args)`` validates, runs the handler (sync ones in a worker thread) and returns a
 ``ToolOutput``; a handler that raises becomes an error result ("ValueError: ..."), never an exception.
+
+Rich results: a pandas DataFrame / Series, a matplotlib Figure or a PIL image also gets a
+``ToolOutput.display`` (mime type -> data: an escaped ``text/html`` table or a base64
+``image/png``, size-capped) that the tool's step carries to the widget's tool card; the model
+gets the compact text of ``format_result``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections.abc
 import dataclasses
 import functools
 import inspect
+import io
 import json
 import re
 from dataclasses import dataclass
@@ -28,6 +35,8 @@ from ..providers.base import ToolSpec
 DEFAULT_MAX_RESULT_CHARS = 20_000  # results longer than this are cut (per-tool override)
 DATAFRAME_MAX_ROWS = 60
 DATAFRAME_MAX_COLS = 20
+DISPLAY_MAX_BYTES = 400_000  # a rich display (HTML table, base64 PNG) larger than this is not kept
+IMAGE_MAX_PIXELS = 1024  # images are scaled down to at most this many pixels a side
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -40,6 +49,7 @@ class ToolOutput:
     is_error: bool = False
     value: Any = None
     error: str = ""
+    display: dict | None = None  # mime type -> data, for showing the value to the user
 
 
 class Tool:
@@ -124,7 +134,8 @@ class Tool:
         except Exception as exc:
             msg = f"{type(exc).__name__}: {exc}"
             return ToolOutput(text=msg, is_error=True, error=msg)
-        return ToolOutput(text=format_result(value, self.max_result_chars), value=value)
+        display = await asyncio.to_thread(rich_display, value) if _rich_kind(value) else None
+        return ToolOutput(text=format_result(value, self.max_result_chars), value=value, display=display)
 
     def _call(self, kwargs: dict) -> Any:
         return _call_handler(self.handler, kwargs)
@@ -198,6 +209,14 @@ def format_result(value: Any, max_chars: int | None = None) -> str:
 def _to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
+    rich = _rich_kind(value)
+    if rich == "figure":
+        w, h = (int(x) for x in value.get_size_inches() * value.dpi)
+        titles = [a.get_title() for a in value.get_axes() if a.get_title()]
+        named = f"; titles: {', '.join(repr(t) for t in titles)}" if titles else ""
+        return f"[matplotlib figure, {w}x{h} px, {len(value.get_axes())} axes{named}; shown to the user as an image]"
+    if rich == "image":
+        return f"[image, {value.width}x{value.height} px, mode {value.mode}; shown to the user]"
     kind = _pandas_kind(value)
     if kind == "DataFrame":
         rows, cols = value.shape
@@ -224,3 +243,52 @@ def _pandas_kind(obj: Any) -> str | None:
     if isinstance(obj, pd.Series):
         return "Series"
     return None
+
+
+def _rich_kind(value: Any) -> str | None:
+    """"table" (pandas), "figure" (matplotlib) or "image" (PIL) when ``value`` has a rich display."""
+    module = type(value).__module__.split(".")[0]
+    if module == "pandas":
+        return "table" if _pandas_kind(value) else None
+    if module == "matplotlib" and callable(getattr(value, "savefig", None)) and hasattr(value, "get_axes"):
+        return "figure"
+    if module == "PIL" and callable(getattr(value, "save", None)) and hasattr(value, "width"):
+        return "image"
+    return None
+
+
+def rich_display(value: Any) -> dict | None:
+    """What the user sees of a tool's value in its card (mime type -> data), or None.
+
+    Tables are pandas' HTML with cells escaped (the widget sanitises it again), cut to
+    DATAFRAME_MAX_ROWS x DATAFRAME_MAX_COLS; figures and images are PNG (base64), at most
+    IMAGE_MAX_PIXELS a side. Anything past DISPLAY_MAX_BYTES, or that fails, gives None.
+    """
+    try:
+        kind = _rich_kind(value)
+        if kind == "table":
+            frame = value.to_frame() if _pandas_kind(value) == "Series" else value
+            data = {"text/html": frame.to_html(max_rows=DATAFRAME_MAX_ROWS, max_cols=DATAFRAME_MAX_COLS,
+                                               escape=True, border=0, show_dimensions=True)}
+        elif kind in ("figure", "image"):
+            data = {"image/png": _png(value, kind)}
+        else:
+            return None
+    except Exception:  # a display is a nicety: the model's text result stands alone
+        return None
+    return data if sum(len(v) for v in data.values()) <= DISPLAY_MAX_BYTES else None
+
+
+def _png(value: Any, kind: str) -> str:
+    buf = io.BytesIO()
+    if kind == "figure":
+        w, h = value.get_size_inches()
+        dpi = min(float(value.dpi), IMAGE_MAX_PIXELS / max(w, h, 1e-6))
+        value.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    else:
+        image = value.copy()
+        image.thumbnail((IMAGE_MAX_PIXELS, IMAGE_MAX_PIXELS))
+        if image.mode not in ("RGB", "RGBA", "L", "LA", "P"):
+            image = image.convert("RGBA")
+        image.save(buf, format="PNG", optimize=True)
+    return base64.b64encode(buf.getvalue()).decode("ascii")

@@ -108,7 +108,8 @@ def _shape(step: Step) -> tuple:
     """What makes an update structural (re-synced) rather than a text delta."""
     return (step.type, step.source, step.target, step.status, len(step.tool_calls), step.error,
             step.http_code, step.usage_metadata is not None, step.finished_at is not None,
-            step.approval, step.preparing_tool, step.finish_reason, step.compaction is not None)
+            step.approval, step.preparing_tool, step.finish_reason, step.compaction is not None,
+            step.display is not None)
 
 
 class ChatWidget(anywidget.AnyWidget):
@@ -388,7 +389,8 @@ class ChatWidget(anywidget.AnyWidget):
 
     def transcript_bundle(self) -> dict:
         """The transcript output's data: the newest steps (about TRANSCRIPT_CHARS at most) as
-        markdown source, HTML-escaped into a ``<pre>``: nothing a model wrote is parsed as HTML."""
+        markdown source, HTML-escaped into a ``<pre>``: nothing a model wrote is parsed as HTML.
+        (Entities the markdown already escaped are unescaped first, so ``<`` shows as ``<``.)"""
         from .transcript import transcript_markdown
 
         history = self.conversation.history
@@ -405,7 +407,7 @@ class ChatWidget(anywidget.AnyWidget):
         head += " · saved transcript: re-run the cell to chat again"
         body = transcript_markdown(steps) if steps else "(no messages yet)"
         page = (f'<div class="nbagent-transcript"><p><em>{html.escape(head)}</em></p>'
-                f'<pre style="white-space: pre-wrap">{html.escape(body)}</pre></div>')
+                f'<pre style="white-space: pre-wrap">{html.escape(html.unescape(body))}</pre></div>')
         return {"text/html": page, "text/plain": f"{head}\n\n{body}"[:2000]}
 
     def _show_transcript(self) -> None:

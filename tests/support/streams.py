@@ -123,3 +123,35 @@ class StreamConnection:
         text = self.tool_result if allow else f"The user denied this tool call. Reason: {reason}"
         yield run.copy(status=StepStatus.DONE, content=text, finished_at=time.time(),
                        approval=ApprovalDecision.APPROVED if allow else ApprovalDecision.DENIED)
+
+
+XSS = ('<img src=x onerror="window.__pwned=1"> <script>window.__pwned=1</script> '
+       '[a link](javascript:window.__pwned=1) $\\href{javascript:window.__pwned=1}{x}$')
+
+
+def rich_agent():
+    """An Agent whose model (scripted) calls two tools — one returns a pandas DataFrame (a cell holds
+    an XSS payload), one a matplotlib Figure — then answers with math and an XSS payload."""
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from nbagent import Agent, tool
+    from support.scripted import ScriptedProvider, text_call, tool_call
+
+    @tool
+    def prices() -> object:
+        """Prices as a table."""
+        return pd.DataFrame({"item": ["tea", '<img src=x onerror="window.__pwned=1">'], "price": [2.5, 3.0]})
+
+    @tool
+    def chart() -> object:
+        """A line chart."""
+        fig = Figure(figsize=(4, 3))
+        ax = fig.subplots()
+        ax.plot([1, 2, 3], [2, 3, 1])
+        ax.set_title("trend")
+        return fig
+
+    answer = "The mean is $\\bar x = \\tfrac{1}{n}\\sum_i x_i$ and\n\n$$E = mc^2$$\n\n" + XSS
+    provider = ScriptedProvider([tool_call(("c1", "prices", {}), ("c2", "chart", {})), text_call(answer)])
+    return Agent(model=provider, tools=[prices, chart])

@@ -1,6 +1,29 @@
 // A tool call as a card: name, pretty arguments, live status, result or error, duration,
-// and Approve / Deny while it waits for the user's decision.
+// and Approve / Deny while it waits for the user's decision. A result with a rich display
+// (the step's `display`: a table as text/html, a figure or image as image/png) shows that,
+// with the text the model got folded away below it.
+import DOMPurify from "dompurify";
 import { h, fmtSeconds, pretty } from "./dom.js";
+
+const TABLE = { ALLOWED_TAGS: ["table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption", "p", "br", "span", "div"],
+  ALLOWED_ATTR: ["colspan", "rowspan"] };
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+/** The rich part of a result, or null. @param {any} display */
+export function richResult(display) {
+  if (!display || typeof display !== "object") return null;
+  const png = display["image/png"];
+  if (typeof png === "string" && BASE64.test(png)) {
+    return h("img", { class: "nba-tool-image", alt: "image returned by the tool", src: `data:image/png;base64,${png}` });
+  }
+  const html = display["text/html"];
+  if (typeof html === "string" && DOMPurify.isSupported) {
+    const box = h("div", { class: "nba-tool-table" });
+    box.innerHTML = DOMPurify.sanitize(html, TABLE);
+    return box.querySelector("table") ? box : null;
+  }
+  return null;
+}
 
 const STATUS = {
   requested: "requested", waiting: "waiting for approval", manual: "waiting for a result", running: "running",
@@ -51,7 +74,8 @@ export class ToolCard {
   /** @param {any} call @param {any} env the tool's SYSTEM -> ENVIRONMENT step, if any */
   update(call, env) {
     const status = toolStatus(env);
-    const key = JSON.stringify([call, env && [env.status, env.content, env.error, env.approval, env.run_seconds, env.finished_at]]);
+    const key = JSON.stringify([call, env && [env.status, env.content, env.error, env.approval, env.run_seconds, env.finished_at,
+      env.display ? Object.keys(env.display) : null]]);
     if (key === this.key) return;
     this.key = key;
     this.args.textContent = pretty(call.args ?? {});
@@ -66,8 +90,11 @@ export class ToolCard {
     this.result.replaceChildren();
     if (env && (env.error || (env.content && status !== "waiting"))) {
       const isErr = !!env.error || status === "error";
-      this.result.append(h("div", { class: "nba-tool-label", text: isErr ? "Error" : status === "denied" ? "Denied" : "Result" }),
-        h("pre", { class: isErr ? "nba-tool-error" : "nba-tool-out", text: env.error || pretty(env.content) }));
+      const rich = isErr ? null : richResult(env.display);
+      const text = h("pre", { class: isErr ? "nba-tool-error" : "nba-tool-out", text: env.error || pretty(env.content) });
+      this.result.append(h("div", { class: "nba-tool-label", text: isErr ? "Error" : status === "denied" ? "Denied" : "Result" }));
+      if (rich) this.result.append(rich, h("details", { class: "nba-tool-text" }, h("summary", { text: "Text the model got" }), text));
+      else this.result.append(text);
     }
   }
 }
