@@ -50,6 +50,7 @@ from .openai import OpenAIChatParser, OpenAIProvider
 from .sse import SSEEvent
 
 __all__ = [
+    "DEFAULT_SAMPLING",
     "INSTALL_COMMAND",
     "LocalProvider",
     "find_default_model",
@@ -64,6 +65,13 @@ DEFAULT_ALIAS = "smollm2"
 # SmolLM2's own default system prompt (from its chat template) makes the 135M
 # model ramble at temperature 0; this one gives short, sensible answers.
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+# Sampling fields llama.cpp's server reads from the request body. SmolLM2-135M loops on
+# anything longer than a few sentences ("He was very proud of his size. He was very proud
+# of his size..."); a mild repeat penalty over the last 256 tokens plus DRY ("don't repeat
+# yourself", which penalises extending a sequence already seen) stop that. On three fixed
+# prompts at temperature 0 and 400 tokens: 459 of 909 word 5-grams were repeats without
+# them, 1 of 805 with them. A request's own ``extra`` fields win over these.
+DEFAULT_SAMPLING = {"repeat_penalty": 1.1, "repeat_last_n": 256, "dry_multiplier": 0.8}
 _DEFAULT_NAMES = {"", "local", "smollm2", "local:smollm2", "default"}
 
 
@@ -190,8 +198,11 @@ class LocalProvider(OpenAIProvider):
     (they share the context). ``temperature`` / ``max_tokens`` are defaults
     for requests that don't set their own. ``system_prompt`` is used when a
     request has no system prompt (default: "You are a helpful assistant." for
-    SmolLM2, none for other files). Other keyword arguments go to
-    ``OpenAIProvider`` (timeouts, retries, ``http_client``).
+    SmolLM2, none for other files). ``sampling`` adds llama.cpp sampling fields
+    to every request body, over ``DEFAULT_SAMPLING`` (a repeat penalty and DRY;
+    ``sampling={"repeat_penalty": 1.0, "dry_multiplier": 0}`` turns them off).
+    Other keyword arguments go to ``OpenAIProvider`` (timeouts, retries,
+    ``http_client``).
     """
 
     name = "local"
@@ -209,6 +220,7 @@ class LocalProvider(OpenAIProvider):
         max_tokens: int | None = None,
         startup_timeout: float = 60.0,
         system_prompt: str | None = ...,  # type: ignore[assignment]
+        sampling: dict | None = None,
         **openai_kwargs: Any,
     ) -> None:
         path, alias = resolve_model_file(model)
@@ -229,6 +241,7 @@ class LocalProvider(OpenAIProvider):
         if system_prompt is ...:
             system_prompt = DEFAULT_SYSTEM_PROMPT if alias == DEFAULT_ALIAS else None
         self.system_prompt = system_prompt
+        self.sampling = {**DEFAULT_SAMPLING, **(sampling or {})}
         self.last_timings: dict | None = None
         self._spec = ServerSpec(
             str(self.model_path),
@@ -318,6 +331,8 @@ class LocalProvider(OpenAIProvider):
             request = replace(request, max_tokens=self.max_tokens)
         if not request.model:
             request = replace(request, model=self.model)
+        if self.sampling:
+            request = replace(request, extra={**self.sampling, **request.extra})
         started = False
         try:
             async for event in super().stream(request):
