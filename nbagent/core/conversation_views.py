@@ -12,7 +12,8 @@ from typing import Any
 
 class ConversationViews:
     """``history_df()``, ``usage_df()``, ``tool_calls_df()``, ``usage_summary()``,
-    ``plot_usage()``, ``widget()`` and the notebook display of a Conversation."""
+    ``plot_usage()``, ``to_markdown()``, ``to_html()``, ``widget()`` and the notebook
+    display of a Conversation."""
 
     _widget: Any = None
 
@@ -43,6 +44,21 @@ class ConversationViews:
         from ..analysis.report import plot_usage
 
         return plot_usage(self.turns, pricing=pricing)
+
+    def to_markdown(self) -> str:
+        """The conversation as a markdown document: prompts, thoughts, answers, tool calls
+        with their arguments and results, errors, each turn's usage. Model and tool text is
+        escaped (raw HTML shows as text, images become links, only safe links remain)."""
+        from ..notebook.transcript import conversation_markdown
+
+        return conversation_markdown(self.history, self.turns, self.conversation_id)
+
+    def to_html(self) -> str:
+        """The conversation as one self-contained HTML page (inline CSS; no scripts, no
+        remote fetches), everything from the model and the tools escaped."""
+        from ..notebook.transcript import conversation_html
+
+        return conversation_html(self.history, self.turns, self.conversation_id)
 
     def widget(self, **kwargs):
         """The ChatWidget bound to this conversation (one per conversation; kwargs make a new one)."""

@@ -1,39 +1,232 @@
-"""A plain markdown rendering of a conversation, for where widgets don't render."""
+"""Transcripts of a conversation for where the widget does not render: markdown (the
+widget's saved output, ``%%chat``'s answer, ``Conversation.to_markdown()``) and one
+self-contained HTML file (``Conversation.to_html()``).
+
+Everything that comes from the model, a tool or an error is untrusted: the markdown goes
+through :mod:`.safe_markdown` (raw HTML shown as text, checked links, images as links,
+code that cannot be broken out of) and the HTML through :func:`html.escape`, with a
+Content-Security-Policy that allows no scripts and no fetches at all.
+"""
 
 from __future__ import annotations
 
+import html
 import json
+import time
+from typing import Any, Iterable
 
-from ..core.steps import Step, StepSource, StepStatus, StepTarget, StepType
+from ..core.ledger import TurnRecord
+from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepTarget, StepType
+from .safe_markdown import code_block, code_span, plain, prose, quote
+from .transcript_html import html_page, render_items_html
+
+__all__ = ["conversation_html", "conversation_markdown", "step_items", "transcript_markdown",
+           "transcript_text", "turn_markdown", "usage_line"]
+
+RESULT_CHARS = 500  # a tool result in the short transcript
+EXPORT_RESULT_CHARS = 20_000  # a tool result in an export
+_DENIED = {ApprovalDecision.DENIED: "denied by the user", ApprovalDecision.POLICY_DENIED: "denied by the policy",
+           ApprovalDecision.BLOCKED: "blocked by a hook", ApprovalDecision.CANCELED: "canceled"}
+
+
+# --- what a step shows ---------------------------------------------------------------
+
+
+def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[tuple]:
+    """What one step shows, as ``(kind, ...)`` items both renderers understand."""
+    items: list[tuple] = []
+    if step.source == StepSource.USER and step.content:
+        items.append(("prompt", step.content))
+    elif step.source == StepSource.MODEL:
+        if step.thinking:
+            items.append(("thinking", step.thinking))
+        if step.content:
+            items.append(("answer", step.content))
+        if step.refusal:
+            items.append(("note", "The model declined: " + step.refusal))
+        items += [("call", c.name, _args(c.args)) for c in step.tool_calls]
+        items += [("cut", c.name, c.arguments) for c in step.cut_tool_calls]
+        if step.error:
+            items.append(("error", step.error))
+    elif step.type == StepType.TOOL_CALL and step.target == StepTarget.ENVIRONMENT:
+        items.append(_result_item(step, result_chars))
+    elif step.type == StepType.COMPACTION:
+        items.append(("note", step.content or "history compacted"))
+    elif step.type == StepType.FINISH:
+        if step.error:
+            items.append(("error", step.error))
+        elif step.content:
+            items.append(("note", step.content))
+    if step.status == StepStatus.CANCELED and step.source == StepSource.MODEL:
+        items.append(("note", "stopped"))
+    return items
+
+
+def _args(args: Any) -> str:
+    try:
+        return json.dumps(args, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(args)
+
+
+def _result_item(step: Step, limit: int) -> tuple:
+    name = step.tool_calls[0].name if step.tool_calls else "tool"
+    if step.status == StepStatus.WAITING_FOR_USER:
+        return ("waiting", name)
+    text = step.error or step.content
+    if len(text) > limit:
+        text = text[:limit] + f" … ({len(text) - limit:,} more characters)"
+    why = _DENIED.get(step.approval, "") if step.approval is not None else ""
+    return ("result", name, text, bool(step.error) or step.status == StepStatus.ERROR, why)
+
+
+def _dedup_errors(items: Iterable[tuple]) -> list[tuple]:
+    """A failed model call and the turn's end carry the same error: show it once."""
+    out, seen = [], set()
+    for item in items:
+        if item[0] == "error":
+            if item[1] in seen:
+                continue
+            seen.add(item[1])
+        out.append(item)
+    return out
+
+
+# --- markdown ------------------------------------------------------------------------
+
+
+def item_markdown(item: tuple) -> str:
+    kind = item[0]
+    if kind == "prompt":
+        text = prose(item[1].strip())
+        return "**You:**" + ("\n\n" if "\n" in text or text.startswith(("<pre>", "```")) else " ") + text
+    if kind == "thinking":
+        return quote("💭 *thinking*\n\n" + prose(item[1].strip()))
+    if kind == "answer":
+        return prose(item[1])
+    if kind == "call":
+        return f"🔧 **{plain(item[1])}** {code_span(item[2])}"
+    if kind == "cut":
+        return f"✂️ **{plain(item[1])}** (cut at the token limit, not run) {code_span(item[2])}"
+    if kind == "waiting":
+        return f"⏸ **{plain(item[1])}** is waiting for approval or a result"
+    if kind == "result":
+        _, name, text, failed, why = item
+        head = f"↳ **{plain(name)}** " + (f"({why}) " if why else "") + ("failed:" if failed else "returned:")
+        if "\n" not in text and len(text) <= 120:
+            return f"{head} {code_span(text)}"
+        return f"{head}\n\n{code_block(text)}"
+    if kind == "error":
+        return "**Error:** " + (code_span(item[1]) if "\n" not in item[1] else "\n\n" + code_block(item[1]))
+    return f"*— {plain(item[1])} —*"  # a note
 
 
 def transcript_markdown(steps: list[Step], limit: int = 200) -> str:
-    """Markdown of the last ``limit`` steps: prompts, thoughts, answers, tool calls."""
-    lines: list[str] = []
-    for step in steps[-limit:]:
-        if step.source == StepSource.USER and step.content:
-            lines.append("**You:** " + step.content)
-        elif step.source == StepSource.MODEL:
-            if step.thinking:
-                quoted = "\n".join("> " + ln for ln in step.thinking.strip().splitlines())
-                lines.append("> *thinking*\n" + quoted)
-            if step.content:
-                lines.append(step.content)
-            for call in step.tool_calls:
-                lines.append(f"🔧 `{call.name}({json.dumps(call.args, ensure_ascii=False)})`")
-        elif step.type == StepType.TOOL_CALL and step.target == StepTarget.ENVIRONMENT:
-            name = step.tool_calls[0].name if step.tool_calls else "tool"
-            if step.status == StepStatus.WAITING_FOR_USER:
-                lines.append(f"⏸ `{name}` is waiting for approval or a result")
-            else:
-                result = step.error or step.content
-                if len(result) > 500:
-                    result = result[:500] + " …"
-                lines.append(f"↳ `{name}` → {result}")
-        elif step.type == StepType.COMPACTION:
-            lines.append("*— " + (step.content or "history compacted") + " —*")
-        elif step.type == StepType.FINISH and step.error:
-            lines.append(f"**Error:** {step.error}")
-        if step.status == StepStatus.CANCELED:
-            lines.append("*(stopped)*")
-    return "\n\n".join(lines) if lines else "*(empty conversation)*"
+    """Markdown of the last ``limit`` steps: prompts, thoughts, answers, tool calls, errors."""
+    items = _dedup_errors(i for step in steps[-limit:] for i in step_items(step))
+    return "\n\n".join(item_markdown(i) for i in items) if items else "*(empty conversation)*"
+
+
+def item_text(item: tuple) -> str:
+    """One item as plain text (for a view that escapes it whole, e.g. inside ``<pre>``)."""
+    kind = item[0]
+    if kind == "prompt":
+        return "You: " + item[1]
+    if kind == "thinking":
+        return "\n".join("> " + ln for ln in ("💭 thinking\n" + item[1].strip()).split("\n"))
+    if kind in ("answer", "note"):
+        return item[1] if kind == "answer" else f"— {item[1]} —"
+    if kind in ("call", "cut"):
+        return f"🔧 {item[1]}({item[2]})" + (" [cut at the token limit, not run]" if kind == "cut" else "")
+    if kind == "waiting":
+        return f"⏸ {item[1]} is waiting for approval or a result"
+    if kind == "result":
+        _, name, text, failed, why = item
+        return f"↳ {name}" + (f" ({why})" if why else "") + (" failed: " if failed else " returned: ") + text
+    return "Error: " + item[1]
+
+
+def transcript_text(steps: list[Step], limit: int = 200) -> str:
+    """The same transcript as plain text: nothing escaped, for a view that escapes it whole."""
+    items = _dedup_errors(i for step in steps[-limit:] for i in step_items(step))
+    return "\n\n".join(item_text(i) for i in items) if items else "(empty conversation)"
+
+
+def usage_line(record: TurnRecord | None) -> str:
+    """A turn's model, tokens and timing on one line of plain text (escape before use)."""
+    if record is None:
+        return ""
+    u = record.usage
+    bits = [record.model or "model", f"in {u.prompt_token_count:,}"]
+    if u.cached_content_token_count:
+        bits.append(f"cached {u.cached_content_token_count:,}")
+    if u.thoughts_token_count:
+        bits.append(f"thinking {u.thoughts_token_count:,}")
+    bits.append(f"out {u.candidates_token_count:,}")
+    duration = record.duration
+    if duration is not None:
+        bits.append(f"{duration * 1000:,.0f} ms" if duration < 10 else f"{duration:.1f} s")
+    if record.time_to_first_token is not None:
+        bits.append(f"TTFT {record.time_to_first_token * 1000:,.0f} ms")
+    if record.output_tokens_per_s:
+        bits.append(f"{record.output_tokens_per_s:,.0f} tok/s")
+    return " · ".join(bits)
+
+
+def turn_markdown(steps: list[Step], record: TurnRecord | None) -> str:
+    """One turn's answer side (thoughts, tool calls, answer, errors) and its usage line."""
+    body = transcript_markdown([s for s in steps if s.source != StepSource.USER])
+    line = usage_line(record)
+    return body + ("\n\n<sub>" + plain(line) + "</sub>" if line else "")
+
+
+def group_turns(history: list[Step], turns: list[TurnRecord]) -> list[tuple[TurnRecord | None, list[Step]]]:
+    """The steps of each turn with its ledger record (records of trimmed turns left out)."""
+    by_turn: dict[int, list[Step]] = {}
+    for step in history:
+        by_turn.setdefault(step.turn, []).append(step)
+    records = {r.turn: r for r in turns}
+    return [(records.get(n), steps) for n, steps in sorted(by_turn.items())]
+
+
+def conversation_markdown(history: list[Step], turns: list[TurnRecord], conversation_id: str = "") -> str:
+    """The whole conversation as one markdown document (``Conversation.to_markdown()``)."""
+    out = ["# nbagent conversation", "*" + plain(_summary(turns, conversation_id)) + "*"]
+    for record, steps in group_turns(history, turns):
+        number = (record.turn if record else steps[0].turn) + 1
+        out.append(f"## Turn {number}")
+        items = _dedup_errors(i for s in steps for i in step_items(s, EXPORT_RESULT_CHARS))
+        out += [item_markdown(i) for i in items]
+        if record is not None:
+            out.append("<sub>" + plain(usage_line(record)) + "</sub>")
+    if len(out) == 2:
+        out.append("*(empty conversation)*")
+    return "\n\n".join(out) + "\n"
+
+
+def _summary(turns: list[TurnRecord], conversation_id: str) -> str:
+    models = sorted({r.model for r in turns if r.model})
+    tokens_in = sum(r.usage.prompt_token_count for r in turns)
+    tokens_out = sum(r.usage.output_token_count for r in turns)
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(turns[0].started_at)) if turns else ""
+    bits = [f"{len(turns)} turn{'s' if len(turns) != 1 else ''}"]
+    bits += [", ".join(models)] if models else []
+    bits += [f"{tokens_in:,} tokens in, {tokens_out:,} out", when]
+    bits += [f"conversation {conversation_id[:8]}"] if conversation_id else []
+    return " · ".join(b for b in bits if b)
+
+
+# --- HTML ------------------------------------------------------------------------------
+
+
+def conversation_html(history: list[Step], turns: list[TurnRecord], conversation_id: str = "") -> str:
+    """The whole conversation as one self-contained HTML page (``Conversation.to_html()``)."""
+    sections = []
+    for record, steps in group_turns(history, turns):
+        number = (record.turn if record else steps[0].turn) + 1
+        items = _dedup_errors(i for s in steps for i in step_items(s, EXPORT_RESULT_CHARS))
+        usage = usage_line(record)
+        sections.append(f'<section class="turn"><h2>Turn {number}</h2>\n{render_items_html(items)}'
+                        + (f'\n<p class="usage">{html.escape(usage)}</p>' if usage else "") + "</section>")
+    body = "\n".join(sections) or '<p class="note">(empty conversation)</p>'
+    return html_page("nbagent conversation", _summary(turns, conversation_id), body)

@@ -1,0 +1,166 @@
+"""The HTML transcript: one self-contained page (inline CSS, no scripts, no fetches).
+
+Model text gets a small markdown rendering built on :func:`html.escape`: every piece of
+text is escaped before the few tags this module writes (paragraphs, headings, lists, code,
+emphasis, links) are put around it, so no input can produce a tag of its own. Links keep
+http(s), mailto and relative addresses only; images become links. A
+Content-Security-Policy forbids scripts and every fetch besides, should a browser ever
+find something to run.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape
+
+from .safe_markdown import safe_url
+
+__all__ = ["html_page", "markdown_html", "render_items_html"]
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+CSS = """
+body { font: 15px/1.55 system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 52rem;
+       margin: 2rem auto; padding: 0 1rem; color: #1f2328; background: #fff; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.1rem; color: #57606a; }
+.summary, .usage, .note { color: #57606a; font-size: .85rem; }
+.turn { border-top: 1px solid #d0d7de; margin-top: 1.5rem; }
+.prompt { background: #f6f8fa; border-radius: 8px; padding: .5rem .8rem; }
+details.thinking { color: #57606a; border-left: 3px solid #d0d7de; padding-left: .8rem; }
+.tool { border: 1px solid #d0d7de; border-radius: 8px; padding: .4rem .8rem; margin: .6rem 0; }
+.failed { border-color: #cf222e; } .error { color: #cf222e; }
+pre { background: #f6f8fa; padding: .6rem; border-radius: 6px; overflow-x: auto; white-space: pre-wrap; }
+code { font: .9em ui-monospace, SFMono-Regular, Menlo, monospace; }
+@media (prefers-color-scheme: dark) {
+  body { background: #0d1117; color: #e6edf3; } .prompt, pre { background: #161b22; }
+  .turn, .tool { border-color: #30363d; } a { color: #4493f8; } }
+"""
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(.*)$")
+_CODE = re.compile(r"(`+)(.+?)\1")
+_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^()\s]*)(?:\s+&quot;[^\n]*?&quot;)?\)")
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_EM = re.compile(r"(?<![\w*])([*_])(?=\S)(.+?)(?<=\S)\1(?![\w*])")
+
+
+def html_page(title: str, summary: str, body: str) -> str:
+    """A whole page around ``body`` (already HTML); ``title`` / ``summary`` are text."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escape(title)}</title>\n<style>{CSS}</style></head>\n<body>\n"
+        f"<h1>{escape(title)}</h1>\n<p class=\"summary\">{escape(summary)}</p>\n{body}\n</body></html>\n"
+    )
+
+
+def render_items_html(items: list[tuple]) -> str:
+    """HTML for the ``(kind, ...)`` items of ``transcript.step_items``."""
+    return "\n".join(_item_html(item) for item in items)
+
+
+def _item_html(item: tuple) -> str:
+    kind = item[0]
+    if kind == "prompt":
+        return f'<div class="prompt"><strong>You:</strong> {markdown_html(item[1])}</div>'
+    if kind == "thinking":
+        return f'<details class="thinking"><summary>💭 thinking</summary>{markdown_html(item[1])}</details>'
+    if kind == "answer":
+        return f'<div class="answer">{markdown_html(item[1])}</div>'
+    if kind in ("call", "cut"):
+        label = "🔧" if kind == "call" else "✂️ cut at the token limit, not run:"
+        return (f'<div class="tool">{label} <strong>{escape(item[1])}</strong>'
+                f"<pre><code>{escape(item[2])}</code></pre></div>")
+    if kind == "waiting":
+        return f'<p class="note">⏸ <strong>{escape(item[1])}</strong> is waiting for approval or a result</p>'
+    if kind == "result":
+        _, name, text, failed, why = item
+        head = f"↳ <strong>{escape(name)}</strong> " + (f"({escape(why)}) " if why else "")
+        head += "failed:" if failed else "returned:"
+        return (f'<div class="tool{" failed" if failed else ""}">{head}'
+                f"<pre><code>{escape(text)}</code></pre></div>")
+    if kind == "error":
+        return f'<div class="error"><strong>Error:</strong><pre><code>{escape(item[1])}</code></pre></div>'
+    return f'<p class="note">— {escape(item[1])} —</p>'
+
+
+# --- a small, safe markdown ------------------------------------------------------------
+
+
+def markdown_html(text: str) -> str:
+    """Markdown to HTML, escaped throughout: fenced code, headings, lists, paragraphs."""
+    out: list[str] = []
+    para: list[str] = []
+    lines = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", text.replace("\r\n", "\n")).split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        fence = _FENCE.match(line)
+        if fence:
+            _flush(para, out)
+            mark, code = fence.group(1), []
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith(mark):
+                code.append(lines[i])
+                i += 1
+            out.append("<pre><code>" + escape("\n".join(code)) + "</code></pre>")
+        elif not line.strip():
+            _flush(para, out)
+        elif _HEADING.match(line):
+            _flush(para, out)
+            level = min(len(_HEADING.match(line).group(1)) + 2, 6)
+            out.append(f"<h{level}>{_inline(_HEADING.match(line).group(2))}</h{level}>")
+        elif _ITEM.match(line) and not para:
+            items = []
+            while i < len(lines) and _ITEM.match(lines[i]):
+                items.append(f"<li>{_inline(_ITEM.match(lines[i]).group(1))}</li>")
+                i += 1
+            out.append("<ul>" + "".join(items) + "</ul>")
+            continue
+        else:
+            para.append(line)
+        i += 1
+    _flush(para, out)
+    return "\n".join(out)
+
+
+def _flush(para: list[str], out: list[str]) -> None:
+    if para:
+        out.append("<p>" + "<br>\n".join(_inline(ln) for ln in para) + "</p>")
+        para.clear()
+
+
+def _inline(text: str) -> str:
+    """Inline markdown of one line: code spans first (nothing inside them is formatted)."""
+    parts, last = [], 0
+    for m in _CODE.finditer(text):
+        parts.append(_format(escape(text[last:m.start()])))
+        parts.append("<code>" + escape(m.group(2).strip() or m.group(2)) + "</code>")
+        last = m.end()
+    parts.append(_format(escape(text[last:])))
+    return "".join(parts)
+
+
+def _format(escaped: str) -> str:
+    """Links, bold and italics on text that is already escaped (links set aside meanwhile,
+    so that no emphasis lands inside an address)."""
+    links: list[str] = []
+
+    def keep(m: re.Match) -> str:
+        links.append(_link(m))
+        return f"\x00{len(links) - 1}\x00"
+
+    escaped = _LINK.sub(keep, escaped)
+    escaped = _STRONG.sub(r"<strong>\2</strong>", escaped)
+    escaped = _EM.sub(r"<em>\2</em>", escaped)
+    return re.sub("\x00(\\d+)\x00", lambda m: links[int(m.group(1))], escaped)
+
+
+def _link(m: re.Match) -> str:
+    image, label, href = m.group(1), m.group(2), m.group(3)
+    url = safe_url(href)  # href is escaped text: safe_url unescapes it before checking
+    if url is None or (image and not url.lower().startswith(("http:", "https:"))):
+        return label
+    text = ("🖼 " + (label or escape(url))) if image else (label or escape(url))
+    return f'<a href="{escape(url, quote=True)}" rel="noopener noreferrer">{text}</a>'
