@@ -1,142 +1,330 @@
-"""IPython extension: ``%load_ext nbagent`` adds the ``%%chat`` cell magic.
+"""IPython extension: ``%load_ext nbagent`` adds ``%%chat`` and the ``%chat_*`` line magics.
 
-    %%chat                      # talk to the notebook's agent (created on first use)
+    %%chat                       # talk to the notebook's agent (created on first use)
     What is 2 + 2?
 
-    %%chat -a my_agent          # use the Agent bound to the name my_agent
-    %%chat -m demo --new        # a new agent with that model (stored as nbagent_agent)
+    %%chat -a my_agent           # the Agent bound to the name my_agent
+    %%chat -m demo --new         # a new agent with that model (stored as nbagent_agent)
+    %%chat
+    Summarise this table: {df}   # {name} puts a notebook variable in the prompt ({{ }} for braces)
 
-The answer streams into the cell as plain text (appended, never re-sent),
-then is replaced by rendered markdown with the turn's usage. Interrupting the
-kernel stops the turn; the partial answer is kept.
+The answer streams into the cell as plain text, then becomes the cell's result (``_``,
+a ``str``) shown as markdown with the turn's thoughts, tool calls and usage (model text
+escaped: see ``safe_markdown.py``). Interrupting the kernel stops the turn; the partial
+answer is kept and is the result. A tool call that needs approval is denied with a note
+(nobody can press Approve while the cell runs). ``--widget`` shows the chat
+widget and streams there instead (in a kernel the turn then runs in the background, so
+Stop / Approve / Deny work; ``_`` is not set). The line magics work on the same agent:
+``%chat_model``, ``%chat_tools``, ``%chat_system``, ``%chat_usage``, ``%chat_history``,
+``%chat_save``, ``%chat_load``, ``%chat_reset``, ``%chat_export``; ``%%chat?`` and
+``%chat_model?`` show their options.
+
+Errors show as one line (``NbagentError: [kind] ...``), never a traceback through the
+magic machinery; a bad option gives IPython's usual ``UsageError``.
 """
 
 from __future__ import annotations
 
-import shlex
-import sys
+import asyncio
+import functools
+from pathlib import Path
+from typing import Any, Callable
+
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ..core.errors import NbagentError
+from .chat_cell import ChatInterrupted, interpolate, run_turn
 
 DEFAULT_NAME = "nbagent_agent"
+EXPORT_FORMATS = {".md": "to_markdown", ".markdown": "to_markdown", ".html": "to_html", ".htm": "to_html"}
 
 
 def load_ipython_extension(ipython) -> None:
-    ipython.register_magic_function(_chat_magic(ipython), magic_kind="cell", magic_name="chat")
+    ipython.register_magics(ChatMagics(ipython))
 
 
-def _parse(line: str) -> dict:
-    opts = {"agent": None, "model": None, "new": False, "widget": False}
-    args = shlex.split(line)
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in ("-a", "--agent") and i + 1 < len(args):
-            opts["agent"] = args[i + 1]
-            i += 2
-        elif a in ("-m", "--model") and i + 1 < len(args):
-            opts["model"] = args[i + 1]
-            i += 2
-        elif a == "--new":
-            opts["new"] = True
-            i += 1
-        elif a == "--widget":
-            opts["widget"] = True
-            i += 1
-        else:
-            from ..core.errors import NbagentError
+class MagicError(NbagentError):
+    """An NbagentError that IPython shows as one line instead of a traceback."""
 
-            raise NbagentError(f"%%chat: unknown option {a!r} (use -a NAME, -m MODEL, --new, --widget)",
-                               kind="config")
-    return opts
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31mNbagentError\x1b[0m: {self}"]
 
 
-def _chat_magic(ipython):
-    def chat(line: str, cell: str):
+def one_line_errors(fn: Callable) -> Callable:
+    """Turn an NbagentError raised by a magic into a :class:`MagicError`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MagicError:
+            raise
+        except NbagentError as exc:
+            raise MagicError(exc.message, kind=exc.kind, http_code=exc.http_code,
+                             provider=exc.provider) from None
+
+    return wrapper
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+@magics_class
+class ChatMagics(Magics):
+    """``%%chat`` and the ``%chat_*`` magics (see the module docstring)."""
+
+    def __init__(self, shell) -> None:
+        super().__init__(shell)
+        self.background: set[asyncio.Task] = set()  # --widget turns running in a kernel
+
+    # --- finding the agent -----------------------------------------------------------
+
+    def agent(self, name: str | None, magic: str, create: bool = False, model: str | None = None,
+              system: str | None = None):
+        """The Agent bound to ``name`` (default ``nbagent_agent``), made when ``create``."""
         from ..agent import Agent
 
-        opts = _parse(line)
-        ns = ipython.user_ns
-        name = opts["agent"] or DEFAULT_NAME
-        agent = ns.get(name)
-        if agent is None or opts["new"]:
-            if opts["agent"] and not opts["new"]:
-                from ..core.errors import NbagentError
+        key = name or DEFAULT_NAME
+        found = self.shell.user_ns.get(key)
+        if found is not None and not isinstance(found, Agent):
+            raise NbagentError(f"{magic}: {key!r} is a {type(found).__name__}, not an nbagent Agent",
+                               kind="config")
+        if found is None and (name or not create):
+            hint = "run a %%chat cell first" if not name else "make one with Agent(...) or %%chat -a NAME --new"
+            raise NbagentError(f"{magic}: no agent named {key!r} in the notebook ({hint})", kind="config")
+        if found is None:
+            found = self.shell.user_ns[key] = Agent(model=model, system=system)
+        return found
 
-                raise NbagentError(f"%%chat: no agent named {name!r} in the notebook", kind="config")
-            agent = Agent(model=opts["model"])
-            ns[name] = agent
-        prompt = cell.strip()
-        if opts["widget"]:
-            from IPython.display import display
+    # --- %%chat ------------------------------------------------------------------------
 
-            display(agent.conversation.widget())
-            agent.conversation.ask(prompt)
+    @magic_arguments(name="%chat")  # usage line: %%chat
+    @argument("-a", "--agent", metavar="NAME", help="the notebook variable holding the Agent "
+              f"(default: {DEFAULT_NAME}, made on first use)")
+    @argument("-m", "--model", metavar="MODEL", help="the model: for a new agent, or switches "
+              "the agent's model (e.g. demo, local, openai:gpt-4.1-mini)")
+    @argument("--system", metavar="S", help="set the agent's system prompt (quote it: --system 'Be brief.')")
+    @argument("--new", action="store_true", help="make a new agent (under NAME) instead of continuing")
+    @argument("--widget", action="store_true", help="show the chat widget and stream into it")
+    @cell_magic
+    @one_line_errors
+    def chat(self, line: str, cell: str):
+        """Send the cell to the agent; the answer is the cell's result, shown as markdown.
+
+        ``{name}`` in the cell puts the notebook variable ``name`` in the prompt (a
+        DataFrame as a compact table); write ``{{`` and ``}}`` for literal braces.
+        """
+        from ..agent import Agent
+
+        args = parse_argstring(self.chat, line)
+        args.system = None if args.system is None else _unquote(args.system)
+        prompt = interpolate(cell or "", self.shell.user_ns).strip()
+        if not prompt.strip():
+            raise NbagentError("%%chat: the cell is empty; write the prompt under the %%chat line",
+                               kind="config")
+        key = args.agent or DEFAULT_NAME
+        if args.new or (args.agent is None and key not in self.shell.user_ns):
+            agent = self.shell.user_ns[key] = Agent(model=args.model, system=args.system)
+        else:
+            agent = self.agent(args.agent, "%%chat")
+            if args.model:
+                switch_model(agent, args.model)
+            if args.system is not None:
+                agent.conversation.connection.chat_session.with_system(args.system)
+        if args.widget:
+            return self.chat_in_widget(agent, prompt)
+        try:
+            return run_turn(agent.conversation, prompt, in_kernel=self.in_kernel())
+        except ChatInterrupted:
+            raise
+        except KeyboardInterrupt:
+            raise ChatInterrupted() from None
+
+    def in_kernel(self) -> bool:
+        return getattr(self.shell, "kernel", None) is not None
+
+    def chat_in_widget(self, agent, prompt: str) -> None:
+        from IPython.display import display
+
+        conv = agent.conversation
+        display(conv.widget())
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # plain IPython: the turn completes before the cell returns
+            conv.ask(prompt)
             return None
-        return _stream_to_cell(agent.conversation, prompt)
+        if not conv.is_idle():
+            raise NbagentError("%%chat: a turn is already running; press Stop first", kind="config")
+        task = loop.create_task(conv.chat_to_completion(prompt))
+        self.background.add(task)  # the widget shows the answer (and any error)
+        task.add_done_callback(self._finished)
+        return None
 
-    return chat
+    def _finished(self, task: asyncio.Task) -> None:
+        self.background.discard(task)
+        if not task.cancelled():
+            task.exception()  # seen: the widget shows it; no "never retrieved" warning
+
+    # --- the line magics -------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("model", metavar="MODEL", help="e.g. demo, local, local:/path/model.gguf, "
+              "openai:gpt-4.1-mini, anthropic:..., gemini:...")
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_model(self, line: str):
+        """Switch the agent's model; the conversation goes on with the new one (made if needed)."""
+        args = parse_argstring(self.chat_model, line)
+        agent = self.agent(args.agent, "%chat_model", create=True, model=args.model)
+        switch_model(agent, args.model)
+        print(f"{args.agent or DEFAULT_NAME} now uses {agent.model}")
+
+    @magic_arguments()
+    @argument("names", nargs="*", metavar="FUNCTION", help="notebook functions (or @tool objects)")
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_tools(self, line: str):
+        """Give the agent notebook functions as tools (type hints and docstrings describe
+        them); with no names, list its tools."""
+        from ..loop.tools import to_tools
+
+        args = parse_argstring(self.chat_tools, line)
+        agent = self.agent(args.agent, "%chat_tools", create=True)
+        found = []
+        for name in args.names:
+            if name not in self.shell.user_ns:
+                raise NbagentError(f"%chat_tools: no function named {name!r} in the notebook", kind="config")
+            found.append(self.shell.user_ns[name])
+        agent.tools.update(to_tools(found))
+        print(f"tools of {args.agent or DEFAULT_NAME}: {', '.join(agent.tools) or '(none)'}")
+
+    @magic_arguments()
+    @argument("text", nargs="*", help="the system prompt (none: show the current one)")
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_system(self, line: str):
+        """Set the agent's system prompt (it applies from the next turn)."""
+        args = parse_argstring(self.chat_system, line)
+        agent = self.agent(args.agent, "%chat_system", create=True)
+        session = agent.conversation.connection.chat_session
+        if args.text:
+            session.with_system(_unquote(" ".join(args.text)))
+        print(f"system prompt: {session.system!r}")
+
+    @magic_arguments()
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_usage(self, line: str):
+        """The agent's usage, one row per turn (a DataFrame: tokens, timing, cost)."""
+        args = parse_argstring(self.chat_usage, line)
+        return self.agent(args.agent, "%chat_usage").conversation.usage_df()
+
+    @magic_arguments()
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_history(self, line: str):
+        """The agent's conversation, one row per step (a DataFrame)."""
+        args = parse_argstring(self.chat_history, line)
+        return self.agent(args.agent, "%chat_history").conversation.history_df()
+
+    @magic_arguments()
+    @argument("path", metavar="PATH", help="a .json file")
+    @argument("--frames", action="store_true", help="also embed the DataFrames as JSON rows")
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_save(self, line: str):
+        """Save the agent's conversation (load it back with %chat_load)."""
+        args = parse_argstring(self.chat_save, line)
+        conv = self.agent(args.agent, "%chat_save").conversation
+        path = conv.save(_unquote(args.path), frames=args.frames)
+        print(f"saved {_turns(conv)} to {path}")
+
+    @magic_arguments()
+    @argument("path", metavar="PATH", help="a file written by %%chat_save or Conversation.save")
+    @argument("-m", "--model", metavar="MODEL", help="the model to continue with "
+              "(default: the agent's, else the default model)")
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_load(self, line: str):
+        """Continue a saved conversation: the agent (keeping its model and tools) now holds it."""
+        from ..agent import Agent
+
+        args = parse_argstring(self.chat_load, line)
+        key = args.agent or DEFAULT_NAME
+        old = self.shell.user_ns.get(key)
+        options: dict[str, Any] = {}
+        if isinstance(old, Agent):
+            connection = old.conversation.connection
+            options = dict(tools=list(old.tools.values()), policy=connection.policy,
+                           auto_execute_tools=connection.auto_execute_tools)
+        model = args.model or (old.provider if isinstance(old, Agent) else None)
+        agent = Agent(model=model, resume=_unquote(args.path), **options)
+        self.shell.user_ns[key] = agent
+        print(f"{key} continues {_turns(agent.conversation)} from {_unquote(args.path)} with {agent.model}")
+
+    @magic_arguments()
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_reset(self, line: str):
+        """Start the conversation afresh, keeping the model, tools and system prompt."""
+        from ..core.chat_session import ChatSession
+
+        args = parse_argstring(self.chat_reset, line)
+        conv = self.agent(args.agent, "%chat_reset").conversation
+        if not conv.is_idle():
+            raise NbagentError("%chat_reset: a turn is running; stop it first", kind="config")
+        old = conv.connection.chat_session
+        conv.connection.resume(ChatSession(system=old.system, cache_strategy=old.cache_strategy), 0)
+        conv.clear_history()
+        print(f"{args.agent or DEFAULT_NAME}: new conversation")
+
+    @magic_arguments()
+    @argument("path", metavar="PATH", help="a .md or .html file")
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_export(self, line: str):
+        """Write the conversation as a readable transcript: markdown (.md) or one HTML page (.html)."""
+        args = parse_argstring(self.chat_export, line)
+        path = Path(_unquote(args.path)).expanduser()
+        method = EXPORT_FORMATS.get(path.suffix.lower())
+        if method is None:
+            raise NbagentError(f"%chat_export: {path.name!r} is neither .md nor .html", kind="config")
+        conv = self.agent(args.agent, "%chat_export").conversation
+        try:
+            path.write_text(getattr(conv, method)(), encoding="utf-8")
+        except OSError as exc:
+            raise NbagentError(f"%chat_export: cannot write {str(path)!r}: {exc.strerror}", kind="io") from None
+        print(f"exported {_turns(conv)} to {path}")
 
 
-def _stream_to_cell(conv, prompt: str):
-    from IPython.display import Markdown, clear_output, display
-
-    from ..core.steps import Text, Thought, ToolCall
-
-    from ..core.conversation import chunks_of
-
-    state = {"thinking": False}
-    seen: set[str] = set()
-
-    def on_step(event: str, payload) -> None:
-        if event != "step":
-            return
-        for chunk in chunks_of(payload, seen):
-            if isinstance(chunk, Thought):
-                if not state["thinking"]:
-                    sys.stdout.write("💭 ")
-                    state["thinking"] = True
-                sys.stdout.write(chunk.text)
-            elif isinstance(chunk, Text):
-                if state["thinking"]:
-                    sys.stdout.write("\n\n")
-                    state["thinking"] = False
-                sys.stdout.write(chunk.text)
-            elif isinstance(chunk, ToolCall):
-                sys.stdout.write(f"\n🔧 {chunk.name}({chunk.args})\n")
-        sys.stdout.flush()
-
-    conv.add_listener(on_step)
-    try:
-        conv.ask(prompt)
-    finally:
-        conv.remove_listener(on_step)
-        sys.stdout.flush()
-    clear_output(wait=True)
-    display(Markdown(turn_markdown(conv)))
-    return None  # the answer is shown once; conv.last_response / conv.history keep it
+def _turns(conv) -> str:
+    n = conv.turn_count
+    return f"{n} turn{'s' if n != 1 else ''}"
 
 
-def turn_markdown(conv) -> str:
-    """Markdown for the last turn: thoughts, tool calls, answer, a usage line."""
-    from .transcript import transcript_markdown
+def switch_model(agent, model: str) -> None:
+    """Point ``agent`` (and its conversation) at ``model``; the history carries over."""
+    from ..agent import resolve_model
 
-    turns = conv.turns
-    starts = conv.turn_start_indices
-    steps = conv.history[starts[-1]:] if starts else conv.history
-    body = transcript_markdown([s for s in steps if s.source.value != "USER"])
-    if not turns:
-        return body
-    rec = turns[-1]
-    u = rec.usage
-    bits = [rec.model or "model", f"in {u.prompt_token_count:,}"]
-    if u.cached_content_token_count:
-        bits.append(f"cached {u.cached_content_token_count:,}")
-    if u.thoughts_token_count:
-        bits.append(f"thinking {u.thoughts_token_count:,}")
-    bits.append(f"out {u.candidates_token_count:,}")
-    if rec.duration is not None:
-        bits.append(f"{rec.duration * 1000:,.0f} ms" if rec.duration < 10 else f"{rec.duration:.1f} s")
-    if rec.time_to_first_token is not None:
-        bits.append(f"TTFT {rec.time_to_first_token * 1000:,.0f} ms")
-    if rec.output_tokens_per_s:
-        bits.append(f"{rec.output_tokens_per_s:,.0f} tok/s")
-    return body + "\n\n<sub>" + " · ".join(bits) + "</sub>"
+    conv = agent.conversation
+    if not conv.is_idle():
+        raise NbagentError("a turn is running; stop it before switching models", kind="config")
+    provider = resolve_model(model)
+    if (provider.name, provider.model) == (agent.provider.name, agent.provider.model):
+        return
+    agent.provider = provider
+    conv.connection.provider = provider
