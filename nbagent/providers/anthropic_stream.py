@@ -54,18 +54,34 @@ def normalize_usage(raw: dict) -> UsageMetadata:
 
 
 class _Block:
-    __slots__ = ("type", "text", "signature", "data", "id", "name", "json", "raw", "done")
+    __slots__ = ("type", "pieces", "signature", "data", "id", "name", "json_pieces", "raw", "done")
 
     def __init__(self, raw: dict) -> None:
         self.type = raw.get("type") or "unknown"
         self.raw = raw
-        self.text = str(raw.get("text") or raw.get("thinking") or "")
+        self.pieces = [str(raw.get("text") or raw.get("thinking") or "")]  # joined once, when read
         self.signature = str(raw.get("signature") or "")
         self.data = str(raw.get("data") or "")
         self.id = str(raw.get("id") or "")
         self.name = str(raw.get("name") or "")
-        self.json = ""
+        self.json_pieces: list[str] = []  # the tool input's JSON text, joined once when read
         self.done = False
+
+    @property
+    def json(self) -> str:
+        if len(self.json_pieces) > 1:
+            self.json_pieces = ["".join(self.json_pieces)]
+        return self.json_pieces[0] if self.json_pieces else ""
+
+    @property
+    def text(self) -> str:
+        if len(self.pieces) > 1:
+            self.pieces = ["".join(self.pieces)]
+        return self.pieces[0]
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self.pieces = [value]
 
 
 class AnthropicStreamParser:
@@ -163,13 +179,13 @@ class AnthropicStreamParser:
         dtype = delta.get("type")
         if dtype == "text_delta":
             text = str(delta.get("text") or "")
-            block.text += text
+            block.pieces.append(text)
             if text:
                 self._output_started = True
                 return [TextDelta(text)]
         elif dtype == "thinking_delta":
             text = str(delta.get("thinking") or "")
-            block.text += text
+            block.pieces.append(text)
             if text:
                 self._output_started = True
                 return [ThinkingDelta(text)]
@@ -177,11 +193,11 @@ class AnthropicStreamParser:
             block.signature = str(delta.get("signature") or "")  # assigned, not appended
         elif dtype == "input_json_delta":
             fragment = str(delta.get("partial_json") or "")
-            block.json += fragment
+            block.json_pieces.append(fragment)
             if block.type == "tool_use" and fragment and not self._is_structured(block):
                 return [ToolCallDelta(key=index, args_delta=fragment)]
         elif dtype == "compaction_delta":
-            block.text += str(delta.get("content") or "")
+            block.pieces.append(str(delta.get("content") or ""))
         return []  # citations_delta and unknown deltas
 
     def _on_content_block_stop(self, data: dict) -> list[Event]:

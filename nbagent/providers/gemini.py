@@ -304,6 +304,7 @@ class GeminiStreamParser:
     def __init__(self, structured: bool = False) -> None:
         self.structured = structured
         self.parts: list = []
+        self._more: list[str] = []  # text continuing the last part, joined once (see _join_text)
         self.usage: dict = {}
         self.finish_reason: str | None = None
         self.block_reason: str | None = None
@@ -325,6 +326,7 @@ class GeminiStreamParser:
         return events
 
     def close(self) -> list[Event]:
+        self._join_text()
         if self.finish_reason is None:
             if not self.block_reason:
                 raise NbagentError(
@@ -385,6 +387,7 @@ class GeminiStreamParser:
                 details["synthetic_id"] = True
             name = str(call.get("name") or "")
             args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            self._join_text()
             self.parts.append(ToolUsePart(call_id, name, args, provider_details=details))
             return [
                 ToolCallStart(key=n, id=call_id, name=name),
@@ -396,12 +399,20 @@ class GeminiStreamParser:
         kind = ThinkingPart if part.get("thought") else TextPart
         last = self.parts[-1] if self.parts else None
         if type(last) is kind and not signature:
-            last.text += text
+            self._more.append(text)
         elif text or signature:
+            self._join_text()
             self.parts.append(kind(text, provider_details=details))
         if not text:
             return []
         return [ThinkingDelta(text) if kind is ThinkingPart else TextDelta(text)]
+
+    def _join_text(self) -> None:
+        """Fold the text that continued the last part into it (one join, not a copy per chunk)."""
+        if self._more:
+            last = self.parts[-1]
+            last.text = last.text + "".join(self._more)
+            self._more = []
 
     def _stream_error(self, chunk: dict) -> NbagentError:
         error = error_from_payload(chunk, status=None, provider="gemini")

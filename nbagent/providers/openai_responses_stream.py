@@ -19,7 +19,6 @@ limit: ``Finish.cut_tool_calls``. Built-in tool items
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import NbagentError
@@ -59,19 +58,60 @@ def _int(value: Any) -> int:
         return 0
 
 
-@dataclass
+class _Text:
+    """A string built from deltas: ``add`` is O(1), ``str()`` joins once (no copy per delta)."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+
+    def add(self, piece: str) -> None:
+        if piece:
+            self.pieces.append(piece)
+
+    def __bool__(self) -> bool:
+        return bool(self.pieces)
+
+    def __str__(self) -> str:
+        if len(self.pieces) > 1:
+            self.pieces = ["".join(self.pieces)]
+        return self.pieces[0] if self.pieces else ""
+
+
+class _TextField:
+    """An ``_Item`` attribute read as ``str`` and set from ``str``, kept as a ``_Text``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def buffer(self, obj: Any) -> _Text:
+        return obj.__dict__.setdefault(self.slot, _Text())
+
+    def __get__(self, obj: Any, owner: type = None) -> Any:
+        return self if obj is None else str(self.buffer(obj))
+
+    def __set__(self, obj: Any, value: str) -> None:
+        buffer = self.buffer(obj)
+        buffer.pieces = [str(value)] if value else []
+
+
 class _Item:
     """One output item as it streams."""
 
-    type: str
-    id: str
-    index: int
-    raw: dict = field(default_factory=dict)  # the newest full item (output_item.done wins)
-    text: str = ""  # message text, or reasoning shown as thinking
-    refusal: str = ""
-    arguments: str = ""
-    part: int | None = None  # the reasoning summary / content index being streamed
-    done: bool = False
+    text = _TextField()  # message text, or reasoning shown as thinking
+    refusal = _TextField()
+    arguments = _TextField()
+
+    def grow(self, name: str) -> _Text:
+        """The buffer of ``text`` / ``refusal`` / ``arguments``, to ``add`` deltas to."""
+        return getattr(type(self), name).buffer(self)
+
+    def __init__(self, type: str, id: str, index: int, raw: dict | None = None) -> None:
+        self.type, self.id, self.index = type, id, index
+        self.raw = raw if raw is not None else {}  # the newest full item (output_item.done wins)
+        self.part: int | None = None  # the reasoning summary / content index being streamed
+        self.done = False
 
 
 class ResponsesStreamParser:
@@ -113,13 +153,13 @@ class ResponsesStreamParser:
 
     def _on_text_delta(self, data: dict) -> list[Event]:
         text = str(data.get("delta") or "")
-        self._item(data, "message").text += text
+        self._item(data, "message").grow("text").add(text)
         self._output = self._output or bool(text)
         return [TextDelta(text)] if text else []
 
     def _on_refusal_delta(self, data: dict) -> list[Event]:
         text = str(data.get("delta") or "")
-        self._item(data, "message").refusal += text
+        self._item(data, "message").grow("refusal").add(text)
         self._output = self._output or bool(text)
         return [RefusalDelta(text)] if text else []
 
@@ -127,17 +167,17 @@ class ResponsesStreamParser:
         item = self._item(data, "reasoning")
         text = str(data.get("delta") or "")
         part = data.get("summary_index", data.get("content_index"))
-        if item.text and part != item.part and text:
+        if item.grow("text") and part != item.part and text:
             text = "\n\n" + text  # a new summary part
         item.part = part
-        item.text += text
+        item.grow("text").add(text)
         self._output = self._output or bool(text)
         return [ThinkingDelta(text)] if text else []
 
     def _on_arguments_delta(self, data: dict) -> list[Event]:
         item = self._item(data, "function_call")
         delta = str(data.get("delta") or "")
-        item.arguments += delta
+        item.grow("arguments").add(delta)
         return [ToolCallDelta(key=item.id, args_delta=delta)] if delta else []
 
     def _on_arguments_done(self, data: dict) -> list[Event]:
@@ -208,17 +248,17 @@ class ResponsesStreamParser:
             if item.type == "reasoning":
                 replay = following in ("message", "function_call") and _replayable(item.raw)
                 if item.text or replay:
-                    parts.append(ThinkingPart(item.text, provider_details={OPENAI_ITEM: item.raw} if replay else {}))
+                    parts.append(ThinkingPart(str(item.text), provider_details={OPENAI_ITEM: item.raw} if replay else {}))
             elif item.type == "message":
                 details = {ITEM_ID: item.id, **({PHASE: item.raw["phase"]} if item.raw.get("phase") else {})}
-                parts += [TextPart(item.text, provider_details=dict(details))] if item.text else []
-                parts += [TextPart(item.refusal, provider_details={**details, REFUSAL: True})] if item.refusal else []
+                parts += [TextPart(str(item.text), provider_details=dict(details))] if item.text else []
+                parts += [TextPart(str(item.refusal), provider_details={**details, REFUSAL: True})] if item.refusal else []
             elif item.type == "function_call":
                 call_id, name = str(item.raw.get("call_id") or ""), str(item.raw.get("name") or "")
                 if item.done:
                     parts.append(ToolUsePart(call_id, name, _arguments(item.arguments), {ITEM_ID: item.id}))
                 else:  # never finished: cut by the token limit
-                    cut.append(CutToolCall(call_id, name, item.arguments))
+                    cut.append(CutToolCall(call_id, name, str(item.arguments)))
         return parts, cut
 
     # -- helpers ------------------------------------------------------------
