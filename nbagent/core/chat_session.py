@@ -162,8 +162,9 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
+            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)  # C encoder
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(obj, f, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+                f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)

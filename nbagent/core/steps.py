@@ -188,12 +188,26 @@ class UsageMetadata:
     def __add__(self, other: "UsageMetadata") -> "UsageMetadata":
         if not isinstance(other, UsageMetadata):
             return NotImplemented
-        return UsageMetadata(*(a + b for a, b in zip(_usage_tuple(self), _usage_tuple(other))))
+        return UsageMetadata(
+            self.prompt_token_count + other.prompt_token_count,
+            self.candidates_token_count + other.candidates_token_count,
+            self.total_token_count + other.total_token_count,
+            self.cached_content_token_count + other.cached_content_token_count,
+            self.thoughts_token_count + other.thoughts_token_count,
+            self.cache_write_token_count + other.cache_write_token_count,
+        )
 
     def __sub__(self, other: "UsageMetadata") -> "UsageMetadata":
         if not isinstance(other, UsageMetadata):
             return NotImplemented
-        return UsageMetadata(*(a - b for a, b in zip(_usage_tuple(self), _usage_tuple(other))))
+        return UsageMetadata(
+            self.prompt_token_count - other.prompt_token_count,
+            self.candidates_token_count - other.candidates_token_count,
+            self.total_token_count - other.total_token_count,
+            self.cached_content_token_count - other.cached_content_token_count,
+            self.thoughts_token_count - other.thoughts_token_count,
+            self.cache_write_token_count - other.cache_write_token_count,
+        )
 
     def __radd__(self, other):  # sum() starts from 0
         if other == 0:
@@ -206,7 +220,7 @@ class UsageMetadata:
         return self.candidates_token_count + self.thoughts_token_count
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {name: getattr(self, name) for name in _USAGE_FIELDS}
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "UsageMetadata | None":

@@ -1,0 +1,175 @@
+"""Every benchmark in one command; writes bench/results.md and README's benchmark table.
+
+    .venv/bin/python bench/run_all.py            # a few minutes on 2 cores
+    .venv/bin/python bench/run_all.py --quick    # smaller sizes, for a smoke run
+
+Each measure is a ratio against a baseline run in the same process (these machines are noisy:
+absolute times move with load, ratios much less), with its goal and whether this run met it.
+Always exits 0: speed lives here, not in the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT / "tests")]
+
+import bench_frames  # noqa: E402
+import bench_pipeline  # noqa: E402
+import bench_sse  # noqa: E402
+
+README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def row(measure: str, ratio: float, goal: str, met: bool, detail: str) -> dict:
+    return {"measure": measure, "ratio": ratio, "goal": goal, "met": met, "detail": detail}
+
+
+def frames(quick: bool) -> list[dict]:
+    import pandas as pd
+
+    from nbagent.analysis.frames import history_frame, usage_frame
+
+    steps = bench_frames.make_steps(2_000 if quick else 10_000)
+    records = bench_frames.make_records(20_000 if quick else 100_000)
+    history_frame(steps), usage_frame(records)
+    out = []
+    for name, fn, items, goal in (("history_df", history_frame, steps, bench_frames.HISTORY_GOAL_MS),
+                                  ("usage_df", usage_frame, records, bench_frames.USAGE_GOAL_MS)):
+        ms = bench_frames.best_ms(lambda: fn(items), 5)
+        naive = bench_frames.best_ms(lambda: pd.DataFrame([dataclasses.asdict(x) for x in items]), 2)
+        out.append(row(f"{name} of {len(items):,} rows vs a naive DataFrame of dicts", ms / naive, "<= 0.1",
+                       ms / naive <= 0.1, f"{ms:.0f} ms vs {naive:.0f} ms (absolute goal {goal} ms: "
+                       f"{'met' if ms <= goal else 'not met'})"))
+    return out
+
+
+def sessions(quick: bool, tmp: Path) -> list[dict]:
+    from nbagent import Conversation, MockConnection
+    from nbagent.core.session_file import read_session
+
+    from test_load import _turn
+
+    turns = 1_000 if quick else 3_334  # three steps a turn: 10,000 steps
+    conv = Conversation(MockConnection([_turn(i) for i in range(turns)]), max_history_size=0)
+    asyncio.run(_run(conv, turns))
+    path = tmp / "long.json"
+
+    def save_load() -> None:
+        conv.save(path)
+        read_session(path)
+
+    def raw() -> None:  # the floor: the same document through json alone
+        doc = json.loads(path.read_text())
+        path.with_suffix(".raw").write_text(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+        json.loads(path.with_suffix(".raw").read_text())
+
+    save_load()
+    ms = bench_frames.best_ms(save_load, 3)
+    floor = bench_frames.best_ms(raw, 3)
+    steps = len(conv.history)
+    return [row(f"save + load of a {steps:,}-step session vs json alone", ms / floor, "<= 3", ms / floor <= 3,
+                f"{ms:.0f} ms vs {floor:.0f} ms, {path.stat().st_size / 1e6:.1f} MB (absolute goal 300 ms: "
+                f"{'met' if ms <= 300 else 'not met'})")]
+
+
+async def _run(conv, turns: int) -> None:
+    for i in range(turns):
+        await conv.chat_to_completion(f"question {i}")
+
+
+def widget(quick: bool) -> list[dict]:
+    import bench_widget
+
+    result = asyncio.run(bench_widget.one_answer(5_000 if quick else 10_000, 0.002, 10))
+    bundle = (ROOT / "nbagent" / "notebook" / "static" / "widget.js").stat().st_size
+    return [row("widget bytes sent per streamed answer vs its text", result["ratio"], "<= 2.5",
+                result["ratio"] <= 2.5, f"{result['sent_bytes']:,} B for {result['text_bytes']:,} B of text, "
+                f"{result['messages']} messages"),
+            row("widget bundle vs 160 KB", bundle / 160_000, "<= 1.0", bundle <= 160_000,
+                f"{bundle / 1000:.0f} KB (widget.js)")]
+
+
+def memory(quick: bool) -> list[dict]:
+    from nbagent import Agent
+    from nbagent.core.steps import FinishReason
+    from nbagent.providers.base import Finish, TextDelta
+
+    from support.scripted import ScriptedProvider
+
+    n = 200_000 if quick else 1_000_000
+    piece = "word "
+    provider = ScriptedProvider([[TextDelta(piece) for _ in range(n)] + [Finish(FinishReason.STOP, "stop")]])
+    conv = Agent(model=provider, max_history_size=50).conversation
+
+    async def consume() -> None:
+        async for _ in conv.chat("go"):
+            pass
+
+    tracemalloc.start()
+    asyncio.run(consume())
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    text = n * len(piece)
+    ratio = peak / text
+    return [row(f"peak memory streaming {n:,} deltas (trimming on) vs the answer's size", ratio, "<= 8",
+                ratio <= 8, f"peak {peak / 1e6:.0f} MB for a {text / 1e6:.0f} MB answer (the script itself "
+                f"holds {n:,} delta objects)")]
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| measure | ratio | goal | met | detail |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['measure']} | {r['ratio']:.2f} | {r['goal']} | {'yes' if r['met'] else 'no'} | "
+                     f"{r['detail']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    args = ap.parse_args(argv)
+    started = time.time()
+    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"nbagent-bench-{os.getpid()}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    rows += bench_pipeline.main(["--deltas", "20000" if args.quick else "100000"])
+    small, large = bench_sse.decode_seconds(2_000_000), bench_sse.decode_seconds(8_000_000)
+    rows.append(row("SSE decoding of one 8 MB event vs one 2 MB event (linear: 4)", large / small, "<= 6",
+                    large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
+    for part in (frames, lambda q: sessions(q, tmp), widget, memory):
+        try:
+            rows += part(args.quick)
+        except Exception as exc:  # one broken measure must not hide the others
+            rows.append(row(f"{getattr(part, '__name__', 'a measure')} failed", float("nan"), "-", False, repr(exc)))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+               f"load average {load:.2f}")
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = table(rows)
+    results = (f"# Benchmark results\n\n{when} · {machine} · {'quick' if args.quick else 'full'} run in "
+               f"{time.time() - started:.0f} s (`python bench/run_all.py`)\n\n{body}\n")
+    (HERE / "results.md").write_text(results, encoding="utf-8")
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    if README_START in text and README_END in text and not args.quick:
+        head, rest = text.split(README_START, 1)
+        _, tail = rest.split(README_END, 1)
+        readme.write_text(f"{head}{README_START}\n{when} · {machine}\n\n{body}\n{README_END}{tail}", encoding="utf-8")
+    print(results)
+
+
+if __name__ == "__main__":
+    main()
