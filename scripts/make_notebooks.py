@@ -1,4 +1,8 @@
-"""Write the notebooks in notebooks/ (run again after editing this file)."""
+"""Write the notebooks in notebooks/ (run again after editing this file).
+
+Each one runs top to bottom offline (tests/test_notebooks.py executes them); cells that
+need an API key print a note instead of calling out when the key is not set.
+"""
 
 from pathlib import Path
 
@@ -6,6 +10,17 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def md(text):
+    return new_markdown_cell(text)
+
+
+def code(text, tags=()):
+    cell = new_code_cell(text)
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
 
 
 def save(name, cells):
@@ -18,93 +33,273 @@ def save(name, cells):
     nbformat.write(nb, HERE / name)
 
 
+CALCULATOR = (
+    "@tool\n"
+    "def calculator(expression: str) -> float:\n"
+    "    \"\"\"Evaluate an arithmetic expression.\n\n"
+    "    Args:\n"
+    "        expression: Python arithmetic such as '12 * 7'.\n"
+    "    \"\"\"\n"
+    "    import ast, operator as op\n"
+    "    ops = {ast.Add: op.add, ast.Sub: op.sub, ast.Mult: op.mul, ast.Div: op.truediv, ast.Pow: op.pow,\n"
+    "           ast.USub: op.neg}\n"
+    "    def ev(node):\n"
+    "        if isinstance(node, ast.Constant):\n"
+    "            return node.value\n"
+    "        if isinstance(node, ast.BinOp):\n"
+    "            return ops[type(node.op)](ev(node.left), ev(node.right))\n"
+    "        if isinstance(node, ast.UnaryOp):\n"
+    "            return ops[type(node.op)](ev(node.operand))\n"
+    "        raise ValueError('not arithmetic')\n"
+    "    return ev(ast.parse(expression, mode='eval').body)\n"
+)
+
 save("quickstart.ipynb", [
-    new_markdown_cell(
-        "# nbagent quick start\n\n"
-        "Chat with a model inside this notebook. `Agent()` picks a model in this order: the "
-        "`NBAGENT_MODEL` environment variable, the **offline local model** (SmolLM2-135M through "
-        "llama.cpp, installed by the README's set-up command), else the scripted **demo** model.\n\n"
-        "Use `Agent(model=\"openai:gpt-4.1-mini\")`, `\"anthropic:claude-sonnet-4-5\"` or "
-        "`\"gemini:gemini-2.5-flash\"` with an API key in the usual environment variable for a "
-        "bigger model."),
-    new_code_cell("from nbagent import Agent\n\nagent = Agent(max_tokens=200, temperature=0)\nagent.model"),
-    new_markdown_cell("Display the agent to get the chat widget. Type in the box: **Enter** sends, "
-                      "**Shift+Enter** adds a line, **Stop** interrupts the answer."),
-    new_code_cell("agent"),
-    new_markdown_cell("Cells can talk to the same conversation; the answer streams into the widget above."),
-    new_code_cell('resp = await agent.conversation.chat_to_completion("What is the capital of France?")\n'
-                  "print(resp.text)"),
-    new_markdown_cell("Every turn's tokens, timing and cost are a DataFrame away "
-                      "(`usage_df()` has more columns: cache writes, thinking, model calls, status…):"),
-    new_code_cell("agent.conversation.usage_df()[[\"prompt\", \"model\", \"input_tokens\", \"cached_tokens\",\n"
-                  "                               \"output_tokens\", \"ttft_s\", \"output_tokens_per_s\", \"cost_usd\"]]"),
-    new_markdown_cell("Or chat with a cell magic:"),
-    new_code_cell("%load_ext nbagent"),
-    new_code_cell("%%chat -a agent\nName three colours of the rainbow."),
-    new_code_cell("agent.conversation.history_df()[[\"turn\", \"type\", \"source\", \"status\", \"content\"]]"),
+    md("# nbagent quick start\n\n"
+       "Chat with a model inside this notebook. `Agent()` picks a model in this order: the "
+       "`NBAGENT_MODEL` environment variable, the **offline local model** (installed by the README's "
+       "set-up command), else the scripted **demo** model.\n\n"
+       "**The offline model is a toy.** It is SmolLM2-135M — 135 million parameters, run by llama.cpp on "
+       "your CPU — there so that you can try the interface (streaming, the widget, Stop, usage tables) "
+       "offline and for free. Its answers are often wrong. For real answers, point the agent at a real "
+       "model; everything else in this notebook stays the same:\n\n"
+       "```python\n"
+       "Agent(model=\"openai:gpt-4.1-mini\")            # with OPENAI_API_KEY set; also anthropic:…, gemini:…\n"
+       "Agent(model=\"openai:llama3.2\", base_url=\"http://localhost:11434/v1\")  # Ollama, vLLM, llama.cpp…\n"
+       "Agent(model=\"local:/path/to/model.gguf\", n_ctx=8192)   # any bigger GGUF file, still offline\n"
+       "```\n\n"
+       "For the last one, download an instruct model in GGUF format, e.g. "
+       "`qwen2.5-1.5b-instruct-q4_k_m.gguf` (about 1 GB) from the Qwen2.5-1.5B-Instruct-GGUF repository on "
+       "Hugging Face. `providers.ipynb` shows every provider."),
+    code("from nbagent import Agent\n\nagent = Agent(max_tokens=200, temperature=0)\nagent.model"),
+    md("Display the agent to get the chat widget. Type in the box: **Enter** sends, "
+       "**Shift+Enter** adds a line, **Stop** interrupts the answer."),
+    code("agent"),
+    md("Cells can talk to the same conversation; the answer streams into the widget above."),
+    code('resp = await agent.conversation.chat_to_completion("What is the capital of France?")\n'
+         "print(resp.text)"),
+    md("Every turn's tokens, timing and cost are a DataFrame away "
+       "(`usage_df()` has more columns: cache writes, thinking, model calls, status…):"),
+    code("agent.conversation.usage_df()[[\"prompt\", \"model\", \"input_tokens\", \"cached_tokens\",\n"
+         "                               \"output_tokens\", \"ttft_s\", \"output_tokens_per_s\", \"cost_usd\"]]"),
+    md("Or chat with a cell magic (`magics.ipynb` shows them all); the answer is the cell's result:"),
+    code("%load_ext nbagent"),
+    code("%%chat -a agent\nName three colours of the rainbow."),
+    md("And every step of the conversation, as data:"),
+    code("agent.conversation.history_df()[[\"turn\", \"type\", \"source\", \"status\", \"content\"]]"),
+    md("Next: `teaching.ipynb` (how an agent thinks, step by step), `tools_and_approval.ipynb`, "
+       "`magics.ipynb`, `usage_analysis.ipynb`, `providers.ipynb`."),
 ])
 
 save("tools_and_approval.ipynb", [
-    new_markdown_cell(
-        "# How an agent thinks and calls tools\n\n"
-        "The **demo** model is scripted and offline: it always thinks out loud, calls a fitting tool, "
-        "and answers — perfect for showing each step of an agent loop in class."),
-    new_code_cell(
-        "from nbagent import Agent, tool\n\n"
-        "@tool\n"
-        "def calculator(expression: str) -> float:\n"
-        "    \"\"\"Evaluate an arithmetic expression.\n\n"
-        "    Args:\n"
-        "        expression: Python arithmetic such as '12 * 7'.\n"
-        "    \"\"\"\n"
-        "    import ast, operator as op\n"
-        "    ops = {ast.Add: op.add, ast.Sub: op.sub, ast.Mult: op.mul, ast.Div: op.truediv, ast.Pow: op.pow,\n"
-        "           ast.USub: op.neg}\n"
-        "    def ev(node):\n"
-        "        if isinstance(node, ast.Constant):\n"
-        "            return node.value\n"
-        "        if isinstance(node, ast.BinOp):\n"
-        "            return ops[type(node.op)](ev(node.left), ev(node.right))\n"
-        "        if isinstance(node, ast.UnaryOp):\n"
-        "            return ops[type(node.op)](ev(node.operand))\n"
-        "        raise ValueError('not arithmetic')\n"
-        "    return ev(ast.parse(expression, mode='eval').body)\n\n"
-        "calculator.input_schema"),
-    new_markdown_cell("With `policy=\"ask\"` every tool call waits for **Approve** or **Deny** in the widget."),
-    new_code_cell("agent = Agent(model=\"demo\", tools=[calculator], policy=\"ask\")\nagent"),
-    new_markdown_cell("From code, the same decision is `approve` / `deny`:"),
-    new_code_cell(
-        "import asyncio\n\n"
-        "conv = agent.conversation\n"
-        "turn = asyncio.ensure_future(conv.chat_to_completion(\"What is 12 * 7?\"))\n"
-        "while not any(s.status.value == \"WAITING_FOR_USER\" for s in conv.history):\n"
-        "    await asyncio.sleep(0.05)\n"
-        "call = [s for s in conv.history if s.status.value == \"WAITING_FOR_USER\"][0].tool_calls[0]\n"
-        "conv.approve(call.id)\n"
-        "resp = await turn\n"
-        "print(resp.text)"),
-    new_markdown_cell("Every step of that turn, as data:"),
-    new_code_cell("conv.history_df()[[\"turn\", \"type\", \"source\", \"target\", \"status\", \"content\", \"tool_names\"]]"),
-    new_code_cell("conv.tool_calls_df()"),
+    md("# How an agent thinks and calls tools\n\n"
+       "The **demo** model is scripted and offline: it always thinks out loud, calls a fitting tool, "
+       "and answers — perfect for showing each step of an agent loop in class."),
+    code("from nbagent import Agent, tool\n\n" + CALCULATOR + "\ncalculator.input_schema"),
+    md("With `policy=\"ask\"` every tool call waits for **Approve** or **Deny** in the widget."),
+    code("agent = Agent(model=\"demo\", tools=[calculator], policy=\"ask\")\nagent"),
+    md("From code, the same decision is `approve` / `deny`:"),
+    code("import asyncio\n\n"
+         "conv = agent.conversation\n"
+         "turn = asyncio.ensure_future(conv.chat_to_completion(\"What is 12 * 7?\"))\n"
+         "while not any(s.status.value == \"WAITING_FOR_USER\" for s in conv.history):\n"
+         "    await asyncio.sleep(0.05)\n"
+         "call = [s for s in conv.history if s.status.value == \"WAITING_FOR_USER\"][0].tool_calls[0]\n"
+         "conv.approve(call.id)\n"
+         "resp = await turn\n"
+         "print(resp.text)"),
+    md("Every step of that turn, as data:"),
+    code("conv.history_df()[[\"turn\", \"type\", \"source\", \"target\", \"status\", \"content\", \"tool_names\"]]"),
+    code("conv.tool_calls_df()"),
 ])
 
 save("usage_analysis.ipynb", [
-    new_markdown_cell(
-        "# Token usage and cost as DataFrames\n\n"
-        "Each conversation keeps a ledger of its turns; saved sessions can be analysed together."),
-    new_code_cell(
-        "import tempfile, pathlib\n"
-        "from nbagent import Agent, load_sessions\n\n"
-        "folder = pathlib.Path(tempfile.mkdtemp())\n"
-        "for i in range(3):\n"
-        "    agent = Agent(model=\"demo\")\n"
-        "    for q in [\"Hello\", \"What is a monad?\", \"Thanks!\"][: i + 1]:\n"
-        "        await agent.conversation.chat_to_completion(q)\n"
-        "    agent.conversation.save(folder / f\"session-{i}.json\")\n"
-        "sorted(p.name for p in folder.glob(\"*.json\"))"),
-    new_code_cell("usage = load_sessions(str(folder / \"*.json\"))\nusage"),
-    new_code_cell("usage.groupby(\"session_id\")[[\"input_tokens\", \"output_tokens\", \"cost_usd\"]].sum()"),
-    new_code_cell("agent.conversation.usage_summary()"),
-    new_code_cell("agent.conversation.plot_usage();"),
+    md("# Token usage and cost as DataFrames\n\n"
+       "Each conversation keeps a ledger of its turns; saved sessions can be analysed together. "
+       "Here three short sessions with the offline demo model are saved to a folder, then read back "
+       "as one table."),
+    code("import tempfile, pathlib\n"
+         "from nbagent import Agent, load_sessions\n\n"
+         "folder = pathlib.Path(tempfile.mkdtemp())\n"
+         "for i in range(3):\n"
+         "    agent = Agent(model=\"demo\")\n"
+         "    for q in [\"Hello\", \"What is a monad?\", \"Thanks!\"][: i + 1]:\n"
+         "        await agent.conversation.chat_to_completion(q)\n"
+         "    agent.conversation.save(folder / f\"session-{i}.json\")\n"
+         "sorted(p.name for p in folder.glob(\"*.json\"))"),
+    md("One row per turn, across every file:"),
+    code("usage = load_sessions(str(folder / \"*.json\"))\nusage"),
+    code("usage.groupby(\"session_id\")[[\"input_tokens\", \"output_tokens\", \"cost_usd\"]].sum()"),
+    md("A summary and a plot of the last conversation (the plot is a matplotlib `Figure`):"),
+    code("agent.conversation.usage_summary()"),
+    code("agent.conversation.plot_usage()"),
+])
+
+save("teaching.ipynb", [
+    md("# Inside an agent: thinking, tools, answers\n\n"
+       "For a classroom. An **agent** is a language model in a loop: it reads the conversation, may "
+       "*think*, may ask to *call a tool*, gets the tool's *result* back, and goes on until it *answers*. "
+       "This notebook uses nbagent's **demo** model — scripted, offline, the same every time — so that "
+       "each of those moves is easy to see. (It only pretends to understand; swap in a real model with "
+       "`Agent(model=...)` and the same tables fill up the same way.)\n\n"
+       "Three words we will use:\n\n"
+       "- a **turn** is one prompt and everything the agent does until it answers it;\n"
+       "- a **step** is one thing that happens inside a turn: the prompt, one model call (its thoughts, "
+       "text and tool calls), one tool run, the end of the turn;\n"
+       "- **usage** is what a turn cost: tokens the model read (*input*), wrote (*output*) and spent "
+       "thinking, and the time it took."),
+    md("Two tools the agent may use: a calculator, and a quadratic-equation solver that answers in "
+       "LaTeX (so the answer has math in it)."),
+    code("from nbagent import Agent, tool\n\n" + CALCULATOR + "\n\n"
+         "@tool\n"
+         "def solve_quadratic(a: float, b: float, c: float) -> str:\n"
+         "    \"\"\"Solve a x^2 + b x + c = 0 and give the roots in LaTeX.\"\"\"\n"
+         "    d = b * b - 4 * a * c\n"
+         "    if d < 0:\n"
+         "        return r\"no real roots ($\\Delta < 0$)\"\n"
+         "    r1, r2 = (-b - d ** 0.5) / (2 * a), (-b + d ** 0.5) / (2 * a)\n"
+         "    return rf\"$x = \\frac{{-b \\pm \\sqrt{{\\Delta}}}}{{2a}}$, so $x_1 = {r1:g}$ and $x_2 = {r2:g}$\"\n\n"
+         "agent = Agent(model=\"demo\", tools=[calculator, solve_quadratic])\n"
+         "conv = agent.conversation\n"
+         "agent"),
+    md("## Turn 1: a question that needs a tool\n\n"
+       "Watch the widget above: first the thought (click it to open), then the tool card with the "
+       "arguments the model chose and the result, then the answer."),
+    code("resp = await conv.chat_to_completion(\"What is 12 * 7?\")\n"
+         "print(\"thought:\", resp.thinking)\n"
+         "print(\"answer: \", resp.text)"),
+    md("The same turn as data: one row per **step**. Read it top to bottom — the user's prompt; a model "
+       "call that *thinks* and asks for `calculator` (`target` ENVIRONMENT: it talks to the tools, not to "
+       "you); the tool's run with its result in `content`; a second model call that reads the result and "
+       "answers you (`target` USER); the end of the turn."),
+    code("cols = [\"turn\", \"type\", \"source\", \"target\", \"status\", \"thinking\", \"content\", \"tool_names\"]\n"
+         "conv.history_df()[cols]"),
+    md("## Turn 2: math in the answer\n\n"
+       "This time through the `%%chat` cell magic, which shows the whole turn in the cell: the thought, "
+       "the tool call and its result, and the answer — whose LaTeX is rendered as math, here and in the "
+       "widget above."),
+    code("%load_ext nbagent"),
+    code("%%chat -a agent\nPlease solve_quadratic with a=1, b=-5, c=6"),
+    code("conv.history_df()[cols].tail(5)"),
+    md("## Turn 3: no tool needed\n\nThe model can also answer straight away: one model call, no tool step."),
+    code("resp = await conv.chat_to_completion(\"Hello! Who are you?\")\n"
+         "conv.history_df()[cols].tail(3)"),
+    md("## Usage: what each turn cost\n\n"
+       "One row per **turn**: the tokens the model read (`input_tokens`: every model call reads the whole "
+       "conversation so far, so a turn with a tool call, which takes two calls, reads it twice), wrote "
+       "(`output_tokens`) and spent thinking, how many model calls and tool calls the turn took, and how "
+       "long. A real model's provider also reports `cost_usd`; the demo is free."),
+    code("conv.usage_df()[[\"prompt\", \"input_tokens\", \"output_tokens\", \"thinking_tokens\",\n"
+         "                 \"model_calls\", \"tool_calls\", \"duration_s\"]]"),
+    md("Every tool call of the conversation, with its arguments and result:"),
+    code("conv.tool_calls_df()"),
+    md("## Try it\n\n"
+       "- Ask `\"What is 2 ** 10 - 24?\"` and predict the rows `history_df()` will gain before running it.\n"
+       "- Give the agent `policy=\"ask\"` (see `tools_and_approval.ipynb`) and approve or deny a call.\n"
+       "- Run the same cells with a real model and compare its thoughts with the script's."),
+])
+
+save("providers.ipynb", [
+    md("# Models and providers\n\n"
+       "`Agent(model=\"provider:model-name\")` picks who answers; the rest of nbagent (widget, tools, "
+       "DataFrames, magics) is the same for all of them. Keys come from `api_key=` or the usual "
+       "environment variables (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`) and never appear "
+       "in reprs, saved files or errors.\n\n"
+       "Making an agent does not call anyone, so the cells below run anywhere; the cells that *send* "
+       "something need a key and print a note instead when it is not set."),
+    code("import os\nfrom nbagent import Agent\n\n"
+         "for model in [\"openai:gpt-4.1-mini\", \"openai-responses:gpt-5-mini\",\n"
+         "              \"anthropic:claude-sonnet-4-5\", \"gemini:gemini-2.5-flash\"]:\n"
+         "    print(Agent(model=model))"),
+    md("## OpenAI, Anthropic, Gemini\n\nEach cell asks one short question when its key is set."),
+    code("if os.environ.get(\"OPENAI_API_KEY\"):\n"
+         "    agent = Agent(model=\"openai:gpt-4.1-mini\", max_tokens=50)\n"
+         "    print((await agent.conversation.chat_to_completion(\"Say hello in French.\")).text)\n"
+         "else:\n"
+         "    print(\"OPENAI_API_KEY is not set: skipped. Set it (in your shell or os.environ) and re-run.\")"),
+    code("if os.environ.get(\"ANTHROPIC_API_KEY\"):\n"
+         "    agent = Agent(model=\"anthropic:claude-sonnet-4-5\", max_tokens=50)\n"
+         "    print((await agent.conversation.chat_to_completion(\"Say hello in French.\")).text)\n"
+         "else:\n"
+         "    print(\"ANTHROPIC_API_KEY is not set: skipped. Set it (in your shell or os.environ) and re-run.\")"),
+    code("if os.environ.get(\"GEMINI_API_KEY\"):\n"
+         "    agent = Agent(model=\"gemini:gemini-2.5-flash\", max_tokens=50)\n"
+         "    print((await agent.conversation.chat_to_completion(\"Say hello in French.\")).text)\n"
+         "else:\n"
+         "    print(\"GEMINI_API_KEY is not set: skipped. Set it (in your shell or os.environ) and re-run.\")"),
+    md("## Any OpenAI-compatible server: vLLM, Ollama, llama.cpp, LM Studio…\n\n"
+       "Use the `openai:` prefix with the server's `base_url` and the model name it serves. No key is "
+       "needed for a server on your machine (none is sent to a loopback address)."),
+    code("ollama = Agent(model=\"openai:llama3.2\", base_url=\"http://localhost:11434/v1\")\n"
+         "vllm = Agent(model=\"openai:Qwen/Qwen2.5-7B-Instruct\", base_url=\"http://localhost:8000/v1\")\n"
+         "llama_server = Agent(model=\"openai:my-model\", base_url=\"http://localhost:8080/v1\")\n"
+         "[(a.model, a.provider.base_url) for a in (ollama, vllm, llama_server)]"),
+    md("To see one answer for real without installing anything more: nbagent's offline model *is* "
+       "llama.cpp's OpenAI-compatible server, started on your machine. Start it, then talk to it as any "
+       "OpenAI-compatible server:"),
+    code("from nbagent.providers.local import LocalProvider, local_runtime_available\n\n"
+         "if local_runtime_available():\n"
+         "    server = LocalProvider()\n"
+         "    await server.start()\n"
+         "    agent = Agent(model=\"openai:smollm2\", base_url=server.base_url, max_tokens=40, temperature=0)\n"
+         "    resp = await agent.conversation.chat_to_completion(\"Name a planet of the solar system.\")\n"
+         "    print(server.base_url, \"→\", resp.text)\n"
+         "    await server.aclose()  # stops the server\n"
+         "else:\n"
+         "    print(\"The offline model is not installed (run scripts/setup.sh): skipped.\")"),
+    md("## Offline, and your own\n\n"
+       "- `Agent(model=\"local\")` — SmolLM2-135M, a toy for trying the interface; "
+       "`Agent(model=\"local:/path/to/model.gguf\", n_ctx=8192)` runs any bigger GGUF file the same way.\n"
+       "- `Agent(model=\"demo\")` — the scripted teaching model (`teaching.ipynb`).\n"
+       "- `nbagent.providers.register(\"myllm\", MyProvider)` makes `model=\"myllm:name\"` work; a plugin "
+       "package does the same through the `nbagent.providers` entry-point group.\n"
+       "- `NBAGENT_MODEL=anthropic:claude-sonnet-4-5` makes that the default of every `Agent()`."),
+])
+
+save("magics.ipynb", [
+    md("# The `%%chat` cell magic and its friends\n\n"
+       "`%load_ext nbagent` adds a cell magic that sends the cell to an agent, and line magics that "
+       "manage it. `%%chat?` or `%chat_model?` shows the options of each. This notebook uses the offline "
+       "demo model; drop `-m demo` to get the default model."),
+    code("%load_ext nbagent"),
+    md("A `%%chat` cell makes the notebook's agent (`nbagent_agent`) on first use. The answer streams "
+       "into the cell, then becomes the cell's result — shown as markdown with the thoughts, tool calls "
+       "and a usage line, and kept in `_`:"),
+    code("%%chat -m demo --new\nHello! What can you do?"),
+    code("answer = _\nprint(type(answer).__name__, len(answer), \"characters\")"),
+    md("`{name}` puts a notebook variable in the prompt; a DataFrame becomes a compact table (long ones "
+       "show their first and last rows). `{{` and `}}` are literal braces."),
+    code("import pandas as pd\n\n"
+         "cities = pd.DataFrame({\"city\": [\"Paris\", \"Lyon\", \"Nice\"], \"population_k\": [2103, 522, 342]})\n"
+         "limit = 500"),
+    code("%%chat\nWhich of these cities have more than {limit} thousand people? {{answer briefly}}\n{cities}"),
+    md("## Tools, system prompt, model"),
+    code("def add(a: float, b: float) -> float:\n"
+         "    \"\"\"Add two numbers.\"\"\"\n"
+         "    return a + b"),
+    code("%chat_tools add"),
+    code("%%chat\nPlease add 2 + 40"),
+    code("%chat_system You are a patient teacher. Keep answers short."),
+    code("%chat_model demo:demo-2"),
+    code("%%chat\nAnd now?"),
+    md("## Usage and history, as DataFrames"),
+    code("%chat_usage"),
+    code("%chat_history"),
+    md("## Save, start afresh, load, export\n\n"
+       "`%chat_save` writes the conversation to JSON; `%chat_reset` starts a new one (same model, tools and "
+       "system prompt); `%chat_load` continues a saved one; `%chat_export` writes a readable transcript — "
+       "markdown or one self-contained HTML page, everything the model wrote escaped."),
+    code("%chat_save chat.json"),
+    code("%chat_reset"),
+    code("%chat_load chat.json"),
+    code("%chat_export chat.md"),
+    code("%chat_export chat.html"),
+    code("print(open(\"chat.md\").read()[:600])"),
+    md("## The widget from a cell\n\n"
+       "`--widget` shows the chat widget and streams the answer there (in a kernel the turn runs in the "
+       "background, so Stop and Approve/Deny keep working)."),
+    code("%%chat --widget\nOne more question, in the widget this time."),
+    md("## Errors\n\nA mistake shows as one line (the cell fails, as any error does), never a long traceback:"),
+    code("%%chat -a no_such_agent\nHello?", tags=["raises-exception"]),
 ])
 print("notebooks written to", HERE)
