@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# Set everything up and open JupyterLab on the quickstart notebook (offline model).
+# Set everything up and open JupyterLab on the quick-start notebook (offline model).
+# The server is rooted at this repository (the examples are in notebooks/). A browser opens
+# http://localhost:8888/lab/tree/notebooks/quickstart.ipynb; without one (--no-browser, a remote
+# machine) open the http://127.0.0.1:8888/lab?token=... URL it prints (another port when 8888 is
+# taken) and then notebooks/quickstart.ipynb. Extra arguments go to `jupyter lab`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/jupyter lab notebooks/quickstart.ipynb "$@"
+args=(--ServerApp.root_dir="$PWD")
+if [ "$(id -u)" = "0" ]; then
+  args+=(--allow-root)  # Jupyter refuses to start as root without it (containers, CI machines)
+fi
+exec .venv/bin/jupyter lab "${args[@]}" notebooks/quickstart.ipynb "$@"
