@@ -376,9 +376,9 @@ def test_showing_the_widget_also_shows_its_transcript_output(monkeypatch):
     assert "application/vnd.jupyter.widget-view+json" in data and "text/markdown" not in data
     assert "transcript" in data["text/plain"]
     (shown, display_id), = fake.shown
-    assert display_id and "bold" in shown["text/html"] and "hello" in shown["text/html"]
-    assert shown["text/html"].startswith('<div class="nbagent-transcript">')
-    assert "<b>" not in shown["text/html"]  # the prompt's HTML is text
+    assert display_id and "**bold** answer" in shown["text/markdown"] and "hello" in shown["text/markdown"]
+    assert shown["text/markdown"].startswith('<div class="nbagent-transcript">')
+    assert "<b>" not in shown["text/markdown"]  # the prompt's HTML is text
     w._repr_mimebundle_()  # shown again (another cell): the same display id, so both stay current
     assert fake.shown[1][1] == display_id
     for owner in (conv, Agent(model="demo")):
@@ -393,17 +393,17 @@ async def test_the_transcript_output_follows_finished_turns_not_tokens(monkeypat
     conv = Conversation(StreamConnection(pieces, pace=0.001, batch=50))
     w = ChatWidget(conv)
     w._repr_mimebundle_()
-    assert "no messages yet" in fake.shown[0][0]["text/html"]
+    assert "no messages yet" in fake.shown[0][0]["text/markdown"]
     await conv.chat_to_completion("first question")
     await conv.chat_to_completion("second question")
     await settle(w)
     assert len(fake.updates) == 2  # one per finished turn, none per token
     last, display_id = fake.updates[-1]
     assert display_id == fake.shown[0][1]
-    md = last["text/html"]
+    md = last["text/markdown"]
     assert "first question" in md and "second question" in md and "w01999" in md and "2 turns" in md
     conv.clear_history()
-    assert "no messages yet" in fake.updates[-1][0]["text/html"]
+    assert "no messages yet" in fake.updates[-1][0]["text/markdown"]
 
 
 async def test_a_long_conversation_keeps_the_newest_steps_in_the_transcript(monkeypatch):
@@ -414,7 +414,7 @@ async def test_a_long_conversation_keeps_the_newest_steps_in_the_transcript(monk
     w = ChatWidget(conv)
     for i in range(8):
         await conv.chat_to_completion(f"question {i}")
-    md = w.transcript_bundle()["text/html"]
+    md = w.transcript_bundle()["text/markdown"]
     assert "question 7" in md and "question 0" not in md and "8 turns" in md and "of 24 steps" in md
     assert len(md) < 12_000
 
@@ -423,10 +423,10 @@ def test_model_html_in_the_transcript_output_is_text():
     payload = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
     conv = Conversation(MockConnection([[user(0, payload), *streamed(1, [payload, " [x](javascript:alert(3))"]), finish(2)]]))
     conv.ask(payload)
-    page = ChatWidget(conv).transcript_bundle()["text/html"]
-    tags = set(re.findall(r"<([a-zA-Z]+)", page))
-    assert tags <= {"div", "p", "em", "pre"}, tags
-    assert "&lt;img src=x" in page
+    md = ChatWidget(conv).transcript_bundle()["text/markdown"]
+    tags = set(re.findall(r"<([a-zA-Z]+)", md))
+    assert tags <= {"div", "code", "pre", "sub"}, tags  # ours only; the model's are text
+    assert "&lt;img src=x" in md and "javascript:alert" not in md
 
 
 def test_no_transcript_output_outside_a_kernel():

@@ -506,7 +506,7 @@ def _transcript_outputs(page, nb):
         .filter(e => e.offsetParent !== null).map(e => e.innerText)""", nb)
 
 
-def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook, jupyter_server):
+def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook, jupyter_server, tmp_path):
     nb = notebook("saved.ipynb")
     chat = show_widget(lab, nb)
     assert _transcript_outputs(lab, nb) == []  # hidden next to the live chat
@@ -518,7 +518,7 @@ def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook,
     lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.context.save(); }")
     saved = json.loads((jupyter_server["root"] / "saved.ipynb").read_text())
     outputs = saved["cells"][0]["outputs"]
-    md = "".join("".join(o["data"]["text/html"]) for o in outputs if "text/html" in o.get("data", {}))
+    md = "".join("".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {}))
     assert "What is 12 * 7?" in md and "84" in md and "Hello there" in md and "2 turns" in md
     assert "sk-SECRET" not in json.dumps(outputs)
     # close it, its kernel gone; reopen: the transcript is there without the widget's kernel
@@ -529,6 +529,7 @@ def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook,
     lab.wait_for_selector(f"{nb} .nbagent-transcript")
     shown = _transcript_outputs(lab, nb)
     assert len(shown) == 1 and "What is 12 * 7?" in shown[0] and "Hello there" in shown[0] and "84" in shown[0]
+    _shot(lab, f"{nb} .jp-Cell", "saved-reopened.png", tmp_path)
     # nbconvert (as nbviewer does) shows it too
     import subprocess, sys
     out = subprocess.run([str(Path(sys.executable).with_name("jupyter")), "nbconvert", "--to", "html", "--stdout",

@@ -215,7 +215,7 @@ def test_restart_save_reopen_and_keys_in_notebook7(nb7_page, nb7_server):
     page.keyboard.press("Control+s")
     page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", polling=50)
     saved = json.loads((nb7_server["root"] / LIFE).read_text())
-    md = "".join("".join(o["data"]["text/html"]) for o in saved["cells"][0]["outputs"] if "text/html" in o.get("data", {}))
+    md = "".join("".join(o["data"]["text/markdown"]) for o in saved["cells"][0]["outputs"] if "text/markdown" in o.get("data", {}))
     assert "What is 6 * 7?" in md and "42" in md
     page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart(); }")
     page.wait_for_function("(s) => document.querySelector(s + ' .nba-notice')?.textContent.includes('re-run this cell')",

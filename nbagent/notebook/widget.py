@@ -28,8 +28,8 @@ A prompt runs as an asyncio task on the kernel's loop,
 so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
 
-Display: showing the widget also shows a second output, the transcript (HTML,
-``<div class="nbagent-transcript">``, its text escaped), under a display id; it is
+Display: showing the widget also shows a second output, the transcript (safe
+markdown in ``<div class="nbagent-transcript">``), under a display id; it is
 updated when a turn finishes (never per token), so a saved notebook shows the
 conversation as it was when saved — on GitHub, nbviewer, nbconvert, or in
 Jupyter without the kernel. The widget's CSS hides it next to a live chat.
@@ -38,7 +38,6 @@ Jupyter without the kernel. The widget's CSS hides it next to a live chat.
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import threading
 import time
@@ -388,9 +387,8 @@ class ChatWidget(anywidget.AnyWidget):
         return bundle
 
     def transcript_bundle(self) -> dict:
-        """The transcript output's data: the newest steps (about TRANSCRIPT_CHARS at most) as
-        markdown source, HTML-escaped into a ``<pre>``: nothing a model wrote is parsed as HTML.
-        (Entities the markdown already escaped are unescaped first, so ``<`` shows as ``<``.)"""
+        """The transcript output's data: safe markdown (see transcript.py: what a model wrote is
+        never HTML) of the newest steps, about TRANSCRIPT_CHARS at most."""
         from .transcript import transcript_markdown
 
         history = self.conversation.history
@@ -405,10 +403,9 @@ class ChatWidget(anywidget.AnyWidget):
         head = f"nbagent chat · {turns} turn{'s' if turns != 1 else ''}"
         head += f" · the last {len(steps)} of {len(history)} steps" if len(steps) < len(history) else ""
         head += " · saved transcript: re-run the cell to chat again"
-        body = transcript_markdown(steps) if steps else "(no messages yet)"
-        page = (f'<div class="nbagent-transcript"><p><em>{html.escape(head)}</em></p>'
-                f'<pre style="white-space: pre-wrap">{html.escape(html.unescape(body))}</pre></div>')
-        return {"text/html": page, "text/plain": f"{head}\n\n{body}"[:2000]}
+        body = transcript_markdown(steps) if steps else "*(no messages yet)*"
+        md = f'<div class="nbagent-transcript">\n\n*{head}*\n\n{body}\n\n</div>'
+        return {"text/markdown": md, "text/plain": head}
 
     def _show_transcript(self) -> None:
         """Display the transcript output (in a kernel only); all of them share one display id."""
