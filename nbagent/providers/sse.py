@@ -20,10 +20,10 @@ from typing import AsyncIterator
 
 __all__ = ["SSEEvent", "SSEDecoder", "aiter_sse"]
 
-_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+_LINE_BREAK_TEXT = re.compile("\r\n|\r|\n")  # only these: U+2028 and friends stay inside a line
 
 
-@dataclass
+@dataclass(slots=True)
 class SSEEvent:
     event: str = "message"
     data: str = ""
@@ -48,8 +48,8 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Decode one network read; return the events it completed.
 
-        Only the new bytes are searched for line breaks and an unfinished line is kept as a list
-        of pieces, so one huge event costs linear time however it is split.
+        The complete lines of a read are decoded and split at once; an unfinished line is kept
+        as a list of pieces, so one huge event costs linear time however it is split.
         """
         if not chunk:
             return []
@@ -57,19 +57,23 @@ class SSEDecoder:
             self._skip_lf = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
+        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r")) + 1
+        if not end:
+            if chunk:
+                self._pending.append(chunk)
+            return []
+        head = chunk[:end]
+        if self._pending:
+            self._pending.append(head)
+            head, self._pending = b"".join(self._pending), []
+        if end < len(chunk):
+            self._pending.append(chunk[end:])
+        elif head.endswith(b"\r"):
+            self._skip_lf = True  # maybe the first half of a CRLF split across reads
         out: list[SSEEvent] = []
-        pos = 0
-        for m in _LINE_BREAK.finditer(chunk):
-            line = chunk[pos : m.start()]
-            if self._pending:
-                self._pending.append(line)
-                line, self._pending = b"".join(self._pending), []
-            pos = m.end()
-            if m.group() == b"\r" and pos == len(chunk):
-                self._skip_lf = True  # maybe the first half of a CRLF
+        lines = _LINE_BREAK_TEXT.split(head.decode("utf-8", errors="replace"))
+        for line in lines[:-1]:  # the text ends with a break: the last piece is empty
             self._line(line, out)
-        if pos < len(chunk):
-            self._pending.append(chunk[pos:])
         return out
 
     def flush(self) -> list[SSEEvent]:
@@ -77,7 +81,7 @@ class SSEDecoder:
         out: list[SSEEvent] = []
         if self._pending:
             line, self._pending = b"".join(self._pending), []
-            self._line(line, out)
+            self._line(line.decode("utf-8", errors="replace"), out)
         self._end_raw(out)
         self._dispatch(out)
         self._skip_lf = False
@@ -85,8 +89,7 @@ class SSEDecoder:
 
     # -- internals -------------------------------------------------------
 
-    def _line(self, raw: bytes, out: list[SSEEvent]) -> None:
-        line = raw.decode("utf-8", errors="replace")
+    def _line(self, line: str, out: list[SSEEvent]) -> None:
         if not self._started:
             self._started = True
             if line.startswith("\ufeff"):
