@@ -25,6 +25,8 @@ h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.1rem; color: #
 .summary, .usage, .note { color: #57606a; font-size: .85rem; }
 .turn { border-top: 1px solid #d0d7de; margin-top: 1.5rem; }
 .prompt { background: #f6f8fa; border-radius: 8px; padding: .5rem .8rem; }
+.prompt .text { white-space: pre-wrap; margin-top: .3rem; }
+blockquote { margin: .5rem 0; padding-left: .8rem; border-left: 3px solid #d0d7de; color: #57606a; }
 details.thinking { color: #57606a; border-left: 3px solid #d0d7de; padding-left: .8rem; }
 .tool { border: 1px solid #d0d7de; border-radius: 8px; padding: .4rem .8rem; margin: .6rem 0; }
 .failed { border-color: #cf222e; } .error { color: #cf222e; }
@@ -63,7 +65,7 @@ def render_items_html(items: list[tuple]) -> str:
 def _item_html(item: tuple) -> str:
     kind = item[0]
     if kind == "prompt":
-        return f'<div class="prompt"><strong>You:</strong> {markdown_html(item[1])}</div>'
+        return f'<div class="prompt"><strong>You:</strong><div class="text">{escape(item[1])}</div></div>'
     if kind == "thinking":
         return f'<details class="thinking"><summary>💭 thinking</summary>{markdown_html(item[1])}</details>'
     if kind == "answer":
@@ -111,6 +113,14 @@ def markdown_html(text: str) -> str:
             _flush(para, out)
             level = min(len(_HEADING.match(line).group(1)) + 2, 6)
             out.append(f"<h{level}>{_inline(_HEADING.match(line).group(2))}</h{level}>")
+        elif line.lstrip().startswith(">"):
+            _flush(para, out)
+            quoted = []
+            while i < len(lines) and lines[i].lstrip().startswith(">"):
+                quoted.append(lines[i].lstrip()[1:].removeprefix(" "))
+                i += 1
+            out.append("<blockquote>" + markdown_html("\n".join(quoted)) + "</blockquote>")
+            continue
         elif _ITEM.match(line) and not para:
             items = []
             while i < len(lines) and _ITEM.match(lines[i]):
