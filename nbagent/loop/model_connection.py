@@ -320,6 +320,8 @@ class ModelConnection:
                 queue.put_nowait(exc)
 
         task = asyncio.ensure_future(pump())
+        # a pump cancelled before its first step never runs its except clause: say so here
+        task.add_done_callback(lambda t: queue.put_nowait(_CANCELED) if t.cancelled() else None)
         self._active_tasks.add(task)
         if self._interrupted.is_set():
             task.cancel()
