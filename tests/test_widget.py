@@ -288,6 +288,25 @@ def test_a_view_that_meets_math_gets_the_temml_module():
     assert "export" in body["code"] and "MathML" in body["code"] and len(body["code"]) > 50_000
 
 
+@pytest.mark.parametrize("steps_between", [0, 1, 2, 3, 5])
+async def test_stop_right_after_send_never_leaves_the_widget_running(steps_between):
+    """A busy kernel delivers Send and Stop back to back: whenever the Stop lands, the turn ends
+    (a prompt not begun is dropped, a begun one interrupted) and nothing stays running."""
+    agent = Agent(model="demo")
+    w = ChatWidget(agent)
+    w._on_msg(w, {"type": "send", "prompt": "hello"})
+    for _ in range(steps_between):
+        await asyncio.sleep(0)
+    w._on_msg(w, {"type": "stop"})
+    done, _ = await asyncio.wait([w._task], timeout=10)
+    assert done  # never hangs
+    await settle(w)
+    assert w.running is False and w.current is None
+    turns = agent.conversation.turns
+    assert not turns or turns[-1].status == "interrupted"
+    assert agent.conversation.is_idle()
+
+
 async def test_approve_and_deny_from_the_front_end():
     conv = Conversation(StreamConnection(["Done."], tool=ToolCall("c1", "calc", {"x": 1}), tool_result="2"))
     w = ChatWidget(conv)

@@ -91,7 +91,7 @@ NOTEBOOKS = {
     "rich.ipynb": ["from support.streams import rich_agent\nagent = rich_agent()\nagent"],
     "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
-    "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "x = 1"],
+    "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "import time\ntime.sleep(12)"],
 }
 
 
@@ -257,7 +257,9 @@ def test_stop_mid_stream_keeps_partial_text(lab, notebook):
     partial = text_of(lab, f"{chat} .nba-md")
     assert "w00030" in partial and "w19999" not in partial
     assert lab.locator(chat).locator(".nba-stopped").count() == 1
-    assert "stopped" in lab.inner_text(f"{chat} .nba-footer")
+    assert lab.locator(chat).locator(".nba-stopped svg").count() == 1  # a drawn mark, not a font glyph
+    footer = lab.inner_text(f"{chat} .nba-footer")
+    assert "stopped" in footer and "tokens not reported" in footer and "in 0" not in footer
     assert lab.is_enabled(f"{chat} .nba-input")  # ready for the next prompt
     lab.wait_for_timeout(300)
     assert text_of(lab, f"{chat} .nba-md") == partial  # nothing arrives after the stop
@@ -565,6 +567,37 @@ def test_keys_other_than_enter_shift_enter_escape_reach_the_notebook(lab, notebo
     lab.evaluate("() => { window.jupyterapp.shell.currentWidget.context.model.dirty = true; }")
     lab.keyboard.press("Control+s")
     lab.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", polling=50)
+    no_errors(lab)
+
+
+def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook):
+    nb = notebook("keys.ipynb")
+    chat = show_widget(lab, nb)
+    # a prompt sent while a cell keeps the kernel busy: the widget says so and Stop gives the box back
+    run_cell(lab, 1)
+    lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status === 'busy'",
+                          polling=50)
+    send_prompt(lab, chat, "What is 3 * 3?")
+    lab.wait_for_function("(s) => document.querySelector(s + ' .nba-hint').textContent.includes('No answer from the kernel')",
+                          arg=chat, polling=100, timeout=20_000)
+    assert lab.is_enabled(f"{chat} .nba-stop")
+    lab.click(f"{chat} .nba-stop")
+    assert lab.is_enabled(f"{chat} .nba-input") and lab.is_enabled(f"{chat} .nba-send")
+    wait_run(lab)  # the cell ends; the queued prompt runs and the queued Stop ends it
+    lab.wait_for_function("(s) => !document.querySelector(s).classList.contains('nba-is-running')", arg=chat, polling=50)
+    # a long prompt is shown collapsed, with "Show all"
+    long = "\n".join(f"line {i}: " + "x" * 60 for i in range(50))
+    send_prompt(lab, chat, long)
+    lab.wait_for_function("(s) => document.querySelector(s).querySelectorAll('.nba-prompt.nba-collapsed').length === 1",
+                          arg=chat, polling=50)
+    wait_turn_done(lab, chat, 2)
+    prompt = lab.locator(chat).locator(".nba-prompt.nba-long")
+    assert prompt.evaluate("p => p.getBoundingClientRect().height") < 300
+    more = prompt.locator(".nba-more")
+    assert more.inner_text() == f"Show all ({len(long):,} characters)"
+    more.click()
+    assert "nba-collapsed" not in prompt.get_attribute("class") and more.inner_text() == "Show less"
+    assert prompt.evaluate("p => p.getBoundingClientRect().height") > 600
     no_errors(lab)
 
 

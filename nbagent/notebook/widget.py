@@ -334,7 +334,7 @@ class ChatWidget(anywidget.AnyWidget):
             if kind == "send":
                 self._start(str(content.get("prompt", "")))
             elif kind == "stop":
-                self.conversation.interrupt()
+                self._stop()
             elif kind == "approve":
                 self.conversation.approve(str(content["call_id"]))
             elif kind == "deny":
@@ -361,6 +361,14 @@ class ChatWidget(anywidget.AnyWidget):
         self._task = asyncio.ensure_future(self._run(prompt))
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
         self._flush()  # `running` goes out now: the view that sent the prompt waits for it
+
+    def _stop(self) -> None:
+        """Stop: a prompt whose turn has not begun is dropped; a running turn is interrupted."""
+        task = self._task
+        if task is not None and not task.done() and self._live is None and self.conversation.is_idle():
+            task.cancel()
+        else:
+            self.conversation.interrupt()
 
     def _refuse(self, text: str) -> None:
         """Tell the views a prompt was not run (a repeated notice would not change the trait)."""
