@@ -263,3 +263,20 @@ async def test_calls_complete_before_an_interrupt_are_closed_not_pending():
     assert calls["status"].tolist() == ["CANCELED"] and calls["approval"].tolist() == ["canceled"]
     assert conv.turns[0].tool_calls == 1
     assert_history_valid(conv.connection.session)
+
+
+def test_an_interrupt_before_the_model_says_anything_ends_the_turn():
+    """Interrupting as the turn starts (the kernel's Interrupt right after Run) must not hang it."""
+    provider = ScriptedProvider([text_call("never shown"), text_call("second turn")])
+    conv = Agent(model=provider).conversation
+
+    def stop_at_the_prompt(event, step):
+        if event == "step" and step.source.value == "USER":
+            conv.interrupt()
+
+    conv.add_listener(stop_at_the_prompt)
+    resp = conv.ask("hello")
+    assert resp.finish_reason.value == "INTERRUPTED" and conv.turns[0].status == "interrupted"
+    conv.remove_listener(stop_at_the_prompt)
+    again = conv.ask("again")  # the model was never called for the first turn
+    assert again.text.strip() == "never shown" and again.finish_reason.value == "STOP"

@@ -199,11 +199,11 @@ class HTTPProvider(Provider):
                 yield event
 
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Event]]:
-        """The parsed events of each network read (see ``Provider.stream_batches``)."""
-        if type(self).stream is not HTTPProvider.stream:  # a subclass wraps stream(): honour it
-            async for batch in Provider.stream_batches(self, request):
-                yield batch
-            return
+        """The parsed events of each network read (see ``Provider.stream_batches``).
+
+        This is the one path of an HTTP provider (``stream`` is its flat view): a subclass that
+        prepares requests (``LocalProvider``) overrides this method, not ``stream``.
+        """
         url, headers, body = self.build_http_request(request)
         url = str(httpx.URL(url).copy_merge_params(self._base_params)) if self._base_params else url
         self._streams += 1

@@ -321,7 +321,7 @@ class LocalProvider(OpenAIProvider):
     def _set_timings(self, timings: dict) -> None:
         self.last_timings = timings
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Event]]:
         await self.start()
         if request.system is None and self.system_prompt:
             request = replace(request, system=self.system_prompt)
@@ -335,9 +335,9 @@ class LocalProvider(OpenAIProvider):
             request = replace(request, extra={**self.sampling, **request.extra})
         started = False
         try:
-            async for event in super().stream(request):
+            async for batch in super().stream_batches(request):
                 started = True
-                yield event
+                yield batch
             return
         except NbagentError as exc:
             server = self._server
@@ -345,5 +345,5 @@ class LocalProvider(OpenAIProvider):
                 raise
         # the server died before answering: start a fresh one and try once more
         await self.start()
-        async for event in super().stream(request):
-            yield event
+        async for batch in super().stream_batches(request):
+            yield batch
