@@ -280,3 +280,24 @@ def test_an_interrupt_before_the_model_says_anything_ends_the_turn():
     conv.remove_listener(stop_at_the_prompt)
     again = conv.ask("again")  # the model was never called for the first turn
     assert again.text.strip() == "never shown" and again.finish_reason.value == "STOP"
+
+
+async def test_an_interrupt_as_tools_start_closes_every_call():
+    @tool
+    def slow(n: int) -> str:
+        """Takes its time."""
+        return str(n)
+
+    provider = ScriptedProvider([tool_call(*[(f"s{i}", "slow", {"n": i}) for i in range(3)]), text_call("unused")])
+    conv = Agent(model=provider, tools=[slow]).conversation
+
+    def stop_at_the_first_tool(event, step):
+        if event == "step" and step.source.value == "SYSTEM" and step.tool_calls:
+            conv.interrupt()
+
+    conv.add_listener(stop_at_the_first_tool)
+    resp = await asyncio.wait_for(conv.chat_to_completion("run three"), 30)  # a guard against a hang
+    assert resp.finish_reason.value == "INTERRUPTED"
+    statuses = conv.tool_calls_df()["status"].tolist()
+    assert len(statuses) == 3 and "pending" not in statuses
+    assert_history_valid(conv.connection.session)

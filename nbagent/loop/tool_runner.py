@@ -9,6 +9,7 @@ may come from any thread.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from typing import Any, AsyncIterator, Callable
@@ -106,7 +107,9 @@ class ToolRunner:
             call = ToolCall(part.id, part.name, dict(part.args))
             step = new_step(type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
                                   target=StepTarget.ENVIRONMENT, tool_calls=[call])
-            tasks.append(asyncio.ensure_future(self.run_one(call, step, queue)))
+            task = asyncio.ensure_future(self.run_one(call, step, queue))
+            task.add_done_callback(functools.partial(_canceled_before_start, call, step, queue))
+            tasks.append(task)
         self.active_tasks.update(tasks)
         pending = len(tasks)
         try:
@@ -281,3 +284,15 @@ def unrun_call_steps(calls: list[ToolCall], new_step: Callable[..., Step], why: 
                      status=StepStatus.CANCELED, tool_calls=[call], content=why,
                      approval=ApprovalDecision.CANCELED, created_at=now, finished_at=now)
             for call in calls]
+
+
+def _canceled_before_start(call: ToolCall, step: Step, queue: asyncio.Queue, task: asyncio.Task) -> None:
+    """A call cancelled before ``run_one`` ever ran (an interrupt right as tools start) still reports."""
+    if not task.cancelled():
+        return  # run_one ran: it reported its result and its end itself
+    now = time.time()
+    step.status, step.content, step.approval, step.finished_at = (
+        StepStatus.CANCELED, CANCELED_RESULT, ApprovalDecision.CANCELED, now)
+    queue.put_nowait(step.snapshot())
+    queue.put_nowait(ToolResultPart(call.id, CANCELED_RESULT, True, name=call.name))
+    queue.put_nowait(_END)
