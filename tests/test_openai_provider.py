@@ -415,3 +415,15 @@ async def test_deltas_stream_before_the_finish():
     assert kinds[-1] == "Finish"
     assert kinds.index("TextDelta") < kinds.index("Usage")
     assert all(isinstance(e, TextDelta) for e in result.events[: kinds.count("TextDelta")])
+
+
+@pytest.mark.parametrize("model", ["openai:gpt-4.1-mini", "openai-responses:gpt-5-mini"])
+def test_no_key_for_openai_says_so_at_the_first_turn(model, monkeypatch):
+    from nbagent import Agent
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    agent = Agent(model=model)
+    with pytest.raises(NbagentError) as err:
+        agent.ask("hi")
+    assert err.value.kind == "auth" and "OPENAI_API_KEY" in str(err.value)
+    assert agent.conversation.turns[0].status == "error"

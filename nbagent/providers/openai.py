@@ -218,6 +218,9 @@ class OpenAIProvider(HTTPProvider):
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
+        elif self.is_openai:  # say so before trying, not "could not reach" three times later
+            raise NbagentError("no OpenAI API key: pass api_key= or set OPENAI_API_KEY", kind="auth",
+                               provider=self.name)
         body: dict[str, Any] = {
             "model": request.model or self.model,
             "messages": messages_to_openai(
