@@ -214,13 +214,16 @@ class OpenAIProvider(HTTPProvider):
         """True when talking to api.openai.com itself."""
         return httpx.URL(self.base_url).host == "api.openai.com"
 
-    def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
+    def request_headers(self) -> dict:
+        """The headers of a streaming call; api.openai.com without a key is an ``auth`` error."""
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         elif self.is_openai:  # say so before trying, not "could not reach" three times later
-            raise NbagentError("no OpenAI API key: pass api_key= or set OPENAI_API_KEY", kind="auth",
-                               provider=self.name)
+            raise NbagentError("no OpenAI API key: pass api_key= or set OPENAI_API_KEY", kind="auth", provider=self.name)
+        return headers
+
+    def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
         body: dict[str, Any] = {
             "model": request.model or self.model,
             "messages": messages_to_openai(
@@ -251,7 +254,7 @@ class OpenAIProvider(HTTPProvider):
         if request.cache_strategy != "none" and request.session_id and self.is_openai:
             body["prompt_cache_key"] = request.session_id
         body.update(request.extra)
-        return f"{self.base_url}/chat/completions", headers, body
+        return f"{self.base_url}/chat/completions", self.request_headers(), body
 
     def new_parser(self, request: ModelRequest) -> "OpenAIChatParser":
         return OpenAIChatParser(provider=self.name, structured=bool(request.response_format))

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..core.errors import NbagentError
 from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from .base import REFUSAL, ModelRequest
 from .openai import OpenAIProvider
@@ -64,13 +63,7 @@ class OpenAIResponsesProvider(OpenAIProvider):
         self.reasoning_summary = reasoning_summary
 
     def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        elif self.is_openai:  # say so before trying, not "could not reach" three times later
-            raise NbagentError("no OpenAI API key: pass api_key= or set OPENAI_API_KEY", kind="auth",
-                               provider=self.name)
-        return f"{self.base_url}/responses", headers, self.build_body(request)
+        return f"{self.base_url}/responses", self.request_headers(), self.build_body(request)
 
     def build_body(self, request: ModelRequest) -> dict:
         """The JSON body of one streaming ``/responses`` call."""
