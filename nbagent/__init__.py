@@ -30,10 +30,13 @@ _EXPORTS = {
     "FinishReason": "nbagent.core.steps",
     "ApprovalDecision": "nbagent.core.steps",
     "TurnStatus": "nbagent.core.steps",
+    "PrefixChange": "nbagent.core.steps",
     "MockConnection": "nbagent.core.connection",
     "ModelConnection": "nbagent.loop.model_connection",
     "NbagentError": "nbagent.core.errors",
     "load_sessions": "nbagent.analysis.sessions",
+    "compare": "nbagent.analysis.compare",
+    "to_parquet": "nbagent.analysis.parquet",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -325,3 +325,8 @@ def cost(
         return math.nan
     return price.cost(input_tokens, cached_tokens, cache_write_tokens, thinking_tokens, output_tokens)
 
+
+
+def context_window(model: str, provider: str = "") -> int | None:
+    """The model's context window in tokens, None when unknown."""
+    return None

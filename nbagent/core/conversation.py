@@ -123,6 +123,7 @@ class Conversation(ConversationViews):
                 model=str(getattr(conn, "model_name", "") or ""),
                 provider=str(getattr(conn, "provider_name", "") or ""),
                 started_at=time.time(),
+                context_window=getattr(conn, "context_window", None),
             )
             self._ledger.append(record)
             self._tally = TurnTally(record)

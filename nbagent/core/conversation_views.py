@@ -11,7 +11,7 @@ from typing import Any
 
 
 class ConversationViews:
-    """``history_df()``, ``usage_df()``, ``tool_calls_df()``, ``usage_summary()``,
+    """``history_df()``, ``usage_df()``, ``tool_calls_df()``, ``approvals_df()``, ``estimate()``, ``usage_summary()``,
     ``plot_usage()``, ``to_markdown()``, ``to_html()``, ``widget()`` and the notebook
     display of a Conversation."""
 
@@ -23,11 +23,35 @@ class ConversationViews:
 
         return history_frame(self.history)
 
-    def usage_df(self, pricing: dict | None = None):
-        """One row per turn from the never-trimmed ledger (pandas)."""
+    def usage_df(self, pricing: dict | None = None, by: str | None = None):
+        """One row per turn from the never-trimmed ledger (pandas).
+
+        ``by="tool"``: one row per turn and token contributor (each tool's results,
+        thinking), so ``usage_df(by="tool").groupby("tool")`` shows where the tokens go.
+        """
+        if by == "tool":
+            from ..analysis.attribution import tool_tokens_frame
+
+            return tool_tokens_frame(self.history, self.turns)
+        if by is not None:
+            from .errors import NbagentError
+
+            raise NbagentError(f"usage_df(by=...) takes None or 'tool', not {by!r}", kind="config")
         from ..analysis.frames import usage_frame
 
         return usage_frame(self.turns, pricing=pricing)
+
+    def approvals_df(self):
+        """One row per approval decision on a tool call: who or what decided, and when (pandas)."""
+        from ..analysis.approvals import approvals_frame
+
+        return approvals_frame(self.history)
+
+    def estimate(self, prompt: str, pricing: dict | None = None):
+        """Tokens and cost of the next request if ``prompt`` were sent now (nothing is sent)."""
+        from ..analysis.estimate import estimate_request
+
+        return estimate_request(self, prompt, pricing=pricing)
 
     def tool_calls_df(self):
         """One row per tool call (pandas)."""

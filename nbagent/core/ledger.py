@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, TurnStatus, UsageMetadata
+from .steps import FinishReason, PrefixChange, Step, StepSource, StepStatus, StepTarget, StepType, TurnStatus, UsageMetadata
 
 
 @dataclass
@@ -26,6 +26,9 @@ class TurnRecord:
     status: TurnStatus = TurnStatus.RUNNING
     error: str = ""
     http_code: int = 0
+    prefix_change: PrefixChange | None = None  # what changed in the request prefix at the turn's first call
+    context_tokens: int = 0  # tokens in context after the turn: the last model call's input + output
+    context_window: int | None = None  # the model's window as its provider reported it (None: unknown)
 
     def __post_init__(self) -> None:
         # records built by hand may give the enums' values ("STOP", "done"): keep the fields typed
@@ -33,6 +36,8 @@ class TurnRecord:
             self.finish_reason = FinishReason(self.finish_reason)
         if not isinstance(self.status, TurnStatus):
             self.status = TurnStatus(self.status)
+        if self.prefix_change is not None and not isinstance(self.prefix_change, PrefixChange):
+            self.prefix_change = PrefixChange(self.prefix_change)
 
     @property
     def cache_write_tokens(self) -> int:
@@ -72,6 +77,9 @@ class TurnRecord:
             "status": self.status.value,
             "error": self.error,
             "http_code": self.http_code,
+            "prefix_change": None if self.prefix_change is None else self.prefix_change.value,
+            "context_tokens": self.context_tokens,
+            "context_window": self.context_window,
         }
 
     @classmethod
@@ -95,6 +103,9 @@ class TurnRecord:
             status=TurnStatus(d.get("status") or TurnStatus.DONE.value),
             error=str(d.get("error") or ""),
             http_code=int(d.get("http_code") or 0),
+            prefix_change=None if d.get("prefix_change") is None else PrefixChange(d["prefix_change"]),
+            context_tokens=int(d.get("context_tokens") or 0),
+            context_window=None if d.get("context_window") is None else int(d["context_window"]),
         )
 
 
@@ -146,6 +157,11 @@ class TurnTally:
                 rec.first_token_at = now
             if step.model:
                 rec.model = step.model
+            if step.prefix_change is not None and len(self._model_steps) == 1:
+                rec.prefix_change = step.prefix_change
+            usage = step.usage_metadata
+            if usage is not None and usage.prompt_token_count:
+                rec.context_tokens = usage.prompt_token_count + usage.output_token_count
         if step.target == StepTarget.ENVIRONMENT and step.type == StepType.TOOL_CALL:
             self._tool_call_ids.update(c.id or (step.step_index, i) for i, c in enumerate(step.tool_calls))
             rec.tool_calls = len(self._tool_call_ids)

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .usage import UsageMetadata
+
 
 class StepType(str, Enum):
     TEXT_RESPONSE = "TEXT_RESPONSE"
@@ -95,6 +97,16 @@ class ApprovalDecision(str, Enum):
     PENDING = "pending"  # waiting for approve() / deny()
     BLOCKED = "blocked"  # a pre_tool_use hook blocked it
     CANCELED = "canceled"  # the turn was interrupted before a decision
+
+
+class PrefixChange(str, Enum):
+    """What changed in a request's prefix since the previous model call: why a prompt cache missed."""
+
+    SYSTEM = "system"  # the system prompt changed
+    TOOLS = "tools"  # the tool list or a tool's schema changed
+    HISTORY = "history"  # earlier messages were edited, cleared or trimmed
+    COMPACTION = "compaction"  # a compaction rewrote the history
+    MODEL = "model"  # another model answers (caches are per model)
 
 
 class TurnStatus(str, Enum):
@@ -168,77 +180,6 @@ def cut_note(calls: list[CutToolCall]) -> str:
 
 
 @dataclass
-class UsageMetadata:
-    """Token counts, normalized alike for every provider.
-
-    ``prompt_token_count`` counts every input token (cached and cache-written
-    included), ``cached_content_token_count`` the cache reads among them,
-    ``thoughts_token_count`` the reasoning tokens, ``candidates_token_count``
-    the other generated tokens, and ``cache_write_token_count`` the input
-    tokens written to a prompt cache (Anthropic, OpenRouter; 0 elsewhere).
-    """
-
-    prompt_token_count: int = 0
-    candidates_token_count: int = 0
-    total_token_count: int = 0
-    cached_content_token_count: int = 0
-    thoughts_token_count: int = 0
-    cache_write_token_count: int = 0
-
-    def __add__(self, other: "UsageMetadata") -> "UsageMetadata":
-        if not isinstance(other, UsageMetadata):
-            return NotImplemented
-        return UsageMetadata(
-            self.prompt_token_count + other.prompt_token_count,
-            self.candidates_token_count + other.candidates_token_count,
-            self.total_token_count + other.total_token_count,
-            self.cached_content_token_count + other.cached_content_token_count,
-            self.thoughts_token_count + other.thoughts_token_count,
-            self.cache_write_token_count + other.cache_write_token_count,
-        )
-
-    def __sub__(self, other: "UsageMetadata") -> "UsageMetadata":
-        if not isinstance(other, UsageMetadata):
-            return NotImplemented
-        return UsageMetadata(
-            self.prompt_token_count - other.prompt_token_count,
-            self.candidates_token_count - other.candidates_token_count,
-            self.total_token_count - other.total_token_count,
-            self.cached_content_token_count - other.cached_content_token_count,
-            self.thoughts_token_count - other.thoughts_token_count,
-            self.cache_write_token_count - other.cache_write_token_count,
-        )
-
-    def __radd__(self, other):  # sum() starts from 0
-        if other == 0:
-            return UsageMetadata(*_usage_tuple(self))
-        return NotImplemented
-
-    @property
-    def output_token_count(self) -> int:
-        """Every generated token: candidates plus thoughts."""
-        return self.candidates_token_count + self.thoughts_token_count
-
-    def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in _USAGE_FIELDS}
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "UsageMetadata | None":
-        if d is None:
-            return None
-        if not isinstance(d, dict):
-            raise TypeError(f"usage must be an object, got {type(d).__name__}")
-        return cls(**{k: int(v or 0) for k, v in d.items() if k in _USAGE_FIELDS})
-
-
-_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))
-
-
-def _usage_tuple(u: UsageMetadata) -> tuple[int, ...]:
-    return tuple(getattr(u, name) for name in _USAGE_FIELDS)
-
-
-@dataclass
 class Step:
     """One logical event of a turn; see the module docstring for conventions."""
 
@@ -274,6 +215,9 @@ class Step:
     refusal: str = ""  # the model declined: its refusal text (model steps; not in content)
     cut_tool_calls: list[CutToolCall] = field(default_factory=list)  # cut by the token limit
     display: dict | None = None  # tool execution steps: what the user sees of the result (mime type -> data)
+    prefix_change: PrefixChange | None = None  # model steps: what changed in the request prefix (None: nothing)
+    decided_at: float | None = None  # tool execution steps: when the approval decision was made
+    decided_by: str = ""  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -281,6 +225,8 @@ class Step:
             self.finish_reason = FinishReason(self.finish_reason)
         if self.approval is not None and not isinstance(self.approval, ApprovalDecision):
             self.approval = ApprovalDecision(self.approval)
+        if self.prefix_change is not None and not isinstance(self.prefix_change, PrefixChange):
+            self.prefix_change = PrefixChange(self.prefix_change)
 
     @property
     def duration(self) -> float | None:
@@ -336,6 +282,9 @@ class Step:
             "refusal": self.refusal,
             "cut_tool_calls": [c.to_dict() for c in self.cut_tool_calls],
             "display": self.display,
+            "prefix_change": None if self.prefix_change is None else self.prefix_change.value,
+            "decided_at": self.decided_at,
+            "decided_by": self.decided_by,
         }
 
     @classmethod
@@ -373,6 +322,9 @@ class Step:
             refusal=str(d.get("refusal") or ""),
             cut_tool_calls=[CutToolCall.from_dict(c) for c in d.get("cut_tool_calls") or []],
             display=_display(d.get("display")),
+            prefix_change=None if d.get("prefix_change") is None else PrefixChange(d["prefix_change"]),
+            decided_at=None if d.get("decided_at") is None else float(d["decided_at"]),
+            decided_by=_text(d, "decided_by"),
         )
 
 

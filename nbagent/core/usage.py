@@ -1,0 +1,77 @@
+"""Token counts of a model call or a turn, alike for every provider."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass
+class UsageMetadata:
+    """Token counts, normalized alike for every provider.
+
+    ``prompt_token_count`` counts every input token (cached and cache-written
+    included), ``cached_content_token_count`` the cache reads among them,
+    ``thoughts_token_count`` the reasoning tokens, ``candidates_token_count``
+    the other generated tokens, and ``cache_write_token_count`` the input
+    tokens written to a prompt cache (Anthropic, OpenRouter; 0 elsewhere).
+    """
+
+    prompt_token_count: int = 0
+    candidates_token_count: int = 0
+    total_token_count: int = 0
+    cached_content_token_count: int = 0
+    thoughts_token_count: int = 0
+    cache_write_token_count: int = 0
+
+    def __add__(self, other: "UsageMetadata") -> "UsageMetadata":
+        if not isinstance(other, UsageMetadata):
+            return NotImplemented
+        return UsageMetadata(
+            self.prompt_token_count + other.prompt_token_count,
+            self.candidates_token_count + other.candidates_token_count,
+            self.total_token_count + other.total_token_count,
+            self.cached_content_token_count + other.cached_content_token_count,
+            self.thoughts_token_count + other.thoughts_token_count,
+            self.cache_write_token_count + other.cache_write_token_count,
+        )
+
+    def __sub__(self, other: "UsageMetadata") -> "UsageMetadata":
+        if not isinstance(other, UsageMetadata):
+            return NotImplemented
+        return UsageMetadata(
+            self.prompt_token_count - other.prompt_token_count,
+            self.candidates_token_count - other.candidates_token_count,
+            self.total_token_count - other.total_token_count,
+            self.cached_content_token_count - other.cached_content_token_count,
+            self.thoughts_token_count - other.thoughts_token_count,
+            self.cache_write_token_count - other.cache_write_token_count,
+        )
+
+    def __radd__(self, other):  # sum() starts from 0
+        if other == 0:
+            return UsageMetadata(*_usage_tuple(self))
+        return NotImplemented
+
+    @property
+    def output_token_count(self) -> int:
+        """Every generated token: candidates plus thoughts."""
+        return self.candidates_token_count + self.thoughts_token_count
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name) for name in _USAGE_FIELDS}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "UsageMetadata | None":
+        if d is None:
+            return None
+        if not isinstance(d, dict):
+            raise TypeError(f"usage must be an object, got {type(d).__name__}")
+        return cls(**{k: int(v or 0) for k, v in d.items() if k in _USAGE_FIELDS})
+
+
+_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))
+
+
+def _usage_tuple(u: UsageMetadata) -> tuple[int, ...]:
+    return tuple(getattr(u, name) for name in _USAGE_FIELDS)
