@@ -4,6 +4,14 @@ Each call becomes a TOOL_CALL step (SYSTEM -> ENVIRONMENT) whose updates and
 final ``ToolResultPart`` come out of :meth:`ToolRunner.run` in the order they
 happen; calls run concurrently. ``approve`` / ``deny`` / ``add_tool_result``
 may come from any thread.
+
+Each execution step records who or what decided its fate (``decided_by``) and
+when (``decided_at``): ``"user"`` (``approve`` / ``deny``, the widget's
+buttons), ``"policy allow_all"`` / ``"policy deny_all"`` / ``"policy <function>"``,
+``"hook <function>"`` (a ``pre_tool_use`` hook blocked it), ``"caller"`` (a
+manual result; the conversation stamps its time), ``"interrupt"`` (the turn was
+interrupted before a decision) and ``"loop"`` (the loop did not run it: token
+limit, tool-call limit, a model error).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from .tool_threads import DEFAULT_TOOL_TIMEOUT
 from .tools import Tool, format_result, to_tools
 
 CANCELED_RESULT = "The user interrupted the turn before this tool call ran."
+USER, CALLER, INTERRUPT, LOOP = "user", "caller", "interrupt", "loop"  # decided_by values
 DENIED_RESULT = "The user denied this tool call."
 _END = object()
 
@@ -133,6 +142,9 @@ class ToolRunner:
                 setattr(step, k, v)
             queue.put_nowait(step.snapshot())
 
+        def decided(by: str) -> None:
+            step.decided_by, step.decided_at = by, time.time()
+
         def result(text: str, is_error: bool, status: StepStatus, approval: ApprovalDecision,
                    error: str = "", display: dict | None = None) -> None:
             now = time.time()
@@ -144,14 +156,16 @@ class ToolRunner:
         started = time.time()
         try:
             if self.interrupted.is_set():
+                decided(INTERRUPT)
                 result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
                 return
             tool = self.tools.get(call.name)
             if not self.auto_execute_tools:
                 self.pending_manual[call.id] = call
-                emit(status=StepStatus.WAITING_FOR_USER, approval=ApprovalDecision.MANUAL)
+                emit(status=StepStatus.WAITING_FOR_USER, approval=ApprovalDecision.MANUAL, decided_by=CALLER)
                 return
-            decision, approval = await self.approval(call, tool, step, emit)
+            decision, approval, by = await self.approval(call, tool, step, emit)
+            decided(by)
             if decision is None:
                 result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
                 return
@@ -173,6 +187,7 @@ class ToolRunner:
                     result(msg, True, StepStatus.ERROR, approval, error=msg)
                     return
                 if isinstance(change, Block):
+                    decided(f"hook {callable_name(self.hooks.pre_tool_use)}")
                     result(f"Blocked: {change.reason}", True, StepStatus.DONE, ApprovalDecision.BLOCKED)
                     return
                 if isinstance(change, ToolCall):
@@ -198,23 +213,27 @@ class ToolRunner:
             else:
                 result(text, False, StepStatus.DONE, approval, display=output.display)
         except asyncio.CancelledError:
+            if step.decided_at is None:
+                decided(INTERRUPT)
             result(CANCELED_RESULT, True, StepStatus.CANCELED, step.approval or ApprovalDecision.CANCELED)
         finally:
             queue.put_nowait(_END)
 
-    async def approval(self, call: ToolCall, tool: Any, step: Step, emit) -> tuple[Any, ApprovalDecision]:
-        """Return ((allow, reason) | None if interrupted, approval label)."""
+    async def approval(self, call: ToolCall, tool: Any, step: Step, emit) -> tuple[Any, ApprovalDecision, str]:
+        """Return ((allow, reason) | None if interrupted, approval label, who or what decided)."""
         needs_ask = self.policy == "ask" or bool(getattr(tool, "requires_approval", False))
         if not needs_ask:
             if self.policy == "deny_all":
-                return (False, "policy deny_all"), ApprovalDecision.POLICY_DENIED
+                return (False, "policy deny_all"), ApprovalDecision.POLICY_DENIED, "policy deny_all"
             if callable(self.policy):
+                by = f"policy {callable_name(self.policy)}"
                 try:
                     allowed = bool(self.policy(call))
                 except Exception as exc:
-                    return (False, f"policy raised {exc!r}"), ApprovalDecision.POLICY_DENIED
-                return (allowed, None), ApprovalDecision.POLICY_ALLOWED if allowed else ApprovalDecision.POLICY_DENIED
-            return (True, None), ApprovalDecision.AUTO
+                    return (False, f"policy raised {exc!r}"), ApprovalDecision.POLICY_DENIED, by
+                label = ApprovalDecision.POLICY_ALLOWED if allowed else ApprovalDecision.POLICY_DENIED
+                return (allowed, None), label, by
+            return (True, None), ApprovalDecision.AUTO, "policy allow_all"
         fut = asyncio.get_running_loop().create_future()
         self.decisions[call.id] = fut
         if self.interrupted.is_set():
@@ -225,8 +244,13 @@ class ToolRunner:
         finally:
             self.decisions.pop(call.id, None)
         if decision is None:
-            return None, ApprovalDecision.CANCELED
-        return decision, ApprovalDecision.APPROVED if decision[0] else ApprovalDecision.DENIED
+            return None, ApprovalDecision.CANCELED, INTERRUPT
+        return decision, ApprovalDecision.APPROVED if decision[0] else ApprovalDecision.DENIED, USER
+
+
+def callable_name(fn: Any) -> str:
+    """A policy's or a hook's name as ``decided_by`` shows it (``<lambda>`` for a lambda)."""
+    return getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def in_call_order(results: list[ToolResultPart], calls: list[ToolUsePart]) -> list[ToolResultPart]:
@@ -282,7 +306,8 @@ def unrun_call_steps(calls: list[ToolCall], new_step: Callable[..., Step], why: 
     now = time.time()
     return [new_step(type=StepType.TOOL_CALL, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT,
                      status=StepStatus.CANCELED, tool_calls=[call], content=why,
-                     approval=ApprovalDecision.CANCELED, created_at=now, finished_at=now)
+                     approval=ApprovalDecision.CANCELED, created_at=now, finished_at=now,
+                     decided_at=now, decided_by=LOOP)
             for call in calls]
 
 
@@ -293,6 +318,7 @@ def _canceled_before_start(call: ToolCall, step: Step, queue: asyncio.Queue, tas
     now = time.time()
     step.status, step.content, step.approval, step.finished_at = (
         StepStatus.CANCELED, CANCELED_RESULT, ApprovalDecision.CANCELED, now)
+    step.decided_at, step.decided_by = now, INTERRUPT
     queue.put_nowait(step.snapshot())
     queue.put_nowait(ToolResultPart(call.id, CANCELED_RESULT, True, name=call.name))
     queue.put_nowait(_END)
