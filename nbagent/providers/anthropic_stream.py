@@ -106,8 +106,8 @@ class AnthropicStreamParser:
         kind = data.get("type") or sse.event
         if kind == "error" or sse.event == "error":
             raise self._stream_error(data)
-        handler = getattr(self, "_on_" + str(kind), None)
-        return handler(data) if handler else []  # ping and unknown events
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        return handler(self, data) if handler else []  # ping and unknown events
 
     def close(self) -> list[Event]:
         if not self.stopped:
@@ -171,14 +171,16 @@ class AnthropicStreamParser:
         return []
 
     def _on_content_block_delta(self, data: dict) -> list[Event]:
-        index = int(data.get("index", -1))
-        block = self.blocks.get(index)
+        index = data.get("index", -1)
+        block = self.blocks.get(index if type(index) is int else int(index))
         delta = data.get("delta") or {}
         if block is None:
             return []
         dtype = delta.get("type")
         if dtype == "text_delta":
-            text = str(delta.get("text") or "")
+            text = delta.get("text") or ""
+            if type(text) is not str:
+                text = str(text)
             block.pieces.append(text)
             if text:
                 self._output_started = True
@@ -289,3 +291,6 @@ def _opaque(block: _Block) -> dict:
     if block.type == "compaction" and block.text:
         raw["content"] = block.text
     return raw
+
+
+_HANDLERS = {name[4:]: fn for name, fn in vars(AnthropicStreamParser).items() if name.startswith("_on_")}

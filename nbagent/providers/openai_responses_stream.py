@@ -152,8 +152,11 @@ class ResponsesStreamParser:
         return []
 
     def _on_text_delta(self, data: dict) -> list[Event]:
-        text = str(data.get("delta") or "")
-        self._item(data, "message").grow("text").add(text)
+        text = data.get("delta") or ""
+        if type(text) is not str:
+            text = str(text)
+        item = self.items.get(data.get("item_id") or "")  # the usual case: a known item (str ids)
+        (item if item is not None and item.id else self._item(data, "message")).grow("text").add(text)
         self._output = self._output or bool(text)
         return [TextDelta(text)] if text else []
 

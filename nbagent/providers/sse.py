@@ -72,8 +72,12 @@ class SSEDecoder:
             self._skip_lf = True  # maybe the first half of a CRLF split across reads
         out: list[SSEEvent] = []
         lines = _LINE_BREAK_TEXT.split(head.decode("utf-8", errors="replace"))
-        for line in lines[:-1]:  # the text ends with a break: the last piece is empty
-            self._line(line, out)
+        del lines[-1]  # the text ends with a break: the last piece is empty
+        if self._started and self._raw is None:
+            self._common_lines(lines, out)
+        else:
+            for line in lines:
+                self._line(line, out)
         return out
 
     def flush(self) -> list[SSEEvent]:
@@ -88,6 +92,28 @@ class SSEDecoder:
         return out
 
     # -- internals -------------------------------------------------------
+
+    def _common_lines(self, lines: list[str], out: list[SSEEvent]) -> None:
+        """``_line`` for each line, with the usual ones (``data: ``, ``event: ``, blank) inlined."""
+        data = self._data
+        for line in lines:
+            if self._raw is None:
+                if not line:
+                    if data:
+                        out.append(SSEEvent(self._event or "message", data[0] if len(data) == 1 else "\n".join(data),
+                                            self._last_id, self._retry))
+                        data = self._data = []
+                        self._retry = None
+                    self._event = ""
+                    continue
+                if line.startswith("data: "):
+                    data.append(line[6:])
+                    continue
+                if line.startswith("event: "):
+                    self._event = line[7:]
+                    continue
+            self._line(line, out)
+            data = self._data
 
     def _line(self, line: str, out: list[SSEEvent]) -> None:
         if not self._started:
