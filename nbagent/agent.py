@@ -73,7 +73,9 @@ class Agent:
     """A model, tools and policies, with one active Conversation.
 
     ``Agent(model="demo")`` works offline without a key; ``resume="file.json"``
-    continues a saved conversation.
+    continues a saved conversation. ``budget_usd`` caps what each conversation may spend (a turn
+    that would exceed it raises ``NbagentError(kind="budget")`` before any request);
+    ``pricing={"model": {"input": …, "output": …}}`` overrides prices for estimates and budgets.
     """
 
     def __init__(
@@ -96,6 +98,8 @@ class Agent:
         response_format: Any = None,
         compaction_budget: int | None = None,
         tool_timeout: float | None = 300.0,
+        budget_usd: float | None = None,
+        pricing: dict | None = None,
         **provider_options: Any,
     ) -> None:
         from .loop.model_connection import ModelConnection
@@ -119,6 +123,11 @@ class Agent:
                                                    max_history_size=max_history_size)
         else:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
+        self._budget = (budget_usd, pricing)
+        self._apply_budget(self._conversation)
+
+    def _apply_budget(self, conv: Conversation) -> None:
+        conv.budget_usd, conv.pricing = self._budget
 
     @property
     def conversation(self) -> Conversation:
@@ -146,6 +155,7 @@ class Agent:
             self.provider = resolve_model(model, **options)
         connection = ModelConnection(self.provider, **self._connection_options)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
+        self._apply_budget(self._conversation)
         return self._conversation
 
     # conveniences that forward to the active conversation

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from .budget import Budgeted
 from .chunks import Chunk, chunks_of, response_of
 from .connection import Connection
 from .conversation_views import ConversationViews
@@ -24,9 +25,8 @@ from .text import clean_text
 from .steps import ApprovalDecision, ChatResponse, Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
 
 
-
-class Conversation(ConversationViews):
-    """Step history, turns, usage and chunk filtering over a connection."""
+class Conversation(ConversationViews, Budgeted):
+    """Step history, turns, usage and chunk filtering over a connection; ``budget_usd`` (see core/budget.py)."""
 
     def __init__(self, connection: Connection | None = None, max_history_size: int | None = None) -> None:
         if max_history_size is not None and max_history_size < 0:
@@ -112,6 +112,7 @@ class Conversation(ConversationViews):
         else:
             raise NbagentError("a turn is already running; wait for it or interrupt() it first",
                                kind="config")
+        self._check_budget(prompt)  # over budget: raises before any request and before the turn opens
         with self._lock:
             self._turn_starts.append(len(self._steps))
             self._turn_positions = {}
@@ -249,6 +250,10 @@ class Conversation(ConversationViews):
                 added = self._tally.observe(step, time.time())
                 if added is not None:
                     self._total = self._total + added
+                stop = self._watch_budget(step, self._turn_steps())
+                if stop and not self._interrupt_requested:  # the tool loop crossed the budget
+                    self._tally.record.error = stop
+                    self.interrupt()
             if (
                 step.source == StepSource.MODEL
                 and step.target == StepTarget.USER

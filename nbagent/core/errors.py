@@ -12,6 +12,7 @@
       tool             a tool misbehaved outside the model's view
       io               a session file that cannot be read or written
       config           a missing optional install or a bad argument
+      budget           a turn would exceed ``budget_usd`` (nothing was sent; see core/budget.py)
 
 Messages never contain secrets: every known API key is scrubbed from them.
 """
@@ -37,6 +38,7 @@ KINDS = (
     "tool",
     "io",
     "config",
+    "budget",
 )
 
 _KEY_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")

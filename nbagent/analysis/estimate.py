@@ -1,0 +1,212 @@
+"""What the next request would cost before it is sent: ``conv.estimate(prompt)``, and spend so far.
+
+The estimate anchors on what the provider reported: the last turn's ``context_tokens`` (its last
+model call's input + output tokens) plus the tokens of the prompts sent since and of the new
+prompt. With no reported usage yet it counts the whole request: system prompt, tool schemas,
+wire history and prompt. Counting uses the connection's tokenizer (about four characters a token
+by default). Nothing is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..core.compression import MESSAGE_OVERHEAD, ApproxTokenizer
+from ..core.ledger import TurnRecord
+
+OVERFLOW_FILL = 0.9  # the gauge turns amber from here; over 1.0 it is red
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Dollars spent by a conversation's turns (one cost formula: ``pricing.get_price``)."""
+
+    usd: float  # turns of a model without a known price count 0
+    unpriced_turns: int  # how many turns had no known price
+
+
+@dataclass(frozen=True)
+class RequestEstimate:
+    """Tokens and cost of the next request if ``prompt`` were sent now.
+
+    ``cost_usd`` is the request's *input* cost at the model's uncached input rate (an upper bound
+    when the provider caches the prefix; NaN when the price is unknown). The reply is not in it:
+    ``expected_cost_usd`` adds ``expected_output_tokens`` (the mean generated tokens of earlier
+    turns, 0 before the first) at the output rate, and is what budgets check.
+    """
+
+    model: str
+    prompt_tokens: int  # the new prompt alone
+    context_tokens: int  # tokens in context before the prompt (system, tools, history)
+    context_window: int | None  # None: unknown
+    cost_usd: float
+    expected_output_tokens: int
+    expected_cost_usd: float
+    spent_usd: float
+    unpriced_turns: int
+    budget_usd: float | None
+    anchored: bool  # True: on the provider-reported usage of a turn; False: everything counted
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens the request would send: context plus the new prompt."""
+        return self.context_tokens + self.prompt_tokens
+
+    @property
+    def context_fill(self) -> float | None:
+        """Share of the context window the request fills (None: window unknown)."""
+        return self.input_tokens / self.context_window if self.context_window else None
+
+    @property
+    def will_overflow(self) -> bool:
+        """The request plus the expected reply would not fit the window."""
+        return bool(self.context_window) and (
+            self.input_tokens + self.expected_output_tokens > self.context_window)
+
+    @property
+    def over_budget(self) -> bool:
+        """Spent plus ``expected_cost_usd`` (NaN counted 0) would exceed ``budget_usd``."""
+        if self.budget_usd is None:
+            return False
+        return self.spent_usd + _known(self.expected_cost_usd) > self.budget_usd
+
+    def summary(self) -> str:
+        """One plain line: tokens, window, cost, spend and budget."""
+        parts = [f"~{self.input_tokens:,} input tokens"]
+        if self.context_window:
+            parts.append(f"{self.context_fill:.1%} of {self.context_window:,}"
+                         + (" (likely overflow)" if self.will_overflow else ""))
+        parts.append("cost unknown (no price for this model)" if math.isnan(self.cost_usd)
+                     else f"~{usd(self.expected_cost_usd)} with the reply ({usd(self.cost_usd)} input)")
+        spent = f"spent {usd(self.spent_usd)}"
+        if self.unpriced_turns:
+            spent += f" ({self.unpriced_turns} turn(s) without a price counted $0)"
+        if self.budget_usd is not None:
+            spent += f" of {usd(self.budget_usd)}" + (" — over budget" if self.over_budget else "")
+        return "; ".join(parts + [spent])
+
+    def __repr__(self) -> str:
+        return f"<RequestEstimate {self.model or '?'}: {self.summary()}>"
+
+    def _repr_markdown_(self) -> str:
+        return f"**Estimate for the next request** ({_md(self.model) or 'unknown model'}): {_md(self.summary())}"
+
+
+def usd(x: float) -> str:
+    """Dollars for people: more digits for small amounts."""
+    if x is None or math.isnan(x):
+        return "unknown"
+    return f"${x:.4f}" if abs(x) < 0.01 else f"${x:.3f}" if abs(x) < 1 else f"${x:,.2f}"
+
+
+def _md(text: str) -> str:
+    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!<>|~$" else c for c in text)
+
+
+def _known(x: float) -> float:
+    return 0.0 if x is None or math.isnan(x) else x
+
+
+def turn_cost(rec: TurnRecord, pricing: Mapping | None = None) -> float:
+    """USD of one turn from its usage (NaN when the model has no known price)."""
+    from .pricing import get_price
+
+    price = get_price(rec.model, rec.provider, pricing)
+    return math.nan if price is None else float(price.usage_cost(rec.usage))
+
+
+def spend(turns: Sequence[TurnRecord], pricing: Mapping | None = None) -> Spend:
+    """Sum of the turns' costs; turns without a known price count 0 and are counted."""
+    total, unpriced = 0.0, 0
+    for rec in turns:
+        if not rec.usage.total_token_count and not rec.usage.prompt_token_count:
+            continue  # nothing reported: nothing to price
+        c = turn_cost(rec, pricing)
+        if math.isnan(c):
+            unpriced += 1
+        else:
+            total += c
+    return Spend(total, unpriced)
+
+
+def context_window_of(conv: Any) -> int | None:
+    """The window: the ledger's provider-reported one, else the connection's, else the price data's."""
+    for rec in reversed(conv.turns):
+        if rec.context_window:
+            return int(rec.context_window)
+    conn = conv.connection
+    for owner in (conn, getattr(conn, "provider", None)):
+        window = getattr(owner, "context_window", None)
+        if isinstance(window, int) and window > 0:
+            return window
+    from .pricing import context_window
+
+    model, provider = _identity(conv)
+    return context_window(model, provider) if model else None
+
+
+def _identity(conv: Any) -> tuple[str, str]:
+    conn = conv.connection
+    model = str(getattr(conn, "model_name", "") or "") if conn is not None else ""
+    provider = str(getattr(conn, "provider_name", "") or "") if conn is not None else ""
+    if not model and conv.turns:
+        model, provider = conv.turns[-1].model, conv.turns[-1].provider
+    return model, provider
+
+
+def _context_tokens(conv: Any, tokenizer: Any) -> tuple[int, bool]:
+    """Tokens in context before a new prompt, and whether they rest on reported usage."""
+    turns = conv.turns
+    for i in range(len(turns) - 1, -1, -1):
+        if turns[i].context_tokens > 0:  # reported: add the prompts sent after that turn
+            later = sum(tokenizer.count(t.prompt) + MESSAGE_OVERHEAD for t in turns[i + 1:])
+            return turns[i].context_tokens + later, True
+    conn = conv.connection
+    session = getattr(conn, "chat_session", None) if conn is not None else None
+    total = 0
+    for spec in (t.spec for t in (getattr(conn, "tools", None) or {}).values()):
+        total += tokenizer.count(json.dumps({"name": spec.name, "description": spec.description,
+                                             "input_schema": spec.input_schema}))
+    if session is not None:
+        return total + tokenizer.count_session(session), False
+    # a connection without a wire history (e.g. MockConnection): count what the steps show
+    return total + sum(tokenizer.count(s.content) + MESSAGE_OVERHEAD for s in conv.history if s.content), False
+
+
+def _expected_output(turns: Sequence[TurnRecord]) -> int:
+    generated = [t.usage.candidates_token_count + t.usage.thoughts_token_count for t in turns
+                 if t.usage.candidates_token_count or t.usage.thoughts_token_count]
+    return round(sum(generated) / len(generated)) if generated else 0
+
+
+def estimate_request(conv: Any, prompt: str, pricing: Mapping | None = None) -> RequestEstimate:
+    """The :class:`RequestEstimate` of sending ``prompt`` on ``conv`` now (nothing is sent).
+
+    ``pricing`` defaults to the conversation's own (``conv.pricing``).
+    """
+    from .pricing import get_price
+
+    pricing = pricing if pricing is not None else getattr(conv, "pricing", None)
+    conn = conv.connection
+    tokenizer = getattr(conn, "tokenizer", None) or ApproxTokenizer()
+    prompt_tokens = tokenizer.count(prompt or "") + MESSAGE_OVERHEAD
+    context, anchored = _context_tokens(conv, tokenizer)
+    model, provider = _identity(conv)
+    turns = conv.turns
+    out = _expected_output(turns)
+    price = get_price(model, provider, pricing) if model else None
+    if price is None:
+        cost = expected = math.nan
+    else:
+        cost = float(price.cost(input_tokens=context + prompt_tokens))
+        expected = cost + float(price.cost(output_tokens=out))
+    spent = spend(turns, pricing)
+    return RequestEstimate(
+        model=model, prompt_tokens=prompt_tokens, context_tokens=context,
+        context_window=context_window_of(conv), cost_usd=cost, expected_output_tokens=out,
+        expected_cost_usd=expected, spent_usd=spent.usd, unpriced_turns=spent.unpriced_turns,
+        budget_usd=getattr(conv, "budget_usd", None), anchored=anchored,
+    )
