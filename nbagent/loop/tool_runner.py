@@ -171,6 +171,7 @@ class ToolRunner:
                 return
             allow, reason = decision
             if not allow:
+                reason = reason or (by if approval == ApprovalDecision.POLICY_DENIED else None)
                 text = DENIED_RESULT + (f" Reason: {reason}" if reason else "")
                 result(text, True, StepStatus.DONE, approval)
                 return
@@ -215,7 +216,9 @@ class ToolRunner:
         except asyncio.CancelledError:
             if step.decided_at is None:
                 decided(INTERRUPT)
-            result(CANCELED_RESULT, True, StepStatus.CANCELED, step.approval or ApprovalDecision.CANCELED)
+            undecided = step.approval in (None, ApprovalDecision.PENDING)  # canceled while waiting
+            result(CANCELED_RESULT, True, StepStatus.CANCELED,
+                   ApprovalDecision.CANCELED if undecided else step.approval)
         finally:
             queue.put_nowait(_END)
 
