@@ -87,7 +87,7 @@ function storeFor(model) {
   const levels = [];
   for (let k = 0; model.get(`turns_${k}`) !== undefined; k++) levels.push(`turns_${k}`);
   const traits = () => ({ type: "traits", history: levels.flatMap((name) => model.get(name) || []),
-    current: model.get("current"), running: model.get("running"), notice: model.get("notice") });
+    current: model.get("current"), running: model.get("running"), notice: model.get("notice"), gauge: model.get("gauge") });
   /** @param {any} event */
   const dispatch = (event) => {
     const next = apply(s.state, event);
@@ -112,11 +112,11 @@ function storeFor(model) {
     queued = true;
     queueMicrotask(() => { queued = false; dispatch(traits()); });
   };
-  for (const name of [...levels, "current", "running", "notice"]) model.on(`change:${name}`, onTraits);
+  for (const name of [...levels, "current", "running", "notice", "gauge"]) model.on(`change:${name}`, onTraits);
   model.on("comm_live_update", () => queueMicrotask(s.checkLive));
   s.unwatch = watchKernel(model, () => dispatch({ type: "dead", reason: KERNEL_RESTARTED }));
   model.on("msg:custom", (/** @type {any} */ msg) => {
-    if (msg && msg.type === "refused") { dispatch(msg); return; }
+    if (msg && (msg.type === "refused" || msg.type === "confirm")) { dispatch(msg); return; }
     if (msg && msg.type === "math" && typeof msg.code === "string") { loadMath(msg.code).catch((e) => console.warn("nbagent: math", e)); return; }
     if (!msg || msg.type !== "deltas") return;
     const debug = debugLog();

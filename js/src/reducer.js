@@ -10,16 +10,18 @@
  * @typedef {{turn: number, record: any, steps: Step[]}} Turn
  * @typedef {[number, "c"|"t", number, string]} DeltaItem
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
- *   dead: string, refusals: number}} State
+ *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null}} State
  *   `dead`: why the kernel can no longer be reached ("" while it can); `refusals` counts the
- *   prompts the kernel declined (a view that sent one stops waiting).
- * @typedef {{type: "traits", history?: any[], current?: any, running?: boolean, notice?: string}
- *   | {type: "deltas", items: DeltaItem[]} | {type: "dead", reason: string} | {type: "refused", text: string}} Event
+ *   prompts the kernel declined (a view that sent one stops waiting); `gauge` is the context and
+ *   spend trait; `confirm` an over-budget prompt the kernel asks about (`seq` counts the asks).
+ * @typedef {{type: "traits", history?: any[], current?: any, running?: boolean, notice?: string, gauge?: any}
+ *   | {type: "deltas", items: DeltaItem[]} | {type: "dead", reason: string} | {type: "refused", text: string}
+ *   | {type: "confirm", prompt: string, text: string}} Event
  */
 
 /** @returns {State} */
 export function initialState() {
-  return { turns: [], running: false, notice: "", pending: [], gap: false, dead: "", refusals: 0 };
+  return { turns: [], running: false, notice: "", pending: [], gap: false, dead: "", refusals: 0, gauge: null, confirm: null };
 }
 
 const FIELD = { c: "content", t: "thinking" };
@@ -82,13 +84,18 @@ export function apply(state, event) {
     remote.sort((a, b) => turnOf(a) - turnOf(b));
     const known = new Set(remote.flatMap((r) => (r.steps || []).map((/** @type {Step} */ s) => s.step_index)));
     const turns = remote.map((r) => mergeTurn(byTurn.get(r.record ? r.record.turn : -1), r, known));
-    const next = { ...state, turns, running: !!event.running, notice: event.notice || "", pending: [], gap: false };
+    const gauge = sameStep(state.gauge, event.gauge || null) ? state.gauge : event.gauge || null;
+    const next = { ...state, turns, running: !!event.running, notice: event.notice || "", pending: [], gap: false, gauge };
     if (state.dead) return markDead({ ...next, dead: "" }, state.dead);
     // deltas that ran ahead of this sync may apply now
     return state.pending.length ? applyDeltas(next, state.pending) : next;
   }
   if (event.type === "deltas") return applyDeltas(state, event.items);
   if (event.type === "refused") return { ...state, notice: event.text || "", refusals: state.refusals + 1 };
+  if (event.type === "confirm") { // answered like a refusal (the view unlocks), plus the ask
+    const seq = state.confirm ? state.confirm.seq + 1 : 1;
+    return { ...state, refusals: state.refusals + 1, confirm: { prompt: String(event.prompt || ""), text: String(event.text || ""), seq } };
+  }
   if (event.type === "dead") return state.dead ? state : markDead(state, event.reason);
   return state;
 }

@@ -8,7 +8,8 @@ Wire protocol (kernel -> front end):
   "steps": [step dicts]}``. The levels work like a binary counter: a finished
   turn enters level 0, and a full level merges into the next one up, so each
   turn is re-sent O(log turns) times, never the whole conversation per turn;
-  ``running`` (a turn is in flight) and ``notice`` (a widget-level message).
+  ``running`` (a turn is in flight), ``notice`` (a widget-level message) and ``gauge`` (context
+  and spend, see widget_usage.py).
   Turns are re-synced on *structural* changes only (a step appears, changes
   status, gets tool calls or usage), coalesced with the deltas.
 - custom messages (in flight): ``{"type": "deltas", "items": [[step_index,
@@ -18,9 +19,10 @@ Wire protocol (kernel -> front end):
   drop what it already has and detect a gap (it then asks for a resync).
 
   A refused prompt (empty, or a turn is already running) is answered with
-  ``{"type": "refused", "text"}`` so the view that sent it unlocks at once.
+  ``{"type": "refused", "text"}`` so the view that sent it unlocks at once; an over-budget one
+  with ``{"type": "confirm", "prompt", "text"}`` (see widget_usage.py).
 
-Front end -> kernel: ``{"type": "send", "prompt"}``, ``{"type": "stop"}``,
+Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": "stop"}``,
 ``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
 ``{"type": "resync"}``, ``{"type": "math"}`` (the view met math: the kernel
 answers ``{"type": "math", "code"}`` with static/math.js, Temml, once per page).
@@ -38,7 +40,6 @@ Jupyter without the kernel. The widget's CSS hides it next to a live chat.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 import uuid
@@ -51,64 +52,14 @@ import traitlets
 from ..core.conversation_state import ConversationEvent
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
+from .widget_usage import gate, gauge_dict
+from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top one the rest)
 _STATIC = Path(__file__).parent / "static"
-_KEEP_EMPTY = {"step_index", "type", "source", "target", "status", "content"}
-_NOT_SHOWN = {"raw_usage"}  # the provider's own usage object stays in the kernel
 TRANSCRIPT_CHARS = 200_000  # the saved transcript keeps the newest steps up to about this size
-
-
-def step_dict(step: Step) -> dict:
-    """A compact JSON-ready dict of a step: empty / default fields and raw usage left out."""
-    d = step.to_dict()
-    return {k: v for k, v in d.items()
-            if k not in _NOT_SHOWN and (k in _KEEP_EMPTY or v not in (None, "", [], {}, 0, -1))}
-
-
-def record_dict(rec: TurnRecord) -> dict:
-    """A turn record with the derived figures the footer shows (cost when known)."""
-    d = rec.to_dict()
-    d.update(duration=rec.duration, ttft=rec.time_to_first_token, tps=rec.output_tokens_per_s)
-    try:
-        from ..analysis.pricing import get_price
-
-        price = get_price(rec.model, rec.provider)
-        d["cost"] = None if price is None else price.usage_cost(rec.usage)
-    except Exception:  # an odd model name or a broken price override: no cost shown
-        d["cost"] = None
-    return d
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
-class _Turn:
-    __slots__ = ("record", "steps", "sent", "shape", "cache")
-
-    def __init__(self, record: TurnRecord | None):
-        self.record = record
-        self.steps: dict[int, Step] = {}  # step_index -> latest update
-        self.sent: dict[tuple[int, str], int] = {}  # (step_index, field) -> chars the views have
-        self.shape: dict[int, tuple] = {}  # step_index -> last structural fingerprint
-        self.cache: dict | None = None
-
-    def to_dict(self) -> dict:
-        if self.cache is None:
-            rec = record_dict(self.record) if self.record is not None else None
-            steps = [step_dict(s) for s in sorted(self.steps.values(), key=lambda s: s.step_index)]
-            self.cache = _jsonable({"record": rec, "steps": steps})
-        return self.cache
-
-
-def _shape(step: Step) -> tuple:
-    """What makes an update structural (re-synced) rather than a text delta."""
-    return (step.type, step.source, step.target, step.status, len(step.tool_calls), step.error,
-            step.http_code, step.usage_metadata is not None, step.finished_at is not None,
-            step.approval, step.preparing_tool, step.finish_reason, step.compaction is not None,
-            step.display is not None)
+__all__ = ["ChatWidget", "FLUSH_INTERVAL", "LEVELS", "record_dict", "step_dict"]
 
 
 class ChatWidget(anywidget.AnyWidget):
@@ -123,6 +74,7 @@ class ChatWidget(anywidget.AnyWidget):
     current = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
     running = traitlets.Bool(False).tag(sync=True)
     notice = traitlets.Unicode("").tag(sync=True)
+    gauge = traitlets.Dict().tag(sync=True)  # context and spend (widget_usage.py), once a turn
     _key = traitlets.Unicode("").tag(sync=True)  # one front-end store per widget, shared by its views
     placeholder = traitlets.Unicode("Message the model… (Enter sends, Shift+Enter new line)").tag(sync=True)
 
@@ -133,7 +85,7 @@ class ChatWidget(anywidget.AnyWidget):
         self.conversation = conversation
         self._lock = threading.RLock()  # guards the state below; never held while sending
         self._send_lock = threading.Lock()
-        self._turns: dict[int, _Turn] = {}
+        self._turns: dict[int, TurnBuffer] = {}
         self._live: int | None = None
         self._pending: list[list] = []
         self._dirty: set = set()  # level numbers and "current"
@@ -158,20 +110,20 @@ class ChatWidget(anywidget.AnyWidget):
     def _load(self, conv: Any) -> None:
         records = {r.turn: r for r in conv.turns}
         for step in conv.history:
-            turn = self._turns.setdefault(step.turn, _Turn(records.get(step.turn)))
+            turn = self._turns.setdefault(step.turn, TurnBuffer(records.get(step.turn)))
             self._remember(turn, step)
         last = conv.turns[-1] if conv.turns else None
         if last is not None and last.status == TurnStatus.RUNNING:
-            self._turns.setdefault(last.turn, _Turn(last))
+            self._turns.setdefault(last.turn, TurnBuffer(last))
             self._live = last.turn
         for n in sorted(self._turns):
             if n != self._live:
                 self._place(n)
-        self._dirty.update((*range(LEVELS), "current"))
+        self._dirty.update((*range(LEVELS), "current", "gauge"))
 
-    def _remember(self, turn: _Turn, step: Step) -> None:
+    def _remember(self, turn: TurnBuffer, step: Step) -> None:
         turn.steps[step.step_index] = step
-        turn.shape[step.step_index] = _shape(step)
+        turn.shape[step.step_index] = step_shape(step)
         turn.sent[(step.step_index, "c")] = len(step.content)
         turn.sent[(step.step_index, "t")] = len(step.thinking)
         turn.cache = None
@@ -181,15 +133,16 @@ class ChatWidget(anywidget.AnyWidget):
         if event == ConversationEvent.TURN_FINISHED:  # the turn's end goes out at once (its loop may close next)
             with self._lock:
                 self._on_turn_finished(payload)
+                self._dirty.add("gauge")
             self._flush()
             self._update_transcript()
             return
         with self._lock:
             if event == ConversationEvent.TURN_STARTED:
                 self._finish_live()
-                self._turns[payload.turn] = _Turn(payload)
+                self._turns[payload.turn] = TurnBuffer(payload)
                 self._live = payload.turn
-                self._dirty.add("current")
+                self._dirty.update(("current", "gauge"))
             elif event == ConversationEvent.STEP:
                 self._on_step(payload)
             elif event == ConversationEvent.CLEARED:
@@ -198,7 +151,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self._live = None
                 self._levels = [[] for _ in range(LEVELS)]
                 self._level_of.clear()
-                self._dirty.update((*range(LEVELS), "current"))
+                self._dirty.update((*range(LEVELS), "current", "gauge"))
             now = self._arm()
         if now:
             self._flush()
@@ -206,7 +159,7 @@ class ChatWidget(anywidget.AnyWidget):
             self._update_transcript()
 
     def _on_turn_finished(self, record: TurnRecord) -> None:
-        turn = self._turns.setdefault(record.turn, _Turn(record))
+        turn = self._turns.setdefault(record.turn, TurnBuffer(record))
         turn.record, turn.cache = record, None
         if record.turn == self._live:
             self._finish_live()
@@ -239,9 +192,9 @@ class ChatWidget(anywidget.AnyWidget):
         turn_no = step.turn if step.turn >= 0 else (self._live if self._live is not None else -1)
         turn = self._turns.get(turn_no)
         if turn is None:
-            turn = self._turns[turn_no] = _Turn(None)
+            turn = self._turns[turn_no] = TurnBuffer(None)
         idx = step.step_index
-        new_shape = _shape(step)
+        new_shape = step_shape(step)
         if turn.shape.get(idx) != new_shape:  # structural: the trait carries it whole
             self._remember(turn, step)
             self._mark(turn_no)
@@ -309,11 +262,14 @@ class ChatWidget(anywidget.AnyWidget):
             self._pending = []
             dirty, self._dirty = self._dirty, set()
             values: dict[str, Any] = {}
-            for k in sorted(d for d in dirty if d != "current"):
-                values[f"turns_{k}"] = [self._turns[n].to_dict() for n in self._levels[k]]
+            pricing = getattr(self.conversation, "pricing", None)
+            for k in sorted(d for d in dirty if isinstance(d, int)):
+                values[f"turns_{k}"] = [self._turns[n].to_dict(pricing) for n in self._levels[k]]
             if "current" in dirty:
                 live = self._turns.get(self._live) if self._live is not None else None
-                values["current"] = live.to_dict() if live is not None else None
+                values["current"] = live.to_dict(pricing) if live is not None else None
+            if "gauge" in dirty:
+                values["gauge"] = gauge_dict(self.conversation)
             running = self._live is not None or (self._task is not None and not self._task.done())
         if items:
             self.stats["messages"] += 1
@@ -332,7 +288,7 @@ class ChatWidget(anywidget.AnyWidget):
         kind = content.get("type") if isinstance(content, dict) else None
         try:
             if kind == "send":
-                self._start(str(content.get("prompt", "")))
+                self._start(str(content.get("prompt", "")), content.get("over_budget") is True)
             elif kind == "stop":
                 self._stop()
             elif kind == "approve":
@@ -350,14 +306,17 @@ class ChatWidget(anywidget.AnyWidget):
         except Exception as exc:  # shown in the widget, never a traceback in the cell
             self.notice = f"{kind} failed: {exc}"
 
-    def _start(self, prompt: str) -> None:
+    def _start(self, prompt: str, over_budget: bool = False) -> None:
         if not prompt.strip():
             self._refuse("Nothing sent: the message is empty.")
             return
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
-        self.notice = ""
+        ask, self.notice = gate(self.conversation, prompt, over_budget)
+        if ask is not None:  # over budget: the view asks "Send anyway" / "Cancel"
+            self.send(ask)
+            return
         self._task = asyncio.ensure_future(self._run(prompt))
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
         self._flush()  # `running` goes out now: the view that sent the prompt waits for it

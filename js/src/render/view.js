@@ -6,6 +6,7 @@
 // unlocks the box, and Stop can be pressed again while a turn has not ended.
 import { h } from "./dom.js";
 import { TurnView } from "./turn.js";
+import { GaugeView, ConfirmView } from "./gauge.js";
 
 const WAIT_HINT_MS = 8000; // no word from the kernel after a send: say why, let Stop unlock
 const STOP_RETRY_MS = 5000; // Stop pressed, turn still running: enable Stop again
@@ -25,8 +26,10 @@ export class ChatView {
       onclick: () => this.stop() }));
     this.input.addEventListener("keydown", (e) => this.onKey(e));
     this.input.addEventListener("input", () => this.setHint(""));
-    this.root = h("div", { class: "nba-chat" }, this.list, this.empty, this.notice,
-      h("div", { class: "nba-inputbar" }, this.input, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint);
+    this.gauge = new GaugeView();
+    this.confirm = new ConfirmView((prompt) => this.submit(prompt, true), (prompt) => { if (!this.input.value) this.input.value = prompt; this.input.focus(); });
+    this.root = h("div", { class: "nba-chat" }, this.list, this.empty, this.notice, this.confirm.el,
+      h("div", { class: "nba-inputbar" }, this.input, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint, this.gauge.el);
     this.root.addEventListener("click", (e) => this.onClick(e));
     el.append(this.root);
     /** @type {Map<number, TurnView>} */ this.turns = new Map();
@@ -83,13 +86,15 @@ export class ChatView {
     this.hint.style.display = text ? "" : "none";
   }
 
-  submit() {
-    const prompt = this.input.value;
+  /** @param {string} [again] a prompt to send again (the over-budget "Send anyway") @param {boolean} [overBudget] */
+  submit(again, overBudget = false) {
+    const prompt = again != null ? again : this.input.value;
     if (this.state && this.state.dead) { this.setHint(this.state.dead); return; }
     if (!prompt.trim()) { this.setHint("Nothing to send: type a message first (Enter sends, Shift+Enter adds a line)."); return; }
     if (this.running) { this.setHint("A turn is running; press Stop first."); return; }
-    if (!this.send({ type: "send", prompt })) { this.setHint(this.state ? this.state.dead : ""); return; }
+    if (!this.send(overBudget ? { type: "send", prompt, over_budget: true } : { type: "send", prompt })) { this.setHint(this.state ? this.state.dead : ""); return; }
     this.setHint("");
+    this.confirm.hide();
     this.input.value = "";
     this.refocus = true; // give the box back after this turn, which the user started here
     this.waiting = true;
@@ -162,6 +167,8 @@ export class ChatView {
     this.notice.textContent = notice;
     this.notice.style.display = notice ? "" : "none";
     this.root.classList.toggle("nba-dead", !!state.dead);
+    this.gauge.update(state.gauge);
+    if (!state.dead) this.confirm.update(state.confirm);
     // the kernel answered the prompt this view sent (took it up, refused it) or cannot any more
     if (this.waiting && (state.running || state.dead || state.refusals !== this.refusals)) {
       this.waiting = false;

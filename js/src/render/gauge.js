@@ -1,0 +1,67 @@
+// The chat's usage footer: tokens in context vs the model's window (a bar, amber near full, red
+// over) and spend vs budget, from the `gauge` trait (widget_usage.py); and the over-budget ask.
+import { h, fmtInt, fmtCost } from "./dom.js";
+
+export const NEAR_FULL = 0.8; // the bar turns amber from here
+
+/** @param {any} g the gauge trait @returns {{text: string, fill: number|null, level: string, spend: string}} */
+export function gaugeParts(g) {
+  g = g || {};
+  const tokens = g.tokens || 0, window = g.window || 0;
+  const fill = window ? tokens / window : null;
+  const level = fill == null ? "" : fill > 1 ? "over" : fill >= NEAR_FULL ? "near" : "ok";
+  const text = window ? `context ${fmtInt(tokens)} / ${fmtInt(window)} (${Math.round(fill * 100)}%)`
+    : tokens ? `context ${fmtInt(tokens)} tokens` : "";
+  let spend = g.spent || g.budget != null ? (fmtCost(g.spent || 0) || "$0") : "";
+  if (g.budget != null) spend += ` of ${fmtCost(g.budget) || "$0"}`;
+  if (spend && g.unpriced) spend += ` (${g.unpriced} unpriced)`;
+  return { text, fill, level, spend };
+}
+
+export class GaugeView {
+  constructor() {
+    this.bar = h("span", { class: "nba-gauge-fill" });
+    this.label = h("span", { class: "nba-gauge-text" });
+    this.spend = h("span", { class: "nba-spend" });
+    this.el = h("div", { class: "nba-gauge", role: "status" }, h("span", { class: "nba-gauge-bar" }, this.bar), this.label, this.spend);
+    this.key = "";
+  }
+
+  /** @param {any} g */
+  update(g) {
+    const p = gaugeParts(g), key = JSON.stringify(p);
+    if (key === this.key) return;
+    this.key = key;
+    this.el.style.display = p.text || p.spend ? "" : "none";
+    this.bar.parentElement.style.display = p.fill == null ? "none" : "";
+    this.bar.style.width = `${Math.min(100, Math.round((p.fill || 0) * 100))}%`;
+    this.el.dataset.level = p.level;
+    this.label.textContent = p.text;
+    this.spend.textContent = p.spend;
+  }
+}
+
+/** The over-budget ask: the estimate (text only) with "Send anyway" and "Cancel". */
+export class ConfirmView {
+  /** @param {(prompt: string) => void} onSend @param {(prompt: string) => void} onCancel */
+  constructor(onSend, onCancel) {
+    this.text = h("div", { class: "nba-confirm-text" });
+    this.prompt = "";
+    this.seq = 0;
+    const go = h("button", { type: "button", class: "nba-btn nba-send nba-anyway", text: "Send anyway", onclick: () => { this.hide(); onSend(this.prompt); } });
+    const no = h("button", { type: "button", class: "nba-btn nba-cancel", text: "Cancel", onclick: () => { this.hide(); onCancel(this.prompt); } });
+    this.el = h("div", { class: "nba-confirm", role: "alertdialog" }, this.text, h("div", { class: "nba-confirm-buttons" }, go, no));
+    this.hide();
+  }
+
+  /** @param {{prompt: string, text: string, seq: number}|null} c */
+  update(c) {
+    if (!c || c.seq === this.seq) return;
+    this.seq = c.seq;
+    this.prompt = c.prompt;
+    this.text.textContent = c.text;
+    this.el.style.display = "";
+  }
+
+  hide() { this.el.style.display = "none"; }
+}

@@ -1,0 +1,52 @@
+"""The widget's usage footer and budget gate: the context gauge, spend vs budget, and what a
+send from the widget does when ``conv.estimate`` says it would overflow or exceed the budget.
+
+Kernel -> front end, a few numbers per turn: the ``gauge`` trait is ``{"tokens", "window",
+"spent", "budget", "unpriced"}`` (tokens in context after the last turn, the model's window or
+None, dollars spent, the budget or None, turns without a known price), refreshed when a turn
+starts or ends, never per token. An over-budget send is answered with ``{"type": "confirm",
+"prompt", "text"}``; the view shows ``text`` (the estimate) with "Send anyway" (it sends
+``{"type": "send", "prompt", "over_budget": true}``) and "Cancel".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.ledger import TurnRecord
+
+
+def gauge_dict(conv: Any) -> dict:
+    """The footer's gauge: context tokens and window, spend and budget (JSON-ready)."""
+    from ..analysis.estimate import context_window_of, spend
+
+    turns: list[TurnRecord] = conv.turns
+    tokens = next((t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
+    try:
+        window = context_window_of(conv)
+        spent = spend(turns, getattr(conv, "pricing", None))
+        usd, unpriced = spent.usd, spent.unpriced_turns
+    except Exception:  # a broken price override: the gauge still shows tokens
+        window, usd, unpriced = None, 0.0, 0
+    return {"tokens": int(tokens), "window": window, "spent": round(usd, 8),
+            "budget": getattr(conv, "budget_usd", None), "unpriced": unpriced}
+
+
+def gate(conv: Any, prompt: str, over_budget: bool) -> tuple[dict | None, str]:
+    """Before a widget send: (a confirm message to ask with instead of sending, or None; a notice).
+
+    ``over_budget=True`` is the user's "Send anyway": the conversation lets this one turn through.
+    """
+    try:
+        est = conv.estimate(prompt)
+    except Exception as exc:  # no estimate: send as usual, the request itself will tell
+        return None, f"(no estimate: {exc})"
+    if est.over_budget and not over_budget:
+        return {"type": "confirm", "prompt": prompt,
+                "text": f"This turn would exceed the budget. Estimate: {est.summary()}."}, ""
+    if over_budget:
+        conv.allow_over_budget_once()
+    if est.will_overflow:
+        return None, (f"Warning: this turn will likely overflow the context window "
+                      f"(~{est.input_tokens:,} tokens of {est.context_window:,}).")
+    return None, ""

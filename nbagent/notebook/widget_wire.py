@@ -1,0 +1,66 @@
+"""How the ChatWidget encodes turns for its front end: compact step dicts, records with the
+footer's figures, and a per-turn buffer that remembers what the views already have."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from ..core.ledger import TurnRecord
+from ..core.steps import Step
+
+_KEEP_EMPTY = {"step_index", "type", "source", "target", "status", "content"}
+_NOT_SHOWN = {"raw_usage"}  # the provider's own usage object stays in the kernel
+
+
+def step_dict(step: Step) -> dict:
+    """A compact JSON-ready dict of a step: empty / default fields and raw usage left out."""
+    d = step.to_dict()
+    return {k: v for k, v in d.items()
+            if k not in _NOT_SHOWN and (k in _KEEP_EMPTY or v not in (None, "", [], {}, 0, -1))}
+
+
+def record_dict(rec: TurnRecord, pricing: Mapping | None = None) -> dict:
+    """A turn record with the derived figures the footer shows (cost when known)."""
+    d = rec.to_dict()
+    d.update(duration=rec.duration, ttft=rec.time_to_first_token, tps=rec.output_tokens_per_s)
+    try:
+        from ..analysis.estimate import turn_cost
+
+        cost = turn_cost(rec, pricing)
+        d["cost"] = None if cost != cost else cost  # NaN: unknown price
+    except Exception:  # an odd model name or a broken price override: no cost shown
+        d["cost"] = None
+    return d
+
+
+def jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+class TurnBuffer:
+    """One turn as the widget knows it: latest step updates and what the views have of them."""
+
+    __slots__ = ("record", "steps", "sent", "shape", "cache")
+
+    def __init__(self, record: TurnRecord | None):
+        self.record = record
+        self.steps: dict[int, Step] = {}  # step_index -> latest update
+        self.sent: dict[tuple[int, str], int] = {}  # (step_index, field) -> chars the views have
+        self.shape: dict[int, tuple] = {}  # step_index -> last structural fingerprint
+        self.cache: dict | None = None
+
+    def to_dict(self, pricing: Mapping | None = None) -> dict:
+        if self.cache is None:
+            rec = record_dict(self.record, pricing) if self.record is not None else None
+            steps = [step_dict(s) for s in sorted(self.steps.values(), key=lambda s: s.step_index)]
+            self.cache = jsonable({"record": rec, "steps": steps})
+        return self.cache
+
+
+def step_shape(step: Step) -> tuple:
+    """What makes an update structural (re-synced) rather than a text delta."""
+    return (step.type, step.source, step.target, step.status, len(step.tool_calls), step.error,
+            step.http_code, step.usage_metadata is not None, step.finished_at is not None,
+            step.approval, step.preparing_tool, step.finish_reason, step.compaction is not None,
+            step.display is not None)

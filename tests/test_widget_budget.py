@@ -1,0 +1,80 @@
+"""ChatWidget without a kernel: the context / spend gauge and the over-budget ask."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("anywidget")
+
+from nbagent import Agent  # noqa: E402
+from nbagent.notebook.widget import FLUSH_INTERVAL, LEVELS, ChatWidget  # noqa: E402
+
+from support.scripted import ScriptedProvider, text_call  # noqa: E402
+
+PRICE = {"scripted-1": {"input": 1.0, "output": 2.0}}  # USD per 1M tokens
+
+
+def customs(w: ChatWidget) -> list:
+    sent: list = []
+    original = w.send
+    w.send = lambda content, buffers=None: (sent.append(json.loads(json.dumps(content))), original(content, buffers))
+    return sent
+
+
+async def until_idle(w: ChatWidget) -> None:
+    for _ in range(200):
+        if w._task is None or w._task.done():
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(FLUSH_INTERVAL * 3)
+
+
+async def test_the_gauge_shows_context_window_and_spend_after_each_turn():
+    provider = ScriptedProvider([text_call("one", usage=(300, 20)), text_call("two", usage=(700, 50))],
+                                context_window=1000)
+    agent = Agent(model=provider, pricing=PRICE, budget_usd=0.5)
+    w = ChatWidget(agent)
+    assert w.gauge == {"tokens": 0, "window": 1000, "spent": 0.0, "budget": 0.5, "unpriced": 0}
+    await agent.conversation.chat_to_completion("first")
+    await asyncio.sleep(FLUSH_INTERVAL * 3)
+    assert w.gauge["tokens"] == 320 and w.gauge["spent"] == pytest.approx(340 / 1e6)
+    await agent.conversation.chat_to_completion("second")
+    await asyncio.sleep(FLUSH_INTERVAL * 3)
+    assert w.gauge["tokens"] == 750 and w.gauge["spent"] == pytest.approx((340 + 800) / 1e6)
+    assert len(json.dumps(w.gauge)) < 120  # a few numbers per turn
+    # the turn footer's cost uses the conversation's prices too
+    records = {t["record"]["turn"]: t["record"] for k in range(LEVELS) for t in getattr(w, f"turns_{k}")}
+    assert records[1]["cost"] == pytest.approx(800 / 1e6)
+
+
+async def test_an_over_budget_send_asks_and_send_anyway_sends_that_one_turn():
+    provider = ScriptedProvider([text_call("answered", usage=(10, 5))])
+    agent = Agent(model=provider, pricing=PRICE, budget_usd=0.0)
+    w = ChatWidget(agent)
+    sent = customs(w)
+    w._on_msg(w, {"type": "send", "prompt": "<b>hi</b> there"})
+    await until_idle(w)
+    assert provider.requests == [] and agent.conversation.turns == []
+    assert [m["type"] for m in sent] == ["confirm"]
+    assert sent[0]["prompt"] == "<b>hi</b> there" and "exceed the budget" in sent[0]["text"]
+    assert "input tokens" in sent[0]["text"] and "of $0.0000" in sent[0]["text"]
+    w._on_msg(w, {"type": "send", "prompt": "<b>hi</b> there", "over_budget": True})
+    await until_idle(w)
+    assert len(provider.requests) == 1 and agent.conversation.turns[-1].status.value == "done"
+    assert agent.conversation.budget_usd == 0.0  # the budget stays; only that turn went through
+    w._on_msg(w, {"type": "send", "prompt": "more"})
+    await until_idle(w)
+    assert [m["type"] for m in sent if m["type"] != "deltas"] == ["confirm", "confirm"] and len(provider.requests) == 1
+
+
+async def test_a_likely_overflow_is_a_notice_before_the_turn():
+    provider = ScriptedProvider([text_call("ok")], context_window=100)
+    agent = Agent(model=provider)
+    w = ChatWidget(agent)
+    w._on_msg(w, {"type": "send", "prompt": "word " * 200})
+    assert w.notice.startswith("Warning: this turn will likely overflow the context window")
+    await until_idle(w)
+    assert len(provider.requests) == 1
