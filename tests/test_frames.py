@@ -300,13 +300,13 @@ def test_usage_frame_empty_and_unknown_models():
     recs = [
         TurnRecord(0, "hi", "my-finetune", "openai", T0, T0 + 1, usage=UsageMetadata(10, 5, 15)),
         TurnRecord(1, "hi", "", "", T0, T0 + 1, usage=UsageMetadata(10, 5, 15)),
-        TurnRecord(2, "hi", "gpt-5-pro", "openai", T0, None, usage=UsageMetadata(10, 5, 15), status="running"),
+        TurnRecord(2, "hi", "gpt-5-ultra", "openai", T0, None, usage=UsageMetadata(10, 5, 15), status="running"),
         TurnRecord(3, "hi", "demo", "demo", T0, T0 + 1, usage=UsageMetadata(10, 5, 15)),
         TurnRecord(4, "hi", "smollm2", "local", T0, T0 + 1, usage=UsageMetadata(10, 5, 15)),
     ]
     df = usage_frame(recs)
     assert math.isnan(df.loc[0, "cost_usd"]) and math.isnan(df.loc[1, "cost_usd"])
-    assert math.isnan(df.loc[2, "cost_usd"])  # no prefix guessing: gpt-5-pro is not gpt-5
+    assert math.isnan(df.loc[2, "cost_usd"])  # no prefix guessing: gpt-5-ultra is not gpt-5
     assert df.loc[3, "cost_usd"] == 0.0 and df.loc[4, "cost_usd"] == 0.0
     assert pd.isna(df.loc[1, "model"]) and pd.isna(df.loc[1, "provider"])
     assert pd.isna(df.loc[2, "finished"]) and df.loc[2, "status"] == "running"
@@ -354,7 +354,9 @@ def test_usage_frame_pricing_override():
     ],
 )
 def test_price_lookup_tolerates_prefixes_and_dates(name, base):
-    assert get_price(name) == pricing_mod.PRICES[base]
+    price = get_price(name)
+    assert price is not None and price == get_price(base)
+    assert price.source == pricing_mod.PRICES_VERSION
 
 
 def test_price_table_and_cost():
@@ -362,13 +364,14 @@ def test_price_table_and_cost():
                  "gpt-5-mini", "gpt-5-nano", "claude-opus-4-1", "claude-sonnet-4-5", "claude-sonnet-4",
                  "claude-haiku-4-5", "claude-3-5-haiku", "gemini-2.5-pro", "gemini-2.5-flash",
                  "gemini-2.5-flash-lite", "gemini-2.0-flash"):
-        p = pricing_mod.PRICES[name]
+        p = get_price(name)
         assert p.input > 0 and p.output > p.input and 0 < p.cached_rate < p.input, name
-        assert p.source.startswith("https://") and p.date == pricing_mod.PRICES_DATE, name
+        assert p.source == pricing_mod.PRICES_VERSION == pricing_mod.PRICES_DATE, name
+        assert p.source.startswith("genai-prices "), name
     for name in ("demo", "local", "smollm2"):
-        assert pricing_mod.PRICES[name].cost(10, 0, 0, 10, 10) == 0.0
+        assert get_price(name).cost(10, 0, 0, 10, 10) == 0.0
     assert get_price("local:anything") is not None and get_price("whatever", provider="local").input == 0.0
-    assert get_price("gpt-5-pro") is None and get_price("") is None
+    assert get_price("gpt-5-ultra") is None and get_price("") is None
     assert math.isnan(cost("no-such-model", 100, output_tokens=5))
     # uncached input at the input rate, cache reads at the cached rate, writes at the write rate
     assert cost("claude-sonnet-4-5", 1000, 600, 300, 0, 50) == pytest.approx(COSTS[2])

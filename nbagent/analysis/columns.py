@@ -16,6 +16,7 @@ FLOAT      float64, NaN         ``float64`` / float or null
 TEXT       list of str | None   ``string`` / str or null
 CATEGORY   list of str | None   ``category`` (known values first) / str or null
 TIME       epoch s, NaN         ``datetime64[ns, UTC]`` / ISO 8601 or null
+BOOL       bool array           ``bool`` / true or false
 =========  ===================  ==========================================
 """
 
@@ -31,7 +32,8 @@ from operator import attrgetter
 from typing import Any, Callable, Sequence
 
 from ..core.ledger import tokens_per_second
-from ..core.steps import ApprovalDecision, FinishReason, StepSource, StepStatus, StepTarget, StepType, TurnStatus
+from .cache import EXPIRED, UNKNOWN
+from ..core.steps import ApprovalDecision, FinishReason, PrefixChange, StepSource, StepStatus, StepTarget, StepType, TurnStatus
 
 PROMPT_CHARS = 80
 PREVIEW_CHARS = 200
@@ -44,6 +46,7 @@ class Kind(Enum):
     TEXT = "string"
     CATEGORY = "category"
     TIME = "datetime64[ns, UTC]"
+    BOOL = "bool"
 
 
 class Table:
@@ -93,6 +96,8 @@ class Column:
                 return pd.array(obj, dtype="string")
         if self.kind is Kind.CATEGORY:
             return categorical(values, self.categories)
+        if self.kind is Kind.BOOL:
+            return np.asarray(values, dtype=bool)
         return utc_times(values)
 
     def to_json(self, values: Any) -> list:
@@ -107,6 +112,8 @@ class Column:
             return list(values)
         if self.kind is Kind.CATEGORY:
             return [enum_value(v) for v in values]
+        if self.kind is Kind.BOOL:
+            return [bool(v) for v in values]
         return [iso(v) for v in values]
 
 
@@ -317,26 +324,21 @@ def _tokens_per_s(table: Table) -> Any:
     return tokens_per_second(_generated(table), _first_token(table), _turn_finished(table))
 
 
-def _cost(table: Table) -> Any:
-    """USD per turn: each distinct (model, provider) priced once, the formula applied to whole columns."""
-    import numpy as np
+def _metrics(table: Table) -> Any:
+    from .turn_metrics import TurnArrays, TurnMetrics
 
-    from .pricing import get_price, token_cost
+    def make() -> Any:
+        counts = [_counts(f"usage.{k}")(table) for k in ("prompt_token_count", "cached_content_token_count",
+                                                         "cache_write_token_count")]
+        arrays = TurnArrays(_ints("turn")(table), _started(table), _turn_finished(table), *counts, _generated(table),
+                            _counts("model_calls")(table), _counts("context_tokens")(table),
+                            _optional_floats("context_window")(table))
+        return TurnMetrics(table.objs, table.pricing, arrays)
+    return table.cached("metrics", make)
 
-    n = len(table)
-    pairs: dict[tuple, int] = {}
-    codes = np.fromiter((pairs.setdefault(key, len(pairs)) for key in
-                         zip(map(attrgetter("model"), table.objs), map(attrgetter("provider"), table.objs))),
-                        dtype=np.int64, count=n)
-    rates = np.empty((len(pairs), 4), dtype=np.float64)
-    for (model, provider), k in pairs.items():
-        price = get_price(model or "", provider or "", table.pricing)
-        rates[k] = (math.nan,) * 4 if price is None else (
-            price.input, price.cached_rate, price.cache_write_rate, price.output)
-    rates = rates[codes] if n else np.zeros((0, 4))
-    return token_cost(rates[:, 0], rates[:, 1], rates[:, 2], rates[:, 3],
-                      _counts("usage.prompt_token_count")(table), _counts("usage.cached_content_token_count")(table),
-                      _counts("usage.cache_write_token_count")(table), _generated(table))
+
+def _metric(name: str) -> Callable[[Table], Any]:
+    return lambda table: getattr(_metrics(table), name)
 
 
 USAGE_INDEX = Column("turn", Kind.INT, _ints("turn"), "0-based turn number")
@@ -358,11 +360,27 @@ USAGE = (
     Column("thinking_tokens", Kind.COUNT, _counts("usage.thoughts_token_count"), "reasoning tokens"),
     Column("output_tokens", Kind.COUNT, _counts("usage.candidates_token_count"), "generated tokens other than thinking"),
     Column("total_tokens", Kind.COUNT, _counts("usage.total_token_count"), "provider's total (sums to total_usage)"),
-    Column("cost_usd", Kind.FLOAT, _cost, "see nbagent.analysis.pricing; NaN: unknown model"),
+    Column("cost_usd", Kind.FLOAT, _metric("cost_usd"), "see nbagent.analysis.pricing; NaN: unknown model"),
     _enum_category("finish_reason", FinishReason, doc="FinishReason value"),
     _enum_category("status", TurnStatus, doc="TurnStatus value"),
     Column("error", Kind.TEXT, _texts("error", empty_is_na=True), "NA when empty"),
     Column("http_code", Kind.COUNT, _counts("http_code", zero_is_na=True), "NA when 0"),
+    Column("price_source", Kind.CATEGORY, _metric("price_source"),
+           "where the price came from: \"genai-prices <version>\", \"override\", \"free\"; NA: unknown"),
+    Column("cache_hit_ratio", Kind.FLOAT, _metric("cache_hit_ratio"), "cached / input tokens; NaN without input"),
+    Column("cache_saved_usd", Kind.FLOAT, _metric("cache_saved_usd"),
+           "cost without prompt caching - cost (writes cost a premium: may be < 0); NaN: unknown price"),
+    Column("cache_busted", Kind.BOOL, _metric("cache_busted"),
+           "the cache the previous turn built was not reused (see nbagent.analysis.cache)"),
+    Column("cache_bust_cause", Kind.CATEGORY, _metric("cache_bust_cause"),
+           "the PrefixChange value, \"expired\" or \"unknown\"; NA when not busted",
+           tuple(m.value for m in PrefixChange) + (EXPIRED, UNKNOWN)),
+    Column("context_tokens", Kind.COUNT, _counts("context_tokens", zero_is_na=True),
+           "tokens in context after the turn: last call's input + output; NA when 0"),
+    Column("context_window", Kind.COUNT, _metric("context_window"),
+           "the model's window (its provider's, else genai-prices'); NA: unknown"),
+    Column("context_fill", Kind.FLOAT, _metric("context_fill"),
+           "context_tokens / context_window (above 1: overflow); NaN: unknown"),
 )
 
 

@@ -1,74 +1,84 @@
 """Token prices and cost: what a turn cost in US dollars.
 
-``PRICES`` maps a model name to a :class:`Price` in USD per 1M tokens:
-``input`` (uncached input), ``cached_input`` (cache reads), ``cache_write``
-(tokens written to a prompt cache) and ``output`` (every generated token,
-reasoning / thinking included). Each entry notes its ``source`` page and the
-``date`` its values reflect (``PRICES_DATE``). Prices are the standard
-(non-batch, interactive, short-context) tier; long-context tiers
-(Gemini 2.5 Pro above 200k prompt tokens, Claude Sonnet 4/4.5 with the 1M
-context beta above 200k) cost more and are not modelled.
+Prices come from `genai-prices <https://github.com/pydantic/genai-prices>`_,
+pydantic's maintained price database (imported on first use). A :class:`Price`
+holds USD per 1M tokens: ``input`` (uncached input), ``cached_input`` (cache
+reads), ``cache_write`` (tokens written to a prompt cache) and ``output``
+(every generated token, thinking included); ``source`` says where it came from
+(:data:`PRICES_VERSION`, e.g. ``"genai-prices 0.2.3"``). Where genai-prices
+lists no cache-read or cache-write rate the input rate applies, as it does in
+genai-prices (OpenAI and Gemini charge no write premium).
 
-These values were transcribed from the providers' official pricing pages and
-were not re-checked online when this file was written: prices change, so check
-the page and override what differs::
+Lookup (:func:`get_price`), first match wins:
 
-    from nbagent.analysis.pricing import set_price
-    set_price("gpt-4.1-mini", input=0.40, cached_input=0.10, output=1.60)
+1. the per-call ``pricing=`` mapping (``{"my-model": {"input": 1.0, "output": 2.0}}``),
+2. :func:`set_price` overrides,
+3. ``local`` / ``demo`` (provider, or model ``demo``/``local``/``smollm2``): free, 0.0,
+4. genai-prices: the nbagent provider maps to its provider id (``openai`` and
+   ``openai-responses`` -> ``openai``, ``anthropic``/``claude`` -> ``anthropic``,
+   ``gemini``/``google`` -> ``google``; a name genai-prices knows, e.g.
+   ``openrouter``, as is; ``provider_api_url`` picks the provider of an
+   OpenAI-compatible endpoint; a provider it does not know, e.g. ``mock``,
+   leaves the match to the model name). The model name is tried as given (lower case),
+   then without a ``provider:`` / ``models/`` prefix; genai-prices' own match
+   rules resolve snapshots (``claude-sonnet-4-5-20250929``, ``gpt-4o-2024-08-06``).
 
-or pass ``pricing={"my-model": {"input": 1.0, "output": 2.0}}`` to
-``conv.usage_df()`` / ``usage_summary()`` / ``load_sessions()`` for one call.
+A model none of these knows (``my-finetune``) has no price and costs NaN, never
+0 and never a guess by prefix. Lookups are cached per (model, provider).
 
-Lookup (:func:`get_price`) tolerates a provider prefix (``openai:gpt-4.1-mini``,
-``models/gemini-2.5-flash``, ``anthropic/claude-sonnet-4-5``), upper case, and
-the usual snapshot suffixes (``claude-sonnet-4-5-20250929``,
-``gpt-4o-2024-08-06``, ``claude-3-5-haiku-latest``, ``gemini-2.0-flash-001``,
-``gemini-2.5-flash-preview-05-20``). It never guesses by prefix: a model it does
-not know (``gpt-5-pro``, ``my-finetune``) has no price and costs NaN, not 0.
-The ``local`` and ``demo`` models run on your machine and cost 0.0 explicitly.
+Tiers: some models cost more above a prompt size (Claude Sonnet 4.5 and Gemini
+2.5 Pro above 200k input tokens); as in genai-prices the tier applies to all
+tokens of a request whose input passes it. :meth:`Price.cost` picks the tier
+from ``input_tokens``; the usage DataFrame from each turn's input tokens per
+model call (exact for one call, the average for a turn of several).
+Prices are today's: a model whose price changed is priced at the current rate.
 
-Cost of one call or turn (:func:`cost`)::
+Cost of one call or turn (:func:`token_cost`, the one formula)::
 
     uncached = max(input - cached - cache_write, 0)
     usd = (uncached * input + cached * cached_input + cache_write * cache_write_rate
            + (output + thinking) * output) / 1e6
 
-``cached_input`` defaults to the input rate when a price does not know it, and
-``cache_write`` to 1.25x the input rate (Anthropic's 5-minute cache write).
-OpenAI and Gemini charge no write premium: their entries set
-``cache_write = input``.
+A user price without ``cached_input`` reads cache at the input rate, without
+``cache_write`` writes at 1.25x input (Anthropic's 5-minute cache write).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 __all__ = [
     "Price",
-    "PRICES",
+    "PRICES_VERSION",
     "PRICES_DATE",
     "FREE_PROVIDERS",
+    "OVERRIDE",
+    "FREE",
     "get_price",
+    "price_source",
     "set_price",
     "reset_prices",
     "cost",
     "token_cost",
     "normalize_model",
+    "context_window",
 ]
 
-PRICES_DATE = "2025-11-24"
-
-_OPENAI = "https://openai.com/api/pricing/ (platform.openai.com/docs/pricing)"
-_ANTHROPIC = "https://docs.anthropic.com/en/docs/about-claude/pricing"
-_GEMINI = "https://ai.google.dev/gemini-api/docs/pricing"
+OVERRIDE = "override"  # price_source of a pricing= / set_price price
+FREE = "free"  # price_source of local and demo models
 
 
 @dataclass(frozen=True)
 class Price:
-    """USD per 1M tokens. ``None`` rates fall back as described in the module docs."""
+    """USD per 1M tokens. ``None`` rates fall back as described in the module docs.
+
+    ``tiers``: ``(start, Price)`` pairs, ascending; a request with more than
+    ``start`` input tokens pays that tier's rates on every token.
+    """
 
     input: float
     output: float
@@ -76,6 +86,7 @@ class Price:
     cache_write: float | None = None
     source: str = ""
     date: str = ""
+    tiers: tuple = ()
 
     @property
     def cached_rate(self) -> float:
@@ -85,6 +96,13 @@ class Price:
     def cache_write_rate(self) -> float:
         return self.input * 1.25 if self.cache_write is None else self.cache_write
 
+    def at(self, input_tokens: float) -> "Price":
+        """The price of a request with ``input_tokens`` input tokens (its tier)."""
+        for start, tier in reversed(self.tiers):
+            if input_tokens > start:
+                return tier
+        return self
+
     def cost(
         self,
         input_tokens: int = 0,
@@ -93,8 +111,9 @@ class Price:
         thinking_tokens: int = 0,
         output_tokens: int = 0,
     ) -> float:
-        """USD for these token counts (see the module docstring)."""
-        return token_cost(self.input, self.cached_rate, self.cache_write_rate, self.output,
+        """USD for these token counts of one request (see the module docstring)."""
+        p = self.at(input_tokens)
+        return token_cost(p.input, p.cached_rate, p.cache_write_rate, p.output,
                           input_tokens, cached_tokens, cache_write_tokens, thinking_tokens + output_tokens)
 
     def usage_cost(self, usage: Any) -> float:
@@ -116,55 +135,21 @@ def token_cost(input_rate, cached_rate, write_rate, output_rate, input_tokens, c
             + generated_tokens * output_rate) / 1e6
 
 
-def _p(inp, cached, write, out, source, note=""):
-    src = source + (f"; {note}" if note else "")
-    return Price(input=inp, output=out, cached_input=cached, cache_write=write, source=src, date=PRICES_DATE)
-
-
-_FREE = "runs locally: free"
-
-#: model name -> Price (USD per 1M tokens). Edit with :func:`set_price`.
-PRICES: dict[str, Price] = {
-    # OpenAI: cached input at the "cached input" rate; no charge for cache writes.
-    "gpt-5": _p(1.25, 0.125, 1.25, 10.00, _OPENAI),
-    "gpt-5-mini": _p(0.25, 0.025, 0.25, 2.00, _OPENAI),
-    "gpt-5-nano": _p(0.05, 0.005, 0.05, 0.40, _OPENAI),
-    "gpt-4.1": _p(2.00, 0.50, 2.00, 8.00, _OPENAI),
-    "gpt-4.1-mini": _p(0.40, 0.10, 0.40, 1.60, _OPENAI),
-    "gpt-4.1-nano": _p(0.10, 0.025, 0.10, 0.40, _OPENAI),
-    "gpt-4o": _p(2.50, 1.25, 2.50, 10.00, _OPENAI),
-    "gpt-4o-mini": _p(0.15, 0.075, 0.15, 0.60, _OPENAI),
-    "o3": _p(2.00, 0.50, 2.00, 8.00, _OPENAI, "after the June 2025 price cut"),
-    "o4-mini": _p(1.10, 0.275, 1.10, 4.40, _OPENAI),
-    # Anthropic: cache reads 0.1x input, 5-minute cache writes 1.25x input.
-    "claude-opus-4-5": _p(5.00, 0.50, 6.25, 25.00, _ANTHROPIC),
-    "claude-opus-4-1": _p(15.00, 1.50, 18.75, 75.00, _ANTHROPIC),
-    "claude-opus-4": _p(15.00, 1.50, 18.75, 75.00, _ANTHROPIC),
-    "claude-sonnet-4-5": _p(3.00, 0.30, 3.75, 15.00, _ANTHROPIC, "prompts <= 200k tokens"),
-    "claude-sonnet-4": _p(3.00, 0.30, 3.75, 15.00, _ANTHROPIC, "prompts <= 200k tokens"),
-    "claude-3-7-sonnet": _p(3.00, 0.30, 3.75, 15.00, _ANTHROPIC),
-    "claude-haiku-4-5": _p(1.00, 0.10, 1.25, 5.00, _ANTHROPIC),
-    "claude-3-5-haiku": _p(0.80, 0.08, 1.00, 4.00, _ANTHROPIC),
-    # Gemini: paid tier, text input; thinking billed as output; cache storage
-    # (per hour) is not a token price and is not included.
-    "gemini-2.5-pro": _p(1.25, 0.125, 1.25, 10.00, _GEMINI, "prompts <= 200k tokens"),
-    "gemini-2.5-flash": _p(0.30, 0.03, 0.30, 2.50, _GEMINI, "text/image/video input"),
-    "gemini-2.5-flash-lite": _p(0.10, 0.01, 0.10, 0.40, _GEMINI, "text/image/video input"),
-    "gemini-2.0-flash": _p(0.10, 0.025, 0.10, 0.40, _GEMINI, "text/image/video input"),
-    # Local and offline models: free.
-    "demo": _p(0.0, 0.0, 0.0, 0.0, _FREE),
-    "local": _p(0.0, 0.0, 0.0, 0.0, _FREE),
-    "smollm2": _p(0.0, 0.0, 0.0, 0.0, _FREE),
-}
-
 #: Providers whose every model is free (they run on this machine).
 FREE_PROVIDERS = frozenset({"demo", "local"})
-_FREE_PRICE = PRICES["local"]
+_FREE_MODELS = frozenset({"demo", "local", "smollm2"})
+_FREE_PRICE = Price(0.0, 0.0, 0.0, 0.0, source="runs locally: free")
+
+#: nbagent provider names -> genai-prices provider ids
+_PROVIDER_IDS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic",
+                 "claude": "anthropic", "gemini": "google", "google": "google"}
 
 _USER_PRICES: dict[str, Price] = {}
+_CATALOG: dict[tuple, Any] = {}  # (model, provider, api url) -> (ModelInfo | None, Price | None)
+_CATALOG_SNAPSHOT: list = [None]  # the genai-prices snapshot _CATALOG was filled from
 
 _PREFIX = re.compile(r"^(?:[a-z0-9_.\-]+[:/])+")
-_SUFFIXES = (
+_SUFFIXES = (  # snapshot suffixes a user price covers too (set_price("gpt-4o") prices gpt-4o-2024-08-06)
     re.compile(r"-\d{8}$"),  # claude-sonnet-4-5-20250929
     re.compile(r"-\d{4}-\d{2}-\d{2}$"),  # gpt-4o-2024-08-06
     re.compile(r"-latest$"),  # claude-3-5-haiku-latest
@@ -180,24 +165,27 @@ def normalize_model(model: str) -> str:
     return _PREFIX.sub("", name)
 
 
-def _candidates(model: str):
-    name = normalize_model(model)
-    if not name:
-        return
-    yield name
-    seen = {name}
-    changed = True
-    while changed:  # strip one known suffix at a time (e.g. "-preview-05-20" then "-001")
-        changed = False
-        for pattern in _SUFFIXES:
-            stripped = pattern.sub("", name)
-            if stripped != name and stripped:
-                name = stripped
-                if name not in seen:
-                    seen.add(name)
-                    yield name
-                changed = True
-                break
+def prices_version() -> str:
+    """Where catalog prices come from: ``"genai-prices <version>"`` (plus the date of an
+    ``UpdatePrices`` refresh when one replaced the bundled data)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        label = f"genai-prices {version('genai-prices')}"
+    except PackageNotFoundError:  # pragma: no cover - a dependency
+        return "genai-prices (not installed)"
+    if "genai_prices" in sys.modules:
+        snapshot = sys.modules["genai_prices"].data_snapshot.get_snapshot()
+        if snapshot.from_auto_update:
+            label += f" updated {snapshot.timestamp:%Y-%m-%d}"
+    return label
+
+
+def __getattr__(name: str) -> Any:
+    # PRICES_VERSION (and PRICES_DATE, its old name) are computed on first use
+    if name in ("PRICES_VERSION", "PRICES_DATE"):
+        return prices_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _coerce_price(value: Any, model: str) -> Price:
@@ -234,38 +222,135 @@ def _config_error(message: str):
     return NbagentError(message, kind="config")
 
 
+def _candidates(model: str):
+    """``model`` normalized, then with one snapshot suffix after another stripped."""
+    name = normalize_model(model)
+    while name:
+        yield name
+        for pattern in _SUFFIXES:
+            stripped = pattern.sub("", name)
+            if stripped != name:
+                name = stripped
+                break
+        else:
+            return
+
+
 def _lookup(table: Mapping[str, Any], model: str) -> Any:
+    """A user price for ``model`` (exact key, else normalized, else without snapshot suffixes)."""
     if not table:
         return None
     if model in table:  # exact key as given by the user
         return table[model]
-    normalized = {normalize_model(k): v for k, v in table.items()} if table is not PRICES else table
+    normalized = {normalize_model(k): v for k, v in table.items()}
     for name in _candidates(model):
         if name in normalized:
             return normalized[name]
     return None
 
 
-def get_price(model: str, provider: str = "", pricing: Mapping[str, Any] | None = None) -> Price | None:
-    """The :class:`Price` for ``model`` or ``None`` when unknown.
+def _is_free(model: str, provider: str) -> bool:
+    prov = (provider or "").strip().lower()
+    text = (model or "").strip().lower()
+    head = text.split(":", 1)[0] if ":" in text else ""
+    return prov in FREE_PROVIDERS or head in FREE_PROVIDERS or normalize_model(text) in _FREE_MODELS
 
-    Precedence: the per-call ``pricing`` mapping, then :func:`set_price`
-    overrides, then ``PRICES``. A ``provider`` of ``local`` or ``demo`` (or a
-    ``local:...`` / ``demo:...`` model name) is free.
-    """
+
+def _resolve(model: str, provider: str, pricing: Mapping[str, Any] | None,
+             provider_api_url: str | None = None) -> tuple[Price | None, str | None]:
+    """The price and its ``price_source`` label (None, None when unknown)."""
     for table in (pricing, _USER_PRICES):
         if table:
             found = _lookup(table, model)
             if found is not None:
-                return _coerce_price(found, model)
-    found = _lookup(PRICES, model)
-    if found is not None:
-        return found
+                return _coerce_price(found, model), OVERRIDE
+    if _is_free(model, provider):
+        return _FREE_PRICE, FREE
+    price = _catalog(model, provider, provider_api_url)[1]
+    return (price, price.source) if price is not None else (None, None)
+
+
+def get_price(model: str, provider: str = "", pricing: Mapping[str, Any] | None = None, *,
+              provider_api_url: str | None = None) -> Price | None:
+    """The :class:`Price` for ``model`` or ``None`` when unknown (precedence: module docs)."""
+    return _resolve(model, provider, pricing, provider_api_url)[0]
+
+
+def price_source(model: str, provider: str = "", pricing: Mapping[str, Any] | None = None, *,
+                 provider_api_url: str | None = None) -> str | None:
+    """Where the price of ``model`` comes from: ``"override"``, ``"free"``,
+    ``"genai-prices <version>"``, or None when it has no price."""
+    return _resolve(model, provider, pricing, provider_api_url)[1]
+
+
+def context_window(model: str, provider: str = "") -> int | None:
+    """The model's context window in tokens from genai-prices, None when unknown."""
+    if not model or _is_free(model, provider):
+        return None
+    info = _catalog(model, provider, None)[0]
+    return None if info is None or not info.context_window else int(info.context_window)
+
+
+def _catalog(model: str, provider: str, api_url: str | None) -> tuple[Any, Price | None]:
+    """(genai-prices ModelInfo, Price) of ``model``, (None, None) when it has none; cached."""
+    from genai_prices import data_snapshot
+
+    snapshot = data_snapshot.get_snapshot()
+    if _CATALOG_SNAPSHOT[0] is not snapshot:  # UpdatePrices replaced the data
+        _CATALOG.clear()
+        _CATALOG_SNAPSHOT[0] = snapshot
+    key = (model, provider, api_url)
+    if key not in _CATALOG:
+        info = _find_model(snapshot, model, provider, api_url)
+        _CATALOG[key] = (info, None if info is None else _price_of(info))
+    return _CATALOG[key]
+
+
+def _find_model(snapshot: Any, model: str, provider: str, api_url: str | None) -> Any:
+    from genai_prices import data_snapshot
+
+    text = (model or "").strip().lower()
     prov = (provider or "").strip().lower()
-    head = (model or "").strip().lower().split(":", 1)[0] if ":" in (model or "") else ""
-    if prov in FREE_PROVIDERS or head in FREE_PROVIDERS:
-        return _FREE_PRICE
+    if not prov and ":" in text:  # "anthropic:claude-sonnet-4-5"
+        prov = text.split(":", 1)[0]
+    provider_id = _PROVIDER_IDS.get(prov, prov) or None
+    if api_url or (provider_id and data_snapshot.find_provider_by_id(snapshot.providers, provider_id) is None):
+        provider_id = None  # a provider genai-prices does not know ("mock", a plugin): match by model
+    refs = dict.fromkeys(r for r in (text.split(":", 1)[1] if ":" in text else text, normalize_model(text)) if r)
+    for ref in refs:
+        try:
+            return snapshot.find_provider_model(ref, None, provider_id, api_url)[1]
+        except LookupError:
+            continue
     return None
+
+
+def _price_of(info: Any) -> Price | None:
+    """A :class:`Price` (with its tiers) from a genai-prices ModelInfo's current prices."""
+    from datetime import datetime, timezone
+
+    prices = info.get_prices(datetime.now(timezone.utc))
+    rates = [getattr(prices, k, None) for k in ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")]
+    if rates[0] is None or rates[1] is None:
+        return None
+    rates[2] = rates[0] if rates[2] is None else rates[2]  # unlisted cache rates: the input rate
+    rates[3] = rates[0] if rates[3] is None else rates[3]
+    source = prices_version()
+    starts = sorted({t.start for r in rates for t in getattr(r, "tiers", ())})
+
+    def at(tokens: float) -> Price:
+        return Price(*(float(_rate_at(r, tokens)) for r in rates), source=source)
+
+    base = at(0)
+    return replace(base, tiers=tuple((s, at(s + 1)) for s in starts)) if starts else base
+
+
+def _rate_at(rate: Any, tokens: float) -> Any:
+    """A genai-prices rate (Decimal or TieredPrices) for a request of ``tokens`` input tokens."""
+    for tier in reversed(getattr(rate, "tiers", ())):
+        if tokens > tier.start:
+            return tier.price
+    return getattr(rate, "base", rate)
 
 
 def set_price(
@@ -324,9 +409,3 @@ def cost(
     if price is None:
         return math.nan
     return price.cost(input_tokens, cached_tokens, cache_write_tokens, thinking_tokens, output_tokens)
-
-
-
-def context_window(model: str, provider: str = "") -> int | None:
-    """The model's context window in tokens, None when unknown."""
-    return None

@@ -1,0 +1,66 @@
+"""Prices of the rows of a usage table: each distinct (model, provider) looked up once.
+
+The rates of a row are USD per 1M tokens in the order of :func:`pricing.token_cost`
+(input, cached input, cache write, output), NaN where the model has no price. A
+tiered price (more per token above a prompt size) takes the tier of the row's
+input tokens per model call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, Mapping, Sequence
+
+
+@dataclass
+class RowPrices:
+    rates: Any  # float64 array (n, 4): input, cached, cache write, output; NaN = no price
+    sources: list  # price_source per row (str | None)
+    context_windows: Any  # float64 array: the catalog's context window, NaN = unknown
+
+
+def pair_codes(objs: Sequence[Any]) -> tuple[Any, list[tuple[str, str]]]:
+    """Each row's index into the distinct (model, provider) pairs, and the pairs."""
+    import numpy as np
+
+    pairs: dict[tuple, int] = {}
+    keys = zip(map(attrgetter("model"), objs), map(attrgetter("provider"), objs))
+    codes = np.fromiter((pairs.setdefault((m or "", p or ""), len(pairs)) for m, p in keys),
+                        dtype=np.int64, count=len(objs))
+    return codes, list(pairs)
+
+
+def row_prices(objs: Sequence[Any], pricing: Mapping | None, input_tokens: Any, model_calls: Any) -> RowPrices:
+    """Rates, price source and catalog context window of every row."""
+    import numpy as np
+
+    from . import pricing as prices
+
+    codes, pairs = pair_codes(objs)
+    rates = np.full((len(pairs), 4), np.nan)
+    sources: list = []
+    windows = np.full(len(pairs), np.nan)
+    tiered: list[tuple[int, Any]] = []
+    for k, (model, provider) in enumerate(pairs):
+        price = prices.get_price(model, provider, pricing)
+        sources.append(prices.price_source(model, provider, pricing))
+        window = prices.context_window(model, provider)
+        windows[k] = math.nan if window is None else window
+        if price is not None:
+            rates[k] = _rates(price)
+            if price.tiers:
+                tiered.append((k, price))
+    row_rates = rates[codes] if len(objs) else np.zeros((0, 4))
+    if tiered:
+        per_call = np.asarray(input_tokens, dtype=np.float64) / np.maximum(np.asarray(model_calls), 1)
+        for k, price in tiered:
+            for start, tier in price.tiers:  # ascending: a later tier overwrites an earlier one
+                rows = (codes == k) & (per_call > start)
+                row_rates[rows] = _rates(tier)
+    return RowPrices(row_rates, [sources[c] for c in codes], windows[codes] if len(objs) else np.zeros(0))
+
+
+def _rates(price: Any) -> tuple[float, float, float, float]:
+    return price.input, price.cached_rate, price.cache_write_rate, price.output
