@@ -26,6 +26,7 @@ from ..core.text import clean_text
 from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
 from .compaction import compact_if_needed, compaction_budget
 from .model_step import fold_batch
+from .request_prefix import PrefixTracker
 from .hooks import Block, Hooks, call_hook
 from .tool_runner import CANCELED_RESULT, ToolRunner, in_call_order, unrun_call_steps, with_unique_call_ids
 from .tool_threads import DEFAULT_TOOL_TIMEOUT
@@ -82,6 +83,7 @@ class ModelConnection:
         self._interrupted = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active_tasks: set[asyncio.Task] = set()
+        self.prefix_tracker = PrefixTracker()
         self.tool_runner = ToolRunner(tools, auto_execute_tools=auto_execute_tools, policy=policy,
                                       hooks=self.hooks, interrupted=self._interrupted,
                                       active_tasks=self._active_tasks, tool_timeout=tool_timeout)
@@ -107,6 +109,11 @@ class ModelConnection:
     @property
     def provider_name(self) -> str:
         return self.provider.name
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's context window in tokens as the provider reports it (None: unknown)."""
+        return getattr(self.provider, "context_window", None)
 
     @property
     def chat_session(self) -> ChatSession:
@@ -200,6 +207,7 @@ class ModelConnection:
         while True:
             compaction = self._maybe_compact()
             if compaction is not None:
+                self.prefix_tracker.compacted()
                 yield compaction
             model_step = self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.MODEL,
                                         target=StepTarget.USER, model=self.provider.model)
@@ -213,6 +221,7 @@ class ModelConnection:
             if finish is None:  # interrupted
                 yield self._finish(FinishReason.INTERRUPTED)
                 return
+            self.prefix_tracker.replied(self.session.messages)
             calls = [p for p in finish.message.parts if isinstance(p, ToolUsePart)]
             stop = self._stop_before_tools(finish, calls, rounds)
             if stop:
@@ -308,6 +317,8 @@ class ModelConnection:
     async def _model_call(self, step: Step) -> AsyncIterator[Step | Finish]:
         queue: asyncio.Queue = asyncio.Queue()
         request = self._request()
+        step.prefix_change = self.prefix_tracker.observe(request.model, request.system, request.tools,
+                                                         request.messages)
 
         async def pump() -> None:
             try:

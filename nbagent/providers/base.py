@@ -116,11 +116,17 @@ Event = Union[TextDelta, ThinkingDelta, RefusalDelta, ToolCallStart, ToolCallDel
 
 
 class Provider(abc.ABC):
-    """One wire format. Subclasses set ``name`` and implement ``stream``."""
+    """One wire format. Subclasses set ``name`` and implement ``stream``.
+
+    ``context_window``: the model's context size in tokens when the provider
+    knows it (a class value, a constructor argument, the local server's
+    ``n_ctx``); ``None`` when unknown (the usage table then asks the price
+    catalog, and compaction assumes 128k).
+    """
 
     name: str = "provider"
     model: str = ""
-    context_window: int = 128_000
+    context_window: int | None = None
 
     @abc.abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
