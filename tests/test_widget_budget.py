@@ -61,13 +61,17 @@ async def test_an_over_budget_send_asks_and_send_anyway_sends_that_one_turn():
     assert [m["type"] for m in sent] == ["confirm"]
     assert sent[0]["prompt"] == "<b>hi</b> there" and "exceed the budget" in sent[0]["text"]
     assert "input tokens" in sent[0]["text"] and "of $0.0000" in sent[0]["text"]
+    assert w.gauge["budget"] == 0.0
+    agent.conversation.budget_usd = 1e-9  # set in code: the gauge shows it at the next send
+    w._on_msg(w, {"type": "send", "prompt": "<b>hi</b> there"})
+    assert w.gauge["budget"] == 1e-9 and len(sent) == 2 and provider.requests == []
     w._on_msg(w, {"type": "send", "prompt": "<b>hi</b> there", "over_budget": True})
     await until_idle(w)
     assert len(provider.requests) == 1 and agent.conversation.turns[-1].status.value == "done"
-    assert agent.conversation.budget_usd == 0.0  # the budget stays; only that turn went through
+    assert agent.conversation.budget_usd == 1e-9  # the budget stays; only that turn went through
     w._on_msg(w, {"type": "send", "prompt": "more"})
     await until_idle(w)
-    assert [m["type"] for m in sent if m["type"] != "deltas"] == ["confirm", "confirm"] and len(provider.requests) == 1
+    assert [m["type"] for m in sent if m["type"] != "deltas"] == ["confirm"] * 3 and len(provider.requests) == 1
 
 
 async def test_a_likely_overflow_is_a_notice_before_the_turn():

@@ -1,16 +1,18 @@
 """The widget's usage footer and over-budget ask in a real browser (JupyterLab + Playwright + chromium).
 
 Run:  .venv/bin/python -m pytest -q -m browser tests/test_widget_budget_browser.py
+Env:  NBAGENT_SHOTS=docs (also write a screenshot of the over-budget ask there)
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from support.jupyter import (CHROMIUM, LAB_ARGS, jupyter_server as _jupyter_server, lab_page, nb_json as _nb,
+from support.jupyter import (CHROMIUM, LAB_ARGS, ROOT, jupyter_server as _jupyter_server, lab_page, nb_json as _nb,
                              notebook_opener)
 
 pytestmark = pytest.mark.browser
@@ -66,7 +68,14 @@ def wait_turns(page, chat, n):
           && !c.classList.contains('nba-is-running'); }""", arg=[chat, n], timeout=60_000, polling=50)
 
 
-def test_footer_gauge_and_spend_and_an_over_budget_send_asks(lab, notebook):
+def shot(page, chat, tmp_path):
+    target = os.environ.get("NBAGENT_SHOTS")
+    path = (ROOT / target if target else tmp_path) / "widget_budget_ask.png"
+    page.evaluate("(s) => document.querySelector(s).scrollIntoView({block: 'center'})", chat)
+    page.locator(chat).screenshot(path=str(path))
+
+
+def test_footer_gauge_and_spend_and_an_over_budget_send_asks(lab, notebook, tmp_path):
     nb = notebook("budget.ipynb")
     chat = show_widget(lab, nb)
     lab.fill(f"{chat} .nba-input", "hello")
@@ -86,6 +95,7 @@ def test_footer_gauge_and_spend_and_an_over_budget_send_asks(lab, notebook):
     lab.wait_for_selector(f"{chat} .nba-confirm", state="visible")
     ask = lab.evaluate("(s) => document.querySelector(s + ' .nba-confirm-text').textContent", chat)
     assert "would exceed the budget" in ask and "input tokens" in ask and "of $0.020" in ask
+    shot(lab, chat, tmp_path)
     assert lab.evaluate("(s) => document.querySelectorAll(s + ' .nba-turn').length", chat) == 1
     assert not lab.locator(f"{chat} .nba-input").is_disabled()
     lab.click(f"{chat} .nba-cancel")

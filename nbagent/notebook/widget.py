@@ -314,7 +314,10 @@ class ChatWidget(anywidget.AnyWidget):
             self._refuse("A turn is already running; press Stop first.")
             return
         ask, self.notice = gate(self.conversation, prompt, over_budget)
+        with self._lock:
+            self._dirty.add("gauge")  # a budget set in code since the last turn shows now
         if ask is not None:  # over budget: the view asks "Send anyway" / "Cancel"
+            self._flush()
             self.send(ask)
             return
         self._task = asyncio.ensure_future(self._run(prompt))
