@@ -87,7 +87,7 @@ def test_tools_and_agent_options_reach_every_model():
     df = nbagent.compare("read f", models=[provider], tools=[read_file], policy="deny_all")
     row = df.iloc[0]
     assert row.tool_calls == 1 and row.model_calls == 2 and row.answer == "read it"
-    assert "Reason: policy deny_all" in provider.requests[1].messages[-1].tool_results[0].content
+    assert "denied by policy deny_all" in provider.requests[1].messages[-1].tool_results[0].content
 
 
 def test_bad_arguments_are_config_errors():

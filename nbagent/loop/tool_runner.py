@@ -33,6 +33,7 @@ from .tools import Tool, format_result, to_tools
 CANCELED_RESULT = "The user interrupted the turn before this tool call ran."
 USER, CALLER, INTERRUPT, LOOP = "user", "caller", "interrupt", "loop"  # decided_by values
 DENIED_RESULT = "The user denied this tool call."
+POLICY_DENIED_RESULT = "This tool call was denied by {}."  # the policy: "policy deny_all", "policy <function>"
 _END = object()
 
 
@@ -171,8 +172,8 @@ class ToolRunner:
                 return
             allow, reason = decision
             if not allow:
-                reason = reason or (by if approval == ApprovalDecision.POLICY_DENIED else None)
-                text = DENIED_RESULT + (f" Reason: {reason}" if reason else "")
+                head = POLICY_DENIED_RESULT.format(by) if approval == ApprovalDecision.POLICY_DENIED else DENIED_RESULT
+                text = head + (f" Reason: {reason}" if reason and reason != by else "")
                 result(text, True, StepStatus.DONE, approval)
                 return
             if tool is None:
