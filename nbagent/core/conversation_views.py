@@ -23,6 +23,10 @@ class ConversationViews:
 
         return history_frame(self.history)
 
+    def _prices(self, pricing: dict | None) -> Any:
+        """The price overrides of one call, else the conversation's own (``conv.pricing``)."""
+        return pricing if pricing is not None else getattr(self, "pricing", None)
+
     def usage_df(self, pricing: dict | None = None, by: str | None = None):
         """One row per turn from the never-trimmed ledger (pandas).
 
@@ -39,7 +43,7 @@ class ConversationViews:
             raise NbagentError(f"usage_df(by=...) takes None or 'tool', not {by!r}", kind="config")
         from ..analysis.frames import usage_frame
 
-        return usage_frame(self.turns, pricing=pricing)
+        return usage_frame(self.turns, pricing=self._prices(pricing))
 
     def approvals_df(self):
         """One row per approval decision on a tool call: who or what decided, and when (pandas)."""
@@ -62,12 +66,12 @@ class ConversationViews:
     def usage_summary(self, pricing: dict | None = None):
         from ..analysis.report import usage_summary
 
-        return usage_summary(self.turns, pricing=pricing)
+        return usage_summary(self.turns, pricing=self._prices(pricing))
 
     def plot_usage(self, pricing: dict | None = None):
         from ..analysis.report import plot_usage
 
-        return plot_usage(self.turns, pricing=pricing)
+        return plot_usage(self.turns, pricing=self._prices(pricing))
 
     def to_markdown(self) -> str:
         """The conversation as a markdown document: prompts, thoughts, answers, tool calls
