@@ -132,16 +132,16 @@ async def _run_model(model: Any, label: str, prompts: list[str], agent_options: 
             if stop is not None:
                 runs.append(_failed(i, prompt, label, stop))
                 continue
-            answer = ""
+            answer, opened = "", len(conv.turns)
             try:
                 answer = (await conv.chat_to_completion(prompt)).text
             except Exception as exc:
                 if getattr(exc, "kind", "") in STOP_KINDS:
                     stop = exc
-                if len(conv.turns) <= i:  # the turn never opened
+                if len(conv.turns) == opened:  # the turn never opened
                     runs.append(_failed(i, prompt, label, exc))
                     continue
-            runs.append(Run(i, prompt, label, answer, conv.turns[i]))
+            runs.append(Run(i, prompt, label, answer, conv.turns[-1]))
     finally:
         try:
             await agent.disconnect()
