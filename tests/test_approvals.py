@@ -120,3 +120,26 @@ def test_older_sessions_and_empty_history():
     assert empty.empty and list(empty.columns) == list(APPROVAL_COLUMNS)
     assert str(empty.decided_at.dtype) == "datetime64[ns, UTC]" and str(empty.decision.dtype) == "category"
     assert "approved" in empty.decision.cat.categories  # value_counts() shows every decision
+
+
+async def test_a_decision_can_name_who_made_it():
+    """The tool runner takes ``by=`` (e.g. the %%chat cell that denies what it cannot ask about)."""
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pays."""
+        return "paid"
+
+    agent = Agent(model=ScriptedProvider([tool_call(("p", "pay", {"amount": 5})), text_call("not paid")]),
+                  tools=[pay])
+    conv = agent.conversation
+
+    async def deny():
+        while not any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history):
+            await asyncio.sleep(0.005)
+        conv.connection.tool_runner.deny("p", "no buttons here", by="%%chat cell")
+
+    decider = asyncio.ensure_future(deny())
+    await conv.chat_to_completion("pay 5")
+    await decider
+    row = conv.approvals_df().iloc[0]
+    assert (row.decision, row.decided_by) == ("denied", "%%chat cell") and row.reason.endswith("no buttons here")

@@ -60,13 +60,14 @@ class ToolRunner:
             if not fut.done():
                 fut.set_result(None)
 
-    def approve(self, call_id: str) -> None:
-        self._decide(call_id, True, None)
+    def approve(self, call_id: str, *, by: str = USER) -> None:
+        """Let a waiting call run; ``by`` is who decided (the approval audit's ``decided_by``)."""
+        self._decide(call_id, True, None, by)
 
-    def deny(self, call_id: str, reason: str | None = None) -> None:
-        self._decide(call_id, False, reason)
+    def deny(self, call_id: str, reason: str | None = None, *, by: str = USER) -> None:
+        self._decide(call_id, False, reason, by)
 
-    def _decide(self, call_id: str, allow: bool, reason: str | None) -> None:
+    def _decide(self, call_id: str, allow: bool, reason: str | None, by: str) -> None:
         fut = self.decisions.get(call_id)
         if fut is None:
             raise NbagentError(f"no tool call {call_id!r} is waiting for approval", kind="config")
@@ -74,7 +75,7 @@ class ToolRunner:
 
         def resolve() -> None:
             if not fut.done():
-                fut.set_result((allow, reason))
+                fut.set_result((allow, reason, by or USER))
 
         try:
             same = asyncio.get_running_loop() is loop
@@ -170,7 +171,7 @@ class ToolRunner:
             if decision is None:
                 result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
                 return
-            allow, reason = decision
+            allow, reason = decision[:2]
             if not allow:
                 head = POLICY_DENIED_RESULT.format(by) if approval == ApprovalDecision.POLICY_DENIED else DENIED_RESULT
                 text = head + (f" Reason: {reason}" if reason and reason != by else "")
@@ -249,7 +250,7 @@ class ToolRunner:
             self.decisions.pop(call.id, None)
         if decision is None:
             return None, ApprovalDecision.CANCELED, INTERRUPT
-        return decision, ApprovalDecision.APPROVED if decision[0] else ApprovalDecision.DENIED, USER
+        return decision, ApprovalDecision.APPROVED if decision[0] else ApprovalDecision.DENIED, decision[2]
 
 
 def callable_name(fn: Any) -> str:
