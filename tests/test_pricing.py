@@ -14,6 +14,7 @@ from nbagent import Agent  # noqa: E402
 from nbagent.analysis import pricing  # noqa: E402
 from nbagent.analysis.frames import usage_frame  # noqa: E402
 from nbagent.analysis.pricing import context_window, cost, get_price, price_source, reset_prices, set_price  # noqa: E402
+from nbagent.analysis.report import usage_summary  # noqa: E402
 from nbagent.analysis.sessions import export_frames  # noqa: E402
 from nbagent.core.ledger import TurnRecord  # noqa: E402
 from nbagent.core.steps import UsageMetadata  # noqa: E402
@@ -84,6 +85,9 @@ def test_a_turn_of_several_calls_takes_the_tier_of_its_input_per_call():
     assert df.loc[0, "cost_usd"] == pytest.approx((300_000 * 3.0 + 1_000 * 15.0) / 1e6)
     assert df.loc[1, "cost_usd"] == pytest.approx(_genai_usd("claude-sonnet-4-5", "anthropic", 300_000, 0, 0, 0,
                                                              1_000))
+    summary = usage_summary([rec, one_call])  # the summary prices tiers alike
+    assert summary.cost_usd == pytest.approx(df["cost_usd"].sum())
+    assert summary.price_sources == [VERSION] and VERSION in str(summary)
 
 
 def test_overrides_win_and_say_so():

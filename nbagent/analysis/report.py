@@ -15,7 +15,8 @@ from .frames import require_pandas, usage_frame
 @dataclass
 class UsageSummary:
     """Totals over turns. ``cost_usd`` sums the priced turns; ``unpriced_turns``
-    counts the turns whose model has no price (NaN when no turn is priced)."""
+    counts the turns whose model has no price (NaN when no turn is priced);
+    ``price_sources`` says where the prices came from (see ``pricing.price_source``)."""
 
     turns: int = 0
     model_calls: int = 0
@@ -34,6 +35,7 @@ class UsageSummary:
     errors: int = 0
     interrupted: int = 0
     models: list = field(default_factory=list)
+    price_sources: list = field(default_factory=list)
 
     @property
     def usage(self) -> UsageMetadata:
@@ -69,6 +71,8 @@ class UsageSummary:
             cost = f"${self.cost_usd:,.4f}"
             if self.unpriced_turns:
                 cost += f" + {self.unpriced_turns} unpriced turn(s)"
+            if self.price_sources:
+                cost += f" (prices: {', '.join(self.price_sources)})"
         return [
             ("turns", n(self.turns) + (f" ({self.errors} error, {self.interrupted} interrupted)" if self.errors or self.interrupted else "")),
             ("models", ", ".join(self.models) or "–"),
@@ -104,7 +108,7 @@ class UsageSummary:
 
 def usage_summary(records: list[TurnRecord], pricing: Mapping | None = None) -> UsageSummary:
     """Totals over the ledger (no pandas needed); displays as a table in notebooks."""
-    from .pricing import get_price
+    from .pricing import get_price, price_source
 
     s = UsageSummary()
     prices: dict[tuple, Any] = {}
@@ -112,6 +116,7 @@ def usage_summary(records: list[TurnRecord], pricing: Mapping | None = None) -> 
     priced = False
     cost = 0.0
     models: dict[str, None] = {}
+    sources: dict[str, None] = {}
     for r in records:
         u = r.usage
         s.turns += 1
@@ -127,13 +132,15 @@ def usage_summary(records: list[TurnRecord], pricing: Mapping | None = None) -> 
             models[r.model] = None
         key = (r.model, r.provider)
         if key not in prices:
-            prices[key] = get_price(r.model or "", r.provider or "", pricing)
-        price = prices[key]
+            prices[key] = (get_price(r.model or "", r.provider or "", pricing),
+                           price_source(r.model or "", r.provider or "", pricing))
+        price, source = prices[key]
         if price is None:
             s.unpriced_turns += 1
         else:
             priced = True
-            cost += price.usage_cost(u)
+            sources[source] = None
+            cost += price.at(u.prompt_token_count / max(r.model_calls, 1)).usage_cost(u)  # the tier, as usage_df
         if r.time_to_first_token is not None:
             ttfts.append(r.time_to_first_token)
         if r.output_tokens_per_s is not None:
@@ -146,6 +153,7 @@ def usage_summary(records: list[TurnRecord], pricing: Mapping | None = None) -> 
     s.mean_ttft_s = sum(ttfts) / len(ttfts) if ttfts else math.nan
     s.mean_output_tokens_per_s = sum(rates) / len(rates) if rates else math.nan
     s.models = list(models)
+    s.price_sources = list(sources)
     return s
 
 
