@@ -97,11 +97,11 @@ class Price:
         return self.input * 1.25 if self.cache_write is None else self.cache_write
 
     def at(self, input_tokens: float) -> "Price":
-        """The price of a request with ``input_tokens`` input tokens (its tier)."""
+        """The flat price (no tiers) of a request with ``input_tokens`` input tokens: its tier's."""
         for start, tier in reversed(self.tiers):
             if input_tokens > start:
                 return tier
-        return self
+        return replace(self, tiers=()) if self.tiers else self
 
     def cost(
         self,
