@@ -108,3 +108,12 @@ def test_local_model_against_demo():
     assert local.status == "done" and local.output_tokens > 0 and local.answer
     assert local.ttft_s > 0 and local.cost_usd == 0
     assert df[df.model == "demo"].iloc[0].status == "done"
+
+
+def test_a_budget_applies_to_each_model_with_the_same_prices():
+    """pricing= prices the frame and each Agent, so budget_usd= refuses a turn that would go over."""
+    pricey = {"scripted-1": Price(1000.0, 1000.0)}  # $0.001 a token: one scripted turn costs $0.115
+    df = nbagent.compare(["one", "two"], models=[scripted("a", "b")], pricing=pricey, budget_usd=0.15)
+    first, second = df.iloc[0], df.iloc[1]
+    assert first.status == "done" and first.cost_usd == pytest.approx(0.115)
+    assert second.status == "error" and "budget" in second.error and second.model_calls == 0  # nothing sent

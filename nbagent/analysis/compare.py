@@ -161,7 +161,8 @@ async def compare_async(prompts_or_session: Any, models: Sequence[Any], *, syste
         raise NbagentError("compare() needs at least one model", kind="config")
     if not prompts:
         raise NbagentError("compare() found no prompt to send", kind="config")
-    options = dict(agent_options, system=system if system is not None else session_system, tools=tools)
+    options = dict(agent_options, system=system if system is not None else session_system, tools=tools,
+                   pricing=pricing)  # the agents' budgets and estimates use the same prices
     runs: list[Run] = []
     for model, label in zip(models, _labels(models)):  # one at a time: timings are not shared
         runs.extend(await _run_model(model, label, prompts, options))
