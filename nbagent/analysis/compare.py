@@ -176,7 +176,8 @@ def compare(prompts_or_session: Any, models: Sequence[Any], *, system: str | Non
     """One DataFrame row per (prompt, model): answer, status, tokens, ttft_s, tokens/s, duration, cost.
 
     Blocks until every model has answered (works inside a notebook's running loop);
-    ``agent_options`` go to each ``Agent`` (``max_tokens=``, ``policy=``, ...).
+    ``agent_options`` go to each ``Agent`` (``max_tokens=``, ``policy=``, ``budget_usd=``, ...),
+    and ``pricing`` prices both the frame and each Agent's budget.
     """
     from ..core.blocking import run_sync
 
