@@ -219,15 +219,14 @@ class Conversation(ConversationViews, Budgeted):
                     and step.status == StepStatus.WAITING_FOR_USER
                     and any(c.id == call_id for c in step.tool_calls)
                 ):
+                    now = time.time()
                     updated = step.copy(
                         status=StepStatus.ERROR if is_error else StepStatus.DONE,
                         content=text if isinstance(text, str) else str(result),
-                        error=(text if is_error and isinstance(text, str) else ""),
-                        finished_at=time.time(),
-                        content_delta="",
-                        thinking_delta="",
+                        error=(text if is_error and isinstance(text, str) else ""), finished_at=now,
+                        content_delta="", thinking_delta="", approval=ApprovalDecision.MANUAL,
+                        decided_at=step.decided_at or now, decided_by=step.decided_by or "caller",
                     )
-                    updated.approval = ApprovalDecision.MANUAL
                     self._steps[self._steps.index(step)] = updated
                     self._emit(ConversationEvent.STEP, updated)
                     break
