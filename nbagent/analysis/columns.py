@@ -33,7 +33,8 @@ from typing import Any, Callable, Sequence
 
 from ..core.ledger import tokens_per_second
 from .cache import EXPIRED, UNKNOWN
-from ..core.steps import ApprovalDecision, FinishReason, PrefixChange, StepSource, StepStatus, StepTarget, StepType, TurnStatus
+from ..core.steps import (ApprovalDecision, FinishReason, PrefixChange, StepSource, StepStatus, StepTarget, StepType,
+                          TurnStatus)
 
 PROMPT_CHARS = 80
 PREVIEW_CHARS = 200
