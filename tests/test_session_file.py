@@ -150,3 +150,76 @@ def test_cost_of_an_unknown_model_is_nan_not_zero(tmp_path):
     state = conv.to_state()
     state.turns[0].model = "my-finetune"
     assert math.isnan(Conversation.from_state(state).usage_df()["cost_usd"].iloc[0])
+
+
+# --- the compact layout (steps and turns leave out empty fields; the ledger comes first) ----------
+
+
+def _every_field_step():
+    from nbagent.core.steps import (CompactionStats, CutToolCall, PrefixChange, Step, StepSource, StepStatus,
+                                    StepTarget, ToolCall, UsageMetadata)
+
+    return Step(id="x", step_index=3, type=StepType.TOOL_CALL, source=StepSource.MODEL, target=StepTarget.USER,
+                status=StepStatus.DONE, content="c", thinking="t", tool_calls=[ToolCall("a", "b", {"x": 1})],
+                error="e", is_complete_response=False, structured_output={"a": 1},
+                usage_metadata=UsageMetadata(1, 2, 3, 0, 0, 5), cascade_id="c", trajectory_id="t", http_code=500,
+                created_at=5.0, finished_at=0.0, turn=0, finish_reason="STOP", model="m", approval="denied",
+                run_seconds=0.0, preparing_tool="p", compaction=CompactionStats(1, 2, 3), raw_usage={}, refusal="r",
+                cut_tool_calls=[CutToolCall("i", "n", "{")], display={"text/plain": "x"},
+                prefix_change=PrefixChange.TOOLS, decided_at=0.0, decided_by="user")
+
+
+def test_compact_steps_keep_every_non_default_value():
+    from nbagent.core.steps import Step
+
+    full = _every_field_step()
+    assert Step.from_dict(json.loads(json.dumps(full.to_dict(compact=True)))) == full
+    assert set(full.to_dict(compact=True)) == set(full.to_dict())  # falsy but not default: kept (0.0, False, {})
+    empty = Step(created_at=1.0, content_delta="streamed", thinking_delta="too")
+    compact = empty.to_dict(compact=True)
+    assert set(compact) == {"type", "source", "target", "status", "created_at", "turn"}
+    assert Step.from_dict(compact) == empty.copy(content_delta="", thinking_delta="")
+    assert len(Step().to_dict()) == len(full.to_dict())  # the widget's full form keeps every key
+
+
+def test_saved_sessions_are_compact_and_load_identically(tmp_path):
+    from support.many_sessions import synthetic_state
+
+    from nbagent.core.session_file import save_conversation
+
+    state = synthetic_state(7, 30)
+    path = save_conversation(state, tmp_path / "s.json")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert list(doc).index("turns") < list(doc).index("steps")  # read_turns stops before the steps
+    assert not any("refusal" in s or s.get("error") == "" for s in doc["steps"])
+    full = [s.to_dict() for s in state.steps] + [t.to_dict() for t in state.turns]
+    assert len(json.dumps(doc["steps"] + doc["turns"])) < 0.6 * len(json.dumps(full))
+    loaded = read_session(path)
+    assert loaded.steps == state.steps and loaded.turns == state.turns
+    assert loaded.total_usage == state.total_usage
+
+
+def test_the_turn_ledger_reads_without_the_steps(tmp_path):
+    from support.many_sessions import synthetic_state
+
+    from nbagent.core.session_file import read_turns, save_conversation
+
+    state = synthetic_state(3, 5)
+    path = save_conversation(state, tmp_path / "s.json")
+    text = path.read_text(encoding="utf-8")
+    damaged = tmp_path / "damaged-steps.json"
+    damaged.write_text(text.replace('"steps":[', '"steps":[not json', 1), encoding="utf-8")
+    assert read_turns(damaged) == (state.conversation_id, state.turns)  # the steps were never parsed
+    with pytest.raises(NbagentError) as err:
+        read_session(damaged)
+    assert err.value.kind == "io"
+    # pretty-printed, with the ledger last (older files): the same records
+    doc = json.loads(text)
+    old = tmp_path / "old-layout.json"
+    old.write_text(json.dumps({k: doc[k] for k in sorted(doc, key=lambda k: k == "turns")}, indent=2))
+    assert read_turns(old) == (state.conversation_id, state.turns)
+    cut = tmp_path / "cut.json"  # cut short after the ledger: still refused
+    cut.write_text(text[: len(text) - 20], encoding="utf-8")
+    with pytest.raises(NbagentError) as err:
+        read_turns(cut)
+    assert err.value.kind == "io" and "cut.json" in str(err.value)

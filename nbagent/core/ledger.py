@@ -61,8 +61,10 @@ class TurnRecord:
         """Generated tokens per second after the first token arrived."""
         return tokens_per_second(self.usage.output_token_count, self.first_token_at, self.finished_at)
 
-    def to_dict(self) -> dict:
-        return {
+    def to_dict(self, *, compact: bool = False) -> dict:
+        """A JSON-ready dict; ``compact`` leaves out None and the fields whose default is empty
+        ("", 0, no usage): ``from_dict`` restores them."""
+        d = {
             "turn": self.turn,
             "prompt": self.prompt,
             "model": self.model,
@@ -81,31 +83,41 @@ class TurnRecord:
             "context_tokens": self.context_tokens,
             "context_window": self.context_window,
         }
+        if compact:
+            d["usage"] = self.usage.to_dict(compact=True)
+            empty = ("prompt", "model", "provider", "started_at", "usage", "model_calls", "tool_calls", "error",
+                     "http_code", "context_tokens")
+            return {k: v for k, v in d.items() if v or (v is not None and k not in empty)}
+        return d
 
     @classmethod
     def from_dict(cls, d: Any) -> "TurnRecord":
         """The inverse of ``to_dict``, checking every type (TypeError / ValueError / KeyError)."""
-        if not isinstance(d, Mapping):
+        from .steps import enum_member  # a dict lookup instead of Enum.__call__: loading many ledgers is per record
+
+        if type(d) is not dict and not isinstance(d, Mapping):
             raise TypeError(f"a turn record must be an object, got {type(d).__name__}")
-        reason = d.get("finish_reason")
+        get = d.get
+        reason, status, change = get("finish_reason"), get("status"), get("prefix_change")
+        window = get("context_window")
         return cls(
             turn=int(d["turn"]),
-            prompt=str(d.get("prompt") or ""),
-            model=str(d.get("model") or ""),
-            provider=str(d.get("provider") or ""),
-            started_at=float(d.get("started_at") or 0.0),
-            finished_at=_opt_float(d.get("finished_at")),
-            first_token_at=_opt_float(d.get("first_token_at")),
-            usage=UsageMetadata.from_dict(d.get("usage")) or UsageMetadata(),
-            model_calls=int(d.get("model_calls") or 0),
-            tool_calls=int(d.get("tool_calls") or 0),
-            finish_reason=None if reason is None else FinishReason(reason),
-            status=TurnStatus(d.get("status") or TurnStatus.DONE.value),
-            error=str(d.get("error") or ""),
-            http_code=int(d.get("http_code") or 0),
-            prefix_change=None if d.get("prefix_change") is None else PrefixChange(d["prefix_change"]),
-            context_tokens=int(d.get("context_tokens") or 0),
-            context_window=None if d.get("context_window") is None else int(d["context_window"]),
+            prompt=str(get("prompt") or ""),
+            model=str(get("model") or ""),
+            provider=str(get("provider") or ""),
+            started_at=float(get("started_at") or 0.0),
+            finished_at=_opt_float(get("finished_at")),
+            first_token_at=_opt_float(get("first_token_at")),
+            usage=UsageMetadata.from_dict(get("usage")) or UsageMetadata(),
+            model_calls=int(get("model_calls") or 0),
+            tool_calls=int(get("tool_calls") or 0),
+            finish_reason=None if reason is None else enum_member(FinishReason, reason),
+            status=enum_member(TurnStatus, status) if status else TurnStatus.DONE,
+            error=str(get("error") or ""),
+            http_code=int(get("http_code") or 0),
+            prefix_change=None if change is None else enum_member(PrefixChange, change),
+            context_tokens=int(get("context_tokens") or 0),
+            context_window=None if window is None else int(window),
         )
 
 

@@ -8,6 +8,8 @@ beside the usage) are migrated on read.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ def save_conversation(state: ConversationState, path: str | Path, *, frames: dic
     ``frames`` (the analysis layer's JSON export of the DataFrames) is embedded when given.
     """
     turns = state.turns
+    # the turn ledger comes before the steps: read_turns stops reading there
     doc: dict[str, Any] = {
         "format": SESSION_FORMAT,
         "version": SESSION_VERSION,
@@ -42,8 +45,8 @@ def save_conversation(state: ConversationState, path: str | Path, *, frames: dic
         "compactions": list(state.compactions),
         "total_usage": state.total_usage.to_dict(),
         "last_response": state.last_response,
-        "steps": [s.to_dict() for s in state.steps],
-        "turns": [t.to_dict() for t in turns],
+        "turns": [t.to_dict(compact=True) for t in turns],
+        "steps": [s.to_dict(compact=True) for s in state.steps],
         "chat_session": None if state.chat_session is None else state.chat_session.to_dict(),
     }
     if frames is not None:
@@ -53,7 +56,10 @@ def save_conversation(state: ConversationState, path: str | Path, *, frames: dic
 
 def read_session_document(path: str | Path) -> dict:
     """Read a session file and check its format and version (``NbagentError(kind="io")``)."""
-    doc = read_json(path)
+    return _checked(read_json(path), path)
+
+
+def _checked(doc: Any, path: str | Path) -> dict:
     if not isinstance(doc, dict) or doc.get("format") != SESSION_FORMAT:
         raise NbagentError(f"{path} is not an nbagent session file (no \"format\": \"{SESSION_FORMAT}\")",
                            kind="io")
@@ -72,8 +78,13 @@ def read_session_document(path: str | Path) -> dict:
 
 
 def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
-    """The conversation id and the turn ledger of a saved session (for many-session loading)."""
-    doc = read_session_document(path)
+    """The conversation id and the turn ledger of a saved session (for many-session loading).
+
+    Parses the document's top-level keys in order and stops once it has the ledger: files this
+    version writes keep ``turns`` before ``steps``, so the steps are never parsed. A file cut
+    short is still refused (it must end with ``}``); damage inside the steps goes unnoticed here.
+    """
+    doc = _checked(read_head(path, _TURN_KEYS), path)
     turns = doc.get("turns")
     if not isinstance(turns, list):
         raise NbagentError(f"session file {path} has no turn ledger (\"turns\")", kind="io")
@@ -82,6 +93,69 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
         raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}", kind="io") from None
     return str(doc.get("conversation_id") or Path(path).stem), records
+
+
+def read_steps(path: str | Path) -> tuple[str, list[Step]]:
+    """The conversation id and the steps of a saved session, without its ChatSession."""
+    doc = _checked(read_head(path, _STEP_KEYS), path)
+    steps = doc.get("steps")
+    try:
+        if not isinstance(steps, list):
+            raise TypeError("no \"steps\" list")
+        return str(doc.get("conversation_id") or Path(path).stem), [Step.from_dict(s) for s in steps]
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise NbagentError(f"{path} is damaged: {exc!s:.300}", kind="io") from None
+
+
+_TURN_KEYS = frozenset(("format", "version", "conversation_id", "turns"))
+_STEP_KEYS = frozenset(("format", "version", "conversation_id", "steps"))
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def read_head(path: str | Path, keys: frozenset[str]) -> dict:
+    """The top-level entries of a JSON object file up to the last of ``keys`` (all of them if
+    some are absent); ``NbagentError(kind="io")`` naming the file when it is not one."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        text = data.decode("utf-8")
+        end = len(text.rstrip(" \t\n\r"))
+        if not end or text[end - 1] != "}":
+            raise ValueError("the file does not end with '}'")
+        return _object_head(text, keys)
+    except FileNotFoundError:
+        raise NbagentError(f"no such session file: {path}", kind="io") from None
+    except OSError as exc:
+        raise NbagentError(f"cannot read {path}: {exc.strerror or exc}", kind="io") from None
+    except (ValueError, IndexError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
+
+
+def _object_head(text: str, keys: frozenset[str]) -> dict:
+    space, decode = _SPACE.match, _DECODER.raw_decode
+    i = space(text, 0).end()
+    if text[i] != "{":
+        return _DECODER.decode(text)  # not an object: whatever it is, the caller refuses it
+    out: dict[str, Any] = {}
+    i = space(text, i + 1).end()
+    if text[i] == "}":
+        return out
+    while True:
+        key, i = decode(text, i)
+        i = space(text, i).end()
+        if not isinstance(key, str) or text[i] != ":":
+            raise ValueError(f"expected a key and ':' at character {i}")
+        value, i = decode(text, space(text, i + 1).end())
+        out[key] = value
+        if keys.issubset(out):
+            return out
+        i = space(text, i).end()
+        if text[i] == "}":
+            return out
+        if text[i] != ",":
+            raise ValueError(f"expected ',' or '}}' at character {i}")
+        i = space(text, i + 1).end()
 
 
 def read_session(path: str | Path) -> ConversationState:

@@ -37,6 +37,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from .usage import UsageMetadata
@@ -130,6 +131,9 @@ class CompactionStats:
     @property
     def removed(self) -> int:
         return self.tokens_before - self.tokens_after
+
+    def to_dict(self) -> dict:
+        return {"tokens_before": self.tokens_before, "tokens_after": self.tokens_after, "budget": self.budget}
 
 
 @dataclass
@@ -250,15 +254,21 @@ class Step:
         snap.thinking_delta = thinking_delta
         return snap
 
-    def to_dict(self) -> dict:
-        """A JSON-ready dict (deltas dropped: they are transient)."""
+    def to_dict(self, *, compact: bool = False) -> dict:
+        """A JSON-ready dict (deltas dropped: they are transient).
+
+        ``compact`` leaves out fields that hold their default (``from_dict`` restores them):
+        session files use it, which makes them about three times smaller.
+        """
+        if compact:
+            return self._compact_dict()
         return {
             "id": self.id,
             "step_index": self.step_index,
-            "type": self.type.value,
-            "source": self.source.value,
-            "target": self.target.value,
-            "status": self.status.value,
+            "type": self.type._value_,
+            "source": self.source._value_,
+            "target": self.target._value_,
+            "status": self.status._value_,
             "content": self.content,
             "thinking": self.thinking,
             "tool_calls": [c.to_dict() for c in self.tool_calls],
@@ -272,60 +282,119 @@ class Step:
             "created_at": self.created_at,
             "finished_at": self.finished_at,
             "turn": self.turn,
-            "finish_reason": None if self.finish_reason is None else self.finish_reason.value,
+            "finish_reason": None if self.finish_reason is None else self.finish_reason._value_,
             "model": self.model,
-            "approval": None if self.approval is None else self.approval.value,
+            "approval": None if self.approval is None else self.approval._value_,
             "run_seconds": self.run_seconds,
             "preparing_tool": self.preparing_tool,
-            "compaction": None if self.compaction is None else dataclasses.asdict(self.compaction),
+            "compaction": None if self.compaction is None else self.compaction.to_dict(),
             "raw_usage": self.raw_usage,
             "refusal": self.refusal,
             "cut_tool_calls": [c.to_dict() for c in self.cut_tool_calls],
             "display": self.display,
-            "prefix_change": None if self.prefix_change is None else self.prefix_change.value,
+            "prefix_change": None if self.prefix_change is None else self.prefix_change._value_,
             "decided_at": self.decided_at,
             "decided_by": self.decided_by,
         }
 
+    def _compact_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items()
+             if (v or (v is not None and k not in _EMPTY_DEFAULTS)) and k in _READERS}  # deltas never
+        d["type"], d["source"], d["target"] = self.type._value_, self.source._value_, self.target._value_
+        d["status"] = self.status._value_
+        for key in _COMPACT_CONVERTED.intersection(d):
+            if key in _COMPACT_ENUMS:
+                d[key] = d[key]._value_
+            elif key == "usage_metadata":
+                d[key] = self.usage_metadata.to_dict(compact=True)
+            elif key == "compaction":
+                d[key] = self.compaction.to_dict()
+            else:  # tool_calls, cut_tool_calls
+                d[key] = [c.to_dict() for c in d[key]]
+        return d
+
     @classmethod
     def from_dict(cls, d: dict) -> "Step":
         """The inverse of ``to_dict``; raises TypeError / ValueError / KeyError on bad input."""
-        reason, approval, compaction = d.get("finish_reason"), d.get("approval"), d.get("compaction")
-        run = d.get("run_seconds")
-        return cls(
-            id=_text(d, "id"),
-            step_index=int(d.get("step_index", 0)),
-            type=StepType(d.get("type", "UNKNOWN")),
-            source=StepSource(d.get("source", "UNKNOWN")),
-            target=StepTarget(d.get("target", "UNKNOWN")),
-            status=StepStatus(d.get("status", "ACTIVE")),
-            content=_text(d, "content"),
-            thinking=_text(d, "thinking"),
-            tool_calls=[ToolCall.from_dict(c) for c in d.get("tool_calls", [])],
-            error=_text(d, "error"),
-            is_complete_response=d.get("is_complete_response"),
-            structured_output=d.get("structured_output"),
-            usage_metadata=UsageMetadata.from_dict(d.get("usage_metadata")),
-            cascade_id=_text(d, "cascade_id"),
-            trajectory_id=_text(d, "trajectory_id"),
-            http_code=int(d.get("http_code") or 0),
-            created_at=float(d.get("created_at") or 0.0),
-            finished_at=None if d.get("finished_at") is None else float(d["finished_at"]),
-            turn=int(d.get("turn", -1)),
-            finish_reason=None if reason is None else FinishReason(reason),
-            model=_text(d, "model"),
-            approval=None if approval is None else ApprovalDecision(approval),
-            run_seconds=None if run is None else float(run),
-            preparing_tool=_text(d, "preparing_tool"),
-            compaction=None if compaction is None else CompactionStats(**compaction),
-            raw_usage=d.get("raw_usage"),
-            refusal=str(d.get("refusal") or ""),
-            cut_tool_calls=[CutToolCall.from_dict(c) for c in d.get("cut_tool_calls") or []],
-            display=_display(d.get("display")),
-            prefix_change=None if d.get("prefix_change") is None else PrefixChange(d["prefix_change"]),
-            decided_at=None if d.get("decided_at") is None else float(d["decided_at"]),
-            decided_by=_text(d, "decided_by"),
-        )
+        if not isinstance(d, dict):
+            raise TypeError(f"a step must be an object, got {type(d).__name__}")
+        values = dict(_FIELD_DEFAULTS)  # an absent key keeps the field's default; created_at is 0.0, not "now"
+        for key, value in d.items():
+            read = _READERS.get(key)
+            if read is not None:
+                values[key] = read(value)
+        for name, make in _FIELD_FACTORIES:
+            if name not in values:
+                values[name] = make()
+        step = object.__new__(cls)  # every field read and typed already: __init__ would only repeat it
+        step.__dict__.update(values)
+        return step
+
+
+def enum_member(enum_cls: type[Enum], value: Any) -> Any:
+    """``enum_cls(value)`` by a dict lookup (readers call it per record); the same ValueError when unknown."""
+    try:
+        return _MEMBERS[enum_cls][value]
+    except (KeyError, TypeError):  # unknown, unhashable, or an enum defined elsewhere
+        return enum_cls(value)
+
+
+def _optional(read):
+    return lambda value: None if value is None else read(value)
+
+
+def _text_reader(key: str):
+    def read(value: Any) -> str:
+        if not value:
+            return ""
+        if not isinstance(value, str):
+            raise TypeError(f"step field {key!r} must be text, got {type(value).__name__}")
+        return value
+    return read
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+_MEMBERS = {cls: {m.value: m for m in cls} for cls in (StepType, StepSource, StepTarget, StepStatus, FinishReason,
+                                                     ApprovalDecision, PrefixChange, TurnStatus)}
+_READERS: dict[str, Any] = {
+    **{k: _text_reader(k) for k in ("id", "content", "thinking", "error", "cascade_id", "trajectory_id", "model",
+                                    "preparing_tool", "decided_by")},
+    "step_index": int,
+    "type": partial(enum_member, StepType),
+    "source": partial(enum_member, StepSource),
+    "target": partial(enum_member, StepTarget),
+    "status": partial(enum_member, StepStatus),
+    "tool_calls": lambda v: [ToolCall.from_dict(c) for c in v],
+    "is_complete_response": _same,
+    "structured_output": _same,
+    "usage_metadata": UsageMetadata.from_dict,
+    "http_code": lambda v: int(v or 0),
+    "created_at": lambda v: float(v or 0.0),
+    "finished_at": _optional(float),
+    "turn": int,
+    "finish_reason": _optional(partial(enum_member, FinishReason)),
+    "approval": _optional(partial(enum_member, ApprovalDecision)),
+    "run_seconds": _optional(float),
+    "compaction": _optional(lambda v: CompactionStats(**v)),
+    "raw_usage": _same,
+    "refusal": lambda v: str(v or ""),
+    "cut_tool_calls": lambda v: [CutToolCall.from_dict(c) for c in v or []],
+    "display": lambda v: _display(v),
+    "prefix_change": _optional(partial(enum_member, PrefixChange)),
+    "decided_at": _optional(float),
+}
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Step) if f.default is not dataclasses.MISSING}
+_FIELD_DEFAULTS["created_at"] = 0.0
+_FIELD_FACTORIES = tuple((f.name, f.default_factory) for f in dataclasses.fields(Step)
+                         if f.default_factory is not dataclasses.MISSING and f.name not in _FIELD_DEFAULTS)
+# what compact to_dict leaves out besides None: the fields whose default is their type's empty value
+_EMPTY_DEFAULTS = frozenset(f.name for f in dataclasses.fields(Step) if f.name in _READERS and (
+    f.default in ("", 0) or f.default_factory is list) and f.name != "created_at")
+_COMPACT_ENUMS = frozenset(("finish_reason", "approval", "prefix_change"))
+_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls"}
 
 
 def _display(value: Any) -> dict | None:
@@ -334,13 +403,6 @@ def _display(value: Any) -> dict | None:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise TypeError("step field 'display' must map mime types to text")
     return dict(value)
-
-
-def _text(d: dict, key: str) -> str:
-    value = d.get(key) or ""
-    if not isinstance(value, str):
-        raise TypeError(f"step field {key!r} must be text, got {type(value).__name__}")
-    return value
 
 
 @dataclass(frozen=True)

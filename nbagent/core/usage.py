@@ -58,8 +58,15 @@ class UsageMetadata:
         """Every generated token: candidates plus thoughts."""
         return self.candidates_token_count + self.thoughts_token_count
 
-    def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in _USAGE_FIELDS}
+    def to_dict(self, *, compact: bool = False) -> dict:
+        """Every count by name; ``compact`` leaves out the zeros (``from_dict`` reads them as 0)."""
+        if compact:
+            return {k: v for k, v in self.__dict__.items() if v}
+        return {"prompt_token_count": self.prompt_token_count, "candidates_token_count": self.candidates_token_count,
+                "total_token_count": self.total_token_count,
+                "cached_content_token_count": self.cached_content_token_count,
+                "thoughts_token_count": self.thoughts_token_count,
+                "cache_write_token_count": self.cache_write_token_count}
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "UsageMetadata | None":
@@ -67,7 +74,10 @@ class UsageMetadata:
             return None
         if not isinstance(d, dict):
             raise TypeError(f"usage must be an object, got {type(d).__name__}")
-        return cls(**{k: int(v or 0) for k, v in d.items() if k in _USAGE_FIELDS})
+        get = d.get
+        return cls(int(get("prompt_token_count") or 0), int(get("candidates_token_count") or 0),
+                   int(get("total_token_count") or 0), int(get("cached_content_token_count") or 0),
+                   int(get("thoughts_token_count") or 0), int(get("cache_write_token_count") or 0))
 
 
 _USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))
