@@ -333,7 +333,8 @@ class Conversation(ConversationViews, Budgeted):
             return list(self._ledger)
 
     def clear_history(self) -> None:
-        """Forget every step, turn, compaction and usage count."""
+        """Forget every step, turn, compaction and usage count kept here (the model's context,
+        ``connection.chat_session``, stays: ``%chat_reset`` starts the model afresh too)."""
         with self._lock:
             self._reset_state()
         self._emit(ConversationEvent.CLEARED, None)
