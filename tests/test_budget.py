@@ -136,3 +136,19 @@ def test_budget_must_be_a_non_negative_number(bad):
     assert err.value.kind == "config"
     with pytest.raises(NbagentError):
         Agent(model="demo", budget_usd=bad)
+
+
+def test_spend_agrees_with_usage_df_on_a_tiered_multi_call_turn():
+    """Budgets and usage_df price a turn alike, long-context tiers included (tier by input per call)."""
+    from nbagent.analysis.estimate import spend
+    from nbagent.analysis.frames import usage_frame
+    from nbagent.core.ledger import TurnRecord
+    from nbagent.core.steps import UsageMetadata
+
+    records = [TurnRecord(turn=i, model="claude-sonnet-4-5", provider="anthropic", model_calls=calls,
+                          usage=UsageMetadata(prompt_token_count=tokens, candidates_token_count=1_000,
+                                              total_token_count=tokens + 1_000))
+               for i, (calls, tokens) in enumerate([(2, 300_000), (1, 300_000), (1, 50_000)])]
+    frame = usage_frame(records)
+    assert frame.cost_usd.iloc[0] < frame.cost_usd.iloc[1]  # two 150k calls stay in the base tier
+    assert spend(records).usd == pytest.approx(frame.cost_usd.sum(), rel=1e-12)

@@ -115,7 +115,10 @@ def turn_cost(rec: TurnRecord, pricing: Mapping | None = None) -> float:
     from .pricing import get_price
 
     price = get_price(rec.model, rec.provider, pricing)
-    return math.nan if price is None else float(price.usage_cost(rec.usage))
+    if price is None:
+        return math.nan
+    per_call = rec.usage.prompt_token_count / max(rec.model_calls, 1)  # the tier rule of usage_df
+    return float(price.at(per_call).usage_cost(rec.usage))
 
 
 def spend(turns: Sequence[TurnRecord], pricing: Mapping | None = None) -> Spend:
