@@ -104,8 +104,9 @@ async def test_json_rows_match_the_frame():
     assert [r["decided_by"] for r in rows] == df.decided_by.astype(str).tolist()
     first = rows[0]
     assert first["decision"] == "policy_allowed" and first["reason"] is None
-    # columns.iso and columns.utc_times round the float epoch differently (up to 1 µs apart)
-    assert abs(pd.Timestamp(first["decided_at"]) - df.decided_at.iloc[0]) <= pd.Timedelta(microseconds=1)
+    # the JSON rows and the frame give the same instants, to the microsecond
+    assert [pd.Timestamp(r["decided_at"]) for r in rows] == df.decided_at.tolist()
+    assert [pd.Timestamp(r["requested"]) for r in rows] == df.requested.tolist()
 
 
 def test_older_sessions_and_empty_history():

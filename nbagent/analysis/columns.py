@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from itertools import repeat
 from operator import attrgetter
@@ -170,12 +170,16 @@ def utc_times(seconds: Any) -> Any:
 
 
 def iso(ts: float) -> str | None:
+    """Epoch seconds as ISO 8601 UTC, rounded to the microsecond exactly as ``utc_times``."""
     if ts is None or math.isnan(ts):
         return None
     try:
-        return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
+        return (_EPOCH + timedelta(microseconds=round(ts * 1e6))).isoformat()
     except (OverflowError, OSError, ValueError):  # a nonsense time: leave it out
         return None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def shorten(texts: list, limit: int) -> list:
