@@ -46,7 +46,9 @@ def export_frames(steps: Sequence[Step], records: Sequence[TurnRecord], pricing:
 _GLOB_CHARS = frozenset("*?[")
 
 
-def _expand(paths_or_glob: Any) -> list[Path]:
+def expand_paths(paths_or_glob: Any) -> list[Path]:
+    """Session files named by a path, a glob pattern, a directory (its ``*.json``) or a list of those
+    (in order, each once)."""
     items = [paths_or_glob] if isinstance(paths_or_glob, (str, os.PathLike)) else list(paths_or_glob)
     out: list[Path] = []
     for item in items:
@@ -81,7 +83,7 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     records: list[TurnRecord] = []
     session_ids: list[str] = []
     file_paths: list[str] = []
-    for path in _expand(paths_or_glob):
+    for path in expand_paths(paths_or_glob):
         sid, recs = read_turns(path)
         records.extend(recs)
         session_ids.extend([sid] * len(recs))

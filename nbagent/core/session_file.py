@@ -9,6 +9,7 @@ beside the usage) are migrated on read.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -115,15 +116,26 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 
 def read_head(path: str | Path, keys: frozenset[str]) -> dict:
     """The top-level entries of a JSON object file up to the last of ``keys`` (all of them if
-    some are absent); ``NbagentError(kind="io")`` naming the file when it is not one."""
+    some are absent); ``NbagentError(kind="io")`` naming the file when it is not one.
+
+    Reads the file's first ``_HEAD_BYTES`` and its end (it must close the object) and parses
+    those entries; only when they run past that prefix does it read the whole file.
+    """
     try:
         with open(path, "rb") as f:
-            data = f.read()
-        text = data.decode("utf-8")
-        end = len(text.rstrip(" \t\n\r"))
-        if not end or text[end - 1] != "}":
-            raise ValueError("the file does not end with '}'")
-        return _object_head(text, keys)
+            data = f.read(_HEAD_BYTES)
+            whole = len(data) < _HEAD_BYTES
+            if not whole:
+                f.seek(-64, os.SEEK_END)
+            if not (data if whole else f.read()).rstrip(b" \t\n\r").endswith(b"}"):
+                raise ValueError("the file does not end with '}' (cut short?)")
+            if not whole:
+                try:  # the prefix up to its last ',' (never inside a multi-byte character)
+                    return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys)
+                except (ValueError, IndexError):  # the entries run past the prefix: read it all
+                    f.seek(0)
+                    data = f.read()
+        return _object_head(data.decode("utf-8"), keys)
     except FileNotFoundError:
         raise NbagentError(f"no such session file: {path}", kind="io") from None
     except OSError as exc:
@@ -132,7 +144,14 @@ def read_head(path: str | Path, keys: frozenset[str]) -> dict:
         raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
 
 
+_HEAD_BYTES = 1 << 16  # a 100-turn ledger fits
+
+
 def _object_head(text: str, keys: frozenset[str]) -> dict:
+    """Parse ``{"key": value, ...`` entry by entry; stop once every key of ``keys`` is in.
+
+    Raises ValueError / IndexError when the text ends first (or is not an object's start).
+    """
     space, decode = _SPACE.match, _DECODER.raw_decode
     i = space(text, 0).end()
     if text[i] != "{":
@@ -147,14 +166,12 @@ def _object_head(text: str, keys: frozenset[str]) -> dict:
         if not isinstance(key, str) or text[i] != ":":
             raise ValueError(f"expected a key and ':' at character {i}")
         value, i = decode(text, space(text, i + 1).end())
-        out[key] = value
-        if keys.issubset(out):
-            return out
         i = space(text, i).end()
-        if text[i] == "}":
-            return out
-        if text[i] != ",":
+        if text[i] not in ",}":  # also proves a number was not cut by the end of a prefix
             raise ValueError(f"expected ',' or '}}' at character {i}")
+        out[key] = value
+        if text[i] == "}" or keys.issubset(out):
+            return out
         i = space(text, i + 1).end()
 
 
