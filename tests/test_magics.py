@@ -182,6 +182,7 @@ def test_a_tool_call_needing_approval_is_denied_not_left_waiting(ip):
     steps = ip.user_ns["bot"].conversation.history
     call = [s for s in steps if s.tool_calls and s.target.value == "ENVIRONMENT"][-1]
     assert call.approval == ApprovalDecision.DENIED and call.status != StepStatus.WAITING_FOR_USER
+    assert call.decided_by == "%%chat cell"  # the approval audit names the cell, not a person
 
 
 def test_widget_option_shows_the_widget_and_completes_in_plain_ipython(ip):

@@ -37,9 +37,9 @@ class Connection(Protocol):
     def interrupt(self) -> None:
         """Stop the running turn; safe from any thread."""
 
-    def approve(self, call_id: str) -> None: ...
+    def approve(self, call_id: str, *, by: str = "user") -> None: ...
 
-    def deny(self, call_id: str, reason: str | None = None) -> None: ...
+    def deny(self, call_id: str, reason: str | None = None, *, by: str = "user") -> None: ...
 
     def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
         """Record a manual tool result; returns the text the model will see."""
@@ -106,10 +106,10 @@ class MockConnection:
     def interrupt(self) -> None:
         self._interrupted.set()
 
-    def approve(self, call_id: str) -> None:
+    def approve(self, call_id: str, *, by: str = "user") -> None:
         self.decisions[call_id] = (True, None)
 
-    def deny(self, call_id: str, reason: str | None = None) -> None:
+    def deny(self, call_id: str, reason: str | None = None, *, by: str = "user") -> None:
         self.decisions[call_id] = (False, reason)
 
     def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:

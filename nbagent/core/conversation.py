@@ -200,13 +200,15 @@ class Conversation(ConversationViews, Budgeted):
 
     # --- tool decisions (forwarded to the connection) -------------------------------
 
-    def approve(self, call_id: str) -> None:
-        """Let a tool call waiting for approval run."""
-        self._require_connection().approve(call_id)
+    def approve(self, call_id: str, *, by: str = "user") -> None:
+        """Let a tool call waiting for approval run; ``by`` names who decided (``approvals_df``)."""
+        conn = self._require_connection()  # connections written before ``by`` take no such argument
+        conn.approve(call_id) if by == "user" else conn.approve(call_id, by=by)
 
-    def deny(self, call_id: str, reason: str | None = None) -> None:
+    def deny(self, call_id: str, reason: str | None = None, *, by: str = "user") -> None:
         """Refuse a tool call waiting for approval; the model is told why."""
-        self._require_connection().deny(call_id, reason)
+        conn = self._require_connection()
+        conn.deny(call_id, reason) if by == "user" else conn.deny(call_id, reason, by=by)
 
     def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> None:
         """Give the result of a tool call the turn stopped at (manual mode)."""

@@ -159,11 +159,11 @@ class ModelConnection:
             task.cancel()
         self.tool_runner.cancel_waits()
 
-    def approve(self, call_id: str) -> None:
-        self.tool_runner.approve(call_id)
+    def approve(self, call_id: str, *, by: str = "user") -> None:
+        self.tool_runner.approve(call_id, by=by)
 
-    def deny(self, call_id: str, reason: str | None = None) -> None:
-        self.tool_runner.deny(call_id, reason)
+    def deny(self, call_id: str, reason: str | None = None, *, by: str = "user") -> None:
+        self.tool_runner.deny(call_id, reason, by=by)
 
     def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
         """Record the result of a call the turn stopped at; returns the text the model sees."""

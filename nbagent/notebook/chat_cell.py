@@ -127,7 +127,7 @@ class _Printer:
             if payload.status == StepStatus.WAITING_FOR_USER and payload.approval == ApprovalDecision.PENDING:
                 for call in payload.tool_calls:  # nobody can press Approve while the cell runs
                     sys.stdout.write(f"\n⏸ {call.name}: denied ({NO_APPROVAL})\n")
-                    self.conversation.deny(call.id, NO_APPROVAL)
+                    self.conversation.deny(call.id, NO_APPROVAL, by="%%chat cell")
             sys.stdout.flush()
 
     def write(self, chunk: Any) -> None:
