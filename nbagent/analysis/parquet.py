@@ -1,0 +1,242 @@
+"""Sessions as Parquet with a stable schema (``nbagent.to_parquet``).
+
+The schema comes from the column definitions (:mod:`nbagent.analysis.columns`), never from
+the values: a session without tool calls, an all-NA column or an empty session gives the
+same types, so DuckDB, Polars or Spark read a folder of files written at different times as
+one table. Each table starts with ``session_id`` (string, not null), ``path`` (string: the
+saved session file, null for a live Conversation) and its row key (int64, not null), then
+its columns in frame order:
+
+============  ===================================  ==========================================
+column kind   Parquet / Arrow type                 notes
+============  ===================================  ==========================================
+INT           int64, not null                      ``turn``, ``call``
+COUNT         int64, nullable                      token counts, ``http_code``; null = NA
+FLOAT         double                               NaN stays NaN (durations, costs, ratios)
+TEXT          string                               null = NA
+CATEGORY      string                               enum values (``"done"``, ``"STOP"``); null = NA
+TIME          timestamp[us, tz=UTC]                null = NaT
+BOOL          bool                                 nullable
+============  ===================================  ==========================================
+
+Field metadata ``doc`` holds each column's meaning; schema metadata ``nbagent.table`` and
+``nbagent.schema`` (:data:`SCHEMA_VERSION`) name the table and the schema's version.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..core.errors import NbagentError
+from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Kind
+
+__all__ = ["to_parquet", "parquet_schema", "TABLES", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = "1"
+TABLES = ("usage", "tool_calls")
+_KEYS = ("session_id", "path")
+
+
+def _require_pyarrow():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - exercised only without pyarrow
+        raise NbagentError("Parquet export needs pyarrow: pip install 'nbagent[frames]'", kind="config") from None
+    return pa, pq
+
+
+def _table_columns(table: str) -> tuple[Column, Sequence[Column]]:
+    if table == "usage":
+        return USAGE_INDEX, USAGE
+    if table == "tool_calls":
+        return TOOL_CALL_INDEX, TOOL_CALLS
+    raise NbagentError(f"unknown table {table!r}: to_parquet writes {', '.join(map(repr, TABLES))}", kind="config")
+
+
+def _arrow_type(pa: Any, kind: Kind) -> Any:
+    types = {Kind.INT: pa.int64(), Kind.COUNT: pa.int64(), Kind.FLOAT: pa.float64(), Kind.TEXT: pa.string(),
+             Kind.CATEGORY: pa.string(), Kind.TIME: pa.timestamp("us", tz="UTC"), Kind.BOOL: pa.bool_()}
+    try:
+        return types[kind]
+    except KeyError:
+        raise NbagentError(f"no Parquet type for column kind {kind!r}", kind="config") from None
+
+
+def parquet_schema(table: str = "usage"):
+    """The pyarrow schema ``to_parquet`` writes for ``table`` ("usage" or "tool_calls")."""
+    pa, _ = _require_pyarrow()
+    index, columns = _table_columns(table)
+    fields = [pa.field("session_id", pa.string(), nullable=False, metadata={"doc": "the conversation id"}),
+              pa.field("path", pa.string(), metadata={"doc": "the saved session file; null for a live Conversation"})]
+    for c in (index, *columns):
+        fields.append(pa.field(c.name, _arrow_type(pa, c.kind), nullable=c.kind is not Kind.INT,
+                               metadata={"doc": c.doc}))
+    return pa.schema(fields, metadata={"nbagent.table": table, "nbagent.schema": SCHEMA_VERSION})
+
+
+def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pricing: Mapping | None = None) -> Path:
+    """Write ``table`` of ``source`` to Parquet with the stable schema (:func:`parquet_schema`).
+
+    ``source`` is a Conversation, saved sessions (a path, glob, directory or list, as
+    ``load_sessions`` takes) or a DataFrame with ``session_id`` (``load_sessions`` output for
+    "usage"). ``table`` is "usage" (one row per turn) or "tool_calls" (one row per tool call).
+
+    ``path`` ending in ``.parquet`` is one file holding every session's rows; any other path
+    is a folder with one file per session, named after the session file (or the conversation
+    id), so exporting a session again replaces its file and ``duckdb.sql("select ... from
+    'out/*.parquet'")`` reads the folder as one table. Keep one table per folder. Returns ``path``.
+    """
+    pa, pq = _require_pyarrow()
+    schema = parquet_schema(table)
+    frame, names = _source_frame(source, table, pricing)
+    arrow = _arrow_table(pa, frame, schema)
+    out = Path(os.path.expanduser(os.fspath(path)))
+    try:
+        if out.suffix.lower() == ".parquet":
+            out.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(arrow, out)
+            return out
+        out.mkdir(parents=True, exist_ok=True)
+        for (start, length), name in zip(_runs(frame["session_id"]), _unique(names)):
+            pq.write_table(arrow.slice(start, length), out / f"{name}.parquet")
+    except OSError as exc:
+        raise NbagentError(f"cannot write {out}: {exc.strerror or exc}", kind="io") from None
+    return out
+
+
+# --- sources ------------------------------------------------------------------------------
+
+
+def _source_frame(source: Any, table: str, pricing: Mapping | None):
+    """One frame with session_id, path, the row key and the table's columns, rows grouped by
+    session; and a file name for each session, in order."""
+    pd = _pandas()
+    if isinstance(source, pd.DataFrame):
+        frame = _from_dataframe(source, table)
+    elif hasattr(source, "to_state") and hasattr(source, "usage_df"):  # a Conversation
+        df = source.usage_df(pricing=pricing) if table == "usage" else source.tool_calls_df()
+        frame = _keyed(df, str(source.conversation_id), None)
+    else:
+        frame = _from_files(source, table, pricing)
+    firsts = [start for start, _ in _runs(frame["session_id"])]
+    paths, ids = frame["path"].tolist(), frame["session_id"].astype(object).tolist()
+    names = [_safe_name(Path(paths[i]).stem if isinstance(paths[i], str) else str(ids[i])) for i in firsts]
+    return frame, names
+
+
+def _from_files(source: Any, table: str, pricing: Mapping | None):
+    from ..core.session_file import read_steps
+    from .columns import Table
+    from .frames import build_frame, tool_call_rows
+    from .sessions import expand_paths, load_sessions
+
+    if table == "usage":
+        return load_sessions(source, pricing=pricing)
+    pd = _pandas()
+    rows: list = []
+    ids: list[str] = []
+    paths: list[str] = []
+    calls: list[int] = []
+    for p in expand_paths(source):
+        session_id, steps = read_steps(p)
+        found = tool_call_rows(steps)
+        rows += found
+        ids += [session_id] * len(found)
+        paths += [str(p)] * len(found)
+        calls += range(len(found))
+    df = build_frame(Table(rows), TOOL_CALL_INDEX, TOOL_CALLS)
+    df.index = pd.Index(calls, dtype="int64", name=TOOL_CALL_INDEX.name)
+    df = df.reset_index()
+    df.insert(0, "path", pd.array(paths, dtype="string"))
+    df.insert(0, "session_id", pd.array(ids, dtype="string"))
+    return df
+
+
+def _keyed(df: Any, session_id: str, path: str | None):
+    """A single session's frame with session_id and path first and its index as a column."""
+    pd = _pandas()
+    df = df.reset_index()
+    df.insert(0, "path", pd.array([path] * len(df), dtype="string"))
+    df.insert(0, "session_id", pd.array([session_id] * len(df), dtype="string"))
+    return df
+
+
+def _from_dataframe(df: Any, table: str):
+    index, columns = _table_columns(table)
+    if index.name not in df.columns and df.index.name == index.name:
+        df = df.reset_index()
+    if "session_id" not in df.columns:
+        raise NbagentError("a DataFrame source needs a session_id column (load_sessions gives one); pass the "
+                           "Conversation itself for its own frames", kind="config")
+    if "path" not in df.columns:
+        df = df.assign(path=None)
+    missing = [c.name for c in (index, *columns) if c.name not in df.columns]
+    if missing:
+        raise NbagentError(f"the DataFrame has no {', '.join(missing)} column(s): it is not a {table} frame",
+                           kind="config")
+    key = df["session_id"].astype(object)
+    order = {sid: i for i, sid in enumerate(dict.fromkeys(key.tolist()))}
+    return df.iloc[key.map(order).argsort(kind="stable")].reset_index(drop=True)  # each session's rows together
+
+
+# --- conversion ---------------------------------------------------------------------------
+
+
+def _arrow_table(pa: Any, frame: Any, schema: Any):
+    arrays = []
+    for field in schema:
+        try:
+            arrays.append(_arrow_array(pa, frame[field.name], field.type))
+        except (TypeError, ValueError, pa.ArrowException) as exc:
+            raise NbagentError(f"column {field.name!r} does not convert to {field.type}: {exc}",
+                               kind="config") from None
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _arrow_array(pa: Any, series: Any, type_: Any):
+    pd = _pandas()
+    if pa.types.is_timestamp(type_):
+        values = pd.to_datetime(series, utc=True)
+        return pa.array(values, from_pandas=True).cast(type_, safe=False)  # the frames hold microseconds
+    if pa.types.is_string(type_):
+        values = series.astype(object)
+        return pa.array(values.where(series.notna(), None).tolist(), type=type_)
+    return pa.array(series, type=type_, from_pandas=True)
+
+
+def _runs(session_ids: Any) -> list[tuple[int, int]]:
+    """(start, length) of each run of equal session ids."""
+    import numpy as np
+
+    codes = session_ids.astype(object).to_numpy()
+    if not len(codes):
+        return []
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[starts[1:], len(codes)]
+    return [(int(s), int(e - s)) for s, e in zip(starts, ends)]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _safe_name(name: str) -> str:
+    return _UNSAFE.sub("_", name).strip("._") or "session"
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
+    return out
+
+
+def _pandas():
+    from .frames import require_pandas
+
+    return require_pandas()
