@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import dataclasses
 import datetime
-import json
 import os
 import platform
 import sys
@@ -57,37 +56,10 @@ def frames(quick: bool) -> list[dict]:
 
 
 def sessions(quick: bool, tmp: Path) -> list[dict]:
-    from nbagent import Conversation, MockConnection
-    from nbagent.core.session_file import read_session
+    """Save + load of a 10,000-step session, load_sessions over 1,000 files, to_parquet (bench_sessions.py)."""
+    import bench_sessions
 
-    from test_load import _turn
-
-    turns = 1_000 if quick else 3_334  # three steps a turn: 10,000 steps
-    conv = Conversation(MockConnection([_turn(i) for i in range(turns)]), max_history_size=0)
-    asyncio.run(_run(conv, turns))
-    path = tmp / "long.json"
-
-    def save_load() -> None:
-        conv.save(path)
-        read_session(path)
-
-    def raw() -> None:  # the floor: the same document through json alone
-        doc = json.loads(path.read_text())
-        path.with_suffix(".raw").write_text(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
-        json.loads(path.with_suffix(".raw").read_text())
-
-    save_load()
-    ms = bench_frames.best_ms(save_load, 3)
-    floor = bench_frames.best_ms(raw, 3)
-    steps = len(conv.history)
-    return [row(f"save + load of a {steps:,}-step session vs json alone", ms / floor, "<= 3", ms / floor <= 3,
-                f"{ms:.0f} ms vs {floor:.0f} ms, {path.stat().st_size / 1e6:.1f} MB (absolute goal 300 ms: "
-                f"{'met' if ms <= 300 else 'not met'})")]
-
-
-async def _run(conv, turns: int) -> None:
-    for i in range(turns):
-        await conv.chat_to_completion(f"question {i}")
+    return bench_sessions.rows(quick, tmp)
 
 
 def widget(quick: bool) -> list[dict]:

@@ -223,3 +223,25 @@ def test_the_turn_ledger_reads_without_the_steps(tmp_path):
     with pytest.raises(NbagentError) as err:
         read_turns(cut)
     assert err.value.kind == "io" and "cut.json" in str(err.value)
+
+
+def test_saving_and_loading_leave_the_garbage_collector_as_they_found_it(tmp_path):
+    import gc
+
+    from nbagent import load_sessions
+
+    conv, _ = load_v1("demo-tools-v1.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "nbagent.session", "version": 2, "steps": [1], "turns": [{"turn": "x"}]}')
+    assert gc.isenabled()
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            read_session(conv.save(tmp_path / "s.json"))
+            load_sessions(tmp_path / "s.json")
+            for reader in (read_session, load_sessions):
+                with pytest.raises(NbagentError):
+                    reader(bad)
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()

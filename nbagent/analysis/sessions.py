@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..core.ledger import TurnRecord
-from ..core.session_file import read_turns
+from ..core.session_file import gc_paused, read_turns
 from ..core.steps import Step
 from .columns import HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Table
 from .frames import require_pandas, tool_call_rows, usage_frame
@@ -83,12 +83,13 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     records: list[TurnRecord] = []
     session_ids: list[str] = []
     file_paths: list[str] = []
-    for path in expand_paths(paths_or_glob):
-        sid, recs = read_turns(path)
-        records.extend(recs)
-        session_ids.extend([sid] * len(recs))
-        file_paths.extend([str(path)] * len(recs))
-    df = usage_frame(records, pricing=pricing)
+    with gc_paused():  # tens of thousands of records: the collector would rescan them over and over
+        for path in expand_paths(paths_or_glob):
+            sid, recs = read_turns(path)
+            records.extend(recs)
+            session_ids.extend([sid] * len(recs))
+            file_paths.extend([str(path)] * len(recs))
+        df = usage_frame(records, pricing=pricing)
     turn = df.index.to_numpy()
     df = df.reset_index(drop=True)
     df.insert(0, "turn", turn)

@@ -8,12 +8,14 @@ beside the usage) are migrated on read.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .chat_session import ChatSession, atomic_write_json, read_json
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
@@ -31,6 +33,11 @@ def save_conversation(state: ConversationState, path: str | Path, *, frames: dic
 
     ``frames`` (the analysis layer's JSON export of the DataFrames) is embedded when given.
     """
+    with gc_paused():
+        return atomic_write_json(path, _document(state, frames))
+
+
+def _document(state: ConversationState, frames: dict | None) -> dict:
     turns = state.turns
     # the turn ledger comes before the steps: read_turns stops reading there
     doc: dict[str, Any] = {
@@ -52,7 +59,20 @@ def save_conversation(state: ConversationState, path: str | Path, *, frames: dic
     }
     if frames is not None:
         doc["frames"] = frames
-    return atomic_write_json(path, doc)
+    return doc
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building or reading thousands of objects (it
+    would rescan every live object several times over); restores its previous state."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_session_document(path: str | Path) -> dict:
@@ -90,7 +110,8 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
     if not isinstance(turns, list):
         raise NbagentError(f"session file {path} has no turn ledger (\"turns\")", kind="io")
     try:
-        records = [TurnRecord.from_dict(t) for t in turns]
+        with gc_paused():
+            records = [TurnRecord.from_dict(t) for t in turns]
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
         raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}", kind="io") from None
     return str(doc.get("conversation_id") or Path(path).stem), records
@@ -177,7 +198,11 @@ def _object_head(text: str, keys: frozenset[str]) -> dict:
 
 def read_session(path: str | Path) -> ConversationState:
     """A saved session as a ConversationState (``NbagentError(kind="io")`` when unusable)."""
-    doc = read_session_document(path)
+    with gc_paused():
+        return _state(read_session_document(path), path)
+
+
+def _state(doc: dict, path: str | Path) -> ConversationState:
     try:
         chat = doc.get("chat_session")
         return ConversationState(
