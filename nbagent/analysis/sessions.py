@@ -78,6 +78,10 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     (the conversation id), ``path`` and ``turn`` first. A pattern that
     matches nothing gives an empty frame; a missing or corrupt file raises
     ``NbagentError(kind="io")`` naming it.
+
+    Only each file's ledger is parsed (``read_turns``: files saved by this
+    version keep it before the steps), so a thousand sessions load in about a
+    second; damage in a file's steps shows only when ``Conversation.load`` reads it.
     """
     pd = require_pandas()
     records: list[TurnRecord] = []
