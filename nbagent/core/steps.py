@@ -318,16 +318,16 @@ class Step:
         """The inverse of ``to_dict``; raises TypeError / ValueError / KeyError on bad input."""
         if not isinstance(d, dict):
             raise TypeError(f"a step must be an object, got {type(d).__name__}")
-        values = dict(_FIELD_DEFAULTS)  # an absent key keeps the field's default; created_at is 0.0, not "now"
+        step = object.__new__(cls)  # every field read and typed here: __init__ would only repeat it
+        values = step.__dict__
+        values.update(_FIELD_DEFAULTS)  # an absent key keeps the field's default; created_at is 0.0, not "now"
         for key, value in d.items():
             read = _READERS.get(key)
             if read is not None:
                 values[key] = read(value)
         for name, make in _FIELD_FACTORIES:
-            if name not in values:
+            if name not in d:
                 values[name] = make()
-        step = object.__new__(cls)  # every field read and typed already: __init__ would only repeat it
-        step.__dict__.update(values)
         return step
 
 
@@ -345,6 +345,8 @@ def _optional(read):
 
 def _text_reader(key: str):
     def read(value: Any) -> str:
+        if type(value) is str:
+            return value
         if not value:
             return ""
         if not isinstance(value, str):
