@@ -258,7 +258,7 @@ class Step:
         """A JSON-ready dict (deltas dropped: they are transient).
 
         ``compact`` leaves out fields that hold their default (``from_dict`` restores them):
-        session files use it, which makes them about three times smaller.
+        session files use it (a typical step takes a third to a half of the bytes).
         """
         if compact:
             return self._compact_dict()
