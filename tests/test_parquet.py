@@ -51,8 +51,8 @@ def test_a_folder_of_sessions_is_one_table_with_one_schema(tmp_path):
     assert sql["turns"].tolist() == want["turns"].tolist() and sql["tokens"].tolist() == want["tokens"].tolist()
     assert sql["errors"].tolist() == want["errors"].tolist() and sql["errors"].sum() >= 1
     assert sql["usd"].iloc[0] == pytest.approx(want["usd"].iloc[0]) and sql["usd"].iloc[0] > 0
-    assert math.isnan(sql["usd"].iloc[1])  # SQL sums NaN costs to NaN (pandas skips them): unknown, not free
-    # the unpriced session: NaN cost stays NaN, NA text is NULL
+    assert math.isnan(sql["usd"].iloc[1])  # unknown costs are NULL: a session of them sums to NULL, not $0
+    # the unpriced session: unknown costs and NA text are NULL
     plain = duckdb.sql(f"select cost_usd, price_source, started from '{out}/plain.parquet'").df()
     assert plain["cost_usd"].isna().all() and plain["price_source"].isna().all()
     assert plain["started"].dt.tz is not None  # TIMESTAMP WITH TIME ZONE

@@ -12,7 +12,7 @@ column kind   Parquet / Arrow type                 notes
 ============  ===================================  ==========================================
 INT           int64, not null                      ``turn``, ``call``
 COUNT         int64, nullable                      token counts, ``http_code``; null = NA
-FLOAT         double                               NaN stays NaN (durations, costs, ratios)
+FLOAT         double                               null = NaN (durations, costs, ratios)
 TEXT          string                               null = NA
 CATEGORY      string                               enum values (``"done"``, ``"STOP"``); null = NA
 TIME          timestamp[us, tz=UTC]                null = NaT
