@@ -144,3 +144,12 @@ async def test_a_decision_can_name_who_made_it():
     await decider
     row = conv.approvals_df().iloc[0]
     assert (row.decision, row.decided_by) == ("denied", "%%chat cell") and row.reason.endswith("no buttons here")
+
+
+async def test_the_saved_frames_export_carries_the_approvals(tmp_path):
+    """``save(path, frames=True)`` embeds the approval audit beside usage and tool calls."""
+    conv = (await audit_conversation()).conversation
+    path = conv.save(tmp_path / "audit.json", frames=True)
+    frames = json.loads(path.read_text())["frames"]
+    assert frames["approvals"] == approvals_json_rows(conv.history) and frames["approvals"]
+    assert {r["decided_by"] for r in frames["approvals"]} >= {"user", "policy only_reads", "hook no_shell"}

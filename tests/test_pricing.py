@@ -124,7 +124,7 @@ def test_unknown_models_cost_nan_and_local_models_are_free():
 def test_the_price_version_travels_with_exported_frames():
     rec = TurnRecord(0, "p", "gpt-4.1-mini", "openai", T0, T0 + 1, usage=_usage(100, out=10))
     out = export_frames([], [rec])
-    assert out["prices_date"] == VERSION
+    assert out["prices_version"] == VERSION
     assert out["usage"][0]["price_source"] == VERSION
 
 

@@ -13,7 +13,7 @@ from ..core.steps import Step
 from .columns import HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Table
 from .frames import require_pandas, tool_call_rows, usage_frame
 
-EXPORT_VERSION = 2
+EXPORT_VERSION = 3  # 3: prices_version (was prices_date), approvals
 
 
 def json_rows(table: Table, index: Column, columns: Sequence[Column]) -> list[dict]:
@@ -26,19 +26,21 @@ def json_rows(table: Table, index: Column, columns: Sequence[Column]) -> list[di
 def export_frames(steps: Sequence[Step], records: Sequence[TurnRecord], pricing: Mapping | None = None) -> dict:
     """The frames as JSON rows (``Conversation.save(path, frames=True)`` embeds them).
 
-    ``{"version", "prices_date", "usage": [...], "tool_calls": [...], "history": [...]}``:
+    ``{"version", "prices_version", "usage": [...], "tool_calls": [...], "approvals": [...], "history": [...]}``:
     timestamps as ISO 8601 UTC strings, missing values as ``null``. ``history``
     leaves out ``content`` and ``thinking``: the saved ``steps`` hold them in full.
     Needs numpy (the column extractors are vectorized), not pandas.
     """
-    from .pricing import PRICES_DATE
+    from .approvals import approvals_json_rows
+    from .pricing import PRICES_VERSION
 
     history = [c for c in HISTORY if c.name not in ("content", "thinking")]
     return {
         "version": EXPORT_VERSION,
-        "prices_date": PRICES_DATE,
+        "prices_version": PRICES_VERSION,
         "usage": json_rows(Table(records, pricing), USAGE_INDEX, USAGE),
         "tool_calls": json_rows(Table(tool_call_rows(steps)), TOOL_CALL_INDEX, TOOL_CALLS),
+        "approvals": approvals_json_rows(steps),
         "history": json_rows(Table(steps), HISTORY_INDEX, history),
     }
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .steps import FinishReason, PrefixChange, Step, StepSource, StepStatus, StepTarget, StepType, TurnStatus, UsageMetadata
+from .steps import (FinishReason, PrefixChange, Step, StepSource, StepStatus, StepTarget, StepType, TurnStatus,
+                    UsageMetadata, enum_member)
 
 
 @dataclass
@@ -93,7 +94,6 @@ class TurnRecord:
     @classmethod
     def from_dict(cls, d: Any) -> "TurnRecord":
         """The inverse of ``to_dict``, checking every type (TypeError / ValueError / KeyError)."""
-        from .steps import enum_member  # a dict lookup instead of Enum.__call__: loading many ledgers is per record
 
         if type(d) is not dict and not isinstance(d, Mapping):
             raise TypeError(f"a turn record must be an object, got {type(d).__name__}")
