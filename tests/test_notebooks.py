@@ -64,9 +64,31 @@ def check_tools(nb, tmp_path):
 
 
 def check_usage(nb, tmp_path):
-    assert "session-2.json" in "".join(text_of(c) for c in code_cells(nb))
-    plot = next(c for c in code_cells(nb) if "plot_usage()" in c.source)
+    cells = code_cells(nb)
+    texts = "".join(text_of(c) for c in cells)
+    assert "session-2.json" in texts
+    plot = next(c for c in cells if "plot_usage()" in c.source)
     assert data_of(plot, "image/png"), outputs(plot)  # the plot is shown
+
+    def cell(marker: str):
+        return next(c for c in cells if marker in c.source)
+
+    # prices and the prompt cache: genai-prices is the source, the three busts are found with their causes
+    assert "genai-prices" in data_of(cell('"price_source"'), "text/html")
+    assert "busts by cause: {'system': 1, 'tools': 1, 'history': 1}" in texts
+    assert data_of(cell("cache_hit_ratio\"], marker"), "image/png")
+    assert "PrefixChange.SYSTEM" in text_of(cell("prefix_change) for s in"))  # the loop saw the edit
+    # the approval audit names who decided; it survives save and load
+    audit = data_of(cell("conv.approvals_df()[["), "text/html")
+    assert "policy no_deletes" in audit and "user" in audit and "Reason: not be" in audit
+    assert text_of(cell("Conversation.load(path).approvals_df()")).strip() == "True"
+    assert data_of(cell('groupby("tool", observed=True)'), "image/png")  # which tool bloats the context
+    assert data_of(cell("nbagent.compare("), "text/html").count("<tr>") >= 5  # header + 2 prompts x 2 models
+    # budgets refuse before sending; one turn may be let through
+    assert "budget → [budget] over budget, nothing sent" in texts and "turns recorded: 2" in texts
+    # Parquet + DuckDB over a folder of sessions
+    assert "claude-sonnet-4-5" in data_of(cell("per_model_day = duckdb.sql"), "text/html")
+    assert "TIMESTAMP WITH TIME ZONE" in data_of(cell("describe select"), "text/html")
 
 
 def check_teaching(nb, tmp_path):
