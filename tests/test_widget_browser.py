@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.jupyter import (CHROMIUM, LAB_ARGS, ROOT, jupyter_server as _jupyter_server, lab_page, nb_json as _nb,
-                             notebook_opener, wait_restored)
+                             notebook_opener, reload_and_open)
 from support.streams import words
 
 pytestmark = pytest.mark.browser
@@ -377,16 +377,9 @@ def test_reloading_the_page_rebuilds_the_transcript(lab, notebook, jupyter_serve
 
 def _reload_and_open(page, path):
     page.add_init_script("globalThis.nbagentDebug = {}")  # the widget's debug switch, on from the start
-    page.reload()
-    wait_restored(page)
-    wid = page.evaluate("""async (path) => {
-        const app = window.jupyterapp;
-        const w = await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
-        await w.context.ready; await w.sessionContext.ready; app.shell.activateById(w.id); return w.id; }""", path)
-    return f'[id="{wid}"] .nba-chat'
+    return reload_and_open(page, path) + " .nba-chat"
 
 
-@pytest.mark.flaky(reruns=2)  # in the full suite its first run fails (order-dependent, see the closing note); alone it passes
 def test_reloading_mid_stream_catches_up_via_resync(lab, notebook):
     """The reloaded view starts from the last structural sync, sees a gap in the deltas, asks for
     a resync and ends with the complete text."""

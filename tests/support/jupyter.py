@@ -180,18 +180,44 @@ def open_notebook(page, path: str) -> str:
 
 
 def notebook_opener(page):
-    """A generator for pytest fixtures: yields ``open_nb(path)``; afterwards shuts down every
-    opened notebook's kernel and closes it unsaved."""
+    """A generator for pytest fixtures: yields ``open_nb(path)``; afterwards shuts down the kernel of
+    every panel showing an opened path and closes it unsaved. Panels are found by path, not by id:
+    a panel reopened after a page reload (a new id) is closed too, so no test leaves a notebook and
+    its kernel on the shared page (a leftover tab can take the focus from the next test's notebook
+    when the page reloads)."""
     opened: list[str] = []
 
     def open_nb(path):
         sel = open_notebook(page, path)
-        opened.append(sel[len('[id="'):-2])
+        opened.append(path)
         return sel
 
     yield open_nb
-    for wid in opened:
-        page.evaluate("""async (id) => {
-            const w = [...window.jupyterapp.shell.widgets('main')].find(x => x.id === id);
-            if (!w) return;
-            await w.sessionContext.shutdown(); w.context.model.dirty = false; w.dispose(); }""", wid)
+    page.evaluate("""async (paths) => {
+        for (const w of [...window.jupyterapp.shell.widgets('main')]) {
+            if (!w.context || !paths.includes(w.context.path)) continue;
+            await w.sessionContext.shutdown(); w.context.model.dirty = false; w.dispose();
+        } }""", opened)
+
+
+def reload_and_open(page, path: str) -> str:
+    """Reload the page showing only the notebook ``path`` and reopen it; the panel's selector.
+
+    Before the reload, wait until the page would come back to that notebook alone: the URL names it
+    (JupyterLab opens and activates the URL's /tree/ path after restoring) and the workspace saved on
+    the server (its layout is saved a moment after each change) has it as the only, current tab. Any
+    other notebook there would be reopened and could take the focus from ours, hiding its output.
+    After the reload, wait until our panel is the current one with a connected kernel."""
+    page.wait_for_function("""async (path) => {
+        const app = window.jupyterapp;
+        if (decodeURIComponent(location.pathname).split('/tree/')[1] !== path) return false;
+        const config = JSON.parse(document.getElementById('jupyter-config-data').textContent);
+        const ws = await app.serviceManager.workspaces.fetch(config.workspace || 'default');
+        const main = (ws.data['layout-restorer:data'] || {}).main || {};
+        const name = 'notebook:' + path;
+        const tabs = JSON.stringify((main.dock || {}).widgets || []);
+        return main.current === name && tabs === JSON.stringify([name]);
+    }""", arg=path, polling=100)
+    page.reload()
+    wait_restored(page)
+    return open_notebook(page, path)
