@@ -6,13 +6,12 @@ Env:  NBAGENT_SHOTS=docs (also write a screenshot of the over-budget ask there)
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
-from support.jupyter import (CHROMIUM, LAB_ARGS, ROOT, jupyter_server as _jupyter_server, lab_page, nb_json as _nb,
+from support.jupyter import (CHROMIUM, ROOT, lab_page, lab_with_notebooks,
                              notebook_opener)
 
 pytestmark = pytest.mark.browser
@@ -33,12 +32,7 @@ NOTEBOOKS = {
 
 @pytest.fixture(scope="module")
 def jupyter_server(tmp_path_factory, request):
-    tmp = tmp_path_factory.mktemp("jlab")
-    root = tmp / "root"
-    root.mkdir()
-    for name, cells in NOTEBOOKS.items():
-        (root / name).write_text(json.dumps(_nb(cells)))
-    with _jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
+    with lab_with_notebooks(tmp_path_factory, request, NOTEBOOKS) as srv:
         yield srv
 
 

@@ -142,6 +142,18 @@ LAB_ARGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterl
 
 
 @contextlib.contextmanager
+def lab_with_notebooks(tmp_path_factory, request, notebooks: dict):
+    """A JupyterLab server whose root holds ``notebooks`` (file name -> code cells); for module fixtures."""
+    tmp = tmp_path_factory.mktemp("jlab")
+    root = tmp / "root"
+    root.mkdir()
+    for name, cells in notebooks.items():
+        (root / name).write_text(json.dumps(nb_json(cells)))
+    with jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
+        yield srv
+
+
+@contextlib.contextmanager
 def lab_page(srv: dict):
     """One Chromium page on ``srv``'s JupyterLab, restored; ``page.errors`` collects page errors."""
     from playwright import sync_api
