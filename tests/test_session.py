@@ -121,3 +121,25 @@ def test_tiktoken_tokenizer_counts_when_available():
         pytest.skip(f"tiktoken encoding unavailable offline: {exc}")
     assert tok.count("hello world") == 2
     assert tok.count_session(session_with(1)) > 0
+
+
+def test_compaction_counts_each_tools_name_description_and_schema():
+    """The request's tool definitions count in full, as conv.estimate counts them (one definition)."""
+    from nbagent import tool
+    from nbagent.core.compression import count_tools
+    from nbagent.loop.compaction import compact_if_needed
+
+    @tool
+    def lookup(city: str) -> str:
+        """Looks up the weather of a city, with a long description the provider is sent too."""
+        return city
+
+    tok = ApproxTokenizer()
+    session = ChatSession()
+    for i in range(6):
+        session.push_user(f"question {i} " * 20)
+        session.push_assistant(f"answer {i} " * 20)
+    history = tok.count_session(session)
+    stats = compact_if_needed(session, tok, [lookup.spec], budget=history)  # the history alone fits
+    assert stats is not None and stats.tokens_before == history + count_tools(tok, [lookup.spec])
+    assert count_tools(tok, [lookup.spec]) > tok.count(json.dumps(lookup.spec.input_schema))

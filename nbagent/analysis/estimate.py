@@ -9,12 +9,11 @@ by default). Nothing is sent.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..core.compression import MESSAGE_OVERHEAD, ApproxTokenizer
+from ..core.compression import MESSAGE_OVERHEAD, ApproxTokenizer, count_tools
 from ..core.ledger import TurnRecord
 
 OVERFLOW_FILL = 0.9  # the gauge turns amber from here; over 1.0 it is red
@@ -169,10 +168,7 @@ def _context_tokens(conv: Any, tokenizer: Any) -> tuple[int, bool]:
             return turns[i].context_tokens + later, True
     conn = conv.connection
     session = getattr(conn, "chat_session", None) if conn is not None else None
-    total = 0
-    for spec in (t.spec for t in (getattr(conn, "tools", None) or {}).values()):
-        total += tokenizer.count(json.dumps({"name": spec.name, "description": spec.description,
-                                             "input_schema": spec.input_schema}))
+    total = count_tools(tokenizer, (t.spec for t in (getattr(conn, "tools", None) or {}).values()))
     if session is not None:
         return total + tokenizer.count_session(session), False
     # a connection without a wire history (e.g. MockConnection): count what the steps show

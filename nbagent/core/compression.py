@@ -10,13 +10,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Protocol
+from typing import Any, Iterable, Protocol
 
 from .errors import NbagentError
 from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 
 MESSAGE_OVERHEAD = 4  # role and framing tokens per message
 IMAGE_TOKENS = 800
+
+
+def count_tools(tokenizer: "Tokenizer", specs: Iterable[Any]) -> int:
+    """Tokens the tool definitions add to a request: each tool's name, description and JSON schema."""
+    return sum(tokenizer.count(json.dumps({"name": s.name, "description": s.description,
+                                           "input_schema": s.input_schema})) for s in specs)
 
 
 class Tokenizer(Protocol):

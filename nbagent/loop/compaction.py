@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable
 
 from ..core.chat_session import ChatSession
+from ..core.compression import count_tools
 from ..core.steps import CompactionStats
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -19,10 +19,10 @@ def compaction_budget(context_window: int | None, max_tokens: int | None, fracti
     return max(256, int((window - reserve) * fraction))
 
 
-def compact_if_needed(session: ChatSession, tokenizer: Any, tool_schemas: Iterable[dict],
+def compact_if_needed(session: ChatSession, tokenizer: Any, tool_specs: Iterable[Any],
                       budget: int) -> CompactionStats | None:
-    """Compress ``session`` in place when it (with the tool schemas) exceeds ``budget``."""
-    tools_tokens = sum(tokenizer.count(json.dumps(schema)) for schema in tool_schemas)
+    """Compress ``session`` in place when it (with the tool definitions) exceeds ``budget``."""
+    tools_tokens = count_tools(tokenizer, tool_specs)
     before = tokenizer.count_session(session) + tools_tokens
     if before <= budget:
         return None

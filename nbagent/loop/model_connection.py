@@ -406,7 +406,7 @@ class ModelConnection:
         budget = self.compaction_budget or compaction_budget(
             getattr(self.provider, "context_window", 0), self.max_tokens, self.compaction_fraction)
         stats = compact_if_needed(self.session, self.tokenizer,
-                                  (t.spec.input_schema for t in self.tools.values()), budget)
+                                  (t.spec for t in self.tools.values()), budget)
         if stats is None:
             return None
         now = time.time()
