@@ -15,6 +15,7 @@ import pytest
 
 from nbagent import (Agent, ApprovalDecision, Conversation, FinishReason, MockConnection, NbagentError, StepType,
                      TurnStatus, tool)
+from nbagent.analysis.sessions import load_sessions
 from nbagent.core.connection import Connection
 from nbagent.core.session_file import SESSION_VERSION, read_session
 
@@ -245,3 +246,23 @@ def test_saving_and_loading_leave_the_garbage_collector_as_they_found_it(tmp_pat
             assert gc.isenabled() is enabled
         finally:
             gc.enable()
+
+
+@pytest.mark.parametrize("where", ["steps", "turns"])
+def test_an_infinite_token_count_is_a_corrupt_file_not_a_crash(tmp_path, where):
+    """JSON's Infinity where a count belongs is bad input: NbagentError(kind="io"), not OverflowError."""
+    agent = Agent(model="demo")
+    agent.provider.delay = 0
+    agent.ask("hello")
+    path = agent.conversation.save(tmp_path / "s.json")
+    doc = json.loads(path.read_text())
+    holder = next(s for s in doc["steps"] if s.get("usage_metadata")) if where == "steps" else doc["turns"][0]
+    (holder["usage_metadata"] if where == "steps" else holder["usage"])["prompt_token_count"] = math.inf
+    path.write_text(json.dumps(doc))
+    with pytest.raises(NbagentError) as err:
+        Conversation.load(path)
+    assert err.value.kind == "io"
+    if where == "turns":
+        with pytest.raises(NbagentError) as err:
+            load_sessions(path)
+        assert err.value.kind == "io"

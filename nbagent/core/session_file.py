@@ -93,7 +93,7 @@ def _checked(doc: Any, path: str | Path) -> dict:
     if doc["version"] == 1:
         try:
             doc = migrate_v1(doc)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
             raise NbagentError(f"{path} is damaged: {exc!s:.300}", kind="io") from None
     return doc
 
@@ -112,7 +112,7 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
     try:
         with gc_paused():
             records = [TurnRecord.from_dict(t) for t in turns]
-    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}", kind="io") from None
     return str(doc.get("conversation_id") or Path(path).stem), records
 
@@ -125,7 +125,7 @@ def read_steps(path: str | Path) -> tuple[str, list[Step]]:
         if not isinstance(steps, list):
             raise TypeError("no \"steps\" list")
         return str(doc.get("conversation_id") or Path(path).stem), [Step.from_dict(s) for s in steps]
-    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"{path} is damaged: {exc!s:.300}", kind="io") from None
 
 
@@ -219,7 +219,7 @@ def _state(doc: dict, path: str | Path) -> ConversationState:
         )
     except NbagentError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"{path} is damaged: {exc!r:.300}", kind="io") from None
 
 
