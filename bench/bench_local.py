@@ -115,7 +115,7 @@ async def nbagent_run(conv, max_tokens: int) -> dict:
 
 
 def make_conversation(max_tokens: int, threads: int | None):
-    from nbagent.core.conversation import Conversation
+    from nbagent.conversation import Conversation
     from nbagent.loop.model_connection import ModelConnection
     from nbagent.providers.local import LocalProvider
 

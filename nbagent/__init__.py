@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Agent": "nbagent.agent",
-    "Conversation": "nbagent.core.conversation",
+    "Conversation": "nbagent.conversation",
     "ChatSession": "nbagent.core.chat_session",
     "ChatWidget": "nbagent.notebook.widget",
     "Tool": "nbagent.loop.tools",
@@ -35,7 +35,7 @@ _EXPORTS = {
     "ModelConnection": "nbagent.loop.model_connection",
     "NbagentError": "nbagent.core.errors",
     "load_sessions": "nbagent.analysis.sessions",
-    "compare": "nbagent.analysis.compare",
+    "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
 }
 
@@ -57,6 +57,6 @@ def __dir__():
 
 
 def load_ipython_extension(ipython):  # %load_ext nbagent
-    from .notebook.magics import load_ipython_extension as load
+    from .extension.magics import load_ipython_extension as load
 
     load(ipython)

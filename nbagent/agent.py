@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .core.conversation import Conversation
+from .conversation import Conversation
 from .core.errors import NbagentError
 from .providers.base import Provider
 
@@ -117,7 +117,7 @@ class Agent:
             compaction_budget=compaction_budget, tool_timeout=tool_timeout,
         )
         self._max_history_size = max_history_size
-        connection = ModelConnection(self.provider, **self._connection_options)
+        connection = self._connection = ModelConnection(self.provider, **self._connection_options)
         if resume is not None:
             self._conversation = Conversation.load(Path(resume), connection=connection,
                                                    max_history_size=max_history_size)
@@ -140,7 +140,27 @@ class Agent:
 
     @property
     def tools(self) -> dict:
-        return self._conversation.connection.tools
+        return self._connection.tools
+
+    @property
+    def system(self) -> str | None:
+        """The system prompt of the active conversation; setting it applies from the next turn."""
+        return self._connection.chat_session.system
+
+    @system.setter
+    def system(self, text: str | None) -> None:
+        self._connection.chat_session.with_system(text)
+
+    def reset(self) -> None:
+        """Start the active conversation afresh (history and the model's context), keeping the model,
+        tools, system prompt and budget."""
+        from .core.chat_session import ChatSession
+
+        if not self._conversation.is_idle():
+            raise NbagentError("a turn is running; stop it first", kind="config")
+        old = self._connection.chat_session
+        self._connection.resume(ChatSession(system=old.system, cache_strategy=old.cache_strategy), 0)
+        self._conversation.clear_history()
 
     def new_conversation(self) -> Conversation:
         """Start a fresh Conversation with the same model and settings.
@@ -153,7 +173,7 @@ class Agent:
         model, options = self._model_args
         if not isinstance(model, Provider):
             self.provider = resolve_model(model, **options)
-        connection = ModelConnection(self.provider, **self._connection_options)
+        connection = self._connection = ModelConnection(self.provider, **self._connection_options)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
         self._apply_budget(self._conversation)
         return self._conversation

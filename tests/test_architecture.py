@@ -5,7 +5,9 @@
 - ``Step.metadata`` is gone: nothing reads a string key from a step's
   metadata (what crosses layers travels in typed fields);
 - no module over 450 lines and no function over 60 lines, except a
-  function whose body starts with a comment saying why it is long.
+  function whose body starts with a comment saying why it is long;
+- every import goes to the module's own layer or one below it (``LAYERS``,
+  the map README's Layout states), imports inside functions included.
 """
 
 from __future__ import annotations
@@ -81,6 +83,67 @@ def long_functions(path: Path) -> list[str]:
     return found
 
 
+# The layer map, bottom up: a module may import its own layer and the ones listed for it.
+# Top-level modules (agent.py, conversation.py, comparison.py) are the "facade" layer.
+LAYERS: dict[str, set[str]] = {
+    "core": set(),
+    "providers": {"core"},
+    "loop": {"core", "providers"},
+    "analysis": {"core", "providers", "loop"},
+    "notebook": {"core", "providers", "loop", "analysis"},
+    "facade": {"core", "providers", "loop", "analysis", "notebook"},
+    "extension": {"core", "providers", "loop", "analysis", "notebook", "facade"},
+}
+
+
+def layer_of(parts: tuple[str, ...]) -> str | None:
+    """The layer of a module path inside the package (``("core", "steps")``); None: the package itself."""
+    if not parts or parts == ("__init__",):
+        return None
+    return parts[0] if parts[0] in LAYERS else "facade"
+
+
+def upward_imports(path: Path) -> list[str]:
+    """Imports of nbagent modules from a layer this module's layer may not use."""
+    rel = path.relative_to(PACKAGE).with_suffix("").parts
+    own = layer_of(rel)
+    if own is None:  # nbagent/__init__.py re-exports the public names of every layer
+        return []
+    package = ("nbagent", *rel[:-1])
+    found = []
+    for node in ast.walk(_tree(path)):
+        targets: list[tuple[str, ...]] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                module = (*base, *(node.module.split(".") if node.module else ()))
+            else:
+                module = tuple((node.module or "").split("."))
+            if module[0] != "nbagent":
+                continue
+            targets = [module[1:]] if node.module else [(*module[1:], a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [tuple(a.name.split("."))[1:] for a in node.names if a.name.split(".")[0] == "nbagent"]
+        for target in targets:
+            layer = layer_of(target)
+            if layer is None or layer == own or layer in LAYERS[own]:
+                continue
+            found.append(f"{_rel(path)}:{node.lineno}: {own} imports {'.'.join(target)} ({layer})")
+    return found
+
+
+def test_layers_import_only_downward():
+    found = [hit for path in SOURCES for hit in upward_imports(path)]
+    assert not found, "imports against the layer map:\n" + "\n".join(found)
+
+
+def test_readme_states_the_layer_map():
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    for layer, allowed in LAYERS.items():
+        line = f"- `{layer}` → " + (", ".join(f"`{a}`" for a in sorted(allowed)) or "nothing")
+        assert line in readme, f"README's Layout does not state: {line}"
+
+
 def test_sources_were_found():
     assert len(SOURCES) > 20 and PACKAGE / "core" / "steps.py" in SOURCES
 
@@ -113,6 +176,7 @@ def test_function_size():
 def test_the_checks_catch_what_they_look_for(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from .frames import _pandas\nimport nbagent._sync\n"
+                   "def g():\n    from ..notebook.widget import ChatWidget\n    import nbagent.agent\n"
                    "x = step.metadata['model']\ny = s.metadata.get('approval')\n"
                    "def f():\n" + "    pass\n" * 70)
     global PACKAGE
@@ -121,6 +185,12 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
         assert len(private_imports(bad)) == 2
         assert len(metadata_reads(bad)) == 2
         assert len(long_functions(bad)) == 1
+        core = tmp_path / "core"
+        core.mkdir()
+        (core / "bad.py").write_text(bad.read_text())
+        assert [h.split(": ", 1)[1] for h in upward_imports(core / "bad.py")] == [
+            "core imports _sync (facade)", "core imports notebook.widget (notebook)",
+            "core imports agent (facade)"]
     finally:
         PACKAGE = saved
 

@@ -12,12 +12,12 @@ import pytest
 pd = pytest.importorskip("pandas")
 pytest.importorskip("genai_prices")
 
-import nbagent.core.conversation as conversation_mod  # noqa: E402
+import nbagent.core.turn_log as turn_log_mod  # noqa: E402
 from nbagent import Agent, tool  # noqa: E402
 from nbagent.analysis.pricing import get_price, reset_prices  # noqa: E402
 from nbagent.analysis.sessions import export_frames, load_sessions  # noqa: E402
 from nbagent.core.connection import MockConnection  # noqa: E402
-from nbagent.core.conversation import Conversation  # noqa: E402
+from nbagent.conversation import Conversation  # noqa: E402
 from nbagent.core.errors import NbagentError  # noqa: E402
 from nbagent.core.steps import (FinishReason, PrefixChange, Step, StepSource, StepStatus, StepTarget,  # noqa: E402
                                 StepType, ToolCall, UsageMetadata)
@@ -46,7 +46,7 @@ def clock(monkeypatch):
         return state.now
 
     state.skip = lambda seconds: setattr(state, "now", state.now + seconds)
-    monkeypatch.setattr(conversation_mod, "time", types.SimpleNamespace(time=now))
+    monkeypatch.setattr(turn_log_mod, "time", types.SimpleNamespace(time=now))
     return state
 
 

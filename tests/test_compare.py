@@ -8,7 +8,7 @@ pd = pytest.importorskip("pandas")
 
 import nbagent  # noqa: E402
 from nbagent import Agent, NbagentError  # noqa: E402
-from nbagent.analysis.compare import COMPARE_COLUMNS  # noqa: E402
+from nbagent.comparison import COMPARE_COLUMNS  # noqa: E402
 from nbagent.analysis.pricing import Price  # noqa: E402
 from nbagent.providers.local import INSTALL_COMMAND, local_runtime_available  # noqa: E402
 

@@ -123,8 +123,8 @@ async def test_trimming_shifts_indices_and_keeps_usage():
 
 
 def test_max_history_size_defaults():
-    assert Conversation(MockConnection([]))._max == 10_000
-    assert Conversation(MockConnection([]), max_history_size=0)._max == 0
+    assert Conversation(MockConnection([])).max_history_size == 10_000
+    assert Conversation(MockConnection([]), max_history_size=0).max_history_size == 0
     with pytest.raises(NbagentError):
         Conversation(MockConnection([]), max_history_size=-1)
 

@@ -610,7 +610,7 @@ def test_import_stays_light():
 
 
 def test_conversation_frames_match_total_usage():
-    conversation = pytest.importorskip("nbagent.core.conversation")
+    conversation = pytest.importorskip("nbagent.conversation")
     connection = pytest.importorskip("nbagent.core.connection")
     steps = scripted_steps()
     turns = [[s.copy(turn=-1) for s in steps if s.turn == t] for t in range(3)]  # the three clean turns
@@ -631,7 +631,7 @@ def test_conversation_frames_match_total_usage():
 
 
 def test_usage_complete_after_trimming_and_save_load(tmp_path):
-    conversation = pytest.importorskip("nbagent.core.conversation")
+    conversation = pytest.importorskip("nbagent.conversation")
     connection = pytest.importorskip("nbagent.core.connection")
     steps = scripted_steps()
     turns = [[s.copy(turn=-1) for s in steps if s.turn == t] for t in range(3)]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
-from ..core.compression import MESSAGE_OVERHEAD, ApproxTokenizer, count_tools
+from ..core.chat_session import ChatSession
+from ..core.compression import MESSAGE_OVERHEAD, Tokenizer, ToolDescription, count_tools
 from ..core.ledger import TurnRecord
+from ..core.steps import Step
 
 OVERFLOW_FILL = 0.9  # the gauge turns amber from here; over 1.0 it is red
 
@@ -134,45 +136,54 @@ def spend(turns: Sequence[TurnRecord], pricing: Mapping | None = None) -> Spend:
     return Spend(total, unpriced)
 
 
-def context_window_of(conv: Any) -> int | None:
-    """The window: the ledger's provider-reported one, else the connection's, else the price data's."""
-    for rec in reversed(conv.turns):
+@dataclass(frozen=True)
+class RequestInputs:
+    """What an estimate reads: the ledger, and what the next request would carry."""
+
+    turns: Sequence[TurnRecord]
+    model: str  # "" when the conversation has no connection
+    provider: str
+    tokenizer: Tokenizer
+    tools: Sequence[ToolDescription]
+    chat_session: ChatSession | None  # None: a connection without a wire history (a script)
+    history: Sequence[Step]  # counted instead of the wire history when there is none
+    declared_window: int | None  # the window the connection reports, if any
+    budget_usd: float | None
+    pricing: Mapping | None
+
+
+def context_window_of(turns: Sequence[TurnRecord], declared: int | None, model: str,
+                      provider: str) -> int | None:
+    """The window: the ledger's provider-reported one, else the declared one, else the price data's."""
+    for rec in reversed(turns):
         if rec.context_window:
             return int(rec.context_window)
-    conn = conv.connection
-    for owner in (conn, getattr(conn, "provider", None)):
-        window = getattr(owner, "context_window", None)
-        if isinstance(window, int) and window > 0:
-            return window
+    if isinstance(declared, int) and declared > 0:
+        return declared
     from .pricing import context_window
 
-    model, provider = _identity(conv)
     return context_window(model, provider) if model else None
 
 
-def _identity(conv: Any) -> tuple[str, str]:
-    conn = conv.connection
-    model = str(getattr(conn, "model_name", "") or "") if conn is not None else ""
-    provider = str(getattr(conn, "provider_name", "") or "") if conn is not None else ""
-    if not model and conv.turns:
-        model, provider = conv.turns[-1].model, conv.turns[-1].provider
-    return model, provider
+def identity(inputs: RequestInputs) -> tuple[str, str]:
+    """The model and provider the next request goes to (else the last turn's)."""
+    if not inputs.model and inputs.turns:
+        return inputs.turns[-1].model, inputs.turns[-1].provider
+    return inputs.model, inputs.provider
 
 
-def _context_tokens(conv: Any, tokenizer: Any) -> tuple[int, bool]:
+def _context_tokens(inputs: RequestInputs) -> tuple[int, bool]:
     """Tokens in context before a new prompt, and whether they rest on reported usage."""
-    turns = conv.turns
+    turns, tokenizer = inputs.turns, inputs.tokenizer
     for i in range(len(turns) - 1, -1, -1):
         if turns[i].context_tokens > 0:  # reported: add the prompts sent after that turn
             later = sum(tokenizer.count(t.prompt) + MESSAGE_OVERHEAD for t in turns[i + 1:])
             return turns[i].context_tokens + later, True
-    conn = conv.connection
-    session = getattr(conn, "chat_session", None) if conn is not None else None
-    total = count_tools(tokenizer, (t.spec for t in (getattr(conn, "tools", None) or {}).values()))
-    if session is not None:
-        return total + tokenizer.count_session(session), False
+    total = count_tools(tokenizer, inputs.tools)
+    if inputs.chat_session is not None:
+        return total + tokenizer.count_session(inputs.chat_session), False
     # a connection without a wire history (e.g. MockConnection): count what the steps show
-    return total + sum(tokenizer.count(s.content) + MESSAGE_OVERHEAD for s in conv.history if s.content), False
+    return total + sum(tokenizer.count(s.content) + MESSAGE_OVERHEAD for s in inputs.history if s.content), False
 
 
 def _expected_output(turns: Sequence[TurnRecord]) -> int:
@@ -181,31 +192,26 @@ def _expected_output(turns: Sequence[TurnRecord]) -> int:
     return round(sum(generated) / len(generated)) if generated else 0
 
 
-def estimate_request(conv: Any, prompt: str, pricing: Mapping | None = None) -> RequestEstimate:
-    """The :class:`RequestEstimate` of sending ``prompt`` on ``conv`` now (nothing is sent).
-
-    ``pricing`` defaults to the conversation's own (``conv.pricing``).
-    """
+def estimate_request(inputs: RequestInputs, prompt: str) -> RequestEstimate:
+    """The :class:`RequestEstimate` of sending ``prompt`` with ``inputs`` now (nothing is sent)."""
     from .pricing import get_price
 
-    pricing = pricing if pricing is not None else getattr(conv, "pricing", None)
-    conn = conv.connection
-    tokenizer = getattr(conn, "tokenizer", None) or ApproxTokenizer()
+    tokenizer = inputs.tokenizer
     prompt_tokens = tokenizer.count(prompt or "") + MESSAGE_OVERHEAD
-    context, anchored = _context_tokens(conv, tokenizer)
-    model, provider = _identity(conv)
-    turns = conv.turns
+    context, anchored = _context_tokens(inputs)
+    model, provider = identity(inputs)
+    turns = inputs.turns
     out = _expected_output(turns)
-    price = get_price(model, provider, pricing) if model else None
+    price = get_price(model, provider, inputs.pricing) if model else None
     if price is None:
         cost = expected = math.nan
     else:
         cost = float(price.cost(input_tokens=context + prompt_tokens))
         expected = cost + float(price.cost(output_tokens=out))
-    spent = spend(turns, pricing)
+    spent = spend(turns, inputs.pricing)
     return RequestEstimate(
         model=model, prompt_tokens=prompt_tokens, context_tokens=context,
-        context_window=context_window_of(conv), cost_usd=cost, expected_output_tokens=out,
-        expected_cost_usd=expected, spent_usd=spent.usd, unpriced_turns=spent.unpriced_turns,
-        budget_usd=getattr(conv, "budget_usd", None), anchored=anchored,
+        context_window=context_window_of(turns, inputs.declared_window, model, provider), cost_usd=cost,
+        expected_output_tokens=out, expected_cost_usd=expected, spent_usd=spent.usd,
+        unpriced_turns=spent.unpriced_turns, budget_usd=inputs.budget_usd, anchored=anchored,
     )

@@ -19,7 +19,15 @@ MESSAGE_OVERHEAD = 4  # role and framing tokens per message
 IMAGE_TOKENS = 800
 
 
-def count_tools(tokenizer: "Tokenizer", specs: Iterable[Any]) -> int:
+class ToolDescription(Protocol):
+    """What a request carries of one tool (a provider's ``ToolSpec`` is one)."""
+
+    name: str
+    description: str
+    input_schema: dict
+
+
+def count_tools(tokenizer: "Tokenizer", specs: Iterable[ToolDescription]) -> int:
     """Tokens the tool definitions add to a request: each tool's name, description and JSON schema."""
     return sum(tokenizer.count(json.dumps({"name": s.name, "description": s.description,
                                            "input_schema": s.input_schema})) for s in specs)
@@ -27,6 +35,9 @@ def count_tools(tokenizer: "Tokenizer", specs: Iterable[Any]) -> int:
 
 class Tokenizer(Protocol):
     def count(self, text: str) -> int: ...
+
+    def count_session(self, session: Any) -> int:
+        """Tokens of a ChatSession's system prompt and messages."""
 
 
 class _SessionCounting:

@@ -11,11 +11,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from typing import Any, AsyncIterator, Protocol, runtime_checkable
+from typing import Any, AsyncIterator, Callable, Protocol, runtime_checkable
 
 from .chat_session import ChatSession
+from .compression import ApproxTokenizer, Tokenizer, ToolDescription
 from .errors import NbagentError
 from .steps import Step
+
+
+RequestGuard = Callable[[], str]
+"""Asked before each further model call of a turn: a reason to stop the turn there, or ``""``."""
 
 
 @runtime_checkable
@@ -25,6 +30,12 @@ class Connection(Protocol):
     conversation_id: str
     model_name: str  # shown in the ledger and the widget
     provider_name: str
+    context_window: int | None  # the model's window in tokens (None: unknown)
+    tokenizer: Tokenizer  # counts tokens for estimates
+    request_guard: RequestGuard | None  # the conversation's budget check inside the tool loop
+
+    def tool_descriptions(self) -> list[ToolDescription]:
+        """The tools the next request would carry."""
 
     async def send(self, prompt: str) -> None:
         """Start a turn; ``""`` continues one that stopped for tool results."""
@@ -62,6 +73,8 @@ class MockConnection:
 
     model_name = "mock"
     provider_name = "mock"
+    context_window: int | None = None
+    request_guard: RequestGuard | None = None  # a script runs no model calls to guard
 
     def __init__(self, turns: list[list[Step | BaseException]], conversation_id: str | None = None):
         self._turns = list(turns)
@@ -74,6 +87,10 @@ class MockConnection:
         self._interrupted = threading.Event()
         self._idle = True
         self.closed = False
+        self.tokenizer: Tokenizer = ApproxTokenizer()
+
+    def tool_descriptions(self) -> list[ToolDescription]:
+        return []  # a script's tool calls need no definitions
 
     async def send(self, prompt: str) -> None:
         if self._next >= len(self._turns):

@@ -12,7 +12,7 @@
       tool             a tool misbehaved outside the model's view
       io               a session file that cannot be read or written
       config           a missing optional install or a bad argument
-      budget           a turn would exceed ``budget_usd`` (nothing was sent; see core/budget.py)
+      budget           a turn would exceed ``budget_usd`` (nothing was sent; see analysis/budget.py)
 
 Messages never contain secrets: every known API key is scrubbed from them.
 """

@@ -187,7 +187,9 @@ class TurnTally:
                 rec.status = TurnStatus.WAITING
             else:
                 rec.status = TurnStatus.DONE
-        if step.error and step.status in (StepStatus.ERROR, StepStatus.TERMINAL_ERROR):
+        if step.type == StepType.FINISH and step.error:  # why the loop ended the turn early (e.g. budget)
+            rec.error = step.error
+        elif step.error and step.status in (StepStatus.ERROR, StepStatus.TERMINAL_ERROR):
             if step.target != StepTarget.ENVIRONMENT:  # tool errors do not fail the turn
                 rec.error = step.error
                 rec.http_code = step.http_code or rec.http_code

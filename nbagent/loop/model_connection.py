@@ -21,7 +21,8 @@ from ..core.chat_session import ChatSession
 from ..core.compression import ApproxTokenizer
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
-from ..providers.base import REFUSAL, Finish, ModelRequest, Provider
+from ..core.connection import RequestGuard
+from ..providers.base import REFUSAL, Finish, ModelRequest, Provider, ToolSpec
 from ..core.text import clean_text
 from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
 from .compaction import compact_if_needed, compaction_budget
@@ -78,6 +79,7 @@ class ModelConnection:
         self.session.with_cache_strategy(cache_strategy)
         self.conversation_id = conversation_id or self.session.session_id
         self.next_step_index = 0
+        self.request_guard: RequestGuard | None = None
         self._prompt: str | None = None
         self._idle = True
         self._interrupted = threading.Event()
@@ -91,6 +93,10 @@ class ModelConnection:
     @property
     def tools(self) -> dict:
         return self.tool_runner.tools
+
+    def tool_descriptions(self) -> list[ToolSpec]:
+        """The tool definitions the next request carries."""
+        return [t.spec for t in self.tools.values()]
 
     @property
     def policy(self) -> Any:
@@ -205,6 +211,10 @@ class ModelConnection:
         self._push_prompt(prompt)
         rounds = 0
         while True:
+            stop_reason = self.request_guard() if rounds and self.request_guard is not None else ""
+            if stop_reason:  # e.g. the budget, crossed by the round of tools that just ran
+                yield self._finish(FinishReason.INTERRUPTED, content=stop_reason, error=stop_reason)
+                return
             compaction = self._maybe_compact()
             if compaction is not None:
                 self.prefix_tracker.compacted()
@@ -291,11 +301,11 @@ class ModelConnection:
         unrun = unrun_call_steps([ToolCall(c.id, c.name, dict(c.args)) for c in calls], self._new_step, why)
         return unrun + [self._finish(reason, content=note)]
 
-    def _finish(self, reason: FinishReason, *, content: str = "",
+    def _finish(self, reason: FinishReason, *, content: str = "", error: str = "",
                 status: StepStatus = StepStatus.DONE) -> Step:
         now = time.time()
         return self._new_step(type=StepType.FINISH, source=StepSource.SYSTEM, target=StepTarget.USER,
-                              status=status, content=content, created_at=now, finished_at=now,
+                              status=status, content=content, error=error, created_at=now, finished_at=now,
                               finish_reason=reason)
 
     # --- one model call ------------------------------------------------------------------
@@ -305,7 +315,7 @@ class ModelConnection:
             model=self.provider.model,
             messages=list(self.session.messages),
             system=self.session.system,
-            tools=[t.spec for t in self.tools.values()],
+            tools=self.tool_descriptions(),
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             cache_strategy=self.session.cache_strategy,

@@ -52,6 +52,7 @@ import traitlets
 from ..core.conversation_state import ConversationEvent
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
+from .conversation_view import ConversationView
 from .widget_usage import gate, gauge_dict
 from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape
 
@@ -78,11 +79,11 @@ class ChatWidget(anywidget.AnyWidget):
     _key = traitlets.Unicode("").tag(sync=True)  # one front-end store per widget, shared by its views
     placeholder = traitlets.Unicode("Message the model… (Enter sends, Shift+Enter new line)").tag(sync=True)
 
-    def __init__(self, conversation: Any, **kwargs: Any) -> None:
+    def __init__(self, conversation: ConversationView | Any, **kwargs: Any) -> None:
         if hasattr(conversation, "conversation") and not hasattr(conversation, "add_listener"):
             conversation = conversation.conversation  # an Agent
         super().__init__(_key=uuid.uuid4().hex, **kwargs)
-        self.conversation = conversation
+        self.conversation: ConversationView = conversation
         self._lock = threading.RLock()  # guards the state below; never held while sending
         self._send_lock = threading.Lock()
         self._turns: dict[int, TurnBuffer] = {}
@@ -107,7 +108,7 @@ class ChatWidget(anywidget.AnyWidget):
 
     # --- state from the conversation --------------------------------------------
 
-    def _load(self, conv: Any) -> None:
+    def _load(self, conv: ConversationView) -> None:
         records = {r.turn: r for r in conv.turns}
         for step in conv.history:
             turn = self._turns.setdefault(step.turn, TurnBuffer(records.get(step.turn)))

@@ -11,28 +11,26 @@ starts or ends, never per token. An over-budget send is answered with ``{"type":
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..core.ledger import TurnRecord
+from .conversation_view import ConversationView
 
 
-def gauge_dict(conv: Any) -> dict:
+def gauge_dict(conv: ConversationView) -> dict:
     """The footer's gauge: context tokens and window, spend and budget (JSON-ready)."""
-    from ..analysis.estimate import context_window_of, spend
+    from ..analysis.estimate import spend
 
-    turns: list[TurnRecord] = conv.turns
+    turns = conv.turns
     tokens = next((t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
     try:
-        window = context_window_of(conv)
-        spent = spend(turns, getattr(conv, "pricing", None))
+        window = conv.context_window
+        spent = spend(turns, conv.pricing)
         usd, unpriced = spent.usd, spent.unpriced_turns
     except Exception:  # a broken price override: the gauge still shows tokens
         window, usd, unpriced = None, 0.0, 0
     return {"tokens": int(tokens), "window": window, "spent": round(usd, 8),
-            "budget": getattr(conv, "budget_usd", None), "unpriced": unpriced}
+            "budget": conv.budget_usd, "unpriced": unpriced}
 
 
-def gate(conv: Any, prompt: str, over_budget: bool) -> tuple[dict | None, str]:
+def gate(conv: ConversationView, prompt: str, over_budget: bool) -> tuple[dict | None, str]:
     """Before a widget send: (a confirm message to ask with instead of sending, or None; a notice).
 
     ``over_budget=True`` is the user's "Send anyway": the conversation lets this one turn through.

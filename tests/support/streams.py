@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 
+from nbagent.core.compression import ApproxTokenizer
 from nbagent.core.steps import (ApprovalDecision, FinishReason, Step, StepSource, StepStatus, StepTarget, StepType,
                            ToolCall, UsageMetadata)
 
@@ -26,6 +27,9 @@ class StreamConnection:
 
     model_name = "scripted"
     provider_name = "mock"
+    context_window: int | None = None
+    request_guard = None  # a script runs no model calls to guard
+    chat_session = None  # no wire history
 
     def __init__(self, deltas, thinking=(), *, pace: float = 0.0, batch: int = 1, tool: ToolCall | None = None,
                  tool_result: str = "42"):
@@ -40,6 +44,7 @@ class StreamConnection:
         self._decision: tuple[bool, str | None] | None = None
         self._idle = True
         self.sent_at: dict[str, float] = {}
+        self.tokenizer = ApproxTokenizer()
 
     async def send(self, prompt: str) -> None:
         self._prompt, self._idle, self._decision = prompt, False, None
@@ -59,6 +64,12 @@ class StreamConnection:
 
     async def disconnect(self) -> None:
         pass
+
+    def tool_descriptions(self) -> list:
+        return []
+
+    def resume(self, session, next_step_index: int) -> None:
+        self._index = max(self._index, next_step_index)
 
     def _next(self) -> int:
         self._index += 1

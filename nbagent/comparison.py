@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..core.errors import NbagentError
-from ..core.ledger import TurnRecord
-from ..core.steps import FinishReason, TurnStatus
-from .columns import USAGE, Column, Kind, Table, column_table
-from .frames import build_frame, require_pandas
+from .core.errors import NbagentError
+from .core.ledger import TurnRecord
+from .core.steps import FinishReason, TurnStatus
+from .analysis.columns import USAGE, Column, Kind, Table, column_table
+from .analysis.frames import build_frame, require_pandas
 
 __all__ = ["compare", "compare_async", "COMPARE_COLUMNS"]
 
@@ -87,8 +87,8 @@ def _labels(models: Sequence[Any]) -> list[str]:
 
 def _session_prompts(source: Any) -> tuple[list[str], str | None]:
     """The user prompts of a saved session or a Conversation, and its system prompt."""
-    from ..core.conversation import Conversation
-    from ..core.session_file import read_session
+    from .conversation import Conversation
+    from .core.session_file import read_session
 
     state = source.to_state() if isinstance(source, Conversation) else read_session(source)
     system = state.chat_session.system if state.chat_session is not None else None
@@ -97,7 +97,7 @@ def _session_prompts(source: Any) -> tuple[list[str], str | None]:
 
 def prompts_of(source: Any) -> tuple[list[str], str | None]:
     """(prompts, the session's system prompt or None) from what ``compare`` accepts."""
-    from ..core.conversation import Conversation
+    from .conversation import Conversation
 
     if isinstance(source, (Conversation, os.PathLike)):
         return _session_prompts(source)
@@ -119,7 +119,7 @@ def _failed(index: int, prompt: str, label: str, error: BaseException) -> Run:
 
 async def _run_model(model: Any, label: str, prompts: list[str], agent_options: dict) -> list[Run]:
     """One model's answers to every prompt, in one conversation; failures become rows."""
-    from ..agent import Agent
+    from .agent import Agent
 
     try:
         agent = Agent(model=model, **agent_options)
@@ -179,7 +179,7 @@ def compare(prompts_or_session: Any, models: Sequence[Any], *, system: str | Non
     ``agent_options`` go to each ``Agent`` (``max_tokens=``, ``policy=``, ``budget_usd=``, ...),
     and ``pricing`` prices both the frame and each Agent's budget.
     """
-    from ..core.blocking import run_sync
+    from .core.blocking import run_sync
 
     return run_sync(compare_async(prompts_or_session, models, system=system, tools=tools, pricing=pricing,
                                   **agent_options))

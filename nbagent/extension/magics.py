@@ -135,7 +135,7 @@ class ChatMagics(Magics):
             if args.model:
                 switch_model(agent, args.model)
             if args.system is not None:
-                agent.conversation.connection.chat_session.with_system(args.system)
+                agent.system = args.system
         if args.widget:
             return self.chat_in_widget(agent, prompt)
         try:
@@ -214,10 +214,9 @@ class ChatMagics(Magics):
         """Set the agent's system prompt (it applies from the next turn)."""
         args = parse_argstring(self.chat_system, line)
         agent = self.agent(args.agent, "%chat_system", create=True)
-        session = agent.conversation.connection.chat_session
         if args.text:
-            session.with_system(_unquote(" ".join(args.text)))
-        print(f"system prompt: {session.system!r}")
+            agent.system = _unquote(" ".join(args.text))
+        print(f"system prompt: {agent.system!r}")
 
     @magic_arguments()
     @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
@@ -280,15 +279,11 @@ class ChatMagics(Magics):
     @one_line_errors
     def chat_reset(self, line: str):
         """Start the conversation afresh, keeping the model, tools and system prompt."""
-        from ..core.chat_session import ChatSession
-
         args = parse_argstring(self.chat_reset, line)
-        conv = self.agent(args.agent, "%chat_reset").conversation
-        if not conv.is_idle():
+        agent = self.agent(args.agent, "%chat_reset")
+        if not agent.conversation.is_idle():
             raise NbagentError("%chat_reset: a turn is running; stop it first", kind="config")
-        old = conv.connection.chat_session
-        conv.connection.resume(ChatSession(system=old.system, cache_strategy=old.cache_strategy), 0)
-        conv.clear_history()
+        agent.reset()
         print(f"{args.agent or DEFAULT_NAME}: new conversation")
 
     @magic_arguments()

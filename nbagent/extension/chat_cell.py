@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.errors import NbagentError
 from ..core.steps import ApprovalDecision, Step, StepStatus, Text, Thought, ToolCall
-from .transcript import turn_markdown
+from ..notebook.transcript import turn_markdown
 
 __all__ = ["ChatAnswer", "ChatInterrupted", "interpolate", "run_turn", "value_text"]
 

@@ -1,0 +1,447 @@
+"""Conversation: the stateful session a user holds.
+
+It drives a connection (which runs turns and emits ``Step`` updates) and is made
+of parts, each in its layer: a :class:`~nbagent.core.turn_log.TurnLog` records
+the steps, turns, compactions and usage; a :class:`~nbagent.analysis.budget.Budget`
+guards spending; the analysis and notebook layers give the DataFrames, reports,
+transcripts and the widget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+
+from .analysis.budget import Budget
+from .core.chunks import Chunk
+from .core.connection import Connection
+from .core.conversation_state import ConversationState, Listener
+from .core.errors import NbagentError
+from .core.ledger import TurnRecord
+from .core.steps import ChatResponse, Step, StepStatus, UsageMetadata
+from .core.text import clean_text
+from .core.turn_log import TurnLog
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .analysis.estimate import RequestEstimate, RequestInputs
+    from .analysis.report import UsageSummary
+    from .notebook.widget import ChatWidget
+
+
+class Conversation:
+    """Step history, turns, usage and chunk filtering over a connection, with a budget and views."""
+
+    def __init__(self, connection: Connection | None = None, max_history_size: int | None = None) -> None:
+        self._log = TurnLog(max_history_size)
+        self._connection = connection
+        self._budget = Budget()
+        self._loaded_id = ""
+        self._loaded_session: Any = None  # the ChatSession of a read-only loaded conversation
+        self._widget: ChatWidget | None = None
+        self._interrupt_requested = False
+        if connection is not None:
+            connection.request_guard = self._stop_reason
+
+    # --- listeners (the widget subscribes here) ---------------------------------
+
+    def add_listener(self, fn: Listener) -> None:
+        """Call ``fn(event, payload)`` for each :class:`~nbagent.core.conversation_state.ConversationEvent`."""
+        self._log.add_listener(fn)
+
+    def remove_listener(self, fn: Listener) -> None:
+        self._log.remove_listener(fn)
+
+    def has_listener(self, fn: Listener) -> bool:
+        return self._log.has_listener(fn)
+
+    # --- chatting -----------------------------------------------------------------
+
+    async def chat(self, prompt: str) -> AsyncIterator[Chunk]:
+        """Send ``prompt`` and yield Thought / Text / ToolCall chunks as they stream."""
+        await self.send(prompt)
+        chunks = self.receive_chunks()
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            await chunks.aclose()
+
+    async def chat_to_completion(self, prompt: str) -> ChatResponse:
+        """Send ``prompt`` and wait for the whole turn."""
+        await self.send(prompt)
+        async for _ in self.receive_steps():
+            pass
+        return self._log.last_turn_response()
+
+    def ask(self, prompt: str) -> ChatResponse:
+        """Blocking ``chat_to_completion``; works in scripts and inside a running loop."""
+        from .core.blocking import run_sync
+
+        return run_sync(self.chat_to_completion(prompt), on_cancel=self.interrupt)
+
+    async def send(self, prompt: str) -> None:
+        """Send a prompt and open a turn (records the turn boundary)."""
+        conn = self._require_connection()
+        prompt = clean_text(prompt)
+        for _ in range(20):  # let a turn whose stream was abandoned (break) wind down
+            if self.is_idle():
+                break
+            await asyncio.sleep(0)
+        else:
+            raise NbagentError("a turn is already running; wait for it or interrupt() it first",
+                               kind="config")
+        # over budget: raises before any request and before the turn opens
+        self._budget.check_prompt(prompt, self.estimate)
+        self._interrupt_requested = False
+        self._log.open_turn(prompt, model=str(conn.model_name or ""), provider=str(conn.provider_name or ""),
+                            context_window=conn.context_window)
+        try:
+            await conn.send(prompt)
+        except BaseException as exc:
+            self._log.close_turn(exc)
+            raise
+
+    async def receive_steps(self) -> AsyncIterator[Step]:
+        """Yield raw step updates of the current turn, recording each in history."""
+        conn = self._require_connection()
+        log = self._log
+        steps = conn.receive_steps()
+        try:
+            async for step in steps:
+                log.ingest(step)
+                yield step
+        except GeneratorExit:  # the caller stopped listening: stop the turn too
+            conn.interrupt()
+            try:
+                await steps.aclose()
+            except Exception:
+                pass
+            log.settle_active(StepStatus.CANCELED)
+            log.close_turn(asyncio.CancelledError())
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+            log.settle_active(StepStatus.CANCELED)
+            log.close_turn(exc)
+            raise
+        except BaseException as exc:
+            log.settle_active(StepStatus.ERROR, str(exc), getattr(exc, "http_code", None) or 0)
+            log.close_turn(exc)
+            raise
+        if self._interrupt_requested:
+            log.settle_active(StepStatus.CANCELED)
+        log.close_turn(interrupted=self._interrupt_requested)
+
+    async def receive_chunks(self) -> AsyncIterator[Chunk]:
+        """``receive_steps()`` filtered into Thought / Text / ToolCall chunks."""
+        steps = self.receive_steps()
+        try:
+            async for step in steps:
+                for chunk in self._log.chunks_of(step):
+                    yield chunk
+        finally:
+            await steps.aclose()
+
+    # --- tool decisions (forwarded to the connection) -------------------------------
+
+    def approve(self, call_id: str, *, by: str = "user") -> None:
+        """Let a tool call waiting for approval run; ``by`` names who decided (``approvals_df``)."""
+        conn = self._require_connection()  # connections written before ``by`` take no such argument
+        conn.approve(call_id) if by == "user" else conn.approve(call_id, by=by)
+
+    def deny(self, call_id: str, reason: str | None = None, *, by: str = "user") -> None:
+        """Refuse a tool call waiting for approval; the model is told why."""
+        conn = self._require_connection()
+        conn.deny(call_id, reason) if by == "user" else conn.deny(call_id, reason, by=by)
+
+    def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> None:
+        """Give the result of a tool call the turn stopped at (manual mode)."""
+        text = self._require_connection().add_tool_result(call_id, result, is_error=is_error)
+        self._log.record_manual_result(call_id, text if isinstance(text, str) else str(result), is_error=is_error)
+
+    # --- state --------------------------------------------------------------------
+
+    @property
+    def history(self) -> list[Step]:
+        return self._log.history
+
+    @property
+    def turn_count(self) -> int:
+        return len(self._log.turns)
+
+    @property
+    def turn_start_indices(self) -> list[int]:
+        return self._log.turn_start_indices
+
+    @property
+    def compaction_indices(self) -> list[int]:
+        return self._log.compaction_indices
+
+    @property
+    def last_response(self) -> str:
+        return self._log.last_response
+
+    @property
+    def total_usage(self) -> UsageMetadata:
+        return self._log.total_usage
+
+    @property
+    def last_turn_usage(self) -> UsageMetadata | None:
+        turns = self._log.turns
+        return UsageMetadata(**turns[-1].usage.to_dict()) if turns else None
+
+    @property
+    def turns(self) -> list[TurnRecord]:
+        """The usage ledger: one record per turn, never trimmed."""
+        return self._log.turns
+
+    def clear_history(self) -> None:
+        """Forget every step, turn, compaction and usage count kept here (the model's context,
+        ``connection.chat_session``, stays: ``%chat_reset`` starts the model afresh too)."""
+        self._log.clear()
+
+    # --- connection -----------------------------------------------------------------
+
+    @property
+    def max_history_size(self) -> int:
+        """Steps kept in ``history`` (0: never trimmed); the ledger of turns is never trimmed."""
+        return self._log.max_history_size
+
+    @property
+    def connection(self) -> Connection | None:
+        return self._connection
+
+    @property
+    def conversation_id(self) -> str:
+        if self._connection is not None:
+            return str(self._connection.conversation_id)
+        return self._loaded_id
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's context window in tokens: as reported in the ledger, else the connection's,
+        else the price data's (None: unknown)."""
+        from .analysis.estimate import context_window_of
+
+        inputs = self.request_inputs()
+        return context_window_of(inputs.turns, inputs.declared_window, inputs.model, inputs.provider)
+
+    def is_idle(self) -> bool:
+        if self._connection is None:
+            return True
+        return bool(self._connection.is_idle())
+
+    def interrupt(self) -> None:
+        """Stop the running turn (thread-safe). The turn ends INTERRUPTED."""
+        if self._connection is not None and not self._connection.is_idle():
+            self._interrupt_requested = True
+            self._connection.interrupt()
+
+    async def disconnect(self) -> None:
+        if self._connection is not None:
+            await self._connection.disconnect()
+
+    def _require_connection(self) -> Connection:
+        if self._connection is None:
+            raise NbagentError(
+                "this conversation was loaded without a connection and is read-only; "
+                "pass connection= to Conversation.load or use Agent(resume=path)",
+                kind="config",
+            )
+        return self._connection
+
+    def __repr__(self) -> str:
+        u = self.total_usage
+        return (
+            f"<Conversation {self.conversation_id[:8] or '-'}: {self.turn_count} turns, "
+            f"{len(self.history)} steps, {u.total_token_count} tokens>"
+        )
+
+    # --- budget -------------------------------------------------------------------------
+
+    @property
+    def budget_usd(self) -> float | None:
+        """Dollars this conversation may spend (None: no budget); see ``nbagent.analysis.budget``."""
+        return self._budget.usd
+
+    @budget_usd.setter
+    def budget_usd(self, value: float | None) -> None:
+        self._budget.usd = value
+
+    @property
+    def pricing(self) -> Mapping[str, Any] | None:
+        """Price overrides for estimates, budgets, the widget and the usage frames."""
+        return self._budget.pricing
+
+    @pricing.setter
+    def pricing(self, value: Mapping[str, Any] | None) -> None:
+        self._budget.pricing = value
+
+    @property
+    def spent_usd(self) -> float:
+        """Dollars the ledger's turns cost so far (turns without a known price count 0)."""
+        return self._budget.spent(self.turns)
+
+    def allow_over_budget_once(self) -> None:
+        """Let the next turn start even if it would exceed ``budget_usd`` (once)."""
+        self._budget.allow_over_once()
+
+    def _stop_reason(self) -> str:
+        """The connection asks this before each further model call of a turn."""
+        return self._budget.stop_reason(self.turns)
+
+    # --- views: frames, reports, transcripts, the widget --------------------------------
+
+    def request_inputs(self, pricing: Mapping[str, Any] | None = None) -> RequestInputs:
+        """What the next request would carry, for estimates (nothing is sent)."""
+        from .analysis.estimate import RequestInputs
+        from .core.compression import ApproxTokenizer
+
+        conn = self._connection
+        turns = self.turns
+        return RequestInputs(
+            turns=turns, model=str(conn.model_name or "") if conn else "",
+            provider=str(conn.provider_name or "") if conn else "",
+            tokenizer=conn.tokenizer if conn else ApproxTokenizer(),
+            tools=conn.tool_descriptions() if conn else [],
+            chat_session=conn.chat_session if conn else self._loaded_session,
+            history=self.history, declared_window=conn.context_window if conn else None,
+            budget_usd=self.budget_usd, pricing=self._prices(pricing),
+        )
+
+    def _prices(self, pricing: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The price overrides of one call, else the conversation's own (``conv.pricing``)."""
+        return pricing if pricing is not None else self.pricing
+
+    def estimate(self, prompt: str, pricing: Mapping[str, Any] | None = None) -> RequestEstimate:
+        """Tokens and cost of the next request if ``prompt`` were sent now (nothing is sent)."""
+        from .analysis.estimate import estimate_request
+
+        return estimate_request(self.request_inputs(pricing), prompt)
+
+    def history_df(self) -> pd.DataFrame:
+        """One row per step (pandas)."""
+        from .analysis.frames import history_frame
+
+        return history_frame(self.history)
+
+    def usage_df(self, pricing: Mapping[str, Any] | None = None, by: str | None = None) -> pd.DataFrame:
+        """One row per turn from the never-trimmed ledger (pandas).
+
+        ``by="tool"``: one row per turn and token contributor (each tool's results,
+        thinking), so ``usage_df(by="tool").groupby("tool")`` shows where the tokens go.
+        """
+        if by == "tool":
+            from .analysis.attribution import tool_tokens_frame
+
+            return tool_tokens_frame(self.history, self.turns)
+        if by is not None:
+            raise NbagentError(f"usage_df(by=...) takes None or 'tool', not {by!r}", kind="config")
+        from .analysis.frames import usage_frame
+
+        return usage_frame(self.turns, pricing=self._prices(pricing))
+
+    def tool_calls_df(self) -> pd.DataFrame:
+        """One row per tool call (pandas)."""
+        from .analysis.frames import tool_calls_frame
+
+        return tool_calls_frame(self.history)
+
+    def approvals_df(self) -> pd.DataFrame:
+        """One row per approval decision on a tool call: who or what decided, and when (pandas)."""
+        from .analysis.approvals import approvals_frame
+
+        return approvals_frame(self.history)
+
+    def usage_summary(self, pricing: Mapping[str, Any] | None = None) -> UsageSummary:
+        from .analysis.report import usage_summary
+
+        return usage_summary(self.turns, pricing=self._prices(pricing))
+
+    def plot_usage(self, pricing: Mapping[str, Any] | None = None) -> Any:
+        from .analysis.report import plot_usage
+
+        return plot_usage(self.turns, pricing=self._prices(pricing))
+
+    def to_markdown(self) -> str:
+        """The conversation as a markdown document: prompts, thoughts, answers, tool calls
+        with their arguments and results, errors, each turn's usage. Model and tool text is
+        escaped (raw HTML shows as text, images become links, only safe links remain)."""
+        from .notebook.transcript import conversation_markdown
+
+        return conversation_markdown(self.history, self.turns, self.conversation_id)
+
+    def to_html(self) -> str:
+        """The conversation as one self-contained HTML page (inline CSS; no scripts, no
+        remote fetches), everything from the model and the tools escaped."""
+        from .notebook.transcript import conversation_html
+
+        return conversation_html(self.history, self.turns, self.conversation_id)
+
+    def widget(self, **kwargs: Any) -> ChatWidget:
+        """The ChatWidget bound to this conversation (one per conversation; kwargs make a new one)."""
+        from .notebook.widget import ChatWidget
+
+        if kwargs or self._widget is None or getattr(self._widget, "comm", None) is None:
+            widget = ChatWidget(self, **kwargs)
+            if kwargs:
+                return widget
+            self._widget = widget
+        return self._widget
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        try:
+            return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+        except ImportError:
+            from .notebook.transcript import transcript_markdown
+
+            return {"text/markdown": transcript_markdown(self.history), "text/plain": repr(self)}
+
+    def export_frames(self, state: ConversationState | None = None) -> dict:
+        """The DataFrames as JSON rows (what ``save(path, frames=True)`` embeds); needs numpy."""
+        from .analysis.sessions import export_frames
+
+        state = state if state is not None else self.to_state()
+        return export_frames(state.steps, state.turns)
+
+    # --- state boundary and persistence ---------------------------------------------------
+
+    def to_state(self) -> ConversationState:
+        """A consistent copy of everything this conversation holds (for saving)."""
+        session = self._connection.chat_session if self._connection is not None else None
+        return self._log.to_state(self.conversation_id, session if session is not None else self._loaded_session)
+
+    @classmethod
+    def from_state(cls, state: ConversationState, connection: Connection | None = None,
+                   max_history_size: int | None = None) -> Conversation:
+        """A conversation holding ``state``; with a connection it continues where it stopped."""
+        if connection is not None:
+            next_index = max((s.step_index for s in state.steps), default=-1) + 1
+            connection.resume(state.chat_session, next_index)
+        conv = cls(connection, max_history_size=state.max_history_size if max_history_size is None
+                   else max_history_size)
+        conv._log.restore(state)
+        conv._loaded_id = state.conversation_id
+        conv._loaded_session = state.chat_session
+        return conv
+
+    def save(self, path: str | Path, *, frames: bool = False) -> Path:
+        """Write steps, the turn ledger and the ChatSession to one JSON file (atomic).
+
+        ``frames=True`` also embeds the DataFrames as JSON rows, for readers
+        without nbagent (they are derived: ``load_sessions`` does not need them).
+        """
+        from .core.session_file import save_conversation
+
+        state = self.to_state()
+        return save_conversation(state, path, frames=self.export_frames(state) if frames else None)
+
+    @classmethod
+    def load(cls, path: str | Path, connection: Connection | None = None,
+             max_history_size: int | None = None) -> Conversation:
+        """Bring a saved conversation back; read-only without a connection."""
+        from .core.session_file import read_session
+
+        return cls.from_state(read_session(path), connection, max_history_size)

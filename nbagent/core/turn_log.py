@@ -1,0 +1,252 @@
+"""The turn log: what a conversation records as its turns stream.
+
+``TurnLog`` keeps the step history (one entry per ``step_index``, upserted as
+updates arrive), turn boundaries, compaction indices, the never-trimmed ledger
+of turns with their usage, and the listeners told about each change. It runs
+nothing: the user-facing ``nbagent.Conversation`` drives a connection and feeds
+the log. State is guarded by a lock so a widget can read it while a turn streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import warnings
+from typing import Any
+
+from .chunks import Chunk, chunks_of, response_of
+from .conversation_state import DEFAULT_MAX_HISTORY, ConversationEvent, ConversationState, Listener
+from .errors import NbagentError
+from .ledger import TurnRecord, TurnTally
+from .steps import ApprovalDecision, ChatResponse, Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
+
+
+class TurnLog:
+    """Steps, turns, compactions and usage of one conversation, and its listeners."""
+
+    def __init__(self, max_history_size: int | None = None) -> None:
+        if max_history_size is not None and max_history_size < 0:
+            raise NbagentError("max_history_size must be >= 0", kind="config")
+        self.max_history_size = DEFAULT_MAX_HISTORY if max_history_size is None else max_history_size
+        self.lock = threading.RLock()
+        self._listeners: list[Listener] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self._steps: list[Step] = []
+        self._trimmed = 0  # steps drained from the front so far
+        self._turn_positions: dict[int, int] = {}  # step_index -> absolute position, this turn
+        self._turn_starts: list[int] = []
+        self._compactions: list[int] = []
+        self._total = UsageMetadata()
+        self._ledger: list[TurnRecord] = []
+        self._tally: TurnTally | None = None
+        self._seen_call_ids: set[str] = set()
+        self._last_response = ""
+        self._turn_open = False
+
+    # --- listeners (the widget subscribes here) ---------------------------------
+
+    def add_listener(self, fn: Listener) -> None:
+        """Call ``fn(event, payload)`` for each :class:`ConversationEvent`."""
+        with self.lock:
+            if fn not in self._listeners:
+                self._listeners.append(fn)
+
+    def remove_listener(self, fn: Listener) -> None:
+        with self.lock:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+    def has_listener(self, fn: Listener) -> bool:
+        with self.lock:
+            return fn in self._listeners
+
+    def emit(self, event: ConversationEvent, payload: Any) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(event, payload)
+            except Exception as exc:  # a broken view must not break the turn
+                warnings.warn(f"nbagent listener failed on {event}: {exc!r}", RuntimeWarning, 2)
+
+    # --- a turn's life ------------------------------------------------------------
+
+    def open_turn(self, prompt: str, *, model: str, provider: str, context_window: int | None) -> TurnRecord:
+        """Record the start of a turn: its boundary in the history and its ledger record."""
+        with self.lock:
+            self._turn_starts.append(len(self._steps))
+            self._turn_positions = {}
+            self._seen_call_ids = set()
+            record = TurnRecord(turn=len(self._ledger), prompt=prompt, model=model, provider=provider,
+                                started_at=time.time(), context_window=context_window)
+            self._ledger.append(record)
+            self._tally = TurnTally(record)
+            self._turn_open = True
+        self.emit(ConversationEvent.TURN_STARTED, record)
+        return record
+
+    def ingest(self, step: Step) -> None:
+        """Upsert one step update into the history and fold it into the turn's record."""
+        with self.lock:
+            if step.turn < 0 and self._ledger:
+                step.turn = self._ledger[-1].turn
+            pos = self._turn_positions.get(step.step_index)
+            if pos is not None and pos >= self._trimmed:
+                self._steps[pos - self._trimmed] = step
+            else:
+                self._turn_positions[step.step_index] = self._trimmed + len(self._steps)
+                self._steps.append(step)
+                if step.type == StepType.COMPACTION:
+                    self._compactions.append(len(self._steps) - 1)
+            if self._tally is not None:
+                added = self._tally.observe(step, time.time())
+                if added is not None:
+                    self._total = self._total + added
+            if (
+                step.source == StepSource.MODEL
+                and step.target == StepTarget.USER
+                and step.content
+                and step.status in (StepStatus.DONE, StepStatus.CANCELED)
+            ):
+                self._last_response = step.content
+            self._trim()
+        self.emit(ConversationEvent.STEP, step)
+
+    def chunks_of(self, step: Step) -> list[Chunk]:
+        """The stream chunks of one step update (tool calls once per id within the turn)."""
+        with self.lock:
+            return chunks_of(step, self._seen_call_ids)
+
+    def settle_active(self, status: StepStatus, error: str = "", http_code: int = 0) -> None:
+        """Give steps the turn left ACTIVE their final status (partial content kept)."""
+        now = time.time()
+        settled = []
+        with self.lock:
+            start = self._turn_starts[-1] if self._turn_starts else 0
+            for i in range(start, len(self._steps)):
+                step = self._steps[i]
+                if step.status != StepStatus.ACTIVE:
+                    continue
+                done = step.copy(status=status, finished_at=step.finished_at or now,
+                                 content_delta="", thinking_delta="")
+                if status == StepStatus.ERROR and not done.error:
+                    done.error, done.http_code = error, done.http_code or http_code
+                self._steps[i] = done
+                settled.append(done)
+        for step in settled:
+            self.emit(ConversationEvent.STEP, step)
+
+    def record_manual_result(self, call_id: str, text: str, *, is_error: bool) -> None:
+        """Close the waiting tool step of ``call_id`` with the result the caller gave."""
+        with self.lock:
+            for i in range(len(self._steps) - 1, -1, -1):
+                step = self._steps[i]
+                if (step.target == StepTarget.ENVIRONMENT and step.status == StepStatus.WAITING_FOR_USER
+                        and any(c.id == call_id for c in step.tool_calls)):
+                    now = time.time()
+                    updated = step.copy(
+                        status=StepStatus.ERROR if is_error else StepStatus.DONE, content=text,
+                        error=text if is_error else "", finished_at=now,
+                        content_delta="", thinking_delta="", approval=ApprovalDecision.MANUAL,
+                        decided_at=step.decided_at or now, decided_by=step.decided_by or "caller",
+                    )
+                    self._steps[i] = updated
+                    break
+            else:
+                return
+        self.emit(ConversationEvent.STEP, updated)
+
+    def close_turn(self, error: BaseException | None = None, *, interrupted: bool = False) -> None:
+        """End the open turn; how it ended decides its record's status."""
+        with self.lock:
+            if not self._turn_open or self._tally is None:
+                return
+            self._turn_open = False
+            self._tally.close(time.time(), error=error,
+                              canceled=isinstance(error, (asyncio.CancelledError, KeyboardInterrupt)),
+                              interrupted=interrupted)
+            rec = self._tally.record
+        self.emit(ConversationEvent.TURN_FINISHED, rec)
+
+    def last_turn_response(self) -> ChatResponse:
+        with self.lock:
+            steps = self.turn_steps()
+            rec = self._ledger[-1] if self._ledger else None
+        return response_of(steps, rec)
+
+    def turn_steps(self) -> list[Step]:
+        """The steps of the current (or last) turn."""
+        with self.lock:
+            start = self._turn_starts[-1] if self._turn_starts else 0
+            return self._steps[max(start, 0):]
+
+    def _trim(self) -> None:
+        if not self.max_history_size or len(self._steps) <= self.max_history_size:
+            return
+        drop = len(self._steps) - self.max_history_size
+        del self._steps[:drop]
+        self._trimmed += drop
+        self._turn_starts = [i - drop for i in self._turn_starts if i - drop >= 0]
+        self._compactions = [i - drop for i in self._compactions if i - drop >= 0]
+
+    def clear(self) -> None:
+        with self.lock:
+            self._reset()
+        self.emit(ConversationEvent.CLEARED, None)
+
+    # --- what it holds --------------------------------------------------------------
+
+    @property
+    def history(self) -> list[Step]:
+        with self.lock:
+            return list(self._steps)
+
+    @property
+    def turns(self) -> list[TurnRecord]:
+        with self.lock:
+            return list(self._ledger)
+
+    @property
+    def turn_start_indices(self) -> list[int]:
+        with self.lock:
+            return list(self._turn_starts)
+
+    @property
+    def compaction_indices(self) -> list[int]:
+        with self.lock:
+            return list(self._compactions)
+
+    @property
+    def last_response(self) -> str:
+        with self.lock:
+            return self._last_response
+
+    @property
+    def total_usage(self) -> UsageMetadata:
+        with self.lock:
+            return UsageMetadata(**self._total.to_dict())
+
+    # --- state boundary ---------------------------------------------------------------
+
+    def to_state(self, conversation_id: str, chat_session: Any) -> ConversationState:
+        """A consistent copy of everything the log holds, with the conversation's identity."""
+        with self.lock:
+            return ConversationState(
+                conversation_id=conversation_id, max_history_size=self.max_history_size,
+                steps=list(self._steps), trimmed=self._trimmed, turn_starts=list(self._turn_starts),
+                compactions=list(self._compactions), turns=list(self._ledger),
+                total_usage=UsageMetadata(**self._total.to_dict()), last_response=self._last_response,
+                chat_session=chat_session,
+            )
+
+    def restore(self, state: ConversationState) -> None:
+        """Hold ``state``'s steps, turns and usage (a loaded conversation)."""
+        with self.lock:
+            self._steps = list(state.steps)
+            self._trimmed = state.trimmed
+            self._ledger = list(state.turns)
+            self._turn_starts = list(state.turn_starts)
+            self._compactions = list(state.compactions)
+            self._total = state.total_usage
+            self._last_response = state.last_response
