@@ -131,7 +131,8 @@ def cell_output(result: CellResult, max_chars: int = OUTPUT_MAX_CHARS, timeout: 
     elif result.error is not None:
         sections.append(("error", result.traceback or f"{type(result.error).__name__}: {result.error}"))
     elif result.has_value and result.value is not None:
-        sections.append(("value", format_result(result.value, None)))
+        value = result.value  # a string as a cell's Out shows it: quoted
+        sections.append(("value", repr(value) if isinstance(value, str) else format_result(value, None)))
     share = max(max_chars // max(len(sections), 1), 200)
     parts = [f"[{label}]\n{cap(text.rstrip(), share, 'of ' + label)}" for label, text in sections]
     figure_notes = [_figure_note(f) for f in result.figures]

@@ -60,7 +60,7 @@ def notebook_move(messages: list[Message], tools: list[ToolSpec], prompt: str, n
         return DemoMove(f"`{last.name}` failed; I will tell the user.",
                         f"The `{last.name}` call did not work:\n\n```\n{_short(result.content, 600)}\n```" + SCRIPTED)
     if last.name == LIST:
-        return _describe_named(prompt, result.content, n)
+        return _describe_named(own_text(prompt), result.content, n)
     if last.name == DESCRIBE:
         return _run_or_describe(str(last.args.get("name", "")), result.content, prompt, names, n)
     return _report_run(str(last.args.get("code", "")), result.content)
@@ -78,6 +78,12 @@ def _turn_so_far(messages: list[Message]) -> tuple[list[ToolUsePart], dict[str, 
         calls += m.tool_uses
         results.update({r.tool_use_id: r for r in m.tool_results})
     return calls, results
+
+
+def own_text(prompt: str) -> str:
+    """The prompt without the variable descriptions attached to it."""
+    found = ATTACHED.search(prompt)
+    return prompt[:found.start()].rstrip() if found else prompt
 
 
 def _attached(prompt: str) -> list[str]:
@@ -118,7 +124,7 @@ def _run_or_describe(name: str, description: str, prompt: str, tools: set[str], 
         first = description.strip().splitlines()[0] if description.strip() else name
         return DemoMove(f"I know what `{name}` holds; no tool can run code, so I will summarise it.",
                         f"`{name}` is {_short(first.partition(': ')[2] or first, 200)}." + SCRIPTED)
-    code = fitted_code(name, description, prompt)
+    code = fitted_code(name, description, own_text(prompt))
     return DemoMove(f"`{name}` fits the question; a small piece of code will answer it, and the user "
                     "approves it before it runs.",
                     f"I will run this in your kernel:\n\n```python\n{code}\n```",
