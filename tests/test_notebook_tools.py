@@ -98,16 +98,19 @@ def run_python_call(cid: str, code: str) -> list:
 
 
 def test_list_variables_shows_the_users_names_with_type_shape_dtypes_and_size(ip):
-    ip.run_cell("import os, numpy as np\nsales = __import__('pandas').DataFrame("
-                "{'month': ['Jan'], 'revenue': [10]})\n_hidden = 1\nscores = [1, 2, 3]\nx = np.zeros((3, 4))")
+    ip.run_cell("import os, numpy as np\nfrom collections import OrderedDict\nsales = __import__('pandas').DataFrame("
+                "{'month': ['Jan'], 'revenue': [10]})\n_hidden = 1\nscores = [1, 2, 3]\nx = np.zeros((3, 4))\n"
+                "def n(a: int) -> int:\n    return a")
     text = run_tool(tools_of(None)["list_variables"], {}).text  # None: the running shell's namespace
     lines = {ln.split(":")[0][2:]: ln for ln in text.splitlines() if ln.startswith("- ")}
     assert "DataFrame, 1 rows × 2 columns (month:" in lines["sales"] and "revenue: int64" in lines["sales"]
     assert lines["sales"].endswith(" B")  # memory size
     assert "list, length 3" in lines["scores"] and "shape 3×4, dtype float64" in lines["x"]
-    for left_out in ("os", "np", "_hidden", "In", "Out", "exit", "quit", "get_ipython", "_", "__builtins__"):
+    assert lines["n"] == "- n: function(a: int) -> int"  # defined in the notebook: listed
+    for left_out in ("os", "np", "OrderedDict", "_hidden", "In", "Out", "exit", "quit", "get_ipython", "_", "__builtins__"):
         assert left_out not in lines
-    ip.user_ns.pop("_hidden"), ip.user_ns.pop("np"), ip.user_ns.pop("os")
+    for name in ("_hidden", "np", "os", "OrderedDict"):
+        ip.user_ns.pop(name)
 
 
 def test_list_variables_is_capped():

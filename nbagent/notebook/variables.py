@@ -1,8 +1,8 @@
 """The notebook's variables as text for a model: a listing, one variable described, and
 the variables a prompt names as ``@name`` attached to it.
 
-``user_variables(namespace)`` leaves out underscore names, modules and IPython's own names
-(``In``, ``Out``, ``exit``, ``quit``, ``get_ipython``…). Everything is capped: a model gets a
+``user_variables(namespace)`` leaves out underscore names, modules, imported classes and
+functions, and IPython's own names (``In``, ``Out``, ``exit``, ``quit``, ``get_ipython``…). Everything is capped: a model gets a
 summary, never a whole table.
 """
 
@@ -27,7 +27,8 @@ _MENTION = re.compile(r"(?<![\w@.])@([A-Za-z_][A-Za-z0-9_]*)\b(?!@)")
 
 
 def user_variables(namespace: dict) -> dict[str, Any]:
-    """The names a user made: no underscore names, modules, or IPython's own names."""
+    """The names a user made: no underscore names, modules, imported classes and functions, or
+    IPython's own names."""
     hidden = _hidden_names(namespace)
     out = {}
     for name, value in list(namespace.items()):
@@ -35,8 +36,17 @@ def user_variables(namespace: dict) -> dict[str, Any]:
             continue
         if name in hidden and hidden[name] is value:  # put there by IPython at start-up
             continue
+        if _imported_definition(value):  # from x import SomeClass, some_function
+            continue
         out[name] = value
     return out
+
+
+def _imported_definition(value: Any) -> bool:
+    """A class or function defined in a module, not in the notebook itself."""
+    if not isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return False
+    return getattr(value, "__module__", None) not in (None, "__main__")
 
 
 def _hidden_names(namespace: dict) -> dict:
