@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 
-from nbagent import Agent, NbagentError, notebook_tools  # noqa: E402
+from nbagent import Agent, notebook_tools  # noqa: E402
 from nbagent.core.steps import ApprovalDecision, FinishReason, StepStatus, StepType, TurnStatus  # noqa: E402
 from nbagent.loop.tools import Tool  # noqa: E402
 from nbagent.notebook.kernel_tools import CodeStatus, code_cells  # noqa: E402

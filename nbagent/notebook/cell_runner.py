@@ -132,7 +132,8 @@ def _compile(code: str) -> tuple[Any, Any]:
     tree = ast.parse(code, filename=filename, mode="exec")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+        last = ast.Expression(tree.body[-1].value)
+        tree.body.pop()
     body = compile(tree, filename, "exec")
     return body, (compile(last, filename, "eval") if last is not None else None)
 
