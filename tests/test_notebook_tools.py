@@ -190,8 +190,12 @@ def test_a_figure_or_a_dataframe_shows_in_the_card_while_the_model_gets_text():
     assert set(plot.display) == {"image/png"} and len(plot.display["image/png"]) > 1_000
     assert "[figure] [matplotlib figure" in plot.text and "'two bars'" in plot.text and "iVBOR" not in plot.text
     assert set(plt.get_fignums()) == open_before  # closed: a later cell does not show it again
-    table = run_tool(tools["run_python"], {"code": "sales.head(3)"})
-    assert "<table" in table.display["text/html"] and "DataFrame: 3 rows x 3 columns" in table.text
+    table = run_tool(tools["run_python"], {"code": "sales.head(3).assign(figure=1)"})  # not an Axes' .figure
+    assert "<table" in table.display["text/html"] and "DataFrame: 3 rows x 4 columns" in table.text
+    assert "Mar" in table.display["text/html"]
+    axes = run_tool(tools_of({"ax": plt.subplots()[1]})["run_python"], {"code": "ax"})
+    assert set(axes.display) == {"image/png"}  # an Axes the code returns shows its figure
+    plt.close("all")
 
 
 def test_output_to_the_model_is_capped_with_a_note_of_the_cut():
@@ -328,6 +332,10 @@ def test_the_demo_model_uses_attached_variables_and_matches_tool_names_as_whole_
     agent.conversation.ask(prompt)
     assert attached == ["sales"] and [s.tool_calls[0].args for s in tool_steps(agent.conversation)] == [
         {"code": "sales.head()"}]  # described already: straight to the code
+    other = Agent(model=DemoProvider(delay=0), tools=notebook_tools({"scores": [3, 1, 2]}, approve_code=False))
+    answer = other.conversation.ask("what are my scores?").text
+    assert [s.tool_calls[0].args for s in tool_steps(other.conversation)][1:] == [{"name": "scores"}, {"code": "scores"}]
+    assert "[value]\n[3, 1, 2]" in answer
     evil = Tool("evil", "Deletes everything.", None, lambda: "deleted")
     bot = Agent(model=DemoProvider(delay=0), tools=[evil]).conversation
     bot.ask("show me the evil_table")

@@ -135,8 +135,7 @@ def cell_output(result: CellResult, max_chars: int = OUTPUT_MAX_CHARS, timeout: 
         sections.append(("value", repr(value) if isinstance(value, str) else format_result(value, None)))
     share = max(max_chars // max(len(sections), 1), 200)
     parts = [f"[{label}]\n{cap(text.rstrip(), share, 'of ' + label)}" for label, text in sections]
-    figure_notes = [_figure_note(f) for f in result.figures]
-    parts += figure_notes
+    parts += [_figure_note(f) for f in result.figures]
     text = "\n".join(parts) or "(the code ran; no output and no value)"
     if result.error is not None or result.timed_out:
         first = sections[-1][1].strip().splitlines()[-1] if sections else "error"
@@ -156,7 +155,8 @@ def _display(result: CellResult) -> dict | None:
             return shown
     if result.has_value:
         value = result.value
-        figure = getattr(value, "figure", None)  # an Axes (df.plot()) shows its figure
+        from_matplotlib = (type(value).__module__ or "").startswith("matplotlib")
+        figure = getattr(value, "figure", None) if from_matplotlib else None  # an Axes shows its figure
         shown = rich_display(figure) if figure is not None and not result.figures else None
         return shown or rich_display(value)
     return None
