@@ -39,7 +39,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..core.errors import NbagentError
 from .chat_cell import ChatInterrupted, interpolate, run_turn
-from .variables import attach_variables
+from ..notebook.variables import attach_variables
 
 DEFAULT_NAME = "nbagent_agent"
 EXPORT_FORMATS = {".md": "to_markdown", ".markdown": "to_markdown", ".html": "to_html", ".htm": "to_html"}
@@ -311,7 +311,7 @@ class ChatMagics(Magics):
     @one_line_errors
     def chat_code(self, line: str):
         """Put the code the agent ran (run_python) into the next cell: the last one, or the N last."""
-        from .kernel_tools import code_cells
+        from ..notebook.kernel_tools import code_cells
 
         args = parse_argstring(self.chat_code, line)
         if args.n < 1:
