@@ -36,9 +36,9 @@ NOT_IN_KERNEL = ("notebook_tools(): no IPython kernel is running here, so there 
 RUN_PYTHON_DOC = (
     "Run Python code in the user's notebook kernel, like a notebook cell: variables it defines "
     "stay in the notebook. Returns the value of the last expression, what the code printed "
-    "(stdout, stderr) or the error's traceback. The user approves the code before it runs. "
-    "Matplotlib figures the code makes and a DataFrame it ends with are shown to the user; "
-    "do not call plt.show().")
+    "(stdout, stderr) or the error's traceback. Matplotlib figures the code makes and a DataFrame "
+    "it ends with are shown to the user; do not call plt.show().")
+APPROVAL_NOTE = " The user approves the code before it runs."
 _timeout_of_call: contextvars.ContextVar[float | None] = contextvars.ContextVar("nbagent_cell_timeout",
                                                                                  default=None)
 
@@ -91,7 +91,8 @@ class RunPythonTool(Tool):
         schema = {"type": "object", "properties": {"code": {
             "type": "string", "description": "Python source; a last expression is returned as the result."}},
             "required": ["code"]}
-        super().__init__(RUN_PYTHON, RUN_PYTHON_DOC, schema, self.execute, requires_approval,
+        description = RUN_PYTHON_DOC + (APPROVAL_NOTE if requires_approval else "")
+        super().__init__(RUN_PYTHON, description, schema, self.execute, requires_approval,
                          max_result_chars=None)
         self.namespace = namespace
         self.cell_timeout = timeout
