@@ -37,6 +37,7 @@ _EXPORTS = {
     "load_sessions": "nbagent.analysis.sessions",
     "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
+    "notebook_tools": "nbagent.notebook.kernel_tools",
 }
 
 __all__ = sorted(_EXPORTS)

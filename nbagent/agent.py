@@ -69,6 +69,14 @@ def _guess_prefix(model: str) -> str | None:
     return None
 
 
+def with_notebook_tools(tools: Any) -> list:
+    """``tools`` plus the notebook tools of the running kernel (a ``config`` error outside one)."""
+    from .loop.tools import to_tools
+    from .notebook.kernel_tools import notebook_tools
+
+    return [*to_tools(tools).values(), *notebook_tools()]
+
+
 class Agent:
     """A model, tools and policies, with one active Conversation.
 
@@ -76,6 +84,8 @@ class Agent:
     continues a saved conversation. ``budget_usd`` caps what each conversation may spend (a turn
     that would exceed it raises ``NbagentError(kind="budget")`` before any request);
     ``pricing={"model": {"input": …, "output": …}}`` overrides prices for estimates and budgets.
+    ``notebook=True`` adds ``nbagent.notebook_tools()`` for the kernel it runs in (its variables,
+    and ``run_python``, which asks for approval whatever the policy).
     """
 
     def __init__(
@@ -100,6 +110,7 @@ class Agent:
         tool_timeout: float | None = 300.0,
         budget_usd: float | None = None,
         pricing: dict | None = None,
+        notebook: bool = False,
         **provider_options: Any,
     ) -> None:
         from .loop.model_connection import ModelConnection
@@ -109,6 +120,8 @@ class Agent:
             model = default_model()
         self._model_args = (model, dict(base_url=base_url, api_key=api_key, **provider_options))
         self.provider = resolve_model(model, base_url=base_url, api_key=api_key, **provider_options)
+        if notebook:
+            tools = with_notebook_tools(tools)
         self._connection_options = dict(
             system=system, tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
             max_tool_iterations=max_tool_iterations, hooks=hooks, temperature=temperature,

@@ -135,5 +135,28 @@ def check_magics(nb, tmp_path):
     assert len(out["traceback"]) == 1 and "no agent named 'no_such_agent'" in out["traceback"][0]
 
 
-CHECKS = {"tools_and_approval": check_tools, "usage_analysis": check_usage, "teaching": check_teaching,
+def check_data_analysis(nb, tmp_path):
+    cells = code_cells(nb)
+
+    def cell(marker: str):
+        return next(c for c in cells if marker in c.source)
+
+    listing = text_of(cell('tools["list_variables"]'))
+    assert "- sales: DataFrame, 7 rows × 3 columns" in listing and "- targets: dict, length 2" in listing
+    assert "- plt" not in listing and "- pd" not in listing and "- Agent" not in listing  # modules, imports
+    assert "- revenue: int64, 7 of 7 non-null" in text_of(cell('tools["describe_variable"]'))
+    turn = text_of(cell("conv.approve("))
+    assert "the agent wants to run:\nby_month = sales.groupby('month'" in turn  # it waited for approval
+    assert "Jan    200" in turn and "scripted" in turn  # then ran, and the model saw the result
+    assert "Apr    150" in text_of(cell("by_month"))  # what the code defined is the notebook's
+    assert data_of(cell("card.display"), "image/png")  # the card's figure
+    assert "the next cell holds 1 piece of code" in text_of(cell("%chat_code"))
+    assert "call_demo_5 turn 0 ok | by_month = " in text_of(cell("code_cells(conv.history)"))
+    chat = data_of(cell("@targets"), "text/markdown")
+    assert "attached: `@targets`" in chat and "dict, length 2" in chat
+    assert "--- @targets ---\ntargets: dict" in text_of(cell("turns[-1].prompt"))
+    assert any(c.cell_type == "markdown" and c.source.startswith("## MCP") for c in nb.cells)
+
+
+CHECKS = {"data_analysis": check_data_analysis, "tools_and_approval": check_tools, "usage_analysis": check_usage, "teaching": check_teaching,
           "providers": check_providers, "magics": check_magics}

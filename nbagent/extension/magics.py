@@ -8,6 +8,9 @@
     %%chat
     Summarise this table: {df}   # {name} puts a notebook variable in the prompt ({{ }} for braces)
 
+    %%chat
+    Plot revenue by month in @sales   # @name attaches describe_variable(name) to the prompt
+
 The answer streams into the cell as plain text, then becomes the cell's result (``_``,
 a ``str``) shown as markdown with the turn's thoughts, tool calls and usage (model text
 escaped: see ``safe_markdown.py``). Interrupting the kernel stops the turn; the partial
@@ -16,7 +19,8 @@ answer is kept and is the result. A tool call that needs approval is denied with
 widget and streams there instead (in a kernel the turn then runs in the background, so
 Stop / Approve / Deny work; ``_`` is not set). The line magics work on the same agent:
 ``%chat_model``, ``%chat_tools``, ``%chat_system``, ``%chat_usage``, ``%chat_history``,
-``%chat_save``, ``%chat_load``, ``%chat_reset``, ``%chat_export``; ``%%chat?`` and
+``%chat_save``, ``%chat_load``, ``%chat_reset``, ``%chat_export``, ``%chat_code`` (the code the
+agent ran, into the next cell); ``%%chat?`` and
 ``%chat_model?`` show their options.
 
 Errors show as one line (``NbagentError: [kind] ...``), never a traceback through the
@@ -35,6 +39,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..core.errors import NbagentError
 from .chat_cell import ChatInterrupted, interpolate, run_turn
+from ..notebook.variables import attach_variables
 
 DEFAULT_NAME = "nbagent_agent"
 EXPORT_FORMATS = {".md": "to_markdown", ".markdown": "to_markdown", ".html": "to_html", ".htm": "to_html"}
@@ -118,6 +123,7 @@ class ChatMagics(Magics):
 
         ``{name}`` in the cell puts the notebook variable ``name`` in the prompt (a
         DataFrame as a compact table); write ``{{`` and ``}}`` for literal braces.
+        ``@name`` attaches the variable's description (``describe_variable``) to the prompt.
         """
         from ..agent import Agent
 
@@ -127,6 +133,9 @@ class ChatMagics(Magics):
         if not prompt.strip():
             raise NbagentError("%%chat: the cell is empty; write the prompt under the %%chat line",
                                kind="config")
+        prompt, attached = attach_variables(prompt, self.shell.user_ns)
+        if attached:
+            print(f"📎 attached: {', '.join('@' + n for n in attached)}")
         key = args.agent or DEFAULT_NAME
         if args.new or (args.agent is None and key not in self.shell.user_ns):
             agent = self.shell.user_ns[key] = Agent(model=args.model, system=args.system)
@@ -139,7 +148,10 @@ class ChatMagics(Magics):
         if args.widget:
             return self.chat_in_widget(agent, prompt)
         try:
-            return run_turn(agent.conversation, prompt, in_kernel=self.in_kernel())
+            answer = run_turn(agent.conversation, prompt, in_kernel=self.in_kernel())
+            if attached:  # the cell's result says what went with the prompt
+                answer.markdown = f"*📎 attached: {', '.join(f'`@{n}`' for n in attached)}*\n\n{answer.markdown}"
+            return answer
         except ChatInterrupted:
             raise
         except KeyboardInterrupt:
@@ -287,6 +299,26 @@ class ChatMagics(Magics):
         print(f"{args.agent or DEFAULT_NAME}: new conversation")
 
     @magic_arguments()
+    @argument("-n", type=int, default=1, metavar="N",
+              help="how many of the last code cells the agent ran (default: 1, the last)")
+    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
+    @line_magic
+    @one_line_errors
+    def chat_code(self, line: str):
+        """Put the code the agent ran (run_python) into the next cell: the last one, or the N last."""
+        from ..notebook.kernel_tools import code_cells
+
+        args = parse_argstring(self.chat_code, line)
+        if args.n < 1:
+            raise NbagentError("%chat_code: -n must be at least 1", kind="config")
+        cells = code_cells(self.agent(args.agent, "%chat_code").conversation.history)
+        if not cells:
+            raise NbagentError("%chat_code: the agent has run no code yet (run_python)", kind="config")
+        chosen = cells[-args.n:]
+        self.shell.set_next_input("\n\n".join(code_cell_source(c) for c in chosen), replace=False)
+        print(f"the next cell holds {len(chosen)} piece{'s' if len(chosen) != 1 else ''} of code the agent ran")
+
+    @magic_arguments()
     @argument("path", metavar="PATH", help="a .md or .html file")
     @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME})")
     @line_magic
@@ -304,6 +336,12 @@ class ChatMagics(Magics):
         except OSError as exc:
             raise NbagentError(f"%chat_export: cannot write {str(path)!r}: {exc.strerror}", kind="io") from None
         print(f"exported {_turns(conv)} to {path}")
+
+
+def code_cell_source(cell) -> str:
+    """A code cell's text for the notebook: a comment saying where it came from, then the code."""
+    how = "" if cell.status.value == "ok" else f", {cell.status.value}"
+    return f"# run by the agent (turn {cell.turn + 1}, {cell.call_id}{how})\n{cell.code.rstrip()}"
 
 
 def _turns(conv) -> str:

@@ -1,8 +1,9 @@
 """The demo model: deterministic, offline, for teaching and tests.
 
 It streams a short thought, calls a tool when one fits the prompt (a
-calculator-like tool for arithmetic, or a tool named in the prompt), answers
-in markdown, and reports plausible token usage. It says plainly that it is a
+calculator-like tool for arithmetic, or a tool the prompt names as a whole word;
+with the notebook tools, the moves of ``demo_notebook.py``), answers in markdown,
+and reports plausible token usage. It says plainly that it is a
 demo. Nothing here is random: the same history gives the same stream.
 """
 
@@ -16,6 +17,7 @@ from typing import AsyncIterator
 from ..core.compression import ApproxTokenizer
 from ..core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from ..core.steps import FinishReason, ToolCall, UsageMetadata
+from .demo_notebook import notebook_move
 from .base import (
     Event,
     Finish,
@@ -55,19 +57,20 @@ class DemoProvider(Provider):
         results = last.tool_results
         prompt = _last_prompt(request.messages)
         parts: list = []
-        call: ToolCall | None = None
-        if results:
+        call: ToolCall | None = None if results else _pick_call(prompt, request.tools, len(request.messages))
+        move = notebook_move(request.messages, request.tools, prompt, len(request.messages)) if call is None else None
+        if move is not None:
+            thought, answer, call = move.thought, move.answer, move.call
+        elif results:
             thought = "The tool returned a result; I will report it to the user."
             answer = _answer_from_results(results)
+        elif call is not None:
+            thought = (f"The user asked: \u201c{_short(prompt)}\u201d. The `{call.name}` tool fits, "
+                       f"so I will call it with {json.dumps(call.args)}.")
+            answer = f"Let me use `{call.name}` for that."
         else:
-            call = _pick_call(prompt, request.tools, len(request.messages))
-            if call is not None:
-                thought = (f"The user asked: \u201c{_short(prompt)}\u201d. The `{call.name}` tool fits, "
-                           f"so I will call it with {json.dumps(call.args)}.")
-                answer = f"Let me use `{call.name}` for that."
-            else:
-                thought = f"The user asked: \u201c{_short(prompt)}\u201d. No tool is needed; I will answer directly."
-                answer = _plain_answer(prompt)
+            thought = f"The user asked: \u201c{_short(prompt)}\u201d. No tool is needed; I will answer directly."
+            answer = _plain_answer(prompt)
         if request.include_reasoning:
             for piece in _WORD.findall(thought):
                 await self._pause()
@@ -119,7 +122,7 @@ def _pick_call(prompt: str, tools: list[ToolSpec], n: int) -> ToolCall | None:
     if not tools or not prompt:
         return None
     lowered = prompt.lower()
-    named = [t for t in tools if t.name.lower() in lowered]
+    named = [t for t in tools if re.search(rf"(?<![\w-]){re.escape(t.name.lower())}(?![\w-])", lowered)]
     match = _ARITH.search(prompt)
     if match and not named:
         named = [t for t in tools
