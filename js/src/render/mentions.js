@@ -83,14 +83,20 @@ export class MentionBox {
     this.el.replaceChildren(...shown.map((v, i) => h("li", { class: "nba-mention", role: "option", id: `${this.uid}-${i}`,
       "data-index": i }, h("span", { class: "nba-mention-name", text: v.name }), h("span", { class: "nba-mention-type", text: v.type }))));
     this.place();
-    this.el.style.display = "";
     this.mark();
   }
 
+  /** Under the caret's line; above it when the chat has no room below (its box clips). */
   place() {
     const p = caretPoint(this.input, this.at ? this.at.start : 0);
+    const top = this.input.offsetTop + p.top;
     this.el.style.left = `${this.input.offsetLeft + p.left}px`;
-    this.el.style.top = `${this.input.offsetTop + p.top + p.height + 2}px`;
+    this.el.style.top = `${top + p.height + 2}px`;
+    this.el.style.display = "";
+    const chat = this.input.closest(".nba-chat");
+    if (chat && this.el.getBoundingClientRect().bottom > chat.getBoundingClientRect().bottom) {
+      this.el.style.top = `${top - this.el.offsetHeight - 2}px`;
+    }
   }
 
   mark() {
