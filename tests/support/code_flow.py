@@ -84,17 +84,15 @@ def code_flow(page, nb, tmp_path, label):
     shot(page, chat, f"widget-run-python-waiting-{label}.png", tmp_path)
     # Copy
     card.locator(".nba-tool-copy").click()
-    page.wait_for_function("(s) => document.querySelector(s).textContent === 'Copied'",
-                           arg=f"{chat} .nba-tool .nba-tool-copy")
-    assert page.evaluate("() => navigator.clipboard.readText()") == CODE
+    page.wait_for_function("async (code) => (await navigator.clipboard.readText()) === code", arg=CODE, polling=100)
     # Insert as cell below, without window.jupyterapp
     before = sources(page)
     assert card.locator(".nba-insert").is_visible()
     page.evaluate("() => { window.__app = window.jupyterapp; delete window.jupyterapp; }")
     try:
         card.locator(".nba-insert").click()
-        page.wait_for_function("(s) => document.querySelector(s).textContent === 'Inserted'",
-                               arg=f"{chat} .nba-tool .nba-insert")
+        page.wait_for_function("(n) => window.__app.shell.currentWidget.content.model.cells.length === n",
+                               arg=len(before) + 1, polling=50)
     finally:
         page.evaluate("() => { window.jupyterapp = window.__app; }")
     assert sources(page) == [before[0], CODE, *before[1:]]
