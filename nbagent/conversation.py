@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from .analysis.estimate import RequestEstimate, RequestInputs
     from .analysis.report import UsageSummary
+    from .notebook.kernel_tools import CodeCell
     from .notebook.widget import ChatWidget
 
 
@@ -364,6 +365,12 @@ class Conversation:
         from .analysis.report import plot_usage
 
         return plot_usage(self.turns, pricing=self._prices(pricing))
+
+    def code_cells(self) -> list[CodeCell]:
+        """The code the agent ran with ``run_python`` (in order, with its turn and status)."""
+        from .notebook.kernel_tools import code_cells
+
+        return code_cells(self.history)
 
     def to_markdown(self) -> str:
         """The conversation as a markdown document: prompts, thoughts, answers, tool calls

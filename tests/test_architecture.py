@@ -4,8 +4,9 @@
   included), so every module's private parts can change freely;
 - ``Step.metadata`` is gone: nothing reads a string key from a step's
   metadata (what crosses layers travels in typed fields);
-- no module over 450 lines and no function over 60 lines, except a
-  function whose body starts with a comment saying why it is long;
+- no function over 60 lines, except one whose body starts with a comment
+  saying why it is long (module size is a review hint, not a test: ruff's
+  complexity gate, C901 <= 15, runs from scripts/test.sh);
 - every import goes to the module's own layer or one below it (``LAYERS``,
   the map README's Layout states), imports inside functions included.
 """
@@ -19,7 +20,6 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nbagent"
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py"))
-MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60
 LONG_FUNCTION_MARK = "# long because:"
 
@@ -159,12 +159,6 @@ def test_no_step_metadata_side_channel():
     assert not hasattr(Step(), "metadata")
     found = [hit for path in SOURCES for hit in metadata_reads(path)]
     assert not found, "string-keyed metadata reads:\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize("path", SOURCES, ids=_rel)
-def test_module_size(path):
-    n = len(path.read_text(encoding="utf-8").splitlines())
-    assert n <= MAX_MODULE_LINES, f"{_rel(path)} has {n} lines (at most {MAX_MODULE_LINES})"
 
 
 def test_function_size():

@@ -12,6 +12,7 @@
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 import { loadMath, setMathRequester } from "./mathtext.js";
+import { notebookHost, registerHost } from "./host.js";
 
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
  *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
@@ -117,6 +118,7 @@ function storeFor(model) {
   s.unwatch = watchKernel(model, () => dispatch({ type: "dead", reason: KERNEL_RESTARTED }));
   model.on("msg:custom", (/** @type {any} */ msg) => {
     if (msg && (msg.type === "refused" || msg.type === "confirm")) { dispatch(msg); return; }
+    if (msg && msg.type === "names") { for (const v of s.views) v.mentions.receive(msg); return; } // @name: the kernel's variables
     if (msg && msg.type === "math" && typeof msg.code === "string") { loadMath(msg.code).catch((e) => console.warn("nbagent: math", e)); return; }
     if (!msg || msg.type !== "deltas") return;
     const debug = debugLog();
@@ -139,6 +141,9 @@ export default {
   render({ model, el }) {
     const store = storeFor(model);
     const view = new ChatView(el, store.send, model.get("placeholder") || "");
+    const host = notebookHost(model); // JupyterLab, Notebook 7: tool cards can insert cells
+    registerHost(el, host);
+    el.classList.toggle("nba-can-insert", !!host);
     store.views.add(view);
     if (!view.disconnected()) store.everLive = true;
     store.checkLive();

@@ -306,12 +306,10 @@ class ChatMagics(Magics):
     @one_line_errors
     def chat_code(self, line: str):
         """Put the code the agent ran (run_python) into the next cell: the last one, or the N last."""
-        from ..notebook.kernel_tools import code_cells
-
         args = parse_argstring(self.chat_code, line)
         if args.n < 1:
             raise NbagentError("%chat_code: -n must be at least 1", kind="config")
-        cells = code_cells(self.agent(args.agent, "%chat_code").conversation.history)
+        cells = self.agent(args.agent, "%chat_code").conversation.code_cells()
         if not cells:
             raise NbagentError("%chat_code: the agent has run no code yet (run_python)", kind="config")
         chosen = cells[-args.n:]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextvars
 import enum
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ from ..core.errors import NbagentError
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepType
 from ..loop.tools import Tool, ToolOutput, format_result, rich_display
 from .cell_runner import CellResult, run_cell
-from .variables import cap, describe_variable_text, list_variables_text
+from .variables import cap, describe_variable_text, list_variables_text, shell_namespace
 
 RUN_PYTHON = "run_python"
 OUTPUT_MAX_CHARS = 4_000  # run_python's text for the model, at most (plus the notes of cuts)
@@ -45,11 +44,10 @@ _timeout_of_call: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 def kernel_namespace() -> dict:
     """The running IPython shell's user namespace, or a ``config`` error saying to pass one."""
-    ipython = sys.modules.get("IPython")  # a kernel has imported it; never import it here
-    shell = ipython.get_ipython() if ipython is not None else None
-    if shell is None:
+    namespace = shell_namespace()
+    if namespace is None:
         raise NbagentError(NOT_IN_KERNEL, kind="config")
-    return shell.user_ns
+    return namespace
 
 
 def notebook_tools(namespace: dict | None = None, *, run_code: bool = True, approve_code: bool = True,

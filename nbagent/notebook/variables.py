@@ -13,8 +13,10 @@ import re
 import reprlib
 import sys
 import types
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
+MAX_NAMES = 500  # names offered to the chat box's @ list (it filters as the user types)
 LIST_MAX_CHARS = 4_000  # list_variables' text, at most
 LIST_MAX_NAMES = 200  # variables listed, at most
 DESCRIBE_MAX_CHARS = 4_000  # describe_variable's text, at most
@@ -26,20 +28,52 @@ ATTACH_HEADER = "Attached notebook variables"
 _MENTION = re.compile(r"(?<![\w@.])@([A-Za-z_][A-Za-z0-9_]*)\b(?!@)")
 
 
-def user_variables(namespace: dict) -> dict[str, Any]:
+def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The names a user made: no underscore names, modules, imported classes and functions, or
-    IPython's own names."""
-    hidden = _hidden_names(namespace)
+    IPython's own names.
+
+    IPython's own names are those in ``hidden`` (default: the shell's ``user_ns_hidden`` when
+    ``namespace`` is its user namespace) still holding the same object, so a name the user rebound
+    stays; with no such record, the usual ones (``In``, ``Out``, ``exit``…) are left out by name."""
+    hidden = _hidden_names(namespace) if hidden is None else hidden
     out = {}
     for name, value in list(namespace.items()):
-        if name.startswith("_") or isinstance(value, types.ModuleType) or name in IPYTHON_NAMES:
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
             continue
-        if name in hidden and hidden[name] is value:  # put there by IPython at start-up
+        if isinstance(value, types.ModuleType):
+            continue
+        if (name in hidden and hidden[name] is value) if hidden else name in IPYTHON_NAMES:
             continue
         if _imported_definition(value):  # from x import SomeClass, some_function
             continue
         out[name] = value
     return out
+
+
+@dataclass(frozen=True)
+class VariableName:
+    """One name the user can mention: ``@name``, shown with its type's name."""
+
+    name: str
+    type_name: str
+
+
+def variable_names(namespace: Mapping[str, Any] | None = None, hidden: Mapping[str, Any] | None = None,
+                   limit: int = MAX_NAMES) -> list[VariableName]:
+    """The names a user would mention (the chat box's ``@name`` list), sorted case-insensitively,
+    at most ``limit``; ``namespace=None`` reads the running IPython shell's (empty outside one)."""
+    if namespace is None:
+        namespace = shell_namespace() or {}
+    out = [VariableName(name, type(value).__name__) for name, value in user_variables(namespace, hidden).items()]
+    out.sort(key=lambda v: (v.name.lower(), v.name))
+    return out[:max(0, limit)]
+
+
+def shell_namespace() -> dict | None:
+    """The running IPython shell's user namespace (None outside one; IPython is never imported here)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell.user_ns if shell is not None else None
 
 
 def _imported_definition(value: Any) -> bool:
@@ -49,7 +83,7 @@ def _imported_definition(value: Any) -> bool:
     return getattr(value, "__module__", None) not in (None, "__main__")
 
 
-def _hidden_names(namespace: dict) -> dict:
+def _hidden_names(namespace: Mapping[str, Any]) -> Mapping[str, Any]:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     if shell is not None and getattr(shell, "user_ns", None) is namespace:

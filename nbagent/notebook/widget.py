@@ -25,7 +25,9 @@ Wire protocol (kernel -> front end):
 Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": "stop"}``,
 ``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
 ``{"type": "resync"}``, ``{"type": "math"}`` (the view met math: the kernel
-answers ``{"type": "math", "code"}`` with static/math.js, Temml, once per page).
+answers ``{"type": "math", "code"}`` with static/math.js, Temml, once per page),
+``{"type": "names", "id"}`` (``@`` typed in the box: the kernel answers ``{"type": "names",
+"id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py).
 A prompt runs as an asyncio task on the kernel's loop,
 so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
@@ -84,6 +86,7 @@ class ChatWidget(anywidget.AnyWidget):
             conversation = conversation.conversation  # an Agent
         super().__init__(_key=uuid.uuid4().hex, **kwargs)
         self.conversation: ConversationView = conversation
+        self.namespace: Any = None  # where @names come from; None: the running IPython shell's user namespace
         self._lock = threading.RLock()  # guards the state below; never held while sending
         self._send_lock = threading.Lock()
         self._turns: dict[int, TurnBuffer] = {}
@@ -298,6 +301,11 @@ class ChatWidget(anywidget.AnyWidget):
                 self.conversation.deny(str(content["call_id"]), content.get("reason") or "denied by the user")
             elif kind == "math":  # a page met math: the TeX -> MathML module, once per page
                 self.send({"type": "math", "code": (_STATIC / "math.js").read_text(encoding="utf-8")})
+            elif kind == "names":  # @ in the box: the user's variables, for autocomplete
+                from .variables import variable_names
+
+                names = [[v.name, v.type_name] for v in variable_names(self.namespace)]
+                self.send({"type": "names", "id": str(content.get("id", "")), "names": names})
             elif kind == "resync":  # a view missed some text of the running turn
                 with self._lock:
                     self._dirty.add("current")
@@ -314,16 +322,28 @@ class ChatWidget(anywidget.AnyWidget):
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
-        ask, self.notice = gate(self.conversation, prompt, over_budget)
+        prepared = self._prepare_prompt(prompt)
+        ask, self.notice = gate(self.conversation, prepared, over_budget)
         with self._lock:
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
         if ask is not None:  # over budget: the view asks "Send anyway" / "Cancel"
             self._flush()
-            self.send(ask)
+            self.send({**ask, "prompt": prompt})  # the user's own text comes back, prepared again if sent
             return
-        self._task = asyncio.ensure_future(self._run(prompt))
+        self._task = asyncio.ensure_future(self._run(prepared))
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
         self._flush()  # `running` goes out now: the view that sent the prompt waits for it
+
+    def _prepare_prompt(self, prompt: str) -> str:
+        """Every prompt sent from the box passes here before it is gated and run: ``@name`` of a
+        variable of the widget's namespace (default: the kernel's) attaches its description, as in
+        ``%%chat``. An over-budget prompt goes back to the box as typed and passes here again."""
+        from .variables import attach_variables, shell_namespace
+
+        namespace = self.namespace if self.namespace is not None else shell_namespace()
+        if not namespace or "@" not in prompt:
+            return prompt
+        return attach_variables(prompt, namespace)[0]
 
     def _stop(self) -> None:
         """Stop: a prompt whose turn has not begun is dropped; a running turn is interrupted."""

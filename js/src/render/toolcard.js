@@ -1,9 +1,36 @@
 // A tool call as a card: name, pretty arguments, live status, result or error, duration,
 // and Approve / Deny while it waits for the user's decision. A result with a rich display
 // (the step's `display`: a table as text/html, a figure or image as image/png) shows that,
-// with the text the model got folded away below it.
+// with the text the model got folded away below it. A tool whose argument is code (CODE_TOOLS)
+// shows that code highlighted, from the moment it is asked for (while it waits for Approve),
+// with Copy and, where the host allows (see ../host.js), Insert as cell below.
 import DOMPurify from "dompurify";
 import { h, fmtSeconds, pretty } from "./dom.js";
+import { highlight } from "../markdown.js";
+import { hostOf, copyText } from "../host.js";
+
+/** Tools whose call carries code: tool name -> the argument holding it and its language. */
+export const CODE_TOOLS = { run_python: { arg: "code", language: "python" } };
+
+/** The code of a code tool's call and its other arguments, or null for any other call.
+ * @param {any} call @returns {{code: string, language: string, rest: Record<string, any>}|null} */
+export function codeOf(call) {
+  const spec = call && Object.prototype.hasOwnProperty.call(CODE_TOOLS, call.name) ? CODE_TOOLS[call.name] : null;
+  let args = call ? call.args : null;
+  if (typeof args === "string") { try { args = JSON.parse(args); } catch { return null; } }
+  if (!spec || !args || typeof args !== "object" || typeof args[spec.arg] !== "string") return null;
+  const rest = { ...args };
+  delete rest[spec.arg];
+  return { code: args[spec.arg], language: spec.language, rest };
+}
+
+/** Flash a button's label for a moment. @param {HTMLElement} btn @param {string} text */
+function flash(btn, text) {
+  const label = btn.dataset.label || btn.textContent || "";
+  btn.dataset.label = label;
+  btn.textContent = text;
+  setTimeout(() => { btn.textContent = label; }, 1500);
+}
 
 const TABLE = { ALLOWED_TAGS: ["table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption", "p", "br", "span", "div"],
   ALLOWED_ATTR: ["colspan", "rowspan"] };
@@ -52,6 +79,16 @@ export class ToolCard {
     this.badge = h("span", { class: "nba-badge" });
     this.dur = h("span", { class: "nba-tool-dur" });
     this.args = h("pre", { class: "nba-tool-args" });
+    this.codeEl = h("code", { class: "hljs" });
+    this.code = "";
+    this.copyBtn = h("button", { type: "button", class: "nba-tool-copy", text: "Copy", title: "Copy the code",
+      onclick: () => copyText(this.code).then((ok) => flash(this.copyBtn, ok ? "Copied" : "Copy failed")) });
+    this.insertBtn = h("button", { type: "button", class: "nba-insert", text: "Insert as cell below",
+      title: "Insert this code as a new cell below the chat's cell", onclick: () => this.insert() });
+    this.codeLang = h("span", { class: "nba-code-lang" });
+    this.codeBox = h("div", { class: "nba-code nba-tool-code" },
+      h("div", { class: "nba-code-head" }, this.codeLang, h("span", { class: "nba-code-btns" }, this.copyBtn, this.insertBtn)),
+      h("pre", {}, this.codeEl));
     this.approve = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-approve", text: "Approve",
       onclick: () => this.decide({ type: "approve", call_id: this.callId }) }));
     this.deny = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-deny", text: "Deny",
@@ -61,7 +98,7 @@ export class ToolCard {
     this.el = h("div", { class: "nba-tool", "data-call-id": this.callId },
       h("div", { class: "nba-tool-head" }, h("span", { class: "nba-tool-icon", text: "⚙" }),
         h("code", { class: "nba-tool-name", text: call.name || "tool" }), this.badge, this.dur),
-      this.args, this.actions, this.result);
+      this.codeBox, this.args, this.actions, this.result);
     this.key = "";
   }
 
@@ -71,6 +108,32 @@ export class ToolCard {
     if (!this.send(msg)) this.approve.disabled = this.deny.disabled = false; // no kernel: nothing was decided
   }
 
+  /** Insert the code as a new cell below the widget's cell (the button shows only where the host can). */
+  insert() {
+    const host = hostOf(this.el);
+    if (!host) { flash(this.insertBtn, "Not available here"); return; }
+    host.insertBelow(this.el, this.code).then(() => flash(this.insertBtn, "Inserted"), (err) => {
+      console.warn("nbagent: insert cell", err);
+      flash(this.insertBtn, "Could not insert");
+    });
+  }
+
+  /** @param {any} call */
+  showArgs(call) {
+    const code = codeOf(call);
+    this.codeBox.style.display = code ? "" : "none";
+    if (code && code.code !== this.code) {
+      this.code = code.code;
+      this.codeLang.textContent = code.language;
+      this.codeEl.className = `hljs language-${code.language}`;
+      this.codeEl.innerHTML = highlight(code.code, code.language); // escaped text in highlight.js spans
+    }
+    const rest = code ? code.rest : call.args ?? {};
+    const empty = code && !Object.keys(rest).length;
+    this.args.textContent = empty ? "" : pretty(rest);
+    this.args.style.display = empty ? "none" : "";
+  }
+
   /** @param {any} call @param {any} env the tool's SYSTEM -> ENVIRONMENT step, if any */
   update(call, env) {
     const status = toolStatus(env);
@@ -78,7 +141,7 @@ export class ToolCard {
       env.display ? Object.keys(env.display) : null]]);
     if (key === this.key) return;
     this.key = key;
-    this.args.textContent = pretty(call.args ?? {});
+    this.showArgs(call);
     this.badge.textContent = STATUS[status];
     this.badge.className = `nba-badge nba-st-${status}`;
     this.el.dataset.status = status;

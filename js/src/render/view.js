@@ -7,6 +7,7 @@
 import { h } from "./dom.js";
 import { TurnView } from "./turn.js";
 import { GaugeView, ConfirmView } from "./gauge.js";
+import { MentionBox } from "./mentions.js";
 
 const WAIT_HINT_MS = 8000; // no word from the kernel after a send: say why, let Stop unlock
 const STOP_RETRY_MS = 5000; // Stop pressed, turn still running: enable Stop again
@@ -24,12 +25,13 @@ export class ChatView {
     this.sendBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-send", text: "Send", onclick: () => this.submit() }));
     this.stopBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-stop", text: "Stop", title: "Stop the running turn",
       onclick: () => this.stop() }));
+    this.mentions = new MentionBox(this.input, (id) => this.send({ type: "names", id })); // @name autocomplete
     this.input.addEventListener("keydown", (e) => this.onKey(e));
     this.input.addEventListener("input", () => this.setHint(""));
     this.gauge = new GaugeView();
     this.confirm = new ConfirmView((prompt) => this.submit(prompt, true), (prompt) => { if (!this.input.value) this.input.value = prompt; this.input.focus(); });
     this.root = h("div", { class: "nba-chat" }, this.list, this.empty, this.notice, this.confirm.el,
-      h("div", { class: "nba-inputbar" }, this.input, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint, this.gauge.el);
+      h("div", { class: "nba-inputbar" }, this.input, this.mentions.el, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint, this.gauge.el);
     this.root.addEventListener("click", (e) => this.onClick(e));
     el.append(this.root);
     /** @type {Map<number, TurnView>} */ this.turns = new Map();
@@ -54,7 +56,7 @@ export class ChatView {
 
   /** @param {KeyboardEvent} e */
   onKey(e) {
-    if (e.isComposing) return;
+    if (e.isComposing || this.mentions.onKey(e)) return;
     if (e.key === "Shift") {
       // a bare Shift reaching JupyterLab's shortcut handler makes it cancel the line break of the
       // Shift+Enter that follows; Shift alone is no shortcut, so it stays here

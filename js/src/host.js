@@ -1,0 +1,115 @@
+// What the page hosting the widget lets it do to the notebook: insert a code cell below the
+// widget's cell. JupyterLab 4 and Notebook 7 give it through the widget manager behind the model
+// (@jupyter-widgets/jupyterlab-manager's WidgetManager has the notebook's document context, whose
+// model is the shared notebook): no lab extension, no `window.jupyterapp`. Elsewhere (VS Code,
+// marimo, a static HTML page, a console) there is no such context and the host is null.
+//
+// Finding the widget's cell: the code cells whose outputs show this widget (an output's
+// widget-view model id whose model has our `_key`); when the widget shows in several cells, the
+// one whose DOM holds the clicked view (its index in the notebook) decides.
+
+const WIDGET_VIEW = "application/vnd.jupyter.widget-view+json";
+
+/** @typedef {{insertBelow: (node: Element, code: string) => Promise<number>}} NotebookHost */
+
+/** Model ids of the widget views among a cell's outputs. @param {any} cell @returns {string[]} */
+export function widgetIdsOf(cell) {
+  if (!cell || cell.cell_type !== "code" || typeof cell.getOutputs !== "function") return [];
+  /** @type {string[]} */
+  const ids = [];
+  for (const out of cell.getOutputs() || []) {
+    const view = out && out.data && out.data[WIDGET_VIEW];
+    if (view && typeof view.model_id === "string") ids.push(view.model_id);
+  }
+  return ids;
+}
+
+/** The index to insert after: a cell showing the widget; the DOM's index when it is one of them
+ * (the widget shows in several cells), the only one otherwise; -1 when it cannot be told.
+ * @param {number[]} showing @param {number} domIndex */
+export function chooseCell(showing, domIndex) {
+  if (showing.includes(domIndex)) return domIndex;
+  return showing.length === 1 ? showing[0] : -1;
+}
+
+/** The index of the notebook cell holding `node` as the page shows it, or -1.
+ * @param {Element} node */
+export function domCellIndex(node) {
+  const cell = /** @type {HTMLElement|null} */ (node.closest ? node.closest(".jp-Cell") : null);
+  if (!cell) return -1;
+  const windowed = Number.parseInt(cell.dataset.windowedListIndex || "", 10); // JupyterLab 4's windowed notebook
+  if (Number.isInteger(windowed) && windowed >= 0) return windowed;
+  const parent = cell.parentElement;
+  return parent ? [...parent.children].filter((c) => c.classList.contains("jp-Cell")).indexOf(cell) : -1;
+}
+
+/** The host's notebook operations for this model, or null where the page has none.
+ * @param {any} model the anywidget model @returns {NotebookHost|null} */
+export function notebookHost(model) {
+  let manager, shared;
+  try {
+    manager = model.widget_manager;
+    shared = manager && manager.context && manager.context.model && manager.context.model.sharedModel;
+  } catch {
+    return null;
+  }
+  if (!shared || typeof shared.insertCell !== "function" || !Array.isArray(shared.cells)
+    || typeof manager.get_model !== "function") return null;
+  const key = model.get("_key");
+  /** @param {string} id */
+  const isOurs = async (id) => {
+    try { return (await manager.get_model(id)).get("_key") === key; } catch { return false; } // a widget of a past kernel
+  };
+  return {
+    async insertBelow(node, code) {
+      /** @type {number[]} */
+      const showing = [];
+      const cells = shared.cells;
+      for (let i = 0; i < cells.length; i++) {
+        for (const id of widgetIdsOf(cells[i])) if (await isOurs(id)) { showing.push(i); break; }
+      }
+      const index = chooseCell(showing, domCellIndex(node));
+      if (index < 0) throw new Error("the cell showing this chat was not found in the notebook");
+      shared.insertCell(index + 1, { cell_type: "code", source: code, metadata: {} });
+      return index + 1;
+    },
+  };
+}
+
+/** @type {WeakMap<Element, NotebookHost>} */
+const hosts = new WeakMap();
+
+/** Remember the host for a widget's element (its views' cards find it from there).
+ * @param {Element} el @param {NotebookHost|null} host */
+export function registerHost(el, host) {
+  if (host) hosts.set(el, host); else hosts.delete(el);
+}
+
+/** The host registered for `node` or its nearest registered ancestor. @param {Element|null} node */
+export function hostOf(node) {
+  for (let n = node; n; n = n.parentElement) {
+    const host = hosts.get(n);
+    if (host) return host;
+  }
+  return null;
+}
+
+/** Copy text: the async clipboard, else a selected textarea and execCommand (insecure pages,
+ * denied permission). @param {string} text @returns {Promise<boolean>} */
+export async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) { await navigator.clipboard.writeText(text); return true; }
+  } catch { /* fall back */ }
+  const box = document.createElement("textarea");
+  box.value = text;
+  box.setAttribute("readonly", "");
+  box.style.cssText = "position:fixed;top:0;left:0;opacity:0;";
+  const active = /** @type {HTMLElement|null} */ (document.activeElement);
+  document.body.append(box);
+  box.select();
+  let ok = false;
+  try { ok = document.execCommand("copy"); } catch { ok = false; }
+  box.remove();
+  if (active && active.focus) active.focus({ preventScroll: true });
+  return ok;
+}

@@ -1,0 +1,44 @@
+"""The agent's code in the notebook, in a real browser: JupyterLab 4 (the flow is in
+support/code_flow.py; tests/test_widget_code_notebook7.py runs it in Notebook 7).
+
+Run:  .venv/bin/python -m pytest -q tests/test_widget_code_browser.py
+Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs (also write the screenshots there)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support.jupyter import CHROMIUM, lab_page, lab_with_notebooks, notebook_opener
+
+pytestmark = pytest.mark.browser
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
+pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+
+from support.code_flow import CELLS, NOTEBOOK, code_flow  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory, request):
+    with lab_with_notebooks(tmp_path_factory, request, {NOTEBOOK: CELLS}) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def lab(lab_server):
+    with lab_page(lab_server) as page:
+        yield page
+
+
+@pytest.fixture
+def notebook(lab):
+    yield from notebook_opener(lab)
+
+
+def test_run_python_card_in_jupyterlab(lab, notebook, tmp_path):
+    code_flow(lab, notebook(NOTEBOOK), tmp_path, "lab")
