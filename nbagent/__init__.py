@@ -7,6 +7,7 @@ pandas, IPython and anywidget load only where they are used.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -34,11 +35,79 @@ _EXPORTS = {
     "MockConnection": "nbagent.core.connection",
     "ModelConnection": "nbagent.loop.model_connection",
     "NbagentError": "nbagent.core.errors",
+    "ErrorKind": "nbagent.core.errors",
+    "AuthError": "nbagent.core.errors",
+    "RateLimited": "nbagent.core.errors",
+    "InvalidRequest": "nbagent.core.errors",
+    "ContextLengthExceeded": "nbagent.core.errors",
+    "ServerError": "nbagent.core.errors",
+    "NetworkError": "nbagent.core.errors",
+    "RequestTimeout": "nbagent.core.errors",
+    "ProtocolError": "nbagent.core.errors",
+    "ToolError": "nbagent.core.errors",
+    "StorageError": "nbagent.core.errors",
+    "ConfigError": "nbagent.core.errors",
+    "BudgetExceeded": "nbagent.core.errors",
     "load_sessions": "nbagent.analysis.sessions",
     "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
     "notebook_tools": "nbagent.notebook.kernel_tools",
+    "TurnRecord": "nbagent.core.ledger",
+    "ConversationEvent": "nbagent.core.conversation_state",
+    "Hooks": "nbagent.loop.hooks",
+    "Provider": "nbagent.providers.base",
+    "RequestEstimate": "nbagent.analysis.estimate",
 }
+
+if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
+    from .agent import Agent as Agent
+    from .analysis.estimate import RequestEstimate as RequestEstimate
+    from .analysis.parquet import to_parquet as to_parquet
+    from .analysis.sessions import load_sessions as load_sessions
+    from .comparison import compare as compare
+    from .conversation import Conversation as Conversation
+    from .core.chat_session import ChatSession as ChatSession
+    from .core.connection import MockConnection as MockConnection
+    from .core.conversation_state import ConversationEvent as ConversationEvent
+    from .core.errors import (
+        AuthError as AuthError,
+        BudgetExceeded as BudgetExceeded,
+        ConfigError as ConfigError,
+        ContextLengthExceeded as ContextLengthExceeded,
+        ErrorKind as ErrorKind,
+        InvalidRequest as InvalidRequest,
+        NbagentError as NbagentError,
+        NetworkError as NetworkError,
+        ProtocolError as ProtocolError,
+        RateLimited as RateLimited,
+        RequestTimeout as RequestTimeout,
+        ServerError as ServerError,
+        StorageError as StorageError,
+        ToolError as ToolError,
+    )
+    from .core.ledger import TurnRecord as TurnRecord
+    from .core.steps import (
+        ApprovalDecision as ApprovalDecision,
+        ChatResponse as ChatResponse,
+        FinishReason as FinishReason,
+        PrefixChange as PrefixChange,
+        Step as Step,
+        StepSource as StepSource,
+        StepStatus as StepStatus,
+        StepTarget as StepTarget,
+        StepType as StepType,
+        Text as Text,
+        Thought as Thought,
+        ToolCall as ToolCall,
+        TurnStatus as TurnStatus,
+        UsageMetadata as UsageMetadata,
+    )
+    from .loop.hooks import Hooks as Hooks
+    from .loop.model_connection import ModelConnection as ModelConnection
+    from .loop.tools import Tool as Tool, tool as tool
+    from .notebook.kernel_tools import notebook_tools as notebook_tools
+    from .notebook.widget import ChatWidget as ChatWidget
+    from .providers.base import Provider as Provider
 
 __all__ = sorted(_EXPORTS)
 

@@ -61,3 +61,36 @@ def test_api_key_never_in_reprs_or_saved_files(tmp_path, monkeypatch):
     path = agent.conversation.save(tmp_path / "s.json")
     assert secret not in path.read_text()
     json.loads(path.read_text())
+
+
+def test_type_checkers_see_every_public_name():
+    """``py.typed`` ships, and each lazy export has a TYPE_CHECKING import of the same object, so
+    mypy and pyright see ``nbagent.Agent`` as the class, not ``Any``."""
+    import ast
+    from pathlib import Path
+
+    package = Path(nbagent.__file__).parent
+    assert (package / "py.typed").exists()
+    tree = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    seen = {}
+    for node in guarded.body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            assert alias.asname == alias.name  # an explicit re-export
+            seen[alias.name] = "nbagent." + node.module
+    assert seen == nbagent._EXPORTS
+
+
+def test_each_error_kind_has_its_class_and_old_code_keeps_working():
+    import pickle
+
+    err = NbagentError("over", kind="budget")
+    assert isinstance(err, nbagent.BudgetExceeded) and isinstance(err, NbagentError)
+    assert err.kind == "budget" and err.kind is nbagent.ErrorKind.BUDGET and str(err) == "[budget] over"
+    assert type(pickle.loads(pickle.dumps(err))) is nbagent.BudgetExceeded
+    assert nbagent.ConfigError("bad").kind == "config"
+    kinds = {cls.default_kind for cls in nbagent.NbagentError.__subclasses__()}
+    assert kinds == set(nbagent.ErrorKind)
+    with pytest.raises(ValueError):
+        NbagentError("x", kind="nope")

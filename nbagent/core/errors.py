@@ -1,45 +1,57 @@
 """Errors nbagent raises.
 
-    NbagentError(kind=...)
-      auth             401/403, missing or rejected API key
-      rate_limit       429 (retryable unless the quota is exhausted)
-      invalid_request  400/404/422, a request the provider refuses
-      context_length   the prompt does not fit the model's context window
-      server           5xx, overloaded (retryable)
-      network          connection refused / reset / cut mid-stream
-      timeout          connect or read timeout
-      protocol         a body nbagent cannot parse, an in-band stream error
-      tool             a tool misbehaved outside the model's view
-      io               a session file that cannot be read or written
-      config           a missing optional install or a bad argument
-      budget           a turn would exceed ``budget_usd`` (nothing was sent; see analysis/budget.py)
+    NbagentError(kind=...)        one class per kind, so ``except BudgetExceeded`` works;
+                                  ``NbagentError(msg, kind="budget")`` builds a BudgetExceeded
+      AuthError            auth             401/403, missing or rejected API key
+      RateLimited          rate_limit       429 (retryable unless the quota is exhausted)
+      InvalidRequest       invalid_request  400/404/422, a request the provider refuses
+      ContextLengthExceeded context_length  the prompt does not fit the model's context window
+      ServerError          server           5xx, overloaded (retryable)
+      NetworkError         network          connection refused / reset / cut mid-stream
+      RequestTimeout       timeout          connect or read timeout
+      ProtocolError        protocol         a body nbagent cannot parse, an in-band stream error
+      ToolError            tool             a tool misbehaved outside the model's view
+      StorageError         io               a session file that cannot be read or written
+      ConfigError          config           a missing optional install, a bad argument, a missing key
+      BudgetExceeded       budget           a turn would exceed ``budget_usd`` (nothing was sent;
+                                            see analysis/budget.py)
 
 Messages never contain secrets: every known API key is scrubbed from them.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import re
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 from .text import cap, clean_text
 
-KINDS = (
-    "auth",
-    "rate_limit",
-    "invalid_request",
-    "context_length",
-    "server",
-    "network",
-    "timeout",
-    "protocol",
-    "tool",
-    "io",
-    "config",
-    "budget",
-)
+
+class ErrorKind(str, enum.Enum):
+    """What went wrong; compares equal to its string (``err.kind == "budget"``)."""
+
+    AUTH = "auth"
+    RATE_LIMIT = "rate_limit"
+    INVALID_REQUEST = "invalid_request"
+    CONTEXT_LENGTH = "context_length"
+    SERVER = "server"
+    NETWORK = "network"
+    TIMEOUT = "timeout"
+    PROTOCOL = "protocol"
+    TOOL = "tool"
+    IO = "io"
+    CONFIG = "config"
+    BUDGET = "budget"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+KINDS = tuple(k.value for k in ErrorKind)
 
 _KEY_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 _KEY_PATTERN = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,})")
@@ -74,22 +86,32 @@ def redact(text: str) -> str:
 
 
 class NbagentError(Exception):
-    """The one exception nbagent raises; ``kind`` says what went wrong."""
+    """The exception nbagent raises; ``kind`` says what went wrong, and each kind has its subclass."""
+
+    default_kind = ErrorKind.PROTOCOL
+    _by_kind: dict[ErrorKind, type[NbagentError]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        NbagentError._by_kind.setdefault(cls.default_kind, cls)
+
+    def __new__(cls, message: str = "", *args: Any, kind: str | None = None, **kwargs: Any) -> NbagentError:
+        if cls is NbagentError:
+            cls = NbagentError._by_kind.get(_kind(kind, cls.default_kind), NbagentError)
+        return super().__new__(cls)
 
     def __init__(
         self,
         message: str,
         *,
-        kind: str = "protocol",
+        kind: str | None = None,
         retryable: bool = False,
         http_code: int | None = None,
         provider: str | None = None,
         retry_after: float | None = None,
     ) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"unknown error kind {kind!r}")
         self.message = cap(clean_text(redact(str(message))))
-        self.kind = kind
+        self.kind: ErrorKind = _kind(kind, self.default_kind)
         self.retryable = retryable
         self.http_code = http_code
         self.provider = provider
@@ -106,7 +128,7 @@ class NbagentError(Exception):
 
     def __repr__(self) -> str:
         return (
-            f"NbagentError({self.message!r}, kind={self.kind!r}, "
+            f"{type(self).__name__}({self.message!r}, kind={self.kind.value!r}, "
             f"retryable={self.retryable}, http_code={self.http_code})"
         )
 
@@ -117,7 +139,89 @@ class NbagentError(Exception):
         )
 
 
-def _rebuild(message, kind, retryable, http_code, provider):
+def _kind(kind: str | None, default: ErrorKind) -> ErrorKind:
+    if kind is None:
+        return default
+    try:
+        return ErrorKind(kind)
+    except ValueError:
+        raise ValueError(f"unknown error kind {kind!r}") from None
+
+
+def _rebuild(message: str, kind: str, retryable: bool, http_code: int | None,
+             provider: str | None) -> NbagentError:
     return NbagentError(
         message, kind=kind, retryable=retryable, http_code=http_code, provider=provider
     )
+
+
+class AuthError(NbagentError):
+    """A missing or rejected API key (401/403)."""
+
+    default_kind = ErrorKind.AUTH
+
+
+class RateLimited(NbagentError):
+    """429: too many requests, or the quota is exhausted (then not retryable)."""
+
+    default_kind = ErrorKind.RATE_LIMIT
+
+
+class InvalidRequest(NbagentError):
+    """A request the provider refuses (400/404/422)."""
+
+    default_kind = ErrorKind.INVALID_REQUEST
+
+
+class ContextLengthExceeded(NbagentError):
+    """The prompt does not fit the model's context window."""
+
+    default_kind = ErrorKind.CONTEXT_LENGTH
+
+
+class ServerError(NbagentError):
+    """5xx or overloaded (retryable)."""
+
+    default_kind = ErrorKind.SERVER
+
+
+class NetworkError(NbagentError):
+    """Connection refused, reset, or cut mid-stream."""
+
+    default_kind = ErrorKind.NETWORK
+
+
+class RequestTimeout(NbagentError):
+    """A connect, first-byte or read timeout."""
+
+    default_kind = ErrorKind.TIMEOUT
+
+
+class ProtocolError(NbagentError):
+    """A body nbagent cannot parse, or an in-band stream error."""
+
+    default_kind = ErrorKind.PROTOCOL
+
+
+class ToolError(NbagentError):
+    """A tool (or a hook, or an MCP server) misbehaved outside the model's view."""
+
+    default_kind = ErrorKind.TOOL
+
+
+class StorageError(NbagentError):
+    """A session file or export that cannot be read or written."""
+
+    default_kind = ErrorKind.IO
+
+
+class ConfigError(NbagentError):
+    """A bad argument, a missing optional install or API key, a read-only conversation."""
+
+    default_kind = ErrorKind.CONFIG
+
+
+class BudgetExceeded(NbagentError):
+    """A turn would exceed ``budget_usd``; nothing was sent."""
+
+    default_kind = ErrorKind.BUDGET
