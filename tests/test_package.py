@@ -94,3 +94,23 @@ def test_each_error_kind_has_its_class_and_old_code_keeps_working():
     assert kinds == set(nbagent.ErrorKind)
     with pytest.raises(ValueError):
         NbagentError("x", kind="nope")
+
+
+def test_a_step_says_what_it_is():
+    from nbagent.core.steps import StepKind
+
+    S, T, Ty = nbagent.StepSource, nbagent.StepTarget, nbagent.StepType
+    cases = {
+        StepKind.PROMPT: nbagent.Step(type=Ty.TEXT_RESPONSE, source=S.USER, target=T.UNSPECIFIED),
+        StepKind.MODEL_CALL: nbagent.Step(type=Ty.TOOL_CALL, source=S.MODEL, target=T.USER),
+        StepKind.TOOL_RUN: nbagent.Step(type=Ty.TOOL_CALL, source=S.SYSTEM, target=T.ENVIRONMENT),
+        StepKind.COMPACTION: nbagent.Step(type=Ty.COMPACTION, source=S.SYSTEM, target=T.ENVIRONMENT),
+        StepKind.FINISH: nbagent.Step(type=Ty.FINISH, source=S.SYSTEM, target=T.USER),
+        StepKind.OTHER: nbagent.Step(),
+    }
+    assert {kind: step.kind for kind, step in cases.items()} == {kind: kind for kind in cases}
+    assert [k for k, s in cases.items() if s.is_tool_run] == [StepKind.TOOL_RUN]
+    pytest.importorskip("anywidget")
+    from nbagent.notebook.widget_wire import step_dict
+
+    assert step_dict(cases[StepKind.TOOL_RUN])["kind"] == "tool_run"

@@ -21,7 +21,7 @@ import math
 from operator import attrgetter
 from typing import Any, Sequence
 
-from ..core.steps import ApprovalDecision, Step, StepStatus, StepTarget, StepType
+from ..core.steps import ApprovalDecision, Step, StepStatus
 from .columns import Column, Kind, Table, args_json, column_table
 from .frames import build_frame
 
@@ -34,8 +34,7 @@ NOT_RUN = frozenset({ApprovalDecision.DENIED, ApprovalDecision.POLICY_DENIED, Ap
 
 def approval_steps(steps: Sequence[Step]) -> list[Step]:
     """The tool execution steps that carry an approval decision, in history order."""
-    return [s for s in steps if s.approval is not None and s.type == StepType.TOOL_CALL
-            and s.target == StepTarget.ENVIRONMENT and s.tool_calls]
+    return [s for s in steps if s.approval is not None and s.is_tool_run and s.tool_calls]
 
 
 def _floats(values: Any) -> Any:

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from ..core.compression import ApproxTokenizer, TiktokenTokenizer
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
-from ..core.steps import Step, StepTarget, StepType
+from ..core.steps import Step
 from .columns import Column, Kind, Table, column_table
 from .frames import build_frame, require_pandas, tool_calls_frame, tool_call_rows
 
@@ -98,16 +98,12 @@ TOOL_TOKEN_COLUMNS = tuple(c.name for c in COLUMNS)
 __doc__ = (__doc__ or "") + f"\ntool_tokens_frame\n\n{column_table(INDEX, COLUMNS)}\n"
 
 
-def _is_execution(s: Step) -> bool:
-    return s.type == StepType.TOOL_CALL and s.target == StepTarget.ENVIRONMENT and bool(s.tool_calls)
-
-
 def token_rows(steps: Sequence[Step], turns: Sequence[TurnRecord], tokenizer: Any = None) -> list[TokenRow]:
     """The rows of :func:`tool_tokens_frame`, turn by turn: prompt, tools (first use first), thinking."""
     tok, label = (tokenizer, type(tokenizer).__name__) if tokenizer is not None else estimator()
     tools: dict[int, dict[str, list[int]]] = {}  # turn -> tool -> [calls, tokens]
     for s in steps:
-        if _is_execution(s):
+        if s.is_tool_run and s.tool_calls:
             slot = tools.setdefault(s.turn, {}).setdefault(s.tool_calls[0].name, [0, 0])
             slot[0] += 1
             slot[1] += tok.count(s.content)

@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
-from ..core.steps import Step, StepSource, StepTarget, StepType
+from ..core.steps import Step, StepSource
 from .columns import (HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column,
                       Table, column_table)
 
@@ -111,10 +111,6 @@ class ToolCallRow:
     execution: Step | None
 
 
-def _is_execution(s: Step) -> bool:
-    return s.target == StepTarget.ENVIRONMENT and s.type == StepType.TOOL_CALL and bool(s.tool_calls)
-
-
 def tool_call_rows(steps: Sequence[Step]) -> list[ToolCallRow]:
     """Every tool call in history order, paired with its execution step.
 
@@ -126,7 +122,7 @@ def tool_call_rows(steps: Sequence[Step]) -> list[ToolCallRow]:
     anonymous: dict[tuple, list[Step]] = {}
     requested: set[str] = set()
     for s in steps:
-        if _is_execution(s):
+        if s.is_tool_run:
             call = s.tool_calls[0]
             if call.id:
                 executions[call.id] = s
@@ -144,7 +140,7 @@ def tool_call_rows(steps: Sequence[Step]) -> list[ToolCallRow]:
                     queue = anonymous.get((s.turn, c.name))
                     ex = queue.pop(0) if queue else None
                 rows.append(ToolCallRow(s.turn, c.id, c.name, c.args, s.step_index, ex))
-        elif _is_execution(s):
+        elif s.is_tool_run:
             call = s.tool_calls[0]
             if call.id and call.id not in requested:  # its request was trimmed away
                 rows.append(ToolCallRow(s.turn, call.id, call.name, call.args, None, s))

@@ -174,7 +174,7 @@ class TurnTally:
             usage = step.usage_metadata
             if usage is not None and usage.prompt_token_count:
                 rec.context_tokens = usage.prompt_token_count + usage.output_token_count
-        if step.target == StepTarget.ENVIRONMENT and step.type == StepType.TOOL_CALL:
+        if step.is_tool_run:
             self._tool_call_ids.update(c.id or (step.step_index, i) for i, c in enumerate(step.tool_calls))
             rec.tool_calls = len(self._tool_call_ids)
         if step.type == StepType.FINISH:

@@ -183,6 +183,17 @@ def cut_note(calls: list[CutToolCall]) -> str:
     return f"The reply was cut at the token limit while the model was writing a call to {names}; nothing was run."
 
 
+class StepKind(str, Enum):
+    """What a step is to its reader, from the conventions above (``Step.kind``)."""
+
+    PROMPT = "prompt"  # the user's prompt
+    MODEL_CALL = "model_call"  # one model call's answer
+    TOOL_RUN = "tool_run"  # one tool execution
+    COMPACTION = "compaction"
+    FINISH = "finish"
+    OTHER = "other"  # a system message, or a step of unknown shape
+
+
 @dataclass
 class Step:
     """One logical event of a turn; see the module docstring for conventions."""
@@ -231,6 +242,30 @@ class Step:
             self.approval = ApprovalDecision(self.approval)
         if self.prefix_change is not None and not isinstance(self.prefix_change, PrefixChange):
             self.prefix_change = PrefixChange(self.prefix_change)
+
+    @property
+    def kind(self) -> StepKind:
+        """What this step is: a prompt, a model call, a tool run, a compaction or the turn's finish."""
+        if self.type == StepType.FINISH:
+            return StepKind.FINISH
+        if self.type == StepType.COMPACTION:
+            return StepKind.COMPACTION
+        if self.type == StepType.TOOL_CALL and self.target == StepTarget.ENVIRONMENT:
+            return StepKind.TOOL_RUN
+        if self.source == StepSource.MODEL:
+            return StepKind.MODEL_CALL
+        if self.source == StepSource.USER:
+            return StepKind.PROMPT
+        return StepKind.OTHER
+
+    @property
+    def is_tool_run(self) -> bool:
+        """One tool execution (its ``tool_calls`` hold the call it ran)."""
+        return self.type == StepType.TOOL_CALL and self.target == StepTarget.ENVIRONMENT
+
+    @property
+    def is_model_call(self) -> bool:
+        return self.kind == StepKind.MODEL_CALL
 
     @property
     def duration(self) -> float | None:

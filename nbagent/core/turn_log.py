@@ -142,7 +142,7 @@ class TurnLog:
         with self.lock:
             for i in range(len(self._steps) - 1, -1, -1):
                 step = self._steps[i]
-                if (step.target == StepTarget.ENVIRONMENT and step.status == StepStatus.WAITING_FOR_USER
+                if (step.is_tool_run and step.status == StepStatus.WAITING_FOR_USER
                         and any(c.id == call_id for c in step.tool_calls)):
                     now = time.time()
                     updated = step.copy(

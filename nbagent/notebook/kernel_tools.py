@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import NbagentError
-from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepType
+from ..core.steps import ApprovalDecision, Step, StepStatus
 from ..loop.tools import Tool, ToolOutput, format_result, rich_display
 from .cell_runner import CellResult, run_cell
 from .variables import cap, describe_variable_text, list_variables_text, shell_namespace
@@ -189,7 +189,7 @@ def code_cells(history: list[Step]) -> list[CodeCell]:
     """The code ``run_python`` ran in ``history``, in order (denied or never-run calls left out)."""
     cells = []
     for step in history:
-        if step.type != StepType.TOOL_CALL or step.source != StepSource.SYSTEM or not step.tool_calls:
+        if not step.is_tool_run or not step.tool_calls:
             continue
         call = step.tool_calls[0]
         code = call.args.get("code") if isinstance(call.args, dict) else None

@@ -16,7 +16,7 @@ import time
 from typing import Any, Iterable
 
 from ..core.ledger import TurnRecord
-from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepTarget, StepType
+from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepType
 from .safe_markdown import code_block, code_span, plain, prose, quote
 from .transcript_html import html_page, render_items_html
 
@@ -48,7 +48,7 @@ def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[tuple]:
         items += [("cut", c.name, c.arguments) for c in step.cut_tool_calls]
         if step.error:
             items.append(("error", step.error))
-    elif step.type == StepType.TOOL_CALL and step.target == StepTarget.ENVIRONMENT:
+    elif step.is_tool_run:
         items.append(_result_item(step, result_chars))
     elif step.type == StepType.COMPACTION:
         items.append(("note", step.content or "history compacted"))

@@ -14,10 +14,13 @@ _NOT_SHOWN = {"raw_usage"}  # the provider's own usage object stays in the kerne
 
 
 def step_dict(step: Step) -> dict:
-    """A compact JSON-ready dict of a step: empty / default fields and raw usage left out."""
+    """A compact JSON-ready dict of a step: empty / default fields and raw usage left out, its
+    ``kind`` (prompt, model_call, tool_run, compaction, finish) added."""
     d = step.to_dict()
-    return {k: v for k, v in d.items()
-            if k not in _NOT_SHOWN and (k in _KEEP_EMPTY or v not in (None, "", [], {}, 0, -1))}
+    out = {k: v for k, v in d.items()
+           if k not in _NOT_SHOWN and (k in _KEEP_EMPTY or v not in (None, "", [], {}, 0, -1))}
+    out["kind"] = step.kind.value
+    return out
 
 
 def record_dict(rec: TurnRecord, pricing: Mapping | None = None) -> dict:
