@@ -170,7 +170,7 @@ def test_history_frame_dtypes():
         assert _cats(df[col]) == [m.value for m in enum], col
     for col in ("content", "thinking", "tool_names", "error"):
         assert df[col].dtype == pd.StringDtype(), col
-    for col in ("prompt_tokens", "cached_tokens", "cache_write_tokens", "thinking_tokens", "output_tokens",
+    for col in ("input_tokens", "cached_tokens", "cache_write_tokens", "thinking_tokens", "output_tokens",
                 "total_tokens", "http_code"):
         assert df[col].dtype == pd.Int64Dtype(), col
     assert _is_utc(df["created"].dtype) and _is_utc(df["finished"].dtype)
@@ -189,13 +189,13 @@ def test_history_frame_values():
     assert df.loc[4, "thinking"] == "I need the calculator." and df.loc[1, "thinking"] == ""
     assert _values(df["tool_names"]) == [None] * 4 + ["calculator,delete_file", "calculator", "delete_file"] + \
         [None] * 9 + ["save_story", None]
-    assert _values(df["prompt_tokens"]) == [None, 100, None, None, 200, None, None, 300, None, None, 1000, None,
+    assert _values(df["input_tokens"]) == [None, 100, None, None, 200, None, None, 300, None, None, 1000, None,
                                             None, None, None, None, 50, None]
     assert df.loc[10, "cached_tokens"] == 600 and df.loc[10, "cache_write_tokens"] == 300
     assert df.loc[1, "cache_write_tokens"] == 0 and pd.isna(df.loc[0, "cache_write_tokens"])
     assert df.loc[4, "thinking_tokens"] == 50 and df.loc[4, "output_tokens"] == 30
     assert df.loc[4, "total_tokens"] == 280
-    assert pd.isna(df.loc[13, "prompt_tokens"])  # the failed call has no usage
+    assert pd.isna(df.loc[13, "input_tokens"])  # the failed call has no usage
     assert _values(df["http_code"]) == [None] * 13 + [429] + [None] * 4
     assert df.loc[13, "error"] == "rate limited" and df.loc[6, "error"] == "denied by the user"
     assert df["error"].notna().sum() == 2
@@ -209,7 +209,7 @@ def test_history_frame_values():
 def test_history_frame_empty_and_foreign_values():
     df = history_frame([])
     assert tuple(df.columns) == HISTORY_COLUMNS and len(df) == 0
-    assert df["prompt_tokens"].dtype == pd.Int64Dtype() and _is_utc(df["created"].dtype)
+    assert df["input_tokens"].dtype == pd.Int64Dtype() and _is_utc(df["created"].dtype)
     # plain strings instead of enum members, and a status outside the enum
     s = Step(step_index=3, type="TEXT_RESPONSE", source="MODEL", target=StepTarget.USER, status="PAUSED",
              created_at=T0, turn=0)
@@ -653,3 +653,21 @@ def test_usage_complete_after_trimming_and_save_load(tmp_path):
     saved = json.loads(Path(conv.save(tmp_path / "f.json", frames=True)).read_text())
     assert [row["turn"] for row in saved["frames"]["usage"]] == [0, 1, 2]
     assert [row["total_tokens"] for row in saved["frames"]["usage"]] == usage["total_tokens"].tolist()
+
+
+def test_one_vocabulary_for_tokens():
+    """Each token count has one name per place (core.usage.TOKEN_COUNTS), and the frames' columns
+    are those names: history_df and usage_df never call one count two things."""
+    import dataclasses
+
+    from nbagent.core.usage import TOKEN_COUNTS, UsageMetadata
+
+    assert [t.field for t in TOKEN_COUNTS] and {t.field for t in TOKEN_COUNTS} == {
+        f.name for f in dataclasses.fields(UsageMetadata)}
+    columns = [t.column for t in TOKEN_COUNTS]
+    hist = history_frame([]).columns
+    usage = usage_frame([]).columns
+    assert [c for c in hist if c in columns] == columns == [c for c in usage if c in columns]
+    assert "prompt_tokens" not in hist and "prompt_tokens" not in usage
+    u = UsageMetadata(prompt_token_count=10, candidates_token_count=3, thoughts_token_count=4)
+    assert u.generated_token_count == 7 and not hasattr(u, "output_token_count")

@@ -106,7 +106,7 @@ async def test_fixture_replay(name, split):
     usage, want_usage = result.usage, exp["usage"]
     assert usage.raw == exp["raw_usage"]
     assert usage.usage.prompt_token_count == want_usage["input_tokens"]
-    assert usage.usage.output_token_count == want_usage["output_tokens"]
+    assert usage.usage.generated_token_count == want_usage["output_tokens"]
     assert usage.usage.total_token_count == want_usage["total_tokens"]
     assert usage.usage.cached_content_token_count == (want_usage["cache_read_tokens"] or 0)
     assert usage.usage.thoughts_token_count == (want_usage["reasoning_tokens"] or 0)

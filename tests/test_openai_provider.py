@@ -98,7 +98,7 @@ def _check_usage(usage_event, exp):
     u = usage_event.usage
     output = want["output_tokens"]
     assert u.prompt_token_count == want["input_tokens"]
-    assert u.output_token_count == output
+    assert u.generated_token_count == output
     assert u.total_token_count == want["total_tokens"]
     assert u.cached_content_token_count == (want["cache_read_tokens"] or 0)
     # reasoning larger than the completion count (OpenRouter) is capped at it

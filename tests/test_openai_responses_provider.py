@@ -74,7 +74,7 @@ async def test_fixture_replay(name, split):
     usage, want = result.usage, exp["usage"]
     assert usage.raw == exp["raw_usage"]
     assert usage.usage.prompt_token_count == want["input_tokens"]
-    assert usage.usage.output_token_count == want["output_tokens"]
+    assert usage.usage.generated_token_count == want["output_tokens"]
     assert usage.usage.total_token_count == want["total_tokens"]
     assert usage.usage.cached_content_token_count == want["cache_read_tokens"]
     assert usage.usage.thoughts_token_count == want["reasoning_tokens"]

@@ -268,7 +268,7 @@ async def nbagent_reads(family: str, body: bytes) -> Seen:
                 model=finish.model, calls=[(c.id, c.name, c.args) for c in result.tool_calls])
     if result.usage is not None:
         u = result.usage.usage
-        seen.usage = (u.prompt_token_count, u.output_token_count, u.total_token_count,
+        seen.usage = (u.prompt_token_count, u.generated_token_count, u.total_token_count,
                       u.cached_content_token_count, u.thoughts_token_count)
     for part in parts:
         details = part.provider_details or {}

@@ -32,6 +32,7 @@ from operator import attrgetter
 from typing import Any, Callable, Sequence
 
 from ..core.ledger import tokens_per_second
+from ..core.usage import TOKEN_COUNTS
 from .cache import EXPIRED, UNKNOWN
 from ..core.steps import (ApprovalDecision, FinishReason, PrefixChange, StepSource, StepStatus, StepTarget, StepType,
                           TurnStatus)
@@ -298,12 +299,7 @@ HISTORY = (
                                                for calls in map(attrgetter("tool_calls"), t.objs)],
            "comma-joined tool call names, NA if none"),
     Column("model", Kind.CATEGORY, lambda t: [s.model or None for s in t.objs], "the model that answered"),
-    Column("prompt_tokens", Kind.COUNT, _step_usage("prompt_token_count"), "every input token (NA: no usage)"),
-    Column("cached_tokens", Kind.COUNT, _step_usage("cached_content_token_count"), "cache reads among them"),
-    Column("cache_write_tokens", Kind.COUNT, _step_usage("cache_write_token_count"), "written to a prompt cache"),
-    Column("thinking_tokens", Kind.COUNT, _step_usage("thoughts_token_count"), "reasoning tokens"),
-    Column("output_tokens", Kind.COUNT, _step_usage("candidates_token_count"), "generated non-thinking tokens"),
-    Column("total_tokens", Kind.COUNT, _step_usage("total_token_count"), "provider's total"),
+    *(Column(t.column, Kind.COUNT, _step_usage(t.field), t.meaning + " (NA: no usage)") for t in TOKEN_COUNTS),
     _enum_category("finish_reason", FinishReason, doc="why a model call or the turn ended"),
     Column("http_code", Kind.COUNT, _counts("http_code", zero_is_na=True), "NA when 0"),
     Column("error", Kind.TEXT, _texts("error", empty_is_na=True), "NA when empty"),
@@ -359,12 +355,7 @@ USAGE = (
     Column("output_tokens_per_s", Kind.FLOAT, _tokens_per_s, "(thinking + output) / (finished - first token)"),
     Column("model_calls", Kind.COUNT, _counts("model_calls"), "model requests in the turn"),
     Column("tool_calls", Kind.COUNT, _counts("tool_calls"), "tool executions in the turn"),
-    Column("input_tokens", Kind.COUNT, _counts("usage.prompt_token_count"), "every input token (cached + written)"),
-    Column("cached_tokens", Kind.COUNT, _counts("usage.cached_content_token_count"), "cache reads"),
-    Column("cache_write_tokens", Kind.COUNT, _counts("usage.cache_write_token_count"), "written to a prompt cache"),
-    Column("thinking_tokens", Kind.COUNT, _counts("usage.thoughts_token_count"), "reasoning tokens"),
-    Column("output_tokens", Kind.COUNT, _counts("usage.candidates_token_count"), "generated tokens other than thinking"),
-    Column("total_tokens", Kind.COUNT, _counts("usage.total_token_count"), "provider's total (sums to total_usage)"),
+    *(Column(t.column, Kind.COUNT, _counts("usage." + t.field), t.meaning) for t in TOKEN_COUNTS),
     Column("cost_usd", Kind.FLOAT, _metric("cost_usd"), "see nbagent.analysis.pricing; NaN: unknown model"),
     _enum_category("finish_reason", FinishReason, doc="FinishReason value"),
     _enum_category("status", TurnStatus, doc="TurnStatus value"),

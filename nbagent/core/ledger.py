@@ -60,7 +60,7 @@ class TurnRecord:
     @property
     def output_tokens_per_s(self) -> float | None:
         """Generated tokens per second after the first token arrived."""
-        return tokens_per_second(self.usage.output_token_count, self.first_token_at, self.finished_at)
+        return tokens_per_second(self.usage.generated_token_count, self.first_token_at, self.finished_at)
 
     def to_dict(self, *, compact: bool = False) -> dict:
         """A JSON-ready dict; ``compact`` leaves out None and the fields whose default is empty
@@ -173,7 +173,7 @@ class TurnTally:
                 rec.prefix_change = step.prefix_change
             usage = step.usage_metadata
             if usage is not None and usage.prompt_token_count:
-                rec.context_tokens = usage.prompt_token_count + usage.output_token_count
+                rec.context_tokens = usage.prompt_token_count + usage.generated_token_count
         if step.is_tool_run:
             self._tool_call_ids.update(c.id or (step.step_index, i) for i, c in enumerate(step.tool_calls))
             rec.tool_calls = len(self._tool_call_ids)

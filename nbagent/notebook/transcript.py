@@ -207,7 +207,7 @@ def conversation_markdown(history: list[Step], turns: list[TurnRecord], conversa
 def _summary(turns: list[TurnRecord], conversation_id: str) -> str:
     models = sorted({r.model for r in turns if r.model})
     tokens_in = sum(r.usage.prompt_token_count for r in turns)
-    tokens_out = sum(r.usage.output_token_count for r in turns)
+    tokens_out = sum(r.usage.generated_token_count for r in turns)
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(turns[0].started_at)) if turns else ""
     bits = [f"{len(turns)} turn{'s' if len(turns) != 1 else ''}"]
     bits += [", ".join(models)] if models else []

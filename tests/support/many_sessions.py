@@ -88,7 +88,7 @@ def synthetic_state(seed: int, turns: int, *, tools: bool = True, errors: bool =
         steps.append(_finish(len(steps), turn, t + 3.0, FinishReason.STOP, StepStatus.DONE))
         rec.usage, rec.model_calls, rec.tool_calls = usage_total, 1 + bool(calls), len(calls)
         rec.finished_at, rec.status, rec.finish_reason = t + 3.0, TurnStatus.DONE, FinishReason.STOP
-        rec.context_tokens = use.prompt_token_count + use.output_token_count
+        rec.context_tokens = use.prompt_token_count + use.generated_token_count
         context = rec.context_tokens
         records.append(rec)
         t += 60.0 + rnd.random() * 600
