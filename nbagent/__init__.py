@@ -37,6 +37,7 @@ _EXPORTS = {
     "load_sessions": "nbagent.analysis.sessions",
     "compare": "nbagent.analysis.compare",
     "to_parquet": "nbagent.analysis.parquet",
+    "mcp_tools": "nbagent.loop.mcp",
 }
 
 __all__ = sorted(_EXPORTS)
