@@ -261,3 +261,25 @@ def test_interpreter_exit_stops_the_servers(tmp_path):
     finally:
         if alive(pid):
             os.kill(pid, 9)
+
+
+def test_chat_tools_lists_mcp_tools_with_their_server():
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbagent")
+    agent = Agent(model="demo", mcp=[OWN])
+    ip.user_ns["mcp_bot"] = agent
+    with capture_output() as cap:
+        ip.run_line_magic("chat_tools", "-a mcp_bot")
+    assert "MCP servers listed at the first turn: mcp_server" in cap.stdout  # nothing started yet
+    assert mcp_children() == []
+    resp = agent.ask('Please use echo with "hello MCP"')  # the demo model calls echo(text="hello MCP")
+    assert "hello MCP" in resp.text
+    with capture_output() as cap:
+        ip.run_line_magic("chat_tools", "-a mcp_bot")
+    assert "echo (MCP nbagent-test)" in cap.stdout and "first turn" not in cap.stdout
+    ip.user_ns.pop("mcp_bot")
+    asyncio.run(agent.aclose())

@@ -19,9 +19,11 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import importlib
 import os
 import shlex
 import shutil
+import sys
 import tempfile
 import threading
 import weakref
@@ -150,6 +152,7 @@ class McpServer:
         # exited in the same task): open, list, publish the session, wait for stop, close.
         from mcp import Client
 
+        _warm_up()
         stop = asyncio.Event()
         client = None
         self.protocol_error = None
@@ -166,7 +169,7 @@ class McpServer:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await stack.enter_async_context(
-                    Client(await self._transport(stack), message_handler=on_message))
+                    Client(await self._transport(stack), message_handler=on_message, mode="legacy"))
                 tools = await self._list_remote(client)
                 info = client.server_info
                 self.reported_name = (getattr(info, "name", "") or "") if info is not None else ""
@@ -309,6 +312,14 @@ def as_mcp_servers(servers: Any) -> list[McpServer]:
     if isinstance(servers, (str, McpServer)):
         servers = [servers]
     return [mcp_tools(s) for s in servers]
+
+
+def _warm_up() -> None:
+    """Import jsonschema on a side thread while a server starts: the SDK imports it at the first
+    tool call, and its import takes seconds (it compiles URI grammars)."""
+    if "jsonschema" not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=("jsonschema",), daemon=True,
+                         name="nbagent-mcp-warmup").start()
 
 
 def _tool_name(remote: str) -> str:

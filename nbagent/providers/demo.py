@@ -1,7 +1,8 @@
 """The demo model: deterministic, offline, for teaching and tests.
 
 It streams a short thought, calls a tool when one fits the prompt (a
-calculator-like tool for arithmetic, or a tool named in the prompt), answers
+calculator-like tool for arithmetic, or a tool named in the prompt, with the prompt's
+"double-quoted" texts as its text arguments), answers
 in markdown, and reports plausible token usage. It says plainly that it is a
 demo. Nothing here is random: the same history gives the same stream.
 """
@@ -134,6 +135,7 @@ def _fill_args(tool: ToolSpec, prompt: str, match: re.Match | None) -> dict:
     props = tool.input_schema.get("properties", {})
     required = tool.input_schema.get("required", list(props))
     numbers = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", match.group(0) if match else prompt)]
+    quoted = re.findall(r'"([^"]+)"', prompt)  # text arguments in double quotes, in order
     args: dict = {}
     for name in required:
         schema = props.get(name, {})
@@ -147,6 +149,8 @@ def _fill_args(tool: ToolSpec, prompt: str, match: re.Match | None) -> dict:
             args[name] = True
         elif kind == "array":
             args[name] = [int(x) if x.is_integer() else x for x in numbers]
+        elif quoted and not match:
+            args[name] = quoted.pop(0)
         else:
             expr = match.group(0) if match else prompt
             args[name] = expr.replace("×", "*").replace("x", "*").replace("÷", "/").replace("^", "**") if match else expr
