@@ -232,6 +232,14 @@ async def test_garbage_on_stdout_is_a_protocol_error_naming_the_server():
     assert not server.running
 
 
+async def test_a_server_that_never_answers_is_a_timeout_error_and_is_stopped():
+    server = mcp_tools([*OWN, "--silent"], name="mute", timeout=1)
+    with pytest.raises(NbagentError) as err:
+        await server.list_tools()
+    assert err.value.kind == "timeout" and "'mute'" in str(err.value) and "within 1 s" in str(err.value)
+    assert not server.running  # and the fixture checks the process is gone
+
+
 async def test_aclose_stops_the_process_and_a_later_call_starts_it_again():
     server = mcp_tools(OWN)
     tools = {t.name: t for t in await server.list_tools()}

@@ -1,7 +1,7 @@
 """An MCP server of the tests' own (the SDK's FastMCP, now ``MCPServer``).
 
 ``python mcp_server.py`` serves over stdio; ``--http PORT`` serves streamable HTTP on
-127.0.0.1:PORT/mcp; ``--garbage`` writes lines that are not JSON-RPC to stdout instead; ``--linger`` keeps the
+127.0.0.1:PORT/mcp; ``--garbage`` writes lines that are not JSON-RPC to stdout instead, ``--silent`` nothing; ``--linger`` keeps the
 process alive after its input ends.
 """
 
@@ -80,7 +80,9 @@ def get_current_time(timezone: str) -> str:
 
 
 if __name__ == "__main__":
-    if "--garbage" in sys.argv:
+    if "--silent" in sys.argv:
+        time.sleep(60)
+    elif "--garbage" in sys.argv:
         for _ in range(3):
             print("hello, this is not JSON-RPC", flush=True)
         time.sleep(60)
