@@ -135,5 +135,17 @@ def check_magics(nb, tmp_path):
     assert len(out["traceback"]) == 1 and "no agent named 'no_such_agent'" in out["traceback"][0]
 
 
+def check_mcp(nb, tmp_path):
+    cells = code_cells(nb)
+    texts = [text_of(c) for c in cells]
+    assert texts[0].strip() == "False"  # nothing started before the first turn
+    assert '"timezone": "Europe/Paris"' in texts[2]  # the real server answered through the demo model
+    assert "('get_current_time', 'mcp-time')" in texts[3]
+    assert "get_current_time (MCP mcp-time)" in texts[4]
+    assert "no-such-mcp-server" in texts[5] and "not found" in texts[5]
+    assert texts[6].strip() == "False"  # aclose() stopped it
+
+
 CHECKS = {"tools_and_approval": check_tools, "usage_analysis": check_usage, "teaching": check_teaching,
-          "providers": check_providers, "magics": check_magics}
+          "providers": check_providers, "magics": check_magics,
+          "mcp_tools": check_mcp}
