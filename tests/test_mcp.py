@@ -243,6 +243,25 @@ async def test_a_server_that_never_answers_is_a_timeout_error_and_is_stopped():
     assert not server.running  # and the fixture checks the process is gone
 
 
+async def test_interrupting_a_turn_while_a_server_starts_ends_the_turn_and_the_start():
+    provider = model(text_call("later"))
+    agent = Agent(model=provider, mcp=[mcp_tools([*OWN, "--silent"], timeout=120)])
+    conv = agent.conversation
+    turn = asyncio.ensure_future(conv.chat_to_completion("hello"))
+    while not mcp_children():
+        await asyncio.sleep(0.02)
+    conv.interrupt()
+    resp = await turn
+    assert resp.finish_reason.value == "INTERRUPTED" and provider.requests == []
+    assert_history_valid(conv.connection.session)
+    for _ in range(600):  # the start gives up too: the process goes away without aclose()
+        if not mcp_children():
+            break
+        await asyncio.sleep(0.05)
+    assert mcp_children() == []
+    await agent.aclose()
+
+
 async def test_aclose_stops_the_process_and_a_later_call_starts_it_again():
     server = mcp_tools(OWN)
     tools = {t.name: t for t in await server.list_tools()}

@@ -73,6 +73,7 @@ class McpServer:
         self._starting: asyncio.Future | None = None
         self._stderr: Any = None
         self._serving: set[asyncio.Task] = set()
+        self._closing: asyncio.Future | None = None  # a stop started by an interrupted start
         self._tools: list[Tool] = []
         self.protocol_error: NbagentError | None = None  # the last output that was not MCP
         _LIVE.add(self)
@@ -139,6 +140,11 @@ class McpServer:
                                  f"{self.timeout:g} s{self._stderr_tail()}", kind="timeout")
         except NbagentError as exc:
             error = exc
+        except asyncio.CancelledError:  # the caller gave up (an interrupt): so does the start
+            if not starting.done():
+                starting.cancel()
+                self._closing = asyncio.ensure_future(self._aclose())
+            raise
         finally:
             if self._starting is starting:
                 self._starting = None
