@@ -30,7 +30,7 @@ import weakref
 from typing import Any, Awaitable, TypeVar
 from urllib.parse import urlsplit
 
-from ..core.errors import NbagentError
+from ..core.errors import NbagentError, register_secret
 from .mcp_results import McpTool
 from .tools import Tool
 
@@ -65,6 +65,9 @@ class McpServer:
         self._name = name
         self.reported_name = ""  # the name the server gave itself, once started
         self.headers = dict(headers or {})
+        for value in self.headers.values():  # tokens: scrubbed from every error message
+            register_secret(str(value))
+            register_secret(str(value).partition(" ")[2])
         self.env = dict(env) if env else None
         self.cwd = cwd
         self.timeout = timeout
@@ -286,8 +289,8 @@ class McpServer:
         if module.startswith("httpx"):
             status = getattr(getattr(leaf, "response", None), "status_code", 0)
             kind = "auth" if status in (401, 403) else "network"
-            return NbagentError(f"{who} at {_safe_url(self.url or '')}: {type(leaf).__name__}: {leaf}",
-                                kind=kind, http_code=status or None)
+            what = f"HTTP {status}" if status else f"{type(leaf).__name__}: {_first_line(leaf)}"
+            return NbagentError(f"{who} at {_safe_url(self.url or '')}: {what}", kind=kind, http_code=status or None)
         if isinstance(leaf, (PermissionError, FileNotFoundError)):
             return NbagentError(f"{who} could not be started: {leaf}", kind="config")
         if isinstance(leaf, ValueError) and module in ("pydantic", "pydantic_core", "json"):
