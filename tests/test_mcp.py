@@ -227,6 +227,14 @@ async def test_a_missing_command_is_a_config_error_naming_the_server_and_the_con
     assert provider.requests[0].tools == []
 
 
+async def test_a_server_that_exits_at_once_is_a_tool_error_quoting_its_stderr():
+    server = mcp_tools([sys.executable, "-c", "import sys; sys.exit('no config file here')"], name="quitter")
+    with pytest.raises(NbagentError) as err:
+        await server.list_tools()
+    message = str(err.value)
+    assert err.value.kind == "tool" and "'quitter' exited" in message and "no config file here" in message
+
+
 async def test_garbage_on_stdout_is_a_protocol_error_naming_the_server():
     server = mcp_tools([*OWN, "--garbage"], name="noisy")
     with pytest.raises(NbagentError) as err:

@@ -285,6 +285,9 @@ class McpServer:
         who = f"MCP server {self.name!r}"
         if isinstance(leaf, asyncio.CancelledError):
             return NbagentError(f"{who} was stopped while {during}", kind="tool")
+        if getattr(leaf, "code", None) == _connection_closed():
+            return NbagentError(f"{who} exited or closed its output while {during}{self._stderr_tail()}",
+                                kind="tool")
         module = type(leaf).__module__.split(".")[0]
         if module.startswith("httpx"):
             status = getattr(getattr(leaf, "response", None), "status_code", 0)
@@ -337,16 +340,32 @@ def _tool_name(remote: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", remote)[:64] or "tool"
 
 
+_RUNNERS = {"python", "python3", "uv", "uvx", "npx", "node", "pipx", "sh", "bash", "deno", "bun", "docker"}
+
+
 def _label(command: list[str] | None, url: str | None) -> str:
+    """A name for a server before it names itself: its URL's host, program, module or script."""
     if url is not None:
         return urlsplit(url).hostname or "mcp"
-    words = [w for w in command or [] if not w.startswith("-")]
-    runners = {"python", "python3", "uv", "uvx", "npx", "node", "pipx", "run", "sh", "bash", "-m"}
-    for word in words:
-        base = os.path.basename(word)
-        if base.split(".")[0] not in runners and not base.startswith("python"):
-            return os.path.splitext(base)[0] or "mcp"
-    return os.path.basename(words[0]) if words else "mcp"
+    words = command or ["mcp"]
+    program = os.path.splitext(os.path.basename(words[0]))[0]
+    if program not in _RUNNERS and not program.startswith("python"):
+        return program
+    rest = words[1:]
+    for i, word in enumerate(rest):
+        if word == "-m" and i + 1 < len(rest):
+            return rest[i + 1]
+        if word == "-c":
+            break
+        if not word.startswith("-") and word not in ("run", "exec"):
+            return os.path.splitext(os.path.basename(word))[0] or program
+    return program
+
+
+def _connection_closed() -> int:
+    from mcp_types import CONNECTION_CLOSED
+
+    return CONNECTION_CLOSED
 
 
 def _safe_url(url: str) -> str:
