@@ -16,27 +16,21 @@ also a kernel's shutdown).
 from __future__ import annotations
 
 import asyncio
-import atexit
-import concurrent.futures
 import contextlib
-import importlib
 import os
 import shlex
 import shutil
-import sys
 import tempfile
-import threading
-import weakref
-from typing import Any, Awaitable, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.errors import NbagentError, register_secret
 from .mcp_results import McpTool
+from .mcp_thread import (EXIT_TIMEOUT, mcp_thread_started, run_on_mcp_thread, track, wait_on_mcp_thread,
+                         warm_up_sdk)
 from .tools import Tool
 
-T = TypeVar("T")
 DEFAULT_START_TIMEOUT = 60.0  # seconds a server may take to start and list its tools
-EXIT_TIMEOUT = 10.0  # seconds interpreter exit waits for servers to stop
 STDERR_TAIL = 300  # characters of a crashed server's stderr quoted in its error (its last 3 lines)
 MAX_LIST_PAGES = 50
 
@@ -79,7 +73,7 @@ class McpServer:
         self._closing: asyncio.Future | None = None  # a stop started by an interrupted start
         self._tools: list[Tool] = []
         self.protocol_error: NbagentError | None = None  # the last output that was not MCP
-        _LIVE.add(self)
+        track(self)
 
     @property
     def name(self) -> str:
@@ -94,27 +88,27 @@ class McpServer:
 
     async def list_tools(self) -> list[Tool]:
         """Start the server if needed and return its tools."""
-        return await _on_mcp_loop(self._list())
+        return await run_on_mcp_thread(self._list())
 
     def tools(self) -> list[Tool]:
         """``list_tools()`` for code without an event loop (also fine inside Jupyter)."""
-        return _block_on(self._list(), None)
+        return wait_on_mcp_thread(self._list(), None)
 
     async def call_tool(self, name: str, args: dict) -> Any:
         """Call the tool the server calls ``name``; returns its ``CallToolResult``."""
-        return await _on_mcp_loop(self._call(name, args))
+        return await run_on_mcp_thread(self._call(name, args))
 
     def call_tool_sync(self, name: str, args: dict) -> Any:
-        return _block_on(self._call(name, args), None)
+        return wait_on_mcp_thread(self._call(name, args), None)
 
     async def aclose(self) -> None:
         """Stop the server (a later call starts it again)."""
-        if _MCP.loop is not None:
-            await _on_mcp_loop(self._aclose())
+        if mcp_thread_started():
+            await run_on_mcp_thread(self.stop_here())
 
     def close(self) -> None:
-        if _MCP.loop is not None:
-            _block_on(self._aclose(), EXIT_TIMEOUT)
+        if mcp_thread_started():
+            wait_on_mcp_thread(self.stop_here(), EXIT_TIMEOUT)
 
     @property
     def running(self) -> bool:
@@ -146,14 +140,14 @@ class McpServer:
         except asyncio.CancelledError:  # the caller gave up (an interrupt): so does the start
             if not starting.done():
                 starting.cancel()
-                self._closing = asyncio.ensure_future(self._aclose())
+                self._closing = asyncio.ensure_future(self.stop_here())
             raise
         finally:
             if self._starting is starting:
                 self._starting = None
         if not starting.done():
             starting.cancel()
-        await self._aclose()
+        await self.stop_here()
         raise error
 
     async def _serve(self, ready: asyncio.Future) -> None:
@@ -161,7 +155,7 @@ class McpServer:
         # exited in the same task): open, list, publish the session, wait for stop, close.
         from mcp import Client
 
-        _warm_up()
+        warm_up_sdk()
         stop = asyncio.Event()
         client = None
         self.protocol_error = None
@@ -256,7 +250,13 @@ class McpServer:
                 self._stop.set()
         raise error
 
-    async def _aclose(self) -> None:
+    @property
+    def serving(self) -> bool:
+        """Whether a session task is alive (starting, running or stopping)."""
+        return bool(self._serving)
+
+    async def stop_here(self) -> None:
+        """Stop the server; runs on the MCP thread (``aclose()`` / ``close()`` from elsewhere)."""
         if self._stop is not None:
             self._stop.set()
         if self._client is None:  # still starting: nothing to stop gracefully
@@ -326,14 +326,6 @@ def as_mcp_servers(servers: Any) -> list[McpServer]:
     return [mcp_tools(s) for s in servers]
 
 
-def _warm_up() -> None:
-    """Import jsonschema on a side thread while a server starts: the SDK imports it at the first
-    tool call, and its import takes seconds (it compiles URI grammars)."""
-    if "jsonschema" not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=("jsonschema",), daemon=True,
-                         name="nbagent-mcp-warmup").start()
-
-
 def _tool_name(remote: str) -> str:
     import re
 
@@ -387,66 +379,3 @@ def _leaf(exc: BaseException) -> BaseException:
         inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
         exc = (inner or list(exc.exceptions))[0]
     return exc
-
-
-# --- the MCP thread -----------------------------------------------------------------------
-
-
-class _McpThread:
-    """nbagent's MCP thread: a daemon thread running one event loop, started on first use."""
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.lock = threading.Lock()
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        with self.lock:
-            if self.loop is None:
-                import logging
-
-                logging.getLogger("mcp").addHandler(logging.NullHandler())  # errors reach users typed
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="nbagent-mcp", daemon=True).start()
-                atexit.register(_stop_all_at_exit)
-                self.loop = loop
-            return self.loop
-
-
-_MCP = _McpThread()
-_LIVE: "weakref.WeakSet[McpServer]" = weakref.WeakSet()
-
-
-async def _on_mcp_loop(coro: Awaitable[T]) -> T:
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, _MCP.get()))  # type: ignore[arg-type]
-
-
-def _block_on(coro: Awaitable[T], timeout: float | None) -> T:
-    future = asyncio.run_coroutine_threadsafe(coro, _MCP.get())  # type: ignore[arg-type]
-    try:
-        return future.result(timeout)
-    except concurrent.futures.TimeoutError:
-        future.cancel()
-        raise NbagentError("MCP servers did not stop in time", kind="timeout") from None
-
-
-def stop_all() -> None:
-    """Stop every running MCP server (interpreter exit calls this)."""
-    if _MCP.loop is None:
-        return
-    servers = [s for s in list(_LIVE) if s._serving]
-
-    async def close_all() -> None:
-        await asyncio.gather(*(s._aclose() for s in servers), return_exceptions=True)
-
-    if servers:
-        try:
-            _block_on(close_all(), EXIT_TIMEOUT)
-        except NbagentError:
-            pass
-
-
-def _stop_all_at_exit() -> None:
-    stop_all()
-    loop = _MCP.loop
-    if loop is not None and not loop.is_closed():
-        loop.call_soon_threadsafe(loop.stop)
