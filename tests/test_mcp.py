@@ -89,6 +89,8 @@ async def test_time_server_over_stdio_lists_at_the_first_turn_and_answers():
     from nbagent.notebook.widget_wire import step_dict
 
     assert step_dict(step)["tool_server"] == "mcp-time"  # what the widget's card shows
+    markdown = agent.conversation.to_markdown().replace("&#95;", "_")  # markdown escapes dropped
+    assert "get_current_time (MCP mcp-time)** returned" in markdown  # and the transcript
     [pid] = mcp_children()
     await agent.aclose()
     assert not alive(pid)
