@@ -318,6 +318,8 @@ def test_chat_tools_lists_mcp_tools_with_their_server():
     assert mcp_children() == []
     resp = agent.ask('Please use echo with "hello MCP"')  # the demo model calls echo(text="hello MCP")
     assert "hello MCP" in resp.text
+    [call] = [s.tool_calls[0] for s in env_steps(agent.conversation)]
+    assert call.args == {"text": "hello MCP"}  # the double-quoted text, not the whole prompt
     with capture_output() as cap:
         ip.run_line_magic("chat_tools", "-a mcp_bot")
     assert "echo (MCP nbagent-test)" in cap.stdout and "first turn" not in cap.stdout
