@@ -57,6 +57,7 @@ _EXPORTS = {
     "Hooks": "nbagent.loop.hooks",
     "Provider": "nbagent.providers.base",
     "RequestEstimate": "nbagent.analysis.estimate",
+    "mcp_tools": "nbagent.loop.mcp",
 }
 
 if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
@@ -103,6 +104,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
         UsageMetadata as UsageMetadata,
     )
     from .loop.hooks import Hooks as Hooks
+    from .loop.mcp import mcp_tools as mcp_tools
     from .loop.model_connection import ModelConnection as ModelConnection
     from .loop.tools import Tool as Tool, tool as tool
     from .notebook.kernel_tools import notebook_tools as notebook_tools

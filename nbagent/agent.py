@@ -86,6 +86,8 @@ class Agent:
     ``pricing={"model": {"input": …, "output": …}}`` overrides prices for estimates and budgets.
     ``notebook=True`` adds ``nbagent.notebook_tools()`` for the kernel it runs in (its variables,
     and ``run_python``, which asks for approval whatever the policy).
+    ``mcp=[server, ...]`` adds the tools of MCP servers (commands or ``http(s)://`` URLs, or
+    ``nbagent.mcp_tools(...)``), started and listed at the first turn; ``aclose()`` stops them.
     """
 
     def __init__(
@@ -111,8 +113,10 @@ class Agent:
         budget_usd: float | None = None,
         pricing: dict | None = None,
         notebook: bool = False,
+        mcp: Any = (),
         **provider_options: Any,
     ) -> None:
+        from .loop.mcp import as_mcp_servers
         from .loop.model_connection import ModelConnection
         from .loop.structured import schema_of
 
@@ -128,6 +132,7 @@ class Agent:
             max_tokens=max_tokens, cache_strategy=cache_strategy,
             include_reasoning=include_reasoning, response_format=schema_of(response_format),
             compaction_budget=compaction_budget, tool_timeout=tool_timeout,
+            tool_sources=as_mcp_servers(mcp),  # started at the first turn that needs them
         )
         self._max_history_size = max_history_size
         connection = self._connection = ModelConnection(self.provider, **self._connection_options)
@@ -204,8 +209,20 @@ class Agent:
     def widget(self, **kwargs):
         return self._conversation.widget(**kwargs)
 
+    @property
+    def mcp_servers(self) -> list:
+        """The MCP servers of ``mcp=`` (``McpServer`` objects; each starts at its first turn)."""
+        return list(self._connection_options["tool_sources"])
+
     async def disconnect(self) -> None:
+        """Stop the active conversation's turn and close its provider; stop the MCP servers."""
         await self._conversation.disconnect()
+
+    async def aclose(self) -> None:
+        """Release what the agent holds: the provider's connections and the MCP server processes."""
+        await self.disconnect()
+        for server in self.mcp_servers:
+            await server.aclose()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return self._conversation._repr_mimebundle_(include=include, exclude=exclude)

@@ -158,5 +158,16 @@ def check_data_analysis(nb, tmp_path):
     assert any(c.cell_type == "markdown" and c.source.startswith("## MCP") for c in nb.cells)
 
 
-CHECKS = {"data_analysis": check_data_analysis, "tools_and_approval": check_tools, "usage_analysis": check_usage, "teaching": check_teaching,
-          "providers": check_providers, "magics": check_magics}
+def check_mcp(nb, tmp_path):
+    cells = code_cells(nb)
+    texts = [text_of(c) for c in cells]
+    assert texts[0].strip() == "False"  # nothing started before the first turn
+    assert '"timezone": "Europe/Paris"' in texts[2]  # the real server answered through the demo model
+    assert "('get_current_time', 'mcp-time')" in texts[3]
+    assert "get_current_time (MCP mcp-time)" in texts[4]
+    assert "no-such-mcp-server" in texts[5] and "not found" in texts[5]
+    assert texts[6].strip() == "False"  # aclose() stopped it
+
+
+CHECKS = {"data_analysis": check_data_analysis, "tools_and_approval": check_tools, "usage_analysis": check_usage,
+          "teaching": check_teaching, "providers": check_providers, "magics": check_magics, "mcp_tools": check_mcp}

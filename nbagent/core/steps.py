@@ -233,6 +233,7 @@ class Step:
     prefix_change: PrefixChange | None = None  # model steps: what changed in the request prefix (None: nothing)
     decided_at: float | None = None  # tool execution steps: when the approval decision was made
     decided_by: str = ""  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
+    tool_server: str = ""  # tool execution steps: the MCP server the tool belongs to ("": a local tool)
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -328,8 +329,7 @@ class Step:
             "cut_tool_calls": [c.to_dict() for c in self.cut_tool_calls],
             "display": self.display,
             "prefix_change": None if self.prefix_change is None else self.prefix_change._value_,
-            "decided_at": self.decided_at,
-            "decided_by": self.decided_by,
+            "decided_at": self.decided_at, "decided_by": self.decided_by, "tool_server": self.tool_server,
         }
 
     def _compact_dict(self) -> dict:
@@ -398,7 +398,7 @@ _MEMBERS = {cls: {m.value: m for m in cls} for cls in (StepType, StepSource, Ste
                                                      ApprovalDecision, PrefixChange, TurnStatus)}
 _READERS: dict[str, Any] = {
     **{k: _text_reader(k) for k in ("id", "content", "thinking", "error", "cascade_id", "trajectory_id", "model",
-                                    "preparing_tool", "decided_by")},
+                                    "preparing_tool", "decided_by", "tool_server")},
     "step_index": int,
     "type": partial(enum_member, StepType),
     "source": partial(enum_member, StepSource),

@@ -215,7 +215,7 @@ class ChatMagics(Magics):
                 raise NbagentError(f"%chat_tools: no function named {name!r} in the notebook", kind="config")
             found.append(self.shell.user_ns[name])
         agent.tools.update(to_tools(found))
-        print(f"tools of {args.agent or DEFAULT_NAME}: {', '.join(agent.tools) or '(none)'}")
+        print(tools_line(args.agent or DEFAULT_NAME, agent))
 
     @magic_arguments()
     @argument("text", nargs="*", help="the system prompt (none: show the current one)")
@@ -359,3 +359,14 @@ def switch_model(agent, model: str) -> None:
         return
     agent.provider = provider
     conv.connection.provider = provider
+
+
+def tools_line(name: str, agent: Any) -> str:
+    """``%chat_tools``'s listing: each tool, MCP tools with their server, servers not started yet."""
+    shown = [f"{t.name} (MCP {t.server})" if getattr(t, "server", "") else t.name for t in agent.tools.values()]
+    listed = {getattr(t, "server", "") for t in agent.tools.values()}
+    later = [s.name for s in getattr(agent, "mcp_servers", []) if s.name not in listed]
+    text = f"tools of {name}: {', '.join(shown) or '(none)'}"
+    if later:
+        text += f"; MCP servers listed at the first turn: {', '.join(later)}"
+    return text

@@ -31,6 +31,7 @@ from .request_prefix import PrefixTracker
 from .hooks import Block, Hooks, call_hook
 from .tool_runner import CANCELED_RESULT, ToolRunner, in_call_order, unrun_call_steps, with_unique_call_ids
 from .tool_threads import DEFAULT_TOOL_TIMEOUT
+from .tool_sources import ToolSource, list_new_tools
 
 _END = object()
 _CANCELED = object()
@@ -62,6 +63,7 @@ class ModelConnection:
         tokenizer: Any = None,
         session: ChatSession | None = None,
         conversation_id: str | None = None,
+        tool_sources: Any = (),
     ) -> None:
         self.provider = provider
         self.max_tool_iterations = max_tool_iterations
@@ -89,6 +91,8 @@ class ModelConnection:
         self.tool_runner = ToolRunner(tools, auto_execute_tools=auto_execute_tools, policy=policy,
                                       hooks=self.hooks, interrupted=self._interrupted,
                                       active_tasks=self._active_tasks, tool_timeout=tool_timeout)
+        self.tool_sources: list[ToolSource] = list(tool_sources or ())  # MCP servers: listed at a turn
+        self._listed_sources: set[int] = set()  # id() of the sources whose tools are in self.tools
 
     @property
     def tools(self) -> dict:
@@ -176,8 +180,11 @@ class ModelConnection:
         return self.tool_runner.add_tool_result(call_id, result, is_error=is_error)
 
     async def disconnect(self) -> None:
+        """Stop the running turn, close the provider's client and stop the tool sources (MCP servers)."""
         self.interrupt()
         await self.provider.aclose()
+        for source in self.tool_sources:
+            await source.aclose()
 
     # --- the turn ---------------------------------------------------------------------
 
@@ -209,6 +216,10 @@ class ModelConnection:
             yield self._finish(FinishReason.OTHER, content=f"Prompt blocked: {blocked.reason}")
             return
         self._push_prompt(prompt)
+        async for step in self._list_tool_sources():
+            yield step
+            if step.type == StepType.FINISH:  # interrupted
+                return
         rounds = 0
         while True:
             stop_reason = self.request_guard() if rounds and self.request_guard is not None else ""
@@ -239,24 +250,32 @@ class ModelConnection:
                     yield step
                 return
             rounds += 1
-            results: list[ToolResultPart] = []
-            async with contextlib.aclosing(self.tool_runner.run(calls, self._new_step)) as items:
-                async for item in items:
-                    if isinstance(item, ToolResultPart):
-                        results.append(item)
-                    else:
-                        yield item
-            if self._interrupted.is_set():
-                done = {r.tool_use_id for r in results}
-                results += [ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls if c.id not in done]
-                self.session.push_tool_results(in_call_order(results, calls))
-                yield self._finish(FinishReason.INTERRUPTED)
-                return
-            if self.tool_runner.pending_manual:
-                self.tool_runner.manual_results.update({r.tool_use_id: r for r in results})
-                yield self._finish(FinishReason.TOOL_CALLS, status=StepStatus.WAITING_FOR_USER)
-                return
+            async with contextlib.aclosing(self._tool_round(calls)) as steps:
+                async for step in steps:
+                    yield step
+                    if step.type == StepType.FINISH:
+                        return
+
+    async def _tool_round(self, calls: list[ToolUsePart]) -> AsyncIterator[Step]:
+        """Run one round of tool calls; a FINISH step last when the turn stops here."""
+        results: list[ToolResultPart] = []
+        async with contextlib.aclosing(self.tool_runner.run(calls, self._new_step)) as items:
+            async for item in items:
+                if isinstance(item, ToolResultPart):
+                    results.append(item)
+                else:
+                    yield item
+        if self._interrupted.is_set():
+            done = {r.tool_use_id for r in results}
+            results += [ToolResultPart(c.id, CANCELED_RESULT, True, name=c.name) for c in calls if c.id not in done]
             self.session.push_tool_results(in_call_order(results, calls))
+            yield self._finish(FinishReason.INTERRUPTED)
+            return
+        if self.tool_runner.pending_manual:
+            self.tool_runner.manual_results.update({r.tool_use_id: r for r in results})
+            yield self._finish(FinishReason.TOOL_CALLS, status=StepStatus.WAITING_FOR_USER)
+            return
+        self.session.push_tool_results(in_call_order(results, calls))
 
     async def _apply_prompt_hook(self, prompt: str) -> tuple[str, Block | None]:
         """The prompt after ``on_user_prompt`` (which may rewrite or block it)."""
@@ -280,6 +299,23 @@ class ModelConnection:
         elif not self.session.messages or self.session.messages[-1].role != "user":
             raise NbagentError("nothing to send: the prompt is empty and no tool results are pending",
                                kind="config")
+
+    async def _list_tool_sources(self) -> AsyncIterator[Step]:
+        """Add the tools of sources not listed yet (MCP servers start here); a failed source gets an
+        error SYSTEM_MESSAGE step and the turn goes on without it (the next turn tries again)."""
+        try:
+            failures = await list_new_tools(self.tool_sources, self._listed_sources, self.tool_runner.tools,
+                                            self._active_tasks, self._interrupted)
+        except asyncio.CancelledError:
+            if not self._interrupted.is_set():
+                raise
+            self.session.push_assistant(Message("assistant", [TextPart(INTERRUPTED_NOTE)]))
+            yield self._finish(FinishReason.INTERRUPTED)
+            return
+        for source, error in failures:
+            yield self._new_step(type=StepType.SYSTEM_MESSAGE, source=StepSource.SYSTEM, target=StepTarget.USER,
+                                 status=StepStatus.ERROR, error=str(error), finished_at=time.time(),
+                                 content=f"The tools of {source.name!r} are not available in this turn.")
 
     def _stop_before_tools(self, finish: Finish, calls: list[ToolUsePart], rounds: int) -> list[Step]:
         """The steps that end the turn here instead of running ``calls`` ([]: run them)."""

@@ -116,8 +116,9 @@ class ToolRunner:
         tasks = []
         for part in calls:
             call = ToolCall(part.id, part.name, dict(part.args))
-            step = new_step(type=StepType.TOOL_CALL, source=StepSource.SYSTEM,
-                                  target=StepTarget.ENVIRONMENT, tool_calls=[call])
+            tool = self.tools.get(part.name)
+            step = new_step(type=StepType.TOOL_CALL, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT,
+                            tool_calls=[call], tool_server=tool.server if tool is not None else "")
             task = asyncio.ensure_future(self.run_one(call, step, queue))
             task.add_done_callback(functools.partial(_canceled_before_start, call, step, queue))
             tasks.append(task)

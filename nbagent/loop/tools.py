@@ -57,7 +57,8 @@ class Tool:
 
     def __init__(self, name: str, description: str | None, input_schema: dict | None,
                  handler: Callable[..., Any], requires_approval: bool = False, *,
-                 max_result_chars: int | None = None, timeout: float | None = None) -> None:
+                 max_result_chars: int | None = None, timeout: float | None = None,
+                 server: str = "") -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise NbagentError(
                 f"invalid tool name {name!r}: providers require 1-64 characters of letters, "
@@ -73,6 +74,7 @@ class Tool:
         self.requires_approval = bool(requires_approval)
         self.max_result_chars = max_result_chars
         self.timeout = timeout  # seconds; None: the connection's tool_timeout
+        self.server = server  # the MCP server the tool comes from ("": the user's own tool)
         self._hints: dict[str, Any] = {}  # parameter -> annotation, for dict -> instance conversion
 
     @classmethod

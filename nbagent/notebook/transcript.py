@@ -71,6 +71,8 @@ def _args(args: Any) -> str:
 
 def _result_item(step: Step, limit: int) -> tuple:
     name = step.tool_calls[0].name if step.tool_calls else "tool"
+    if step.tool_server:
+        name += f" (MCP {step.tool_server})"
     if step.status == StepStatus.WAITING_FOR_USER:
         return ("waiting", name)
     text = step.error or step.content

@@ -1,9 +1,10 @@
 """The demo model: deterministic, offline, for teaching and tests.
 
 It streams a short thought, calls a tool when one fits the prompt (a
-calculator-like tool for arithmetic, or a tool the prompt names as a whole word;
-with the notebook tools, the moves of ``demo_notebook.py``), answers in markdown,
-and reports plausible token usage. It says plainly that it is a
+calculator-like tool for arithmetic, or a tool the prompt names as a whole word, with
+the prompt's "double-quoted" texts as its text arguments; with the notebook tools, the moves of
+``demo_notebook.py``), answers in markdown, and reports plausible token usage. It says plainly
+that it is a
 demo. Nothing here is random: the same history gives the same stream.
 """
 
@@ -137,6 +138,7 @@ def _fill_args(tool: ToolSpec, prompt: str, match: re.Match | None) -> dict:
     props = tool.input_schema.get("properties", {})
     required = tool.input_schema.get("required", list(props))
     numbers = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", match.group(0) if match else prompt)]
+    quoted = re.findall(r'"([^"]+)"', prompt)  # text arguments in double quotes, in order
     args: dict = {}
     for name in required:
         schema = props.get(name, {})
@@ -150,6 +152,8 @@ def _fill_args(tool: ToolSpec, prompt: str, match: re.Match | None) -> dict:
             args[name] = True
         elif kind == "array":
             args[name] = [int(x) if x.is_integer() else x for x in numbers]
+        elif quoted and not match:
+            args[name] = quoted.pop(0)
         else:
             expr = match.group(0) if match else prompt
             args[name] = expr.replace("×", "*").replace("x", "*").replace("÷", "/").replace("^", "**") if match else expr

@@ -78,6 +78,7 @@ export class ToolCard {
     this.send = send;
     this.badge = h("span", { class: "nba-badge" });
     this.dur = h("span", { class: "nba-tool-dur" });
+    this.server = h("span", { class: "nba-tool-server" }); // the MCP server the tool belongs to
     this.args = h("pre", { class: "nba-tool-args" });
     this.codeEl = h("code", { class: "hljs" });
     this.code = "";
@@ -97,7 +98,7 @@ export class ToolCard {
     this.result = h("div", { class: "nba-tool-result" });
     this.el = h("div", { class: "nba-tool", "data-call-id": this.callId },
       h("div", { class: "nba-tool-head" }, h("span", { class: "nba-tool-icon", text: "⚙" }),
-        h("code", { class: "nba-tool-name", text: call.name || "tool" }), this.badge, this.dur),
+        h("code", { class: "nba-tool-name", text: call.name || "tool" }), this.server, this.badge, this.dur),
       this.codeBox, this.args, this.actions, this.result);
     this.key = "";
   }
@@ -137,11 +138,12 @@ export class ToolCard {
   /** @param {any} call @param {any} env the tool's SYSTEM -> ENVIRONMENT step, if any */
   update(call, env) {
     const status = toolStatus(env);
-    const key = JSON.stringify([call, env && [env.status, env.content, env.error, env.approval, env.run_seconds, env.finished_at,
+    const key = JSON.stringify([call, env && [env.status, env.tool_server, env.content, env.error, env.approval, env.run_seconds, env.finished_at,
       env.display ? Object.keys(env.display) : null]]);
     if (key === this.key) return;
     this.key = key;
     this.showArgs(call);
+    this.server.textContent = env && env.tool_server ? `MCP · ${env.tool_server}` : "";
     this.badge.textContent = STATUS[status];
     this.badge.className = `nba-badge nba-st-${status}`;
     this.el.dataset.status = status;

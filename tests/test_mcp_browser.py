@@ -1,0 +1,86 @@
+"""An MCP tool in the widget, in a real browser (JupyterLab + Playwright + chromium): the card names
+the server, waits for approval under policy="ask", and shows the image the server returned; the
+kernel's shutdown stops the server.
+
+Run:  .venv/bin/python -m pytest -q -m browser tests/test_mcp_browser.py
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from support.jupyter import CHROMIUM, ROOT, lab_page, lab_with_notebooks, notebook_opener  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
+pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+
+SERVER = str(ROOT / "tests" / "support" / "mcp_server.py")
+NOTEBOOKS = {
+    "mcp.ipynb": ["import sys\nfrom nbagent import Agent\n"
+                  f"agent = Agent(model='demo', mcp=[[sys.executable, {SERVER!r}, '--linger']], policy='ask')\n"
+                  "agent.provider.delay = 0.001\nagent"],
+}
+
+
+def server_processes() -> list[int]:
+    """Processes running the tests' MCP server (the kernel's child), zombies left out."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and SERVER in (entry / "cmdline").read_bytes().decode(errors="replace") \
+                    and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, request):
+    with lab_with_notebooks(tmp_path_factory, request, NOTEBOOKS) as srv, lab_page(srv) as page:
+        yield page
+
+
+@pytest.fixture
+def notebook(lab):
+    yield from notebook_opener(lab)
+
+
+def test_an_mcp_card_names_its_server_waits_for_approval_and_shows_the_image(lab, notebook):
+    nb = notebook("mcp.ipynb")
+    lab.evaluate("""() => { const app = window.jupyterapp, nb = app.shell.currentWidget.content;
+        nb.activeCellIndex = 0; nb.deselectAll(); window.__run = app.commands.execute('notebook:run-cell'); }""")
+    assert lab.evaluate("async () => await Promise.race([window.__run.then(() => true),"
+                        " new Promise(r => setTimeout(() => r(false), 60000))])")
+    chat = f"{nb} .nba-chat"
+    lab.wait_for_selector(chat)
+    lab.fill(f"{chat} .nba-input", "Please show me red_square")
+    lab.press(f"{chat} .nba-input", "Enter")
+    card = f"{chat} .nba-tool[data-status='waiting']"
+    lab.wait_for_selector(card, timeout=90_000)  # the server starts at this first turn
+    assert lab.text_content(f"{card} .nba-tool-name") == "red_square"
+    assert lab.text_content(f"{card} .nba-tool-server") == "MCP · nbagent-test"
+    assert lab.locator(f"{chat} .nba-tool-image").count() == 0  # nothing ran before the approval
+    lab.click(f"{card} .nba-approve")
+    lab.wait_for_selector(f"{chat} .nba-tool[data-status='done'] img.nba-tool-image")
+    src = lab.get_attribute(f"{chat} .nba-tool-image", "src")
+    assert src.startswith("data:image/png;base64,iVBOR")
+    errs = [e for e in lab.errors if "nba" in e or "nbagent" in e or "widget" in e.lower()]
+    assert not errs, errs
+    # the kernel's shutdown stops the server
+    assert server_processes()
+    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+    for _ in range(600):
+        if not server_processes():
+            break
+        time.sleep(0.05)
+    assert server_processes() == []
