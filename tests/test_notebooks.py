@@ -151,11 +151,12 @@ def check_data_analysis(nb, tmp_path):
     assert "Apr    150" in text_of(cell("by_month"))  # what the code defined is the notebook's
     assert data_of(cell("card.display"), "image/png")  # the card's figure
     assert "the next cell holds 1 piece of code" in text_of(cell("%chat_code"))
-    assert "call_demo_5 turn 0 ok | by_month = " in text_of(cell("code_cells(conv.history)"))
+    assert "call_demo_5 turn 0 ok | by_month = " in text_of(cell("conv.code_cells()"))
     chat = data_of(cell("@targets"), "text/markdown")
     assert "attached: `@targets`" in chat and "dict, length 2" in chat
     assert "--- @targets ---\ntargets: dict" in text_of(cell("turns[-1].prompt"))
-    assert any(c.cell_type == "markdown" and c.source.startswith("## MCP") for c in nb.cells)
+    assert "('get_current_time', 'mcp-time')" in text_of(cell("Stamp the report"))  # a real MCP server
+    assert "get_current_time (MCP mcp-time)" in text_of(cell("%chat_tools -a analyst"))
 
 
 def check_mcp(nb, tmp_path):
