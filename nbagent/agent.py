@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from .conversation import Conversation
+from .core.chat_session import CacheStrategy
 from .core.errors import NbagentError
+from .loop.hooks import Policy
 from .providers.base import Provider
 
 DEMO_NOTICE = (
@@ -100,11 +102,11 @@ class Agent:
         api_key: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        policy: Any = "allow_all",
+        policy: Policy = "allow_all",
         max_tool_iterations: int = 10,
         hooks: Any = None,
         max_history_size: int | None = None,
-        cache_strategy: str = "auto",
+        cache_strategy: CacheStrategy = "auto",
         include_reasoning: bool = True,
         resume: str | os.PathLike | None = None,
         response_format: Any = None,

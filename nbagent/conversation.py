@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Literal, Mapping
 
 from .analysis.budget import Budget
 from .core.chunks import Chunk
@@ -328,7 +328,7 @@ class Conversation:
 
         return history_frame(self.history)
 
-    def usage_df(self, pricing: Mapping[str, Any] | None = None, by: str | None = None) -> pd.DataFrame:
+    def usage_df(self, pricing: Mapping[str, Any] | None = None, by: Literal["tool"] | None = None) -> pd.DataFrame:
         """One row per turn from the never-trimmed ledger (pandas).
 
         ``by="tool"``: one row per turn and token contributor (each tool's results,

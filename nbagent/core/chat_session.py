@@ -8,7 +8,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal, get_args
 
 from .errors import NbagentError
 from .messages import Message, TextPart, ToolResultPart, clean_parts
@@ -16,7 +16,9 @@ from .text import clean_text
 
 CHAT_SESSION_FORMAT = "nbagent.chat_session"
 CHAT_SESSION_VERSION = 1
-CACHE_STRATEGIES = ("auto", "none")
+CacheStrategy = Literal["auto", "none"]
+"""``auto``: providers mark the stable prefix for prompt caching; ``none``: no markers."""
+CACHE_STRATEGIES: tuple[str, ...] = get_args(CacheStrategy)
 
 
 @dataclass
@@ -30,7 +32,7 @@ class ChatSession:
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     system: str | None = None
     messages: list[Message] = field(default_factory=list)
-    cache_strategy: str = "auto"
+    cache_strategy: CacheStrategy = "auto"
 
     # --- building -----------------------------------------------------------------
 
@@ -38,7 +40,7 @@ class ChatSession:
         self.system = system
         return self
 
-    def with_cache_strategy(self, strategy: str) -> "ChatSession":
+    def with_cache_strategy(self, strategy: CacheStrategy) -> "ChatSession":
         if strategy not in CACHE_STRATEGIES:
             raise NbagentError(
                 f"cache_strategy must be one of {CACHE_STRATEGIES}, not {strategy!r}", kind="config"

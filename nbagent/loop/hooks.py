@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal, get_args
 
 from ..core.errors import NbagentError
 from ..core.steps import ToolCall
 
-POLICIES = ("allow_all", "ask", "deny_all")
+PolicyName = Literal["allow_all", "ask", "deny_all"]
+Policy = PolicyName | Callable[[ToolCall], bool]
+"""Which tool calls run: all, each after approval, none, or those a function allows."""
+POLICIES: tuple[str, ...] = get_args(PolicyName)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
-from ..core.chat_session import ChatSession
+from ..core.chat_session import CacheStrategy, ChatSession
 from ..core.compression import ApproxTokenizer
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
@@ -28,7 +28,7 @@ from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget,
 from .compaction import compact_if_needed, compaction_budget
 from .model_step import fold_batch
 from .request_prefix import PrefixTracker
-from .hooks import Block, Hooks, call_hook
+from .hooks import Block, Hooks, Policy, call_hook
 from .tool_runner import CANCELED_RESULT, ToolRunner, in_call_order, unrun_call_steps, with_unique_call_ids
 from .tool_threads import DEFAULT_TOOL_TIMEOUT
 from .tool_sources import ToolSource, list_new_tools
@@ -49,12 +49,12 @@ class ModelConnection:
         system: str | None = None,
         tools: Any = (),
         auto_execute_tools: bool = True,
-        policy: Any = "allow_all",
+        policy: Policy = "allow_all",
         max_tool_iterations: int = 10,
         hooks: Hooks | dict | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        cache_strategy: str = "auto",
+        cache_strategy: CacheStrategy = "auto",
         include_reasoning: bool = True,
         response_format: dict | None = None,
         compaction_budget: int | None = None,

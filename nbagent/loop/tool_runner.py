@@ -26,7 +26,7 @@ from ..core.errors import NbagentError
 from ..core.messages import Message, ToolResultPart, ToolUsePart
 from ..core.text import clean_text
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
-from .hooks import Block, Hooks, call_hook, check_policy
+from .hooks import Block, Hooks, Policy, call_hook, check_policy
 from .tool_threads import DEFAULT_TOOL_TIMEOUT
 from .tools import Tool, format_result, to_tools
 
@@ -40,7 +40,7 @@ _END = object()
 class ToolRunner:
     """Executes tool calls for a ModelConnection (see the module docstring)."""
 
-    def __init__(self, tools: Any, *, auto_execute_tools: bool, policy: Any, hooks: Hooks,
+    def __init__(self, tools: Any, *, auto_execute_tools: bool, policy: Policy, hooks: Hooks,
                  interrupted: threading.Event, active_tasks: set[asyncio.Task],
                  tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT) -> None:
         self.tools: dict[str, Tool] = to_tools(tools or ())
