@@ -17,7 +17,8 @@ from typing import Any
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
-from .base import Event, Finish, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
+from .base import (Event, Finish, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage,
+                   parse_tool_arguments)
 from .http import classify_error, parse_json
 from .sse import SSEEvent
 
@@ -210,7 +211,7 @@ class AnthropicStreamParser:
         block.done = True
         if block.type != "tool_use":
             return []
-        args = _parse_args(block.json, block.raw.get("input"))
+        args = parse_tool_arguments(block.json, _start_input(block))
         if self._is_structured(block):
             value = args.get("value") if self.unwrap else args
             self.structured_output = value
@@ -257,27 +258,17 @@ class AnthropicStreamParser:
                 if self._is_structured(block):
                     parts.append(TextPart(block.text))
                 else:
-                    args = _parse_args(block.json, block.raw.get("input"))
+                    args = parse_tool_arguments(block.json, _start_input(block))
                     parts.append(ToolUsePart(block.id, block.name, args))
             elif block.done:
                 parts.append(TextPart("", provider_details={"anthropic_block": _opaque(block)}))
         return parts
 
 
-def _parse_args(text: str, start_input: Any) -> dict:
-    """Accumulated ``partial_json`` -> dict.
-
-    "" means the start block's input (``{}``); JSON that is not an object
-    becomes ``{"_raw": text}`` (as in the OpenAI provider) so the tool
-    complains to the model instead of the turn failing.
-    """
-    if not text.strip():
-        return dict(start_input) if isinstance(start_input, dict) else {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    return value if isinstance(value, dict) else {"_raw": text}
+def _start_input(block: _Block) -> dict | None:
+    """The input a ``tool_use`` block started with (used when no ``partial_json`` followed)."""
+    start = block.raw.get("input")
+    return start if isinstance(start, dict) else None
 
 
 def _opaque(block: _Block) -> dict:

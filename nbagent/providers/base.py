@@ -16,12 +16,31 @@ itself; its message is empty and is not added to the history.
 
 from __future__ import annotations
 
+import json
+
 import abc
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Union
 
 from ..core.messages import Message, TextPart
 from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
+
+UNPARSED_ARGUMENTS = "_raw"
+"""The one argument a tool call gets when its arguments are not a JSON object: the text received,
+so the call still reaches the tool, whose validation tells the model what was wrong."""
+
+
+def parse_tool_arguments(text: str, empty: dict | None = None) -> dict:
+    """A tool call's streamed arguments text -> its arguments: ``empty`` (default ``{}``) when
+    blank, ``{UNPARSED_ARGUMENTS: text}`` when not a JSON object."""
+    if not text.strip():
+        return dict(empty) if empty else {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {UNPARSED_ARGUMENTS: text}
+    return value if isinstance(value, dict) else {UNPARSED_ARGUMENTS: text}
+
 
 REFUSAL = "refusal"  # provider_details key marking a TextPart that holds a refusal
 

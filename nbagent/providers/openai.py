@@ -32,6 +32,8 @@ from ..core.errors import NbagentError
 from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
 from .base import (
+    UNPARSED_ARGUMENTS,
+    parse_tool_arguments,
     REFUSAL,
     Event,
     Finish,
@@ -421,23 +423,12 @@ class OpenAIChatParser:
             call.id = call.id or f"call_{key}_{uuid.uuid4().hex[:8]}"  # some servers send none
             raw = "".join(call.arguments)
             args = parse_tool_arguments(raw)
-            if self.finish_reason == "length" and args == {"_raw": raw}:
+            if self.finish_reason == "length" and args == {UNPARSED_ARGUMENTS: raw}:
                 cut.append(CutToolCall(call.id, call.name, raw))
                 continue
             parts.append(ToolUsePart(call.id, call.name, args))
             events.append(ToolCallEnd(key, ToolCall(call.id, call.name, args)))
         return events, cut
-
-
-def parse_tool_arguments(raw: str) -> dict:
-    """Parse accumulated arguments: empty -> {}, not a JSON object -> {"_raw": raw}."""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_raw": raw}
 
 
 def _structured(text: str) -> Any:

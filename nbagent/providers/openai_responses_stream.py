@@ -24,7 +24,7 @@ from typing import Any
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
-from .base import (REFUSAL, Event, Finish, RefusalDelta, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd,
+from .base import (REFUSAL, parse_tool_arguments, Event, Finish, RefusalDelta, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd,
                    ToolCallStart, Usage)
 from .http import classify_error, parse_json
 from .sse import SSEEvent
@@ -201,7 +201,7 @@ class ResponsesStreamParser:
             return []
         if isinstance(raw.get("arguments"), str):
             item.arguments = raw["arguments"]
-        call = ToolCall(str(raw.get("call_id") or ""), str(raw.get("name") or ""), _arguments(item.arguments))
+        call = ToolCall(str(raw.get("call_id") or ""), str(raw.get("name") or ""), parse_tool_arguments(item.arguments))
         return [ToolCallEnd(key=item.id, call=call)]
 
     def _on_terminal(self, data: dict) -> list[Event]:  # completed / incomplete / failed
@@ -259,7 +259,7 @@ class ResponsesStreamParser:
             elif item.type == "function_call":
                 call_id, name = str(item.raw.get("call_id") or ""), str(item.raw.get("name") or "")
                 if item.done:
-                    parts.append(ToolUsePart(call_id, name, _arguments(item.arguments), {ITEM_ID: item.id}))
+                    parts.append(ToolUsePart(call_id, name, parse_tool_arguments(item.arguments), {ITEM_ID: item.id}))
                 else:  # never finished: cut by the token limit
                     cut.append(CutToolCall(call_id, name, str(item.arguments)))
         return parts, cut
@@ -315,12 +315,6 @@ class ResponsesStreamParser:
 def _replayable(raw: dict) -> bool:
     """A reasoning item can go back statelessly only with its encrypted (or raw) content."""
     return bool(raw.get("encrypted_content") or raw.get("content"))
-
-
-def _arguments(raw: str) -> dict:
-    """Arguments text -> dict: empty is ``{}``, not a JSON object is ``{"_raw": raw}``."""
-    value = _json(raw) if raw.strip() else {}
-    return value if isinstance(value, dict) else {"_raw": raw}
 
 
 def _json(text: str) -> Any:
