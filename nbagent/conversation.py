@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Literal, Mapping
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Literal, Mapping
 
 from .analysis.budget import Budget
 from .core.chunks import Chunk
@@ -60,7 +60,7 @@ class Conversation:
 
     # --- chatting -----------------------------------------------------------------
 
-    async def chat(self, prompt: str) -> AsyncIterator[Chunk]:
+    async def chat(self, prompt: str) -> AsyncGenerator[Chunk, None]:
         """Send ``prompt`` and yield Thought / Text / ToolCall chunks as they stream."""
         await self.send(prompt)
         chunks = self.receive_chunks()
@@ -105,7 +105,7 @@ class Conversation:
             self._log.close_turn(exc)
             raise
 
-    async def receive_steps(self) -> AsyncIterator[Step]:
+    async def receive_steps(self) -> AsyncGenerator[Step, None]:
         """Yield raw step updates of the current turn, recording each in history."""
         conn = self._require_connection()
         log = self._log
@@ -135,7 +135,7 @@ class Conversation:
             log.settle_active(StepStatus.CANCELED)
         log.close_turn(interrupted=self._interrupt_requested)
 
-    async def receive_chunks(self) -> AsyncIterator[Chunk]:
+    async def receive_chunks(self) -> AsyncGenerator[Chunk, None]:
         """``receive_steps()`` filtered into Thought / Text / ToolCall chunks."""
         steps = self.receive_steps()
         try:

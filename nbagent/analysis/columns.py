@@ -329,11 +329,12 @@ def _metrics(table: Table) -> Any:
     from .turn_metrics import TurnArrays, TurnMetrics
 
     def make() -> Any:
-        counts = [_counts(f"usage.{k}")(table) for k in ("prompt_token_count", "cached_content_token_count",
-                                                         "cache_write_token_count")]
-        arrays = TurnArrays(_ints("turn")(table), _started(table), _turn_finished(table), *counts, _generated(table),
-                            _counts("model_calls")(table), _counts("context_tokens")(table),
-                            _optional_floats("context_window")(table))
+        arrays = TurnArrays(
+            turn=_ints("turn")(table), started=_started(table), finished=_turn_finished(table),
+            input=_counts("usage.prompt_token_count")(table), cached=_counts("usage.cached_content_token_count")(table),
+            written=_counts("usage.cache_write_token_count")(table), generated=_generated(table),
+            model_calls=_counts("model_calls")(table), context=_counts("context_tokens")(table),
+            window=_optional_floats("context_window")(table))
         return TurnMetrics(table.objs, table.pricing, arrays)
     return table.cached("metrics", make)
 

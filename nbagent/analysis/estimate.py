@@ -64,8 +64,8 @@ class RequestEstimate:
     @property
     def will_overflow(self) -> bool:
         """The request plus the expected reply would not fit the window."""
-        return bool(self.context_window) and (
-            self.input_tokens + self.expected_output_tokens > self.context_window)
+        window = self.context_window
+        return bool(window) and window is not None and self.input_tokens + self.expected_output_tokens > window
 
     @property
     def over_budget(self) -> bool:

@@ -206,11 +206,14 @@ def _coerce_price(value: Any, model: str) -> Price:
     if isinstance(value, (tuple, list)) and 2 <= len(value) <= 4:
         # (input, output) | (input, cached_input, output) | (input, cached_input, cache_write, output)
         vals = [None if v is None else float(v) for v in value]
+        first, last = vals[0], vals[-1]
+        if first is None or last is None:
+            raise _config_error(f"price for {model!r} needs numeric input and output rates")
         if len(vals) == 2:
-            return Price(vals[0], vals[1], source="user override")
+            return Price(first, last, source="user override")
         if len(vals) == 3:
-            return Price(vals[0], vals[2], cached_input=vals[1], source="user override")
-        return Price(vals[0], vals[3], cached_input=vals[1], cache_write=vals[2], source="user override")
+            return Price(first, last, cached_input=vals[1], source="user override")
+        return Price(first, last, cached_input=vals[1], cache_write=vals[2], source="user override")
     raise _config_error(
         f"price for {model!r} must be a Price, a mapping with input/output, or a tuple; got {type(value).__name__}"
     )
@@ -339,7 +342,8 @@ def _price_of(info: Any) -> Price | None:
     starts = sorted({t.start for r in rates for t in getattr(r, "tiers", ())})
 
     def at(tokens: float) -> Price:
-        return Price(*(float(_rate_at(r, tokens)) for r in rates), source=source)
+        inp, out, cached, write = (float(_rate_at(r, tokens)) for r in rates)
+        return Price(inp, out, cached_input=cached, cache_write=write, source=source)
 
     base = at(0)
     return replace(base, tiers=tuple((s, at(s + 1)) for s in starts)) if starts else base

@@ -21,6 +21,14 @@ CacheStrategy = Literal["auto", "none"]
 CACHE_STRATEGIES: tuple[str, ...] = get_args(CacheStrategy)
 
 
+def _cache_strategy(value: Any) -> CacheStrategy:
+    if value == "none":
+        return "none"
+    if value == "auto":
+        return "auto"
+    raise ValueError(f"cache_strategy must be one of {CACHE_STRATEGIES}, not {value!r}")
+
+
 @dataclass
 class ChatSession:
     """Normalized history: a system prompt and alternating user/assistant messages.
@@ -143,7 +151,7 @@ class ChatSession:
                 session_id=str(d["session_id"]),
                 system=system,
                 messages=[Message.from_dict(m) for m in messages],
-                cache_strategy=str(d.get("cache_strategy", "auto")),
+                cache_strategy=_cache_strategy(d.get("cache_strategy", "auto")),
             )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             raise NbagentError(f"{source} is damaged: {exc}", kind="io") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from typing import Any, AsyncIterator, Callable, Protocol, runtime_checkable
+from typing import Any, AsyncGenerator, Callable, Protocol, runtime_checkable
 
 from .chat_session import ChatSession
 from .compression import ApproxTokenizer, Tokenizer, ToolDescription
@@ -40,7 +40,7 @@ class Connection(Protocol):
     async def send(self, prompt: str) -> None:
         """Start a turn; ``""`` continues one that stopped for tool results."""
 
-    def receive_steps(self) -> AsyncIterator[Step]:
+    def receive_steps(self) -> AsyncGenerator[Step, None]:
         """Yield the turn's step updates, the user's prompt step first."""
 
     def is_idle(self) -> bool: ...
@@ -104,7 +104,7 @@ class MockConnection:
         self._interrupted.clear()
         self._idle = False
 
-    async def receive_steps(self) -> AsyncIterator[Step]:
+    async def receive_steps(self) -> AsyncGenerator[Step, None]:
         items, self._current = self._current or [], None
         try:
             for item in items:

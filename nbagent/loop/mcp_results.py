@@ -24,7 +24,8 @@ NO_OUTPUT = "(the tool returned no output)"
 class ToolCaller(Protocol):
     """What an MCP tool calls: its server (``McpServer``)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     async def call_tool(self, name: str, args: dict) -> Any: ...
 
@@ -122,7 +123,7 @@ class McpTool(Tool):
         try:
             result = await asyncio.wait_for(self.caller.call_tool(self.remote_name, args), limit)
         except (asyncio.TimeoutError, TimeoutError):
-            msg = str(ToolTimeout(self.name, limit))
+            msg = str(ToolTimeout(self.name, limit or 0.0))
             return ToolOutput(text=msg, is_error=True, error=msg)
         except NbagentError as exc:
             return ToolOutput(text=str(exc), is_error=True, error=str(exc))

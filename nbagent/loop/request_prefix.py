@@ -44,8 +44,8 @@ class PrefixTracker:
         """The change since the previous request (None: intact, or the first request)."""
         tools_key = json.dumps([(t.name, t.description, t.input_schema) for t in tools], sort_keys=True, default=str)
         parts = self.fingerprints(messages)
-        first = self._parts is None
-        if first:
+        previous = self._parts
+        if previous is None:
             change = None
         elif model != self._model:
             change = PrefixChange.MODEL
@@ -55,7 +55,7 @@ class PrefixTracker:
             change = PrefixChange.SYSTEM
         elif tools_key != self._tools:
             change = PrefixChange.TOOLS
-        elif parts[:len(self._parts)] != self._parts:
+        elif parts[:len(previous)] != previous:
             change = PrefixChange.HISTORY
         else:
             change = None

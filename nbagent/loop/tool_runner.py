@@ -219,9 +219,9 @@ class ToolRunner:
         except asyncio.CancelledError:
             if step.decided_at is None:
                 decided(INTERRUPT)
-            undecided = step.approval in (None, ApprovalDecision.PENDING)  # canceled while waiting
+            decision = step.approval  # None or PENDING: canceled while waiting
             result(CANCELED_RESULT, True, StepStatus.CANCELED,
-                   ApprovalDecision.CANCELED if undecided else step.approval)
+                   decision if decision not in (None, ApprovalDecision.PENDING) else ApprovalDecision.CANCELED)
         finally:
             queue.put_nowait(_END)
 

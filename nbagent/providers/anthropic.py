@@ -98,7 +98,7 @@ def build_body(request: ModelRequest, model: str | None = None) -> dict:
         "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
         "stream": True,
     }
-    budget = thinking.get("budget_tokens") if thinking_on else None
+    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) and thinking_on else None
     if isinstance(budget, int) and body["max_tokens"] <= budget:
         body["max_tokens"] = budget + DEFAULT_MAX_TOKENS
 
@@ -174,7 +174,8 @@ def _user_blocks(parts: list) -> list[dict]:
     blocks: list[dict] = []
     for part in parts:
         if isinstance(part, ToolResultPart):
-            block = {"type": "tool_result", "tool_use_id": part.tool_use_id, "content": part.content}
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_use_id,
+                                     "content": part.content}
             if part.is_error:
                 block["is_error"] = True
             blocks.append(block)
@@ -232,7 +233,8 @@ def _structured_schema(request: ModelRequest) -> tuple[dict, bool] | None:
     fmt = request.response_format
     if not fmt:
         return None
-    schema = fmt.get("schema") if isinstance(fmt.get("schema"), dict) and "type" not in fmt else fmt
+    inner = fmt.get("schema")
+    schema = inner if isinstance(inner, dict) and "type" not in fmt else fmt
     if schema.get("type") == "object":
         return schema, False
     wrapped = {"type": "object", "properties": {"value": schema}, "required": ["value"]}

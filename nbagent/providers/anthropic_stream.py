@@ -232,7 +232,8 @@ class AnthropicStreamParser:
         )
 
     def _stream_error(self, data: dict) -> NbagentError:
-        err = data.get("error") if isinstance(data.get("error"), dict) else {}
+        error_body = data.get("error")
+        err = error_body if isinstance(error_body, dict) else {}
         etype = str(err.get("type") or "error")
         message = str(err.get("message") or etype)
         error = classify_error(None, f"Anthropic stream error ({etype}): {message}",

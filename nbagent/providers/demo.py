@@ -193,4 +193,4 @@ def _example_for(schema: dict):
         return {k: _example_for(v) for k, v in props.items()}
     if kind == "array":
         return []
-    return {"string": "demo", "integer": 0, "number": 0.0, "boolean": False}.get(kind)
+    return {"string": "demo", "integer": 0, "number": 0.0, "boolean": False}.get(str(kind))

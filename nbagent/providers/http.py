@@ -205,7 +205,7 @@ class HTTPProvider(Provider):
         prepares requests (``LocalProvider``) overrides this method, not ``stream``.
         """
         url, headers, body = self.build_http_request(request)
-        url = str(httpx.URL(url).copy_merge_params(self._base_params)) if self._base_params else url
+        url = str(httpx.URL(url).copy_merge_params(tuple(self._base_params))) if self._base_params else url
         self._streams += 1
         try:
             async for batch in self._attempts(request, url, headers, body):

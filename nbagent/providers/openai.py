@@ -46,7 +46,7 @@ from .base import (
     ToolCallStart,
     Usage,
 )
-from .http import HTTPProvider, error_from_payload, parse_json
+from .http import HTTPProvider, StreamParser, error_from_payload, parse_json
 from .sse import SSEEvent
 
 __all__ = ["OpenAIProvider", "OpenAIChatParser", "normalize_openai_usage", "map_finish_reason"]
@@ -118,7 +118,7 @@ def _is_loopback(url: str) -> bool:
 def _user_content(parts: list) -> str | list:
     if not any(isinstance(p, ImagePart) for p in parts):
         return "\n\n".join(p.text for p in parts)
-    content = []
+    content: list[dict[str, Any]] = []
     for p in parts:
         if isinstance(p, TextPart):
             content.append({"type": "text", "text": p.text})
@@ -258,7 +258,7 @@ class OpenAIProvider(HTTPProvider):
         body.update(request.extra)
         return f"{self.base_url}/chat/completions", self.request_headers(), body
 
-    def new_parser(self, request: ModelRequest) -> "OpenAIChatParser":
+    def new_parser(self, request: ModelRequest) -> StreamParser:
         return OpenAIChatParser(provider=self.name, structured=bool(request.response_format))
 
 

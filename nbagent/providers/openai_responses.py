@@ -36,6 +36,7 @@ from typing import Any
 
 from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from .base import REFUSAL, ModelRequest
+from .http import StreamParser
 from .openai import OpenAIProvider
 from .openai_responses_stream import (ITEM_ID, OPENAI_ITEM, PHASE, ResponsesStreamParser,
                                       normalize_responses_usage)
@@ -91,7 +92,7 @@ class OpenAIResponsesProvider(OpenAIProvider):
         body.update(request.extra)
         return body
 
-    def new_parser(self, request: ModelRequest) -> ResponsesStreamParser:
+    def new_parser(self, request: ModelRequest) -> StreamParser:
         return ResponsesStreamParser(provider=self.name, structured=bool(request.response_format))
 
 

@@ -88,7 +88,7 @@ class _TextField:
     def buffer(self, obj: Any) -> _Text:
         return obj.__dict__.setdefault(self.slot, _Text())
 
-    def __get__(self, obj: Any, owner: type = None) -> Any:
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
         return self if obj is None else str(self.buffer(obj))
 
     def __set__(self, obj: Any, value: str) -> None:
@@ -303,7 +303,8 @@ class ResponsesStreamParser:
         return [ThinkingDelta(item.text)] if item.text else []
 
     def _error(self, data: dict) -> NbagentError:
-        err = data.get("error") if isinstance(data.get("error"), dict) else data
+        error_body = data.get("error")
+        err = error_body if isinstance(error_body, dict) else data
         code, message = err.get("code"), str(err.get("message") or "the response failed")
         error = classify_error(None, f"OpenAI Responses stream error ({code or 'error'}): {message}",
                                codes=[code, err.get("type")], provider=self.provider)
