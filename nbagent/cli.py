@@ -11,7 +11,6 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -146,12 +145,12 @@ def install_model(args: argparse.Namespace) -> str:
 
 def sessions_table(folder: str) -> str:
     """One row a saved session in ``folder``: its file, turns, models, tokens and cost."""
-    try:
-        from .analysis.sessions import list_sessions  # type: ignore[attr-defined]
-    except ImportError:
-        list_sessions = None
+    import nbagent
+
+    list_sessions = getattr(nbagent, "list_sessions", None)  # one row a session, where this version has it
     if list_sessions is not None:
-        return list_sessions(folder).to_string(index=False)
+        table = list_sessions(folder)
+        return table.to_string(index=False) if hasattr(table, "to_string") else str(table)
     from .analysis.sessions import load_sessions
 
     df = load_sessions(folder)
@@ -166,13 +165,13 @@ def sessions_table(folder: str) -> str:
 def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder, so a reader never
     sees half a file and a failure leaves any earlier file intact."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # opened normally: the umask sets its mode
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with open(tmp, "x", encoding="utf-8") as out:
             out.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
