@@ -346,7 +346,9 @@ def coerce(value: Any, tp: Any) -> Any:
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return value if isinstance(value, tp) else tp(value)
     if (fmt := string_format(tp)) is not None:
-        return _PARSERS[fmt](value) if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        return tp(value) if fmt in ("uuid", "path") else tp.fromisoformat(value)  # the annotated class itself
     if is_pydantic_model(tp):
         return tp.model_validate(value) if isinstance(value, dict) else value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
