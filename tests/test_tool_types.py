@@ -38,6 +38,7 @@ def book(when: datetime.datetime, day: datetime.date, at_: datetime.time, ref: u
          name: Annotated[str, pydantic.Field(min_length=2, max_length=5, pattern=r"^[a-z]+$", description="Who.")],
          share: Annotated[float, at.Gt(0), at.Lt(1)] = 0.5,
          tags: Annotated[list[str], at.MaxLen(2)] = (),
+         step: Annotated[float, at.MultipleOf(0.1)] = 0.3,
          price: decimal.Decimal = decimal.Decimal("1.5")) -> str:
     """Book a table."""
     seen.update(locals())
@@ -45,7 +46,7 @@ def book(when: datetime.datetime, day: datetime.date, at_: datetime.time, ref: u
 
 
 GOOD = {"when": "2026-12-01T15:30:00+00:00", "day": "2026-12-24", "at_": "19:30", "ref": str(uuid.UUID(int=7)),
-        "folder": "data/out", "colour": "blue", "size": "M", "guests": 4, "name": "ana", "price": "2.25"}
+        "folder": "data/out", "step": 0.3, "colour": "blue", "size": "M", "guests": 4, "name": "ana", "price": "2.25"}
 
 
 def props():
@@ -94,6 +95,7 @@ async def test_valid_arguments_arrive_as_python_values():
     ("name", "abcdef", "allows at most 5 characters"),
     ("name", "Ana", "must match the pattern"),
     ("tags", ["a", "b", "c"], "allows at most 2 items"),
+    ("step", 0.25, "must be a multiple of 0.1"),
     ("price", "lots", "Invalid arguments"),
 ])
 async def test_bad_arguments_are_refused_with_a_reason_the_model_can_use(field, value, says):

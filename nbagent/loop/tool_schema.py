@@ -468,7 +468,7 @@ def _validate_limits(value: Any, schema: dict, where: str) -> list[str]:
             if keyword in schema and isinstance(schema[keyword], (int, float)) and not ok(value, schema[keyword]):
                 problems.append(f"{where}must be {sign} {schema[keyword]}, got {_short(value)}")
         step = schema.get("multipleOf")
-        if isinstance(step, (int, float)) and step > 0 and (value / step) % 1:
+        if isinstance(step, (int, float)) and step > 0 and abs(value / step - round(value / step)) > 1e-9:
             problems.append(f"{where}must be a multiple of {step}, got {_short(value)}")
     if isinstance(value, str):
         if len(value) < schema.get("minLength", 0):
