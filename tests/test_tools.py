@@ -222,7 +222,7 @@ def test_unsupported_annotations_do_not_crash():
     assert props(f)["a"] == {}
     assert props(f)["b"] == {}  # unresolvable: no constraint, the others still resolve
     assert props(f)["c"] == {"type": "array", "items": {}}
-    assert props(f)["d"] == {}  # complex default is not JSON: not recorded
+    assert "default" not in props(f)["d"]  # complex default is not JSON: not recorded
     assert props(f)["e"] == {"default": None}  # a local class under `from __future__ import annotations`
     assert f.input_schema["required"] == ["a", "b", "c"]
 

