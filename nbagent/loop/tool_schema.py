@@ -87,7 +87,7 @@ def function_schema(fn: Callable[..., Any], param_docs: dict[str, str] | None = 
         elif (default := _json_default(param.default)) is not _NO_DEFAULT:
             prop["default"] = default
         props[pname] = prop
-    schema = {"type": "object", "properties": props, "required": required}
+    schema: dict[str, Any] = {"type": "object", "properties": props, "required": required}
     if not extra_ok:
         schema["additionalProperties"] = False
     return schema, hints
@@ -311,7 +311,7 @@ def _clean_pydantic_schema(schema: dict) -> dict:
                 return {}
             rest = {k: v for k, v in node.items() if k != "$ref"}
             return {**walk(target, depth + 1), **walk(rest, depth)}
-        out = {}
+        out: dict[str, Any] = {}
         for key, val in node.items():
             if key in ("title", "$defs"):
                 continue

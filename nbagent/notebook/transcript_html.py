@@ -176,10 +176,10 @@ def small_markdown_html(text: str) -> str:
             out.append("<pre><code>" + escape("\n".join(code)) + "</code></pre>")
         elif not line.strip():
             _flush(para, out)
-        elif _HEADING.match(line):
+        elif heading := _HEADING.match(line):
             _flush(para, out)
-            level = min(len(_HEADING.match(line).group(1)) + 2, 6)
-            out.append(f"<h{level}>{_inline(_HEADING.match(line).group(2))}</h{level}>")
+            level = min(len(heading.group(1)) + 2, 6)
+            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
         elif line.lstrip().startswith(">"):
             _flush(para, out)
             quoted = []
@@ -190,8 +190,8 @@ def small_markdown_html(text: str) -> str:
             continue
         elif _ITEM.match(line) and not para:
             items = []
-            while i < len(lines) and _ITEM.match(lines[i]):
-                items.append(f"<li>{_inline(_ITEM.match(lines[i]).group(1))}</li>")
+            while i < len(lines) and (item := _ITEM.match(lines[i])):
+                items.append(f"<li>{_inline(item.group(1))}</li>")
                 i += 1
             out.append("<ul>" + "".join(items) + "</ul>")
             continue
