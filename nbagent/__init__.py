@@ -35,6 +35,8 @@ _EXPORTS = {
     "ModelConnection": "nbagent.loop.model_connection",
     "NbagentError": "nbagent.core.errors",
     "load_sessions": "nbagent.analysis.sessions",
+    "list_sessions": "nbagent.analysis.session_list",
+    "AgentSettings": "nbagent.core.session_settings",
     "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
     "notebook_tools": "nbagent.notebook.kernel_tools",

@@ -1,0 +1,90 @@
+"""``nbagent.list_sessions``: one row per saved conversation, newest first.
+
+Reads only each file's head (settings and turn ledger, never the steps), like ``load_sessions``.
+A damaged or foreign file in the folder is a row too, with the reason in ``error``: listing never
+fails on one bad file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..core.errors import NbagentError
+from ..core.session_file import SessionHead, gc_paused, read_session_head
+from .estimate import spend
+from .frames import require_pandas
+from .sessions import expand_paths
+
+TITLE_CHARS = 80
+COLUMNS = ("path", "title", "created", "updated", "model", "models", "turns", "tokens", "cost_usd", "user",
+           "budget_usd", "over_budget", "conversation_id", "error")
+
+
+@dataclass
+class SessionRow:
+    """One row of ``list_sessions``."""
+
+    path: str
+    title: str = ""
+    created: float | None = None
+    updated: float | None = None
+    model: str = ""  # the model the next turn would use
+    models: str = ""  # every model that answered, in order, comma-separated
+    turns: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    user: str = ""
+    budget_usd: float | None = None
+    over_budget: bool = False  # spent at least the budget, or a turn was refused or stopped by it
+    conversation_id: str = ""
+    error: str = ""  # why the file could not be read ("" when it could)
+
+
+def title_of(prompt: str, n: int = TITLE_CHARS) -> str:
+    """The first prompt on one line, cut to ``n`` characters."""
+    text = " ".join(prompt.split())
+    return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+def session_row(head: SessionHead, pricing: Mapping | None = None) -> SessionRow:
+    """A session file's row from its head."""
+    turns = head.turns
+    models = list(dict.fromkeys(f"{t.provider}:{t.model}" if t.provider else t.model for t in turns if t.model))
+    settings = head.settings
+    budget = settings.budget_usd if settings is not None else None
+    prices = pricing if pricing is not None else (settings.pricing if settings is not None else None)
+    cost = spend(turns, prices).usd
+    hit = budget is not None and cost >= budget
+    stopped = any(t.error and "budget" in t.error.lower() for t in turns)
+    return SessionRow(
+        path=str(head.path), title=title_of(turns[0].prompt) if turns else "",
+        created=turns[0].started_at if turns else head.saved_at,
+        updated=head.saved_at or (turns[-1].finished_at if turns else None),
+        model=head.model or (models[-1] if models else ""), models=", ".join(models), turns=len(turns),
+        tokens=sum(t.usage.total_token_count for t in turns), cost_usd=cost, user=head.user,
+        budget_usd=budget, over_budget=hit or stopped, conversation_id=head.conversation_id)
+
+
+def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
+    """A DataFrame of saved conversations, newest first (see the module docstring).
+
+    ``folder_or_glob`` is a folder (its ``*.json``), a glob pattern, a path or a list of those.
+    Columns: path, title (the first prompt, trimmed), created, updated (UTC timestamps), model,
+    models, turns, tokens, cost_usd, user, budget_usd, over_budget, conversation_id, error.
+    """
+    pd = require_pandas()
+    rows: list[SessionRow] = []
+    with gc_paused():
+        for path in expand_paths(folder_or_glob):
+            try:
+                rows.append(session_row(read_session_head(path), pricing))
+            except NbagentError as exc:
+                rows.append(SessionRow(path=os.fspath(path), error=str(exc)))
+    df = pd.DataFrame([vars(r) for r in rows], columns=list(COLUMNS))
+    for name in ("created", "updated"):
+        df[name] = pd.to_datetime(df[name], unit="s", utc=True)
+    df = df.astype({"turns": "int64", "tokens": "int64", "cost_usd": "float64", "over_budget": "bool",
+                    "budget_usd": "float64"})
+    return df.sort_values("updated", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
