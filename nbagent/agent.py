@@ -244,11 +244,11 @@ class Agent:
             budget_usd=conv.budget_usd, pricing=_plain_pricing(conv.pricing), tools=list(self.tools),
             notebook=self._notebook, user=self.user)
 
-    def save(self, path: str | os.PathLike | None = None) -> Path:
+    def save(self, path: str | os.PathLike | None = None, *, frames: bool = False) -> Path:
         """Write the active conversation and this agent's settings to ``path`` (atomic).
 
         Without ``path``: the conversation's own file in ``save_to`` (named by date, title and id
-        at its first save). Returns the path written.
+        at its first save). ``frames=True`` embeds the DataFrames too. Returns the path written.
         """
         from .core.session_file import save_conversation, session_file_name
 
@@ -262,7 +262,10 @@ class Agent:
                                          self._conversation.conversation_id)
                 self.session_path = self.save_to / name
             path = self.session_path
-        return save_conversation(self._conversation.to_state(), path, settings=self.settings())
+        conv = self._conversation
+        state = conv.to_state()
+        return save_conversation(state, path, settings=self.settings(),
+                                 frames=conv.export_frames(state) if frames else None)
 
     @classmethod
     def load(cls, path: str | os.PathLike, tools: Any = (), **overrides: Any) -> Agent:
@@ -299,8 +302,14 @@ class Agent:
 
         if not self._conversation.is_idle():
             raise NbagentError("a turn is running; stop it first", kind="config")
+        if isinstance(model, str) and model.partition(":")[0].strip().lower() == self.provider.name:
+            kept = {k: v for k, v in self._model_args[1].items() if k in ("api_key", "base_url")}
+            provider_options = {**kept, **provider_options}  # the same provider: its key and host go on
         provider = resolve_model(model, **provider_options)
         old = (self.provider.name, self.provider.model)
+        if (provider.name, provider.model) == old and not isinstance(model, Provider) and \
+                provider_options == {k: v for k, v in self._model_args[1].items() if k in provider_options}:
+            return  # the same model: keep its provider (and its connections)
         self.provider = self._connection.provider = provider
         self._model_args = (model, dict(provider_options))
         if (provider.name, provider.model) != old:

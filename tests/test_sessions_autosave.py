@@ -1,0 +1,262 @@
+"""Many conversations (issue #21): autosave, resume with settings, switching models, listing.
+
+Real parts throughout: the agent loop with the demo model, the session files on disk, separate
+Python processes for a kernel restart and for two kernels saving into one folder, and the real
+provider request builders (through a loopback server) after a model switch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+from nbagent import Agent, AgentSettings, NbagentError, list_sessions, load_sessions, tool
+from nbagent.core.session_file import read_session_head
+
+from support.fault_server import FaultServer, reply
+from support.scripted import ScriptedProvider, text_call, tool_call
+from support.wires import WIRES
+
+ROOT = Path(__file__).resolve().parents[1]
+V1 = Path(__file__).resolve().parent / "data" / "sessions" / "demo-tools-v1.json"
+KEY = "sk-autosave-secret-0123456789abcdef"
+
+
+@tool
+def calculator(expression: str) -> float:
+    """Evaluate an arithmetic expression."""
+    return eval(expression, {"__builtins__": {}})
+
+
+def only_file(folder: Path) -> Path:
+    files = sorted(folder.glob("*.json"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def test_save_to_writes_one_readable_file_after_every_turn(tmp_path):
+    agent = Agent(model="demo", tools=[calculator], delay=0, save_to=tmp_path, user="alice",
+                  system="Be brief.", temperature=0.2, max_tokens=300, budget_usd=2.5, api_key=KEY)
+    assert list(tmp_path.iterdir()) == []  # nothing before the first turn
+    agent.ask("What is 6 * 7?")
+    path = only_file(tmp_path)
+    assert path.name.endswith(f"-what-is-6-7-{agent.conversation.conversation_id[:8]}.json")
+    assert path.name[:4].isdigit() and path.name[4] == "-"  # starts with the date
+    assert len(json.loads(path.read_text())["turns"]) == 1
+    agent.ask("Thanks!")
+    assert only_file(tmp_path) == path and len(json.loads(path.read_text())["turns"]) == 2
+    text = path.read_text()
+    assert KEY not in text and "api_key" not in text
+    settings = read_session_head(path).settings
+    assert settings == AgentSettings(
+        model="demo:demo", system="Be brief.", temperature=0.2, max_tokens=300, provider_options={"delay": 0},
+        policy="allow_all", budget_usd=2.5, tools=["calculator"], user="alice")
+
+
+def test_a_failed_turn_and_an_interrupted_one_are_saved_too(tmp_path):
+    provider = ScriptedProvider([text_call("fine"), [NbagentError("upstream down", kind="server")]])
+    agent = Agent(model=provider, save_to=tmp_path)
+    agent.ask("first")
+    with pytest.raises(NbagentError):
+        agent.ask("second")
+    turns = read_session_head(only_file(tmp_path)).turns
+    assert [t.prompt for t in turns] == ["first", "second"] and "upstream down" in turns[1].error
+
+
+def test_a_failed_write_leaves_the_previous_file_whole(tmp_path, monkeypatch):
+    agent = Agent(model="demo", delay=0, save_to=tmp_path)
+    agent.ask("one")
+    path = only_file(tmp_path)
+    before = path.read_bytes()
+
+    def disk_full(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    with pytest.warns(RuntimeWarning, match="autosave failed.*No space left"):
+        resp = agent.ask("two")
+    assert resp.text  # the turn itself went through
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    monkeypatch.undo()
+    agent.ask("three")  # the next save catches up
+    assert [t.prompt for t in read_session_head(path).turns] == ["one", "two", "three"]
+
+
+def test_load_restores_the_settings_and_saves_to_the_same_file(tmp_path):
+    agent = Agent(model="demo", tools=[calculator], delay=0, save_to=tmp_path, user="bob", system="Short.",
+                  temperature=0.5, max_tokens=123, policy="ask", budget_usd=1.0, max_tool_iterations=4,
+                  pricing={"demo": {"input": 1.0, "output": 2.0}}, include_reasoning=False)
+    agent.ask("hello")
+    path = agent.session_path
+    again = Agent.load(path, tools=[calculator])
+    assert again.settings() == agent.settings()
+    conn = again.conversation.connection
+    assert (conn.temperature, conn.max_tokens, conn.policy, conn.max_tool_iterations) == (0.5, 123, "ask", 4)
+    assert again.system == "Short." and again.user == "bob" and again.conversation.budget_usd == 1.0
+    assert again.conversation.turn_count == 1 and again.session_path == path
+    again.ask("and again")
+    assert only_file(tmp_path) == path
+    assert [t.prompt for t in read_session_head(path).turns] == ["hello", "and again"]
+    # overrides win; a tool not given again is named in a warning
+    with pytest.warns(RuntimeWarning, match="calculator"):
+        other = Agent.load(path, temperature=0.9, user="carol")
+    assert other.conversation.connection.temperature == 0.9 and other.user == "carol"
+
+
+def test_older_files_load_with_the_model_they_name(tmp_path):
+    agent = Agent.load(V1, tools=[calculator], save_to=tmp_path)  # version 1: no settings
+    assert agent.model.startswith("demo") and agent.conversation.turn_count == 3
+    resp = agent.ask("What is 6 * 7?")
+    assert "42" in resp.text and len(read_session_head(only_file(tmp_path)).turns) == 4
+
+
+RESTART_1 = """
+import sys
+from nbagent import Agent, tool
+@tool
+def calculator(expression: str) -> float:
+    '''Evaluate an arithmetic expression.'''
+    return eval(expression, {"__builtins__": {}})
+agent = Agent(model="demo", tools=[calculator], delay=0, save_to=sys.argv[1], user="dana", system="Terse.",
+              temperature=0.1, budget_usd=0.5)
+agent.ask("What is 6 * 7?")
+print(agent.session_path)
+"""
+
+RESTART_2 = """
+import sys
+from nbagent import Agent, tool
+@tool
+def calculator(expression: str) -> float:
+    '''Evaluate an arithmetic expression.'''
+    return eval(expression, {"__builtins__": {}})
+agent = Agent.load(sys.argv[1], tools=[calculator])
+s = agent.settings()
+print(s.user, s.system, s.temperature, s.budget_usd, agent.conversation.turn_count)
+resp = agent.ask("What is 2 + 3?")
+print(" ".join(resp.text.split()))
+print(len(agent.conversation.connection.chat_session.messages))
+"""
+
+
+def run_python(code: str, *args: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                         env=env, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_a_conversation_goes_on_after_a_kernel_restart(tmp_path):
+    path = run_python(RESTART_1, str(tmp_path)).strip()
+    lines = run_python(RESTART_2, path).splitlines()
+    assert lines[0] == "dana Terse. 0.1 0.5 1"
+    assert "says: **5**" in lines[1]  # the tool ran in the new process
+    assert int(lines[2]) == 8  # both turns' messages were sent: 4 from before the restart, 4 new
+    assert [t.prompt for t in read_session_head(path).turns] == ["What is 6 * 7?", "What is 2 + 3?"]
+
+
+TWO_KERNELS = """
+import sys
+from nbagent import Agent
+agent = Agent(model="demo", delay=0, save_to=sys.argv[1], user=sys.argv[2])
+for i in range(5):
+    agent.ask("Same first prompt" if i == 0 else f"turn {i}")
+"""
+
+
+def test_two_kernels_saving_into_one_folder_keep_their_own_files(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-c", TWO_KERNELS, str(tmp_path), user], env=env, cwd=ROOT,
+                              stderr=subprocess.PIPE, text=True) for user in ("k1", "k2")]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    df = list_sessions(tmp_path)
+    assert sorted(df["user"]) == ["k1", "k2"] and df["turns"].tolist() == [5, 5]
+    assert df["path"].nunique() == 2 and (df["error"] == "").all()
+
+
+def test_set_model_keeps_the_history_and_the_frames_say_who_answered(tmp_path):
+    first = ScriptedProvider([tool_call(("c1", "calculator", {"expression": "2+2"})),
+                              text_call("four", thinking="I add.")])
+    agent = Agent(model=first, tools=[calculator], save_to=tmp_path)
+    agent.ask("What is 2+2?")
+    agent.set_model("demo", delay=0)
+    resp = agent.ask("And now?")
+    assert "demo model" in resp.text
+    df = agent.conversation.usage_df()
+    assert df["model"].tolist() == ["scripted-1", "demo"]
+    assert read_session_head(agent.session_path).settings.model == "demo:demo"
+    with pytest.raises(NbagentError) as err:
+        agent.set_model("nosuch:thing")
+    assert err.value.kind == "config" and agent.model == "demo:demo"
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=[w.name for w in WIRES])
+def test_after_a_switch_no_foreign_thought_or_signature_goes_on_the_wire(wire):
+    first = ScriptedProvider([tool_call(("call_1", "calculator", {"expression": "2+2"})),
+                              text_call("It is four.", thinking="SECRET-THOUGHT adding")])
+    agent = Agent(model=first, tools=[calculator])
+    agent.ask("What is 2+2?")
+    with FaultServer() as server:
+        server.push(reply(200, wire.text_body(["Hi", " there"]), {"content-type": "text/event-stream"}))
+        agent.set_model(wire.make_provider(server.url, api_key="test-key-1234567890"))
+        resp = agent.ask("Thanks")
+        body = server.requests[0].body.decode()
+    assert resp.text == "Hi there"
+    assert "SECRET-THOUGHT" not in body and '"sig"' not in body  # the other provider's thought and signature
+    assert "It is four." in body and "calculator" in body and "2+2" in body  # answer, tool call and result went on
+
+
+def test_list_sessions_lists_newest_first_and_damaged_files_with_the_reason(tmp_path):
+    for user, prompts in (("ann", ["What is 1 + 1?"]), ("ben", ["  A   long\nfirst prompt " + "x" * 200, "more"])):
+        agent = Agent(model="demo", delay=0, save_to=tmp_path, user=user,
+                      pricing={"demo": {"input": 1.0, "output": 2.0}})
+        for p in prompts:
+            agent.ask(p)
+    (tmp_path / "broken.json").write_text('{"format": "nbagent.session", "version": 3, "turns": [')
+    (tmp_path / "other.json").write_text('{"name": "not a session"}')
+    df = list_sessions(tmp_path)
+    assert {"path", "title", "created", "updated", "model", "models", "turns", "tokens", "cost_usd", "user",
+            "error"} <= set(df.columns)
+    good = df[df["error"] == ""]
+    assert good["user"].tolist() == ["ben", "ann"]  # newest first
+    assert good["title"].iloc[0].startswith("A long first prompt x") and len(good["title"].iloc[0]) == 80
+    assert good["turns"].tolist() == [2, 1] and (good["tokens"] > 0).all() and (good["cost_usd"] > 0).all()
+    assert good["model"].tolist() == ["demo:demo"] * 2 and good["models"].tolist() == ["demo:demo"] * 2
+    bad = df[df["error"] != ""].set_index(df[df["error"] != ""]["path"].map(lambda p: Path(p).name))
+    assert "cut short" in bad.loc["broken.json", "error"] or "not valid JSON" in bad.loc["broken.json", "error"]
+    assert "not an nbagent session file" in bad.loc["other.json", "error"]
+    # load_sessions carries the user too
+    usage = load_sessions(sorted(good["path"]))
+    assert sorted(usage["user"].unique()) == ["ann", "ben"]
+
+
+def test_bad_arguments_are_config_errors(tmp_path):
+    with pytest.raises(NbagentError) as err:
+        Agent(model="demo", user=42)
+    assert err.value.kind == "config"
+    with pytest.raises(NbagentError) as err:
+        Agent(model="demo").save()
+    assert err.value.kind == "config" and "save_to" in str(err.value)
+    with pytest.raises(NbagentError) as err:
+        Agent.load(tmp_path / "missing.json")
+    assert err.value.kind == "io" and "missing.json" in str(err.value)
+
+
+def test_reset_starts_a_new_file(tmp_path):
+    agent = Agent(model="demo", delay=0, save_to=tmp_path)
+    agent.ask("one")
+    agent.reset()
+    agent.ask("two")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = list_sessions(tmp_path)
+    assert sorted(df["title"]) == ["one", "two"]
