@@ -55,8 +55,8 @@ def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
                 f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}",
                 kind="config")
         prefix, name = guessed, model.strip()
-    kwargs = {k: v for k, v in options.items() if v is not None}
-    return providers.create(prefix, name, api_key=api_key, base_url=base_url, **kwargs)
+    return providers.create(prefix, name, api_key=api_key, base_url=base_url, **options)  # None can mean something
+
 
 
 def _guess_prefix(model: str) -> str | None:

@@ -96,7 +96,7 @@ def _want_number(value: Any, name: str) -> None:
 def savable_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Provider options that may go into a file: plain JSON values under names that are not secrets."""
     return {k: v for k, v in options.items()
-            if isinstance(k, str) and isinstance(v, _PLAIN) and v is not None and not _SECRET_NAME.search(k)
+            if isinstance(k, str) and isinstance(v, _PLAIN) and not _SECRET_NAME.search(k)
             and not (isinstance(v, float) and not math.isfinite(v))}
 
 
