@@ -58,7 +58,6 @@ def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
     return providers.create(prefix, name, api_key=api_key, base_url=base_url, **options)  # None can mean something
 
 
-
 def _guess_prefix(model: str) -> str | None:
     m = model.lower()
     if m.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):

@@ -19,7 +19,7 @@ from .sessions import expand_paths
 
 TITLE_CHARS = 80
 COLUMNS = ("path", "title", "created", "updated", "model", "models", "turns", "tokens", "cost_usd", "user",
-           "budget_usd", "over_budget", "conversation_id", "error")
+           "budget_usd", "out_of_budget", "conversation_id", "error")
 
 
 @dataclass
@@ -37,7 +37,7 @@ class SessionRow:
     cost_usd: float = 0.0
     user: str = ""
     budget_usd: float | None = None
-    over_budget: bool = False  # spent at least the budget, or a turn was refused or stopped by it
+    out_of_budget: bool = False  # see ``out_of_budget``
     conversation_id: str = ""
     error: str = ""  # why the file could not be read ("" when it could)
 
@@ -48,6 +48,15 @@ def title_of(prompt: str, n: int = TITLE_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "\u2026"
 
 
+def out_of_budget(turns: list, cost: float, last_cost: float, budget: float | None) -> bool:
+    """Whether what is left of ``budget`` is less than the last turn cost (the next turn like it
+    would be refused), or the loop stopped a turn because of the budget."""
+    if budget is None:
+        return False
+    stopped = any(t.error and "budget" in t.error.lower() for t in turns)
+    return stopped or budget - cost < last_cost
+
+
 def session_row(head: SessionHead, pricing: Mapping | None = None) -> SessionRow:
     """A session file's row from its head."""
     turns = head.turns
@@ -56,15 +65,15 @@ def session_row(head: SessionHead, pricing: Mapping | None = None) -> SessionRow
     budget = settings.budget_usd if settings is not None else None
     prices = pricing if pricing is not None else (settings.pricing if settings is not None else None)
     cost = spend(turns, prices).usd
-    hit = budget is not None and cost >= budget
-    stopped = any(t.error and "budget" in t.error.lower() for t in turns)
+    last = spend(turns[-1:], prices).usd
     return SessionRow(
         path=str(head.path), title=title_of(turns[0].prompt) if turns else "",
         created=turns[0].started_at if turns else head.saved_at,
         updated=head.saved_at or (turns[-1].finished_at if turns else None),
         model=head.model or (models[-1] if models else ""), models=", ".join(models), turns=len(turns),
         tokens=sum(t.usage.total_token_count for t in turns), cost_usd=cost, user=head.user,
-        budget_usd=budget, over_budget=hit or stopped, conversation_id=head.conversation_id)
+        budget_usd=budget, out_of_budget=out_of_budget(turns, cost, last, budget),
+        conversation_id=head.conversation_id)
 
 
 def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
@@ -72,7 +81,9 @@ def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
 
     ``folder_or_glob`` is a folder (its ``*.json``), a glob pattern, a path or a list of those.
     Columns: path, title (the first prompt, trimmed), created, updated (UTC timestamps), model,
-    models, turns, tokens, cost_usd, user, budget_usd, over_budget, conversation_id, error.
+    models, turns, tokens, cost_usd, user, budget_usd, out_of_budget (what is left of the budget
+    would not pay for another turn like the last, or a turn was stopped by it), conversation_id,
+    error (why a file could not be read; "" when it could).
     """
     pd = require_pandas()
     rows: list[SessionRow] = []
@@ -85,6 +96,6 @@ def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
     df = pd.DataFrame([vars(r) for r in rows], columns=list(COLUMNS))
     for name in ("created", "updated"):
         df[name] = pd.to_datetime(df[name], unit="s", utc=True)
-    df = df.astype({"turns": "int64", "tokens": "int64", "cost_usd": "float64", "over_budget": "bool",
+    df = df.astype({"turns": "int64", "tokens": "int64", "cost_usd": "float64", "out_of_budget": "bool",
                     "budget_usd": "float64"})
     return df.sort_values("updated", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
