@@ -19,6 +19,7 @@ import pytest
 
 from nbagent import Agent, AgentSettings, NbagentError, list_sessions, load_sessions, tool
 from nbagent.core.session_file import read_session_head
+from nbagent.core.session_settings import savable_options
 
 from support.fault_server import FaultServer, reply
 from support.scripted import ScriptedProvider, text_call, tool_call
@@ -260,3 +261,14 @@ def test_reset_starts_a_new_file(tmp_path):
         warnings.simplefilter("error")
         df = list_sessions(tmp_path)
     assert sorted(df["title"]) == ["one", "two"]
+
+
+def test_keys_in_the_url_or_the_options_stay_out_of_the_file(tmp_path):
+    agent = Agent(model="openai:gpt-4.1-mini", base_url=f"http://bob:{KEY}@127.0.0.1:9/v1?key={KEY}",
+                  api_key=KEY, save_to=tmp_path, read_timeout=30.0)
+    text = agent.save().read_text()
+    assert KEY not in text
+    settings = read_session_head(agent.session_path).settings
+    assert settings.base_url == "http://127.0.0.1:9/v1" and settings.provider_options == {"read_timeout": 30.0}
+    assert savable_options({"auth_token": KEY, "extra_headers": KEY, "secret": KEY, "client_key": KEY,
+                            "delay": 0.5, "nested": {"k": KEY}}) == {"delay": 0.5}
