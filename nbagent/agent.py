@@ -314,6 +314,21 @@ class Agent:
         if (provider.name, provider.model) != old:
             neutral_history(self._connection.chat_session)
 
+    def open_session(self, path: str | os.PathLike) -> Conversation:
+        """Make the saved conversation at ``path`` this agent's active one (its model, tools and
+        settings stay); further turns save to that file. For a chat's *History* button."""
+        from .loop.model_connection import ModelConnection
+
+        if not self._conversation.is_idle():
+            raise NbagentError("a turn is running; stop it first", kind="config")
+        path = Path(path).expanduser()
+        connection = ModelConnection(self.provider, **self._connection_options)
+        conv = Conversation.load(path, connection=connection, max_history_size=self._max_history_size)
+        self._connection, self._conversation = connection, conv
+        self._apply_budget(conv)
+        self.session_path = path
+        return conv
+
     def _replay_tools(self, tools: Any) -> Any:
         """For a replay without ``rerun_tools``: the recorded tools first, answering as recorded."""
         if getattr(self.provider, "rerun_tools", True):
