@@ -235,9 +235,13 @@ def test_list_sessions_lists_newest_first_and_damaged_files_with_the_reason(tmp_
     bad = df[df["error"] != ""].set_index(df[df["error"] != ""]["path"].map(lambda p: Path(p).name))
     assert "cut short" in bad.loc["broken.json", "error"] or "not valid JSON" in bad.loc["broken.json", "error"]
     assert "not an nbagent session file" in bad.loc["other.json", "error"]
-    # load_sessions carries the user too
-    usage = load_sessions(sorted(good["path"]))
+    # load_sessions carries the user too, and both price turns alike
+    usage = load_sessions(sorted(good["path"]), pricing={"demo": {"input": 3.0, "output": 5.0}})
     assert sorted(usage["user"].unique()) == ["ann", "ben"]
+    listed = list_sessions(sorted(good["path"]), pricing={"demo": {"input": 3.0, "output": 5.0}})
+    by_path = usage.groupby("path")["cost_usd"].sum()
+    assert listed.set_index("path")["cost_usd"].to_dict() == pytest.approx(by_path.to_dict())
+    assert (listed["cost_usd"] != good["cost_usd"].values).all()  # the prices given win over the saved ones
 
 
 def test_bad_arguments_are_config_errors(tmp_path):

@@ -57,23 +57,45 @@ def out_of_budget(turns: list, cost: float, last_cost: float, budget: float | No
     return stopped or budget - cost < last_cost
 
 
-def session_row(head: SessionHead, pricing: Mapping | None = None) -> SessionRow:
-    """A session file's row from its head."""
+def session_row(head: SessionHead, cost: float, last_cost: float) -> SessionRow:
+    """A session file's row from its head, its turns' cost and its last turn's cost (dollars)."""
     turns = head.turns
     models = list(dict.fromkeys(f"{t.provider}:{t.model}" if t.provider else t.model for t in turns if t.model))
-    settings = head.settings
-    budget = settings.budget_usd if settings is not None else None
-    prices = pricing if pricing is not None else (settings.pricing if settings is not None else None)
-    cost = spend(turns, prices).usd
-    last = spend(turns[-1:], prices).usd
+    budget = head.settings.budget_usd if head.settings is not None else None
     return SessionRow(
         path=str(head.path), title=title_of(turns[0].prompt) if turns else "",
         created=turns[0].started_at if turns else head.saved_at,
         updated=head.saved_at or (turns[-1].finished_at if turns else None),
         model=head.model or (models[-1] if models else ""), models=", ".join(models), turns=len(turns),
         tokens=sum(t.usage.total_token_count for t in turns), cost_usd=cost, user=head.user,
-        budget_usd=budget, out_of_budget=out_of_budget(turns, cost, last, budget),
+        budget_usd=budget, out_of_budget=out_of_budget(turns, cost, last_cost, budget),
         conversation_id=head.conversation_id)
+
+
+def turn_costs(heads: list[SessionHead], pricing: Mapping | None) -> list[list[float]]:
+    """Each session's turn costs (unknown prices count 0), priced in one pass where the same prices
+    apply; a session with its own price overrides (``Agent(pricing=...)``) with those."""
+    own = [pricing is None and h.settings is not None and bool(h.settings.pricing) for h in heads]
+    shared = [t for h, o in zip(heads, own) if not o for t in h.turns]
+    flat = turn_prices(shared, pricing) if shared else []
+    out, i = [], 0
+    for head, has_own in zip(heads, own):
+        if has_own:
+            out.append([spend([t], head.settings.pricing).usd for t in head.turns])
+        else:
+            out.append(flat[i: i + len(head.turns)])
+            i += len(head.turns)
+    return out
+
+
+def turn_prices(turns: list, pricing: Mapping | None) -> list[float]:
+    """The cost of each turn in dollars, unknown prices as 0 (the usage frame's one formula)."""
+    import numpy as np
+
+    from .columns import USAGE, Table
+
+    (cost,) = [c for c in USAGE if c.name == "cost_usd"]
+    return np.nan_to_num(np.asarray(cost.extract(Table(turns, pricing)), dtype=np.float64)).tolist()
 
 
 def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
@@ -86,13 +108,16 @@ def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
     error (why a file could not be read; "" when it could).
     """
     pd = require_pandas()
+    heads: list[SessionHead] = []
     rows: list[SessionRow] = []
     with gc_paused():
         for path in expand_paths(folder_or_glob):
             try:
-                rows.append(session_row(read_session_head(path), pricing))
+                heads.append(read_session_head(path))
             except NbagentError as exc:
                 rows.append(SessionRow(path=os.fspath(path), error=str(exc)))
+        for head, costs in zip(heads, turn_costs(heads, pricing)):
+            rows.append(session_row(head, float(sum(costs)), costs[-1] if costs else 0.0))
     df = pd.DataFrame([vars(r) for r in rows], columns=list(COLUMNS))
     for name in ("created", "updated"):
         df[name] = pd.to_datetime(df[name], unit="s", utc=True)
