@@ -6,6 +6,7 @@ and usage, or the demo model) into a session file; the replay runs through the s
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,40 @@ def test_speed_and_a_missing_recording(tmp_path):
     with pytest.raises(NbagentError) as err:
         Agent(model="replay:")
     assert err.value.kind == "config"
+
+
+async def wait_until(predicate, what: str) -> None:
+    for _ in range(10_000):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_step_mode_waits_for_next_before_each_model_call(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, step=True)
+    provider, conv = replay.provider, replay.conversation
+    task = asyncio.ensure_future(conv.chat_to_completion("Weather in Paris?"))
+    await wait_until(lambda: provider.waiting, "waiting before the first call")
+    assert not any(s.content or s.thinking or s.tool_calls for s in conv.history[1:])  # nothing played yet
+    provider.next_step()
+    await wait_until(lambda: provider.waiting and any(s.content == "Sunny in Paris today" for s in conv.history),
+                     "the tool call ran, waiting again")
+    assert conv.history[1].tool_calls[0].name == "lookup"
+    assert not task.done() and "Paris is sunny" not in "".join(s.content for s in conv.history)
+    provider.next_step()
+    resp = await task
+    assert resp.text.strip() == "Paris is sunny today." and not provider.waiting
+    provider.next_step()  # pressed early: the next call goes at once
+    assert (await conv.chat_to_completion("Thanks!")).text.strip() == "You are welcome!"
+
+
+async def test_stop_while_waiting_ends_the_turn(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, step=True)
+    task = asyncio.ensure_future(replay.conversation.chat_to_completion("Weather in Paris?"))
+    await wait_until(lambda: replay.provider.waiting, "waiting")
+    replay.conversation.interrupt()
+    resp = await task
+    assert resp.finish_reason.value == "INTERRUPTED" and not replay.provider.waiting

@@ -5,14 +5,16 @@ thoughts, text, tool calls and usage, model call by model call, at ``speed`` tok
 (``speed=None``: at once). The recorded tool results are given back by stand-in tools
 (``nbagent.loop.replay_tools``) unless ``rerun_tools=True``, when the agent's own tools run.
 A prompt that differs from the recorded one is noted (``notes``, and a line in the turn's
-thoughts) and the replay goes on; past the recording's end the model says so. Nothing is
-random and nothing touches the network.
+thoughts) and the replay goes on; past the recording's end the model says so. ``step=True``
+waits before each model call until ``next_step()`` is called (a *Next* button; ``waiting`` says
+whether it is waiting). Nothing is random and nothing touches the network.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
@@ -110,7 +112,7 @@ class ReplayProvider(Provider):
     name = "replay"
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 speed: float | None = DEFAULT_SPEED, rerun_tools: bool = False) -> None:
+                 speed: float | None = DEFAULT_SPEED, rerun_tools: bool = False, step: bool = False) -> None:
         if not model:
             raise NbagentError("replay needs a saved session: model=\"replay:PATH\"", kind="config")
         if speed is not None and (isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed <= 0):
@@ -120,8 +122,40 @@ class ReplayProvider(Provider):
         self.rerun_tools = bool(rerun_tools)
         self.recording = read_recording(Path(model).expanduser())
         self.notes: list[ReplayNote] = []
+        self.step = bool(step)
         self._turn = -1
         self._call = 0
+        self._lock = threading.Lock()
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._released = 0  # next_step() calls not yet used
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a ``step=True`` replay waits for ``next_step()``."""
+        with self._lock:
+            return self._gate is not None
+
+    def next_step(self) -> None:
+        """Let a ``step=True`` replay play its next model call (thread-safe; early calls are kept)."""
+        with self._lock:
+            if self._gate is None:
+                self._released += 1
+                return
+            loop, event = self._gate
+        loop.call_soon_threadsafe(event.set)
+
+    async def _wait_for_next(self) -> None:
+        with self._lock:
+            if self._released:
+                self._released -= 1
+                return
+            event = asyncio.Event()
+            self._gate = (asyncio.get_running_loop(), event)
+        try:
+            await event.wait()
+        finally:
+            with self._lock:
+                self._gate = None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         last = request.messages[-1] if request.messages else Message("user", [])
@@ -130,6 +164,8 @@ class ReplayProvider(Provider):
             self._turn, self._call = self._turn + 1, 0
             note = self._check_prompt(last.text)
         call = self._next_call()
+        if self.step:
+            await self._wait_for_next()
         async for event in self._play(call, note):
             yield event
 
