@@ -276,3 +276,20 @@ def test_keys_in_the_url_or_the_options_stay_out_of_the_file(tmp_path):
     assert settings.base_url == "http://127.0.0.1:9/v1" and settings.provider_options == {"read_timeout": 30.0}
     assert savable_options({"auth_token": KEY, "extra_headers": KEY, "secret": KEY, "client_key": KEY,
                             "delay": 0.5, "nested": {"k": KEY}}) == {"delay": 0.5}
+
+
+@pytest.mark.parametrize("damage", [
+    "not settings", {"temperature": "hot"}, {"tools": [1]}, {"user": 5}, {"max_tokens": True},
+    {"budget_usd": float("nan")}, {"provider_options": []},
+])
+def test_damaged_settings_are_listed_as_unreadable_and_refused_by_load(tmp_path, damage):
+    agent = Agent(model="demo", delay=0, save_to=tmp_path)
+    agent.ask("hello")
+    doc = json.loads(agent.session_path.read_text())
+    doc["settings"] = damage if not isinstance(damage, dict) else {**doc["settings"], **damage}
+    agent.session_path.write_text(json.dumps(doc))
+    (row,) = list_sessions(tmp_path).itertuples()
+    assert "corrupt settings" in row.error and row.turns == 0
+    with pytest.raises(NbagentError) as err:
+        Agent.load(agent.session_path)
+    assert err.value.kind == "io" and agent.session_path.name in str(err.value)
