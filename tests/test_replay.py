@@ -168,3 +168,15 @@ async def test_stop_while_waiting_ends_the_turn(tmp_path):
     replay.conversation.interrupt()
     resp = await task
     assert resp.finish_reason.value == "INTERRUPTED" and not replay.provider.waiting
+
+
+def test_a_replay_costs_nothing_and_names_the_recorded_model(tmp_path):
+    provider = ScriptedProvider([text_call("Hello there.", usage=(1000, 500))])
+    provider.name, provider.model = "openai", "gpt-4.1-mini"
+    agent = Agent(model=provider, save_to=tmp_path)
+    agent.ask("Hi")
+    assert agent.conversation.usage_df()["cost_usd"].iloc[0] > 0
+    replay = Agent(model=f"replay:{agent.session_path}", speed=None, budget_usd=0.0)
+    replay.ask("Hi")  # a zero budget: a replay spends nothing
+    row = replay.conversation.usage_df().iloc[0]
+    assert (row["model"], row["provider"], row["cost_usd"]) == ("gpt-4.1-mini", "replay", 0.0)
