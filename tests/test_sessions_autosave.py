@@ -7,6 +7,7 @@ provider request builders (through a loopback server) after a model switch.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -22,7 +23,9 @@ from nbagent.core.session_file import read_session_head
 from nbagent.core.session_settings import savable_options
 
 from support.fault_server import FaultServer, reply
-from support.scripted import ScriptedProvider, text_call, tool_call
+from nbagent.providers.base import TextDelta
+
+from support.scripted import Pause, ScriptedProvider, text_call, tool_call
 from support.wires import WIRES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,14 +64,22 @@ def test_save_to_writes_one_readable_file_after_every_turn(tmp_path):
         policy="allow_all", budget_usd=2.5, tools=["calculator"], user="alice")
 
 
-def test_a_failed_turn_and_an_interrupted_one_are_saved_too(tmp_path):
-    provider = ScriptedProvider([text_call("fine"), [NbagentError("upstream down", kind="server")]])
+async def test_a_failed_turn_and_an_interrupted_one_are_saved_too(tmp_path):
+    pause = Pause()
+    provider = ScriptedProvider([text_call("fine"), [NbagentError("upstream down", kind="server")],
+                                 [TextDelta("partial "), pause, *text_call("never")]])
     agent = Agent(model=provider, save_to=tmp_path)
-    agent.ask("first")
+    conv = agent.conversation
+    await conv.chat_to_completion("first")
     with pytest.raises(NbagentError):
-        agent.ask("second")
+        await conv.chat_to_completion("second")
+    task = asyncio.ensure_future(conv.chat_to_completion("third"))
+    await pause.reached.wait()
+    conv.interrupt()
+    await task
     turns = read_session_head(only_file(tmp_path)).turns
-    assert [t.prompt for t in turns] == ["first", "second"] and "upstream down" in turns[1].error
+    assert [t.prompt for t in turns] == ["first", "second", "third"] and "upstream down" in turns[1].error
+    assert [t.status.value for t in turns] == ["done", "error", "interrupted"]
 
 
 def test_a_failed_write_leaves_the_previous_file_whole(tmp_path, monkeypatch):
