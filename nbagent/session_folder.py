@@ -26,8 +26,16 @@ if TYPE_CHECKING:
 TRASH = ".trash"
 FORMATS = ("md", "html")
 
-__all__ = ["list_sessions", "session_transcript", "session_usage", "resume_session", "export_session",
-           "trash_session", "restore_session", "TRASH"]
+__all__ = [
+    "TRASH",
+    "export_session",
+    "list_sessions",
+    "restore_session",
+    "resume_session",
+    "session_transcript",
+    "session_usage",
+    "trash_session",
+]
 
 
 def session_transcript(path: str | os.PathLike, fmt: str = "md") -> str:

@@ -10,11 +10,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from support.scripted import ScriptedProvider, text_call, tool_call
 
 from nbagent import Agent, Conversation, NbagentError, Text, Thought, ToolCall, tool
 from nbagent.providers.replay import DEFAULT_SPEED, END_OF_RECORDING, ReplayProvider
-
-from support.scripted import ScriptedProvider, text_call, tool_call
 
 RUNS: list[str] = []
 

@@ -7,8 +7,15 @@ from pathlib import Path
 import pytest
 
 from nbagent import Agent, NbagentError, list_sessions
-from nbagent.session_folder import (TRASH, export_session, restore_session, resume_session, session_transcript,
-                                    session_usage, trash_session)
+from nbagent.session_folder import (
+    TRASH,
+    export_session,
+    restore_session,
+    resume_session,
+    session_transcript,
+    session_usage,
+    trash_session,
+)
 
 
 def two_chats(folder: Path) -> tuple[Path, Path]:
@@ -56,7 +63,7 @@ def test_trash_and_restore(tmp_path):
 
 
 def test_history_switches_an_agent_to_another_saved_conversation(tmp_path):
-    first, second = two_chats(tmp_path)
+    first, _ = two_chats(tmp_path)
     agent = Agent(model="demo", delay=0, save_to=tmp_path)
     agent.ask("A new one")
     conv = agent.open_session(first)

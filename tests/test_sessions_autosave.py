@@ -17,16 +17,21 @@ import warnings
 from pathlib import Path
 
 import pytest
-
-from nbagent import Agent, AgentSettings, NbagentError, list_sessions, load_sessions, tool
-from nbagent.core.session_file import read_session_head
-from nbagent.core.session_settings import savable_options
-
 from support.fault_server import FaultServer, reply
-from nbagent.providers.base import TextDelta
-
 from support.scripted import Pause, ScriptedProvider, text_call, tool_call
 from support.wires import WIRES
+
+from nbagent import (
+    Agent,
+    AgentSettings,
+    NbagentError,
+    list_sessions,
+    load_sessions,
+    tool,
+)
+from nbagent.core.session_file import read_session_head
+from nbagent.core.session_settings import savable_options
+from nbagent.providers.base import TextDelta
 
 ROOT = Path(__file__).resolve().parents[1]
 V1 = Path(__file__).resolve().parent / "data" / "sessions" / "demo-tools-v1.json"
@@ -161,7 +166,7 @@ print(len(agent.conversation.connection.chat_session.messages))
 def run_python(code: str, *args: str) -> str:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                         env=env, timeout=120, cwd=ROOT)
+                         env=env, timeout=120, cwd=ROOT, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 POLICY_NAMES = ("allow_all", "ask", "deny_all")
-_SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|cookie|credential|header", re.I)
+_SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|cookie|credential|header", re.IGNORECASE)
 _PLAIN = (str, int, float, bool, type(None))
 
 

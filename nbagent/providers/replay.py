@@ -22,9 +22,28 @@ from typing import AsyncIterator
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ..core.session_file import read_session
-from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, UsageMetadata
-from .base import (Event, Finish, ModelRequest, Provider, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd,
-                   ToolCallStart, Usage)
+from ..core.steps import (
+    FinishReason,
+    Step,
+    StepSource,
+    StepStatus,
+    StepTarget,
+    StepType,
+    ToolCall,
+    UsageMetadata,
+)
+from .base import (
+    Event,
+    Finish,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
 
 DEFAULT_SPEED = 40.0  # tokens per second: about a hosted model's pace
 _CHARS_PER_TOKEN = 4
