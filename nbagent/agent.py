@@ -274,6 +274,7 @@ class Agent:
         saved settings (``policy=``, ``hooks=``, ``api_key=``, another ``model=``...).
         """
         from .core.session_file import read_session_head
+        from .notebook.variables import shell_namespace
 
         path = Path(path).expanduser()
         head = read_session_head(path)
@@ -281,6 +282,10 @@ class Agent:
         kwargs = _settings_kwargs(settings, keep_provider_options="model" not in overrides)
         kwargs.update(overrides)
         kwargs.setdefault("save_to", path.parent)
+        if kwargs.get("notebook") and "notebook" not in overrides and shell_namespace() is None:
+            kwargs["notebook"] = False  # a chat from a notebook, read in a script: without its kernel tools
+            warnings.warn("nbagent: the saved conversation used the notebook tools; outside a kernel it goes on "
+                          "without them", RuntimeWarning, stacklevel=2)
         agent = cls(tools=tools, resume=path, **kwargs)
         if agent.save_to == path.parent:
             agent.session_path = path

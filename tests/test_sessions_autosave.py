@@ -309,3 +309,19 @@ def test_damaged_settings_are_listed_as_unreadable_and_refused_by_load(tmp_path,
     with pytest.raises(NbagentError) as err:
         Agent.load(agent.session_path)
     assert err.value.kind == "io" and agent.session_path.name in str(err.value)
+
+
+def test_a_notebook_chat_read_in_a_script_goes_on_without_the_kernel_tools(tmp_path):
+    from nbagent import notebook_tools
+
+    agent = Agent(model="demo", delay=0, save_to=tmp_path, tools=notebook_tools({"x": 1}, run_code=False))
+    agent.ask("list_variables please")
+    doc = json.loads(agent.session_path.read_text())
+    doc["settings"]["notebook"], doc["settings"]["tools"] = True, []  # as Agent(notebook=True) in a kernel saves
+    agent.session_path.write_text(json.dumps(doc))
+    with pytest.warns(RuntimeWarning, match="outside a kernel"):
+        again = Agent.load(agent.session_path)
+    assert again.conversation.turn_count == 1 and "list_variables" not in again.tools
+    with pytest.raises(NbagentError) as err:  # asked for explicitly: the usual error
+        Agent.load(agent.session_path, notebook=True)
+    assert err.value.kind == "config"
