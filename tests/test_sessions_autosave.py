@@ -29,6 +29,7 @@ from nbagent import (
     load_sessions,
     tool,
 )
+from nbagent.core.blocking import run_sync
 from nbagent.core.session_file import read_session_head
 from nbagent.core.session_settings import savable_options
 from nbagent.providers.base import TextDelta
@@ -194,7 +195,8 @@ def test_two_kernels_saving_into_one_folder_keep_their_own_files(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", TWO_KERNELS, str(tmp_path), user], env=env, cwd=ROOT,
                               stderr=subprocess.PIPE, text=True) for user in ("k1", "k2")]
     for p in procs:
-        assert p.wait(timeout=120) == 0, p.stderr.read()
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
     df = list_sessions(tmp_path)
     assert sorted(df["user"]) == ["k1", "k2"] and df["turns"].tolist() == [5, 5]
     assert df["path"].nunique() == 2 and (df["error"] == "").all()
@@ -226,6 +228,7 @@ def test_after_a_switch_no_foreign_thought_or_signature_goes_on_the_wire(wire):
         server.push(reply(200, wire.text_body(["Hi", " there"]), {"content-type": "text/event-stream"}))
         agent.set_model(wire.make_provider(server.url, api_key="test-key-1234567890"))
         resp = agent.ask("Thanks")
+        run_sync(agent.disconnect())
         body = server.requests[0].body.decode()
     assert resp.text == "Hi there"
     assert "SECRET-THOUGHT" not in body and '"sig"' not in body  # the other provider's thought and signature
