@@ -10,7 +10,9 @@ Each measure prints its time, the baseline measured in the same run and their ra
   ``json.loads`` of every file (the floor of any reader that parses the files; goal <= 0.5x:
   it parses only the turn ledger) and vs ``Conversation.load(f).usage_df()`` per file;
 - ``to_parquet(folder, out_dir)`` (one file per session) vs ``load_sessions`` of the same folder
-  (goal <= 5x: pyarrow's writer costs about 2 ms a file).
+  (goal <= 5x: pyarrow's writer costs about 2 ms a file);
+- ``list_sessions(folder)`` (one row per session) vs ``load_sessions`` of the same folder (goal <= 1x:
+  it reads the same file heads).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def many(count: int, tmp: Path) -> dict:
     """load_sessions and to_parquet over ``count`` saved sessions vs json alone and per-file loading."""
     import pandas as pd
 
-    from nbagent import Conversation, load_sessions, to_parquet
+    from nbagent import Conversation, list_sessions, load_sessions, to_parquet
 
     from support.many_sessions import write_sessions
 
@@ -89,8 +91,9 @@ def many(count: int, tmp: Path) -> dict:
     out = tmp / "parquet"
     parquet_ms = best_ms(lambda: (shutil.rmtree(out, ignore_errors=True), to_parquet(folder, out)), 1)
     rows = len(load_sessions(folder))
+    list_ms = best_ms(lambda: list_sessions(folder), 3)
     return {"sessions": count, "rows": rows, "ms": ms, "floor_ms": floor, "per_file_ms": per_file,
-            "parquet_ms": parquet_ms, "write_s": written_s,
+            "parquet_ms": parquet_ms, "write_s": written_s, "list_ms": list_ms,
             "mb": sum(p.stat().st_size for p in paths) / 1e6}
 
 
@@ -114,6 +117,9 @@ def rows(quick: bool, tmp: Path) -> list[dict]:
     out.append(row(f"to_parquet of {m['sessions']:,} sessions (one file each) vs load_sessions of them", ratio,
                    "<= 5", ratio <= 5, f"{m['parquet_ms']:.0f} ms vs {m['ms']:.0f} ms (pyarrow's writer costs "
                    "about 2 ms a file)"))
+    ratio = m["list_ms"] / m["ms"]
+    out.append(row(f"list_sessions of {m['sessions']:,} sessions vs load_sessions of them", ratio, "<= 1",
+                   ratio <= 1, f"{m['list_ms']:.0f} ms vs {m['ms']:.0f} ms"))
     return out
 
 
@@ -134,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
               f"(ratio {m['ms'] / m['floor_ms']:.2f}, goal <= 0.5); Conversation.load + usage_df per file "
               f"{m['per_file_ms']:.0f} ms (ratio {m['ms'] / m['per_file_ms']:.3f})")
         print(f"to_parquet: {m['parquet_ms']:.0f} ms (ratio to load_sessions {m['parquet_ms'] / m['ms']:.2f}, goal <= 5)")
+        print(f"list_sessions: {m['list_ms']:.0f} ms (ratio to load_sessions {m['list_ms'] / m['ms']:.2f}, goal <= 1)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

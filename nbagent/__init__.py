@@ -49,6 +49,8 @@ _EXPORTS = {
     "ConfigError": "nbagent.core.errors",
     "BudgetExceeded": "nbagent.core.errors",
     "load_sessions": "nbagent.analysis.sessions",
+    "list_sessions": "nbagent.analysis.session_list",
+    "AgentSettings": "nbagent.core.session_settings",
     "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
     "notebook_tools": "nbagent.notebook.kernel_tools",
@@ -64,6 +66,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .agent import Agent as Agent
     from .analysis.estimate import RequestEstimate as RequestEstimate
     from .analysis.parquet import to_parquet as to_parquet
+    from .analysis.session_list import list_sessions as list_sessions
     from .analysis.sessions import load_sessions as load_sessions
     from .comparison import compare as compare
     from .conversation import Conversation as Conversation
@@ -87,6 +90,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
         ToolError as ToolError,
     )
     from .core.ledger import TurnRecord as TurnRecord
+    from .core.session_settings import AgentSettings as AgentSettings
     from .core.steps import (
         ApprovalDecision as ApprovalDecision,
         ChatResponse as ChatResponse,

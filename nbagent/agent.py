@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from .conversation import Conversation
 from .core.chat_session import CacheStrategy
+from .core.conversation_state import ConversationEvent
 from .core.errors import NbagentError
+from .core.session_settings import AgentSettings
 from .loop.hooks import Policy
 from .providers.base import Provider
 
@@ -54,8 +57,7 @@ def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
                 f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}",
                 kind="config")
         prefix, name = guessed, model.strip()
-    kwargs = {k: v for k, v in options.items() if v is not None}
-    return providers.create(prefix, name, api_key=api_key, base_url=base_url, **kwargs)
+    return providers.create(prefix, name, api_key=api_key, base_url=base_url, **options)  # None can mean something
 
 
 def _guess_prefix(model: str) -> str | None:
@@ -90,6 +92,9 @@ class Agent:
     and ``run_python``, which asks for approval whatever the policy).
     ``mcp=[server, ...]`` adds the tools of MCP servers (commands or ``http(s)://`` URLs, or
     ``nbagent.mcp_tools(...)``), started and listed at the first turn; ``aclose()`` stops them.
+    ``save_to=folder`` saves the conversation (with these settings, never a key) after every
+    turn, one file per conversation; ``Agent.load(path)`` resumes it. ``user`` names who chats
+    (recorded in the file; ``list_sessions`` and ``load_sessions`` show it).
     """
 
     def __init__(
@@ -116,6 +121,8 @@ class Agent:
         pricing: dict | None = None,
         notebook: bool = False,
         mcp: Any = (),
+        save_to: str | os.PathLike | None = None,
+        user: str = "",
         **provider_options: Any,
     ) -> None:
         from .loop.mcp import as_mcp_servers
@@ -126,6 +133,7 @@ class Agent:
             model = default_model()
         self._model_args = (model, dict(base_url=base_url, api_key=api_key, **provider_options))
         self.provider = resolve_model(model, base_url=base_url, api_key=api_key, **provider_options)
+        tools = self._replay_tools(tools)
         if notebook:
             tools = with_notebook_tools(tools)
         self._connection_options = dict(
@@ -145,9 +153,11 @@ class Agent:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
         self._budget = (budget_usd, pricing)
         self._apply_budget(self._conversation)
+        self._init_sessions(save_to, user, notebook=notebook, tool_timeout=tool_timeout)
 
     def _apply_budget(self, conv: Conversation) -> None:
         conv.budget_usd, conv.pricing = self._budget
+        conv.add_listener(self._autosaver(conv))
 
     @property
     def conversation(self) -> Conversation:
@@ -181,6 +191,7 @@ class Agent:
         old = self._connection.chat_session
         self._connection.resume(ChatSession(system=old.system, cache_strategy=old.cache_strategy), 0)
         self._conversation.clear_history()
+        self.session_path = None  # the fresh conversation gets its own file
 
     def new_conversation(self) -> Conversation:
         """Start a fresh Conversation with the same model and settings.
@@ -196,7 +207,150 @@ class Agent:
         connection = self._connection = ModelConnection(self.provider, **self._connection_options)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
         self._apply_budget(self._conversation)
+        self.session_path = None
         return self._conversation
+
+    # --- sessions: autosave, resume, switching models, replay --------------------------------
+
+    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook: bool,
+                       tool_timeout: float | None) -> None:
+        if not isinstance(user, str):
+            raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
+        self.user = user
+        self.save_to: Path | None = None if save_to is None else Path(save_to).expanduser()
+        self.session_path: Path | None = None  # the file autosave writes (named at the first save)
+        self._notebook = notebook
+        self._tool_timeout = tool_timeout
+
+    def _autosaver(self, conv: Conversation):
+        def on_event(event: ConversationEvent, payload: Any) -> None:
+            if event is ConversationEvent.TURN_FINISHED and conv is self._conversation and self.save_to is not None:
+                try:
+                    self.save()
+                except NbagentError as exc:
+                    warnings.warn(f"nbagent: autosave failed, the previous file is unchanged: {exc}",
+                                  RuntimeWarning, stacklevel=2)
+        return on_event
+
+    def settings(self) -> AgentSettings:
+        """What a saved file records to resume this agent (``Agent.load``): never a key."""
+        from .core.session_settings import savable_options, savable_policy, savable_url
+
+        conn, conv = self._connection, self._conversation
+        options = dict(self._model_args[1])
+        base_url = options.pop("base_url", None)
+        options.pop("api_key", None)
+        return AgentSettings(
+            model=self.model, system=self.system, temperature=conn.temperature, max_tokens=conn.max_tokens,
+            provider_options=savable_options(options), base_url=savable_url(base_url),
+            policy=savable_policy(conn.policy), auto_execute_tools=conn.auto_execute_tools,
+            max_tool_iterations=conn.max_tool_iterations, cache_strategy=conn.chat_session.cache_strategy,
+            include_reasoning=conn.include_reasoning, response_format=conn.response_format,
+            compaction_budget=conn.compaction_budget, tool_timeout=self._tool_timeout,
+            budget_usd=conv.budget_usd, pricing=_plain_pricing(conv.pricing), tools=list(self.tools),
+            notebook=self._notebook, user=self.user)
+
+    def save(self, path: str | os.PathLike | None = None, *, frames: bool = False) -> Path:
+        """Write the active conversation and this agent's settings to ``path`` (atomic).
+
+        Without ``path``: the conversation's own file in ``save_to`` (named by date, title and id
+        at its first save). ``frames=True`` embeds the DataFrames too. Returns the path written.
+        """
+        from .core.session_file import save_conversation, session_file_name
+
+        if path is None:
+            if self.session_path is None:
+                if self.save_to is None:
+                    raise NbagentError("save() needs a path, or Agent(save_to=folder)", kind="config")
+                turns = self._conversation.turns
+                first = turns[0] if turns else None
+                name = session_file_name(first.started_at if first else 0.0, first.prompt if first else "",
+                                         self._conversation.conversation_id)
+                self.session_path = self.save_to / name
+            path = self.session_path
+        conv = self._conversation
+        state = conv.to_state()
+        return save_conversation(state, path, settings=self.settings(),
+                                 frames=conv.export_frames(state) if frames else None)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, tools: Any = (), **overrides: Any) -> Agent:
+        """Resume a saved conversation with its saved settings; further turns save to the same file.
+
+        ``tools`` gives the functions again (files hold only their names); ``overrides`` replace
+        saved settings (``policy=``, ``hooks=``, ``api_key=``, another ``model=``...).
+        """
+        from .core.session_file import read_session_head
+        from .notebook.variables import shell_namespace
+
+        path = Path(path).expanduser()
+        head = read_session_head(path)
+        settings = head.settings or AgentSettings(model=head.model)
+        kwargs = _settings_kwargs(settings, keep_provider_options="model" not in overrides)
+        kwargs.update(overrides)
+        kwargs.setdefault("save_to", path.parent)
+        if kwargs.get("notebook") and "notebook" not in overrides and shell_namespace() is None:
+            kwargs["notebook"] = False  # a chat from a notebook, read in a script: without its kernel tools
+            warnings.warn("nbagent: the saved conversation used the notebook tools; outside a kernel it goes on "
+                          "without them", RuntimeWarning, stacklevel=2)
+        agent = cls(tools=tools, resume=path, **kwargs)
+        if agent.save_to == path.parent:
+            agent.session_path = path
+        missing = [n for n in settings.tools if n not in agent.tools]
+        if missing:
+            warnings.warn(f"nbagent: the saved conversation used tools {missing} that were not given again; "
+                          "pass them as Agent.load(path, tools=[...])", RuntimeWarning, stacklevel=2)
+        return agent
+
+    def set_model(self, model: str | Provider, **provider_options: Any) -> None:
+        """Switch to another model (any provider) and keep the conversation.
+
+        From the next turn the new model answers (``usage_df()``'s model column says which
+        model answered each turn). Thoughts and provider-specific details of earlier answers are
+        not sent to the new model (see ``nbagent.core.wire_switch``); text, tool calls and results are.
+        """
+        from .core.wire_switch import neutral_history
+
+        if not self._conversation.is_idle():
+            raise NbagentError("a turn is running; stop it first", kind="config")
+        if isinstance(model, str) and model.partition(":")[0].strip().lower() == self.provider.name:
+            kept = {k: v for k, v in self._model_args[1].items() if k in ("api_key", "base_url")}
+            provider_options = {**kept, **provider_options}  # the same provider: its key and host go on
+        provider = resolve_model(model, **provider_options)
+        old = (self.provider.name, self.provider.model)
+        if (provider.name, provider.model) == old and not isinstance(model, Provider) and \
+                provider_options == {k: v for k, v in self._model_args[1].items() if k in provider_options}:
+            return  # the same model: keep its provider (and its connections)
+        self.provider = self._connection.provider = provider
+        self._model_args = (model, dict(provider_options))
+        if (provider.name, provider.model) != old:
+            neutral_history(self._connection.chat_session)
+
+    def open_session(self, path: str | os.PathLike) -> Conversation:
+        """Make the saved conversation at ``path`` this agent's active one (its model, tools and
+        settings stay); further turns save to that file. For a chat's *History* button."""
+        from .loop.model_connection import ModelConnection
+
+        if not self._conversation.is_idle():
+            raise NbagentError("a turn is running; stop it first", kind="config")
+        path = Path(path).expanduser()
+        connection = ModelConnection(self.provider, **self._connection_options)
+        conv = Conversation.load(path, connection=connection, max_history_size=self._max_history_size)
+        self._connection, self._conversation = connection, conv
+        self._apply_budget(conv)
+        self.session_path = path
+        return conv
+
+    def _replay_tools(self, tools: Any) -> Any:
+        """For a replay without ``rerun_tools``: the recorded tools first, answering as recorded."""
+        if getattr(self.provider, "rerun_tools", True):
+            return tools
+        from .loop.replay_tools import recorded_tools
+        from .loop.tools import to_tools
+
+        recorded = recorded_tools(self.provider.recording)
+        given = {k: v for k, v in to_tools(tools).items() if k not in {t.name for t in recorded}}
+        return [*recorded, *given.values()]
 
     # conveniences that forward to the active conversation
     def ask(self, prompt: str):
@@ -232,3 +386,30 @@ class Agent:
     def __repr__(self) -> str:
         tools = list(self.tools)
         return f"Agent(model={self.model!r}, tools={tools}, turns={self._conversation.turn_count})"
+
+
+def _settings_kwargs(s: AgentSettings, *, keep_provider_options: bool) -> dict[str, Any]:
+    """``Agent`` keyword arguments from saved settings (the model's options only for the same model)."""
+    kwargs: dict[str, Any] = dict(
+        model=s.model or None, system=s.system, temperature=s.temperature, max_tokens=s.max_tokens,
+        auto_execute_tools=s.auto_execute_tools, max_tool_iterations=s.max_tool_iterations,
+        cache_strategy=s.cache_strategy, include_reasoning=s.include_reasoning,
+        response_format=s.response_format, compaction_budget=s.compaction_budget,
+        tool_timeout=s.tool_timeout, budget_usd=s.budget_usd, pricing=s.pricing, notebook=s.notebook,
+        user=s.user)
+    if s.policy is not None:
+        kwargs["policy"] = s.policy
+    if keep_provider_options:
+        kwargs.update(s.provider_options)
+        if s.base_url:
+            kwargs["base_url"] = s.base_url
+    return kwargs
+
+
+def _plain_pricing(pricing: Any) -> dict | None:
+    """Price overrides as JSON (a Price object becomes its fields); None when there are none."""
+    if not pricing:
+        return None
+    import dataclasses
+
+    return {str(k): dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in pricing.items()}

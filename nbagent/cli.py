@@ -146,22 +146,21 @@ def install_model(args: argparse.Namespace) -> str:
 
 
 def sessions_table(folder: str) -> str:
-    """One row a saved session in ``folder``: its file, turns, models, tokens and cost."""
-    import nbagent
+    """One row a saved session in ``folder`` (``nbagent.list_sessions``), newest first: its file,
+    title, last update, models, turns, tokens, cost, user, and why it could not be read."""
+    import pandas as pd
 
-    list_sessions = getattr(nbagent, "list_sessions", None)  # one row a session, where this version has it
-    if list_sessions is not None:
-        table = list_sessions(folder)
-        return table.to_string(index=False) if hasattr(table, "to_string") else str(table)
-    from .analysis.sessions import load_sessions
+    from .analysis.session_list import list_sessions
 
-    df = load_sessions(folder)
-    if df.empty:
+    table = list_sessions(folder)
+    if table.empty:
         return f"no saved sessions in {folder}"
-    table = df.groupby("path", sort=False, observed=True).agg(
-        turns=("turn", "size"), models=("model", lambda s: ", ".join(dict.fromkeys(s.dropna()))),
-        started=("started", "min"), total_tokens=("total_tokens", "sum"), cost_usd=("cost_usd", "sum"))
-    return table.reset_index().to_string(index=False)
+    shown = table[["path", "title", "updated", "models", "turns", "tokens", "cost_usd", "user", "error"]].copy()
+    shown["path"] = [Path(p).name for p in shown["path"]]
+    shown["updated"] = shown["updated"].dt.strftime("%Y-%m-%d %H:%M")
+    shown["title"] = [t if len(t) <= 40 else t[:39] + "…" for t in shown["title"].fillna("")]
+    with pd.option_context("display.width", None, "display.max_columns", None, "display.max_colwidth", 60):
+        return shown.to_string(index=False, na_rep="")
 
 
 def write_atomically(path: Path, text: str) -> None:

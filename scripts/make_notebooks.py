@@ -193,6 +193,66 @@ save("teaching.ipynb", [
          "                 \"model_calls\", \"tool_calls\", \"duration_s\"]]"),
     md("Every tool call of the conversation, with its arguments and result:"),
     code("conv.tool_calls_df()"),
+    md("## Replay a recorded lesson\n\n"
+       "Record a lesson at home with a real model, replay it in class: offline, the same every time, "
+       "at a readable pace. `save_to=` saves the conversation after every turn, one file per "
+       "conversation. (Here the demo model stands in for the real one.)"),
+    code("home = Agent(model=\"demo\", tools=[calculator], save_to=\"lesson\")  # at home: a real model\n"
+         "home.ask(\"What is 12 * 7?\")\n"
+         "home.ask(\"Hello! Who are you?\")\n"
+         "lesson = home.session_path\n"
+         "print(lesson)"),
+    md("`model=\"replay:PATH\"` streams the recorded turns again: thoughts, text, tool calls with "
+       "their recorded results (the tools do not run: `rerun_tools=True` would run them), usage. "
+       "`speed=` is the pace in tokens per second (40 by default, like a hosted model); `speed=None` "
+       "shows each turn at once, as here."),
+    code("replay = Agent(model=f\"replay:{lesson}\", speed=None)\n"
+         "resp = await replay.conversation.chat_to_completion(\"What is 12 * 7?\")\n"
+         "print(\"thought:\", resp.thinking)\n"
+         "print(\"answer: \", resp.text)"),
+    md("A student asks something else? The replay notes it and goes on with the recording:"),
+    code("resp = await replay.conversation.chat_to_completion(\"Can you do my homework?\")\n"
+         "print(resp.thinking.splitlines()[0])\n"
+         "replay.provider.notes"),
+    md("## Review a class's chats\n\n"
+       "Each student's agent saves into one folder with `user=` and a budget; `list_sessions` lists "
+       "the folder (one row per conversation, newest first, reading only each file's head) and "
+       "`load_sessions` gives every turn with who asked. Below, three students chat with made-up "
+       "prices so the cost shows; a turn that would pass a student's budget is refused before "
+       "anything is sent."),
+    code("from nbagent import NbagentError, list_sessions, load_sessions\n\n"
+         "prices = {\"demo\": {\"input\": 2.0, \"output\": 8.0}}  # $ per million tokens, made up\n"
+         "questions = {\n"
+         "    \"alice\": [\"What is 12 * 7?\", \"What is 2 ** 10?\"],\n"
+         "    \"bob\": [\"Hello!\", \"What is a loop?\", \"Why is the sky blue?\", \"Explain recursion\",\n"
+         "            \"What is 3 + 4?\", \"Thanks!\"],\n"
+         "    \"chen\": [\"What is 6 * 7?\"],\n"
+         "}\n"
+         "for student, prompts in questions.items():\n"
+         "    agent = Agent(model=\"demo\", tools=[calculator], save_to=\"class\", user=student,\n"
+         "                  budget_usd=0.005, pricing=prices)\n"
+         "    for prompt in prompts:\n"
+         "        try:\n"
+         "            agent.ask(prompt)\n"
+         "        except NbagentError as err:\n"
+         "            print(f\"{student}: refused ({err.kind})\")\n"
+         "            break"),
+    code("sessions = list_sessions(\"class\")\n"
+         "sessions[[\"user\", \"title\", \"turns\", \"tokens\", \"cost_usd\", \"budget_usd\", \"out_of_budget\"]]"),
+    md("Per student: conversations, turns, tokens, cost, and who ran out of budget (`out_of_budget`: "
+       "what is left would not pay for another turn like the last):"),
+    code("per_student = sessions.groupby(\"user\").agg(\n"
+         "    chats=(\"path\", \"count\"), turns=(\"turns\", \"sum\"), tokens=(\"tokens\", \"sum\"),\n"
+         "    cost_usd=(\"cost_usd\", \"sum\"), out_of_budget=(\"out_of_budget\", \"any\"))\n"
+         "per_student"),
+    md("Every turn, with who asked it and what it cost:"),
+    code("turns = load_sessions(\"class\", pricing=prices)\n"
+         "turns[[\"user\", \"turn\", \"prompt\", \"input_tokens\", \"output_tokens\", \"cost_usd\"]]"),
+    md("And one student's chat, read back as a transcript:"),
+    code("from IPython.display import Markdown\n"
+         "from nbagent import Conversation\n\n"
+         "bob = sessions[sessions.user == \"bob\"].path.iloc[0]\n"
+         "Markdown(Conversation.load(bob).to_markdown())"),
     md("## Try it\n\n"
        "- Ask `\"What is 2 ** 10 - 24?\"` and predict the rows `history_df()` will gain before running it.\n"
        "- Give the agent `policy=\"ask\"` (see `tools_and_approval.ipynb`) and approve or deny a call.\n"

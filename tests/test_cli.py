@@ -119,7 +119,7 @@ def test_sessions_prints_one_row_a_saved_session(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = done.stdout.strip().splitlines()
     assert len(rows) == 1 + 2
-    assert any("demo-tools-v1.json" in r and " demo " in f" {r} " for r in rows)
+    assert any("demo-tools-v1.json" in r and " demo:demo " in f" {r} " and "What is 12 * 7?" in r for r in rows)
     assert any("cache-writes-v1.json" in r for r in rows)
     empty = tmp_path / "none"
     empty.mkdir()

@@ -30,6 +30,7 @@ def expected_frame(paths: list[Path]):
         df = conv.usage_df().reset_index()
         df.insert(0, "path", str(p))
         df.insert(0, "session_id", conv.conversation_id)
+        df["user"] = ""  # Conversation.save records no user (Agent(user=..., save_to=...) does)
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
 

@@ -100,6 +100,30 @@ def check_teaching(nb, tmp_path):
     assert len(tables) == 3 and all("<table" in data_of(c, "text/html") for c in tables)  # after each turn
     usage = next(c for c in code_cells(nb) if "usage_df()" in c.source)
     assert data_of(usage, "text/html").count("<tr>") >= 4  # a header and three turns
+    check_teaching_sessions(nb, tmp_path)
+
+
+def check_teaching_sessions(nb, tmp_path):
+    """The replayed lesson and the class review (issue #21), from the sessions the notebook made."""
+    cells = code_cells(nb)
+
+    def cell(marker: str):
+        return next(c for c in cells if marker in c.source)
+
+    (lesson,) = (tmp_path / "lesson").glob("*-what-is-12-7-*.json")
+    replayed = text_of(cell("replay = Agent("))
+    assert "answer:  Let me use `calculator` for that." in replayed and "**84**" in replayed
+    note = text_of(cell("replay.provider.notes"))
+    assert "the recording answers the prompt \u201cHello! Who are you?\u201d" in note
+    assert "prompt='Can you do my homework?'" in note
+    assert "bob: refused (budget)" in text_of(cell("for student, prompts"))
+    rows = {line.split()[0]: line.split()[1:] for line in text_of(cell("per_student =")).splitlines()[2:]}
+    assert sorted(rows) == ["alice", "bob", "chen"]  # chats, turns, tokens, cost_usd, out_of_budget
+    assert [rows[u][-1] for u in ("alice", "bob", "chen")] == ["False", "True", "False"]
+    assert rows["alice"][1] == "2" and int(rows["bob"][1]) < 6 and all(float(r[3]) > 0 for r in rows.values())
+    turns = data_of(cell("turns = load_sessions("), "text/html")
+    assert "alice" in turns and "bob" in turns and "chen" in turns
+    assert "Hello!" in data_of(cell("Markdown(Conversation.load(bob)"), "text/markdown")
 
 
 def check_providers(nb, tmp_path):

@@ -55,6 +55,7 @@ def surfaces(agent, error, tmp_path, caplog) -> dict[str, str]:
         "traceback": "".join(traceback.format_exception(error)),
         "repr(provider)": repr(agent.provider), "repr(agent)": repr(agent), "repr(conversation)": repr(conv),
         "saved file": conv.save(tmp_path / "s.json", frames=True).read_text(),
+        "saved agent file": agent.save(tmp_path / "agent.json", frames=True).read_text(),
         "history_df": conv.history_df().to_csv(), "usage_df": conv.usage_df().to_csv(),
         "logs": "\n".join(r.getMessage() for r in caplog.records),
         "markdown fallback": json.dumps(conv._repr_mimebundle_(), default=str),

@@ -80,7 +80,7 @@ def test_version_1_resaves_as_the_current_version_and_reloads_identically(tmp_pa
     conv, _ = load_v1("demo-tools-v1.json")
     path = conv.save(tmp_path / "v2.json")
     doc = json.loads(path.read_text(encoding="utf-8"))
-    assert doc["version"] == SESSION_VERSION == 2
+    assert doc["version"] == SESSION_VERSION == 3
     assert not any("metadata" in s for s in doc["steps"])
     again = Conversation.load(path)
     assert [s.to_dict() for s in again.history] == [s.to_dict() for s in conv.history]
@@ -104,7 +104,7 @@ def test_a_resumed_version_1_session_goes_on(tmp_path):
 
 
 @pytest.mark.parametrize("damage", [
-    {"version": 3},
+    {"version": 99},
     {"steps": [{"step_index": 0, "metadata": "not an object"}]},
     {"steps": [{"step_index": 0, "approval": "maybe"}]},
     {"turns": [{"turn": 0, "status": "paused"}]},

@@ -136,7 +136,7 @@ def token_cost(input_rate, cached_rate, write_rate, output_rate, input_tokens, c
 
 
 #: Providers whose every model is free (they run on this machine).
-FREE_PROVIDERS = frozenset({"demo", "local"})
+FREE_PROVIDERS = frozenset({"demo", "local", "replay"})  # a replay calls no one
 _FREE_MODELS = frozenset({"demo", "local", "smollm2"})
 _FREE_PRICE = Price(0.0, 0.0, 0.0, 0.0, source="runs locally: free")
 

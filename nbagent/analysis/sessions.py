@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..core.ledger import TurnRecord
-from ..core.session_file import gc_paused, read_turns
+from ..core.session_file import gc_paused, read_session_head
 from ..core.steps import Step
 from .columns import HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Table
 from .frames import require_pandas, tool_call_rows, usage_frame
@@ -77,7 +77,8 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     ``paths_or_glob`` is a path, a glob pattern (``"sessions/*.json"``,
     ``"**/*.json"``), a directory (its ``*.json``) or a list of those. Rows
     are the turns of every session's ``turns`` ledger, with ``session_id``
-    (the conversation id), ``path`` and ``turn`` first. A pattern that
+    (the conversation id), ``path`` and ``turn`` first, and ``user`` (``Agent(user=...)``, ""
+    when not recorded) last. A pattern that
     matches nothing gives an empty frame; a missing or corrupt file raises
     ``NbagentError(kind="io")`` naming it.
 
@@ -89,16 +90,20 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     records: list[TurnRecord] = []
     session_ids: list[str] = []
     file_paths: list[str] = []
+    users: list[str] = []
     with gc_paused():  # tens of thousands of records: the collector would rescan them over and over
         for path in expand_paths(paths_or_glob):
-            sid, recs = read_turns(path)
+            head = read_session_head(path)
+            recs = head.turns
             records.extend(recs)
-            session_ids.extend([sid] * len(recs))
+            session_ids.extend([head.conversation_id] * len(recs))
             file_paths.extend([str(path)] * len(recs))
+            users.extend([head.user] * len(recs))
         df = usage_frame(records, pricing=pricing)
     turn = df.index.to_numpy()
     df = df.reset_index(drop=True)
     df.insert(0, "turn", turn)
     df.insert(0, "path", pd.array(file_paths, dtype="string"))
     df.insert(0, "session_id", pd.Categorical(session_ids, categories=list(dict.fromkeys(session_ids))))
+    df["user"] = pd.array(users, dtype="string")
     return df

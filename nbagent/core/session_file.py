@@ -1,9 +1,10 @@
 """Whole-session files: steps, the turn ledger and the ChatSession in one JSON.
 
 This module is the one reader and writer of session files (``Conversation.save``
-/ ``load`` and ``nbagent.load_sessions`` all come here). Version 2 stores the
-typed step fields; version 1 files (``Step.metadata`` dicts, cache writes
-beside the usage) are migrated on read.
+/ ``load``, ``Agent(save_to=...)``, ``nbagent.load_sessions`` and ``list_sessions`` all come
+here). Version 3 adds the agent's ``settings`` (:class:`AgentSettings`, or null) before the
+turn ledger; version 2 stores the typed step fields; version 1 files (``Step.metadata`` dicts,
+cache writes beside the usage) are migrated on read. Older versions stay readable.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,23 +23,25 @@ from .chat_session import ChatSession, atomic_write_json, read_json
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
 from .errors import NbagentError
 from .ledger import TurnRecord
+from .session_settings import AgentSettings
 from .steps import Step, UsageMetadata
 
 SESSION_FORMAT = "nbagent.session"
-SESSION_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SESSION_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 
-def save_conversation(state: ConversationState, path: str | Path, *, frames: dict | None = None) -> Path:
-    """Write ``state`` to ``path`` atomically. Holds no keys: only history and usage.
+def save_conversation(state: ConversationState, path: str | Path, *, frames: dict | None = None,
+                      settings: AgentSettings | None = None) -> Path:
+    """Write ``state`` to ``path`` atomically. Holds no keys: history, usage and ``settings``.
 
     ``frames`` (the analysis layer's JSON export of the DataFrames) is embedded when given.
     """
     with gc_paused():
-        return atomic_write_json(path, _document(state, frames))
+        return atomic_write_json(path, _document(state, frames, settings))
 
 
-def _document(state: ConversationState, frames: dict | None) -> dict:
+def _document(state: ConversationState, frames: dict | None, settings: AgentSettings | None = None) -> dict:
     turns = state.turns
     # the turn ledger comes before the steps: read_turns stops reading there
     doc: dict[str, Any] = {
@@ -53,6 +57,7 @@ def _document(state: ConversationState, frames: dict | None) -> dict:
         "compactions": list(state.compactions),
         "total_usage": state.total_usage.to_dict(),
         "last_response": state.last_response,
+        "settings": None if settings is None else settings.to_dict(),
         "turns": [t.to_dict(compact=True) for t in turns],
         "steps": [s.to_dict(compact=True) for s in state.steps],
         "chat_session": None if state.chat_session is None else state.chat_session.to_dict(),
@@ -105,7 +110,10 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
     version writes keep ``turns`` before ``steps``, so the steps are never parsed. A file cut
     short is still refused (it must end with ``}``); damage inside the steps goes unnoticed here.
     """
-    doc = _checked(read_head(path, _TURN_KEYS), path)
+    return _records(_checked(read_head(path, _TURN_KEYS), path), path)
+
+
+def _records(doc: dict, path: str | Path) -> tuple[str, list[TurnRecord]]:
     turns = doc.get("turns")
     if not isinstance(turns, list):
         raise NbagentError(f"session file {path} has no turn ledger (\"turns\")", kind="io")
@@ -115,6 +123,42 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}", kind="io") from None
     return str(doc.get("conversation_id") or Path(path).stem), records
+
+
+@dataclass
+class SessionHead:
+    """What a session file says before its steps: enough to list it or resume its settings."""
+
+    path: Path
+    conversation_id: str
+    saved_at: float | None
+    settings: AgentSettings | None  # None: saved by ``Conversation.save`` or before version 3
+    turns: list[TurnRecord]
+    model: str = ""  # "provider:model" of the last turn (version 2 files have no settings)
+
+    @property
+    def user(self) -> str:
+        return self.settings.user if self.settings is not None else ""
+
+
+def read_session_head(path: str | Path) -> SessionHead:
+    """The settings and the turn ledger of a saved session, without parsing its steps."""
+    doc = _checked(read_head(path, _TURN_KEYS), path)
+    conversation_id, records = _records(doc, path)
+    try:
+        raw = doc.get("settings")
+        settings = None if raw is None else AgentSettings.from_dict(raw)
+        saved = doc.get("saved_at")
+        saved_at = None if saved is None else float(saved)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise NbagentError(f"session file {path} has corrupt settings: {exc!s:.300}", kind="io") from None
+    model = settings.model if settings is not None and settings.model else _model_of(doc)
+    return SessionHead(Path(path), conversation_id, saved_at, settings, records, model)
+
+
+def _model_of(doc: dict) -> str:
+    model, provider = str(doc.get("model") or ""), str(doc.get("provider") or "")
+    return f"{provider}:{model}" if provider and model else model
 
 
 def read_steps(path: str | Path) -> tuple[str, list[Step]]:
@@ -267,3 +311,17 @@ def _turn_v1(d: dict) -> dict:
     if writes and isinstance(d.get("usage"), dict):
         d["usage"] = dict(d["usage"], cache_write_token_count=int(writes))
     return d
+
+
+# --- names of autosaved files ----------------------------------------------------------
+
+_SLUG_DROP = re.compile(r"[^a-z0-9]+")
+
+
+def session_file_name(started_at: float, title: str, conversation_id: str) -> str:
+    """``2026-12-01-explain-monads-1a2b3c4d.json``: the local date, a slug of the title and the
+    conversation id's first 8 characters (two kernels saving into one folder never collide)."""
+    date = time.strftime("%Y-%m-%d", time.localtime(started_at or time.time()))
+    slug = _SLUG_DROP.sub("-", title.lower())[:40].strip("-") or "chat"
+    short = _SLUG_DROP.sub("", conversation_id.lower())[:8] or "session"
+    return f"{date}-{slug}-{short}.json"

@@ -142,7 +142,7 @@ class ChatMagics(Magics):
         else:
             agent = self.agent(args.agent, "%%chat")
             if args.model:
-                switch_model(agent, args.model)
+                agent.set_model(args.model)
             if args.system is not None:
                 agent.system = args.system
         if args.widget:
@@ -194,7 +194,7 @@ class ChatMagics(Magics):
         """Switch the agent's model; the conversation goes on with the new one (made if needed)."""
         args = parse_argstring(self.chat_model, line)
         agent = self.agent(args.agent, "%chat_model", create=True, model=args.model)
-        switch_model(agent, args.model)
+        agent.set_model(args.model)
         print(f"{args.agent or DEFAULT_NAME} now uses {agent.model}")
 
     @magic_arguments()
@@ -257,8 +257,9 @@ class ChatMagics(Magics):
     def chat_save(self, line: str):
         """Save the agent's conversation (load it back with %chat_load)."""
         args = parse_argstring(self.chat_save, line)
-        conv = self.agent(args.agent, "%chat_save").conversation
-        path = conv.save(_unquote(args.path), frames=args.frames)
+        agent = self.agent(args.agent, "%chat_save")
+        conv = agent.conversation
+        path = agent.save(_unquote(args.path), frames=args.frames)
         print(f"saved {_turns(conv)} to {path}")
 
     @magic_arguments()
@@ -269,19 +270,18 @@ class ChatMagics(Magics):
     @line_magic
     @one_line_errors
     def chat_load(self, line: str):
-        """Continue a saved conversation: the agent (keeping its model and tools) now holds it."""
+        """Continue a saved conversation with its saved settings (``Agent.load``); further turns
+        save to the same file. The agent's tools, when it has some, are given again."""
         from ..agent import Agent
 
         args = parse_argstring(self.chat_load, line)
         key = args.agent or DEFAULT_NAME
         old = self.shell.user_ns.get(key)
-        options: dict[str, Any] = {}
-        if isinstance(old, Agent):
-            connection = old.conversation.connection
-            options = dict(tools=list(old.tools.values()), policy=connection.policy,
-                           auto_execute_tools=connection.auto_execute_tools)
-        model = args.model or (old.provider if isinstance(old, Agent) else None)
-        agent = Agent(model=model, resume=_unquote(args.path), **options)
+        tools = list(old.tools.values()) if isinstance(old, Agent) else []
+        overrides: dict[str, Any] = {"model": args.model} if args.model else {}
+        if not args.model and isinstance(old, Agent) and not _known_model(saved_model(_unquote(args.path))):
+            overrides["model"] = old.provider  # the file names no model this kernel has: keep the agent's
+        agent = Agent.load(_unquote(args.path), tools=tools, **overrides)
         self.shell.user_ns[key] = agent
         print(f"{key} continues {_turns(agent.conversation)} from {_unquote(args.path)} with {agent.model}")
 
@@ -347,18 +347,17 @@ def _turns(conv) -> str:
     return f"{n} turn{'s' if n != 1 else ''}"
 
 
-def switch_model(agent, model: str) -> None:
-    """Point ``agent`` (and its conversation) at ``model``; the history carries over."""
-    from ..agent import resolve_model
+def saved_model(path: str) -> str:
+    """The model a saved session names ("" when it names none)."""
+    from ..core.session_file import read_session_head
 
-    conv = agent.conversation
-    if not conv.is_idle():
-        raise NbagentError("a turn is running; stop it before switching models", kind="config")
-    provider = resolve_model(model)
-    if (provider.name, provider.model) == (agent.provider.name, agent.provider.model):
-        return
-    agent.provider = provider
-    conv.connection.provider = provider
+    return read_session_head(path).model
+
+
+def _known_model(model: str) -> bool:
+    from ..providers import lookup
+
+    return bool(model) and lookup(model.partition(":")[0]) is not None
 
 
 def tools_line(name: str, agent: Any) -> str:

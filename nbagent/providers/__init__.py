@@ -43,6 +43,7 @@ _BUILTIN = {
     "google": ("nbagent.providers.gemini:GeminiProvider", "gemini-2.5-flash"),
     "local": ("nbagent.providers.local:LocalProvider", "smollm2"),
     "demo": ("nbagent.providers.demo:DemoProvider", "demo"),
+    "replay": ("nbagent.providers.replay:ReplayProvider", ""),
 }
 ALIASES = frozenset({"claude", "google"})
 

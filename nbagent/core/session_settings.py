@@ -1,0 +1,116 @@
+"""The settings a saved conversation resumes with (``Agent.load``): typed, JSON-ready, never a key.
+
+``AgentSettings`` is written into session files (version 3) beside the turn ledger. It holds what
+an Agent needs to go on: the model string, the system prompt, sampling settings, the tool policy
+when it is a name, the budget and price overrides, the names of the tools, and who chatted.
+Callables (hooks, a policy function, the tools themselves) cannot be saved: ``Agent.load`` takes
+them again as arguments. Provider options are kept only when they are plain JSON values whose
+names do not look like secrets; a ``base_url`` loses any user:password and query string.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+POLICY_NAMES = ("allow_all", "ask", "deny_all")
+_SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|cookie|credential|header", re.IGNORECASE)
+_PLAIN = (str, int, float, bool, type(None))
+
+
+@dataclass
+class AgentSettings:
+    """What ``Agent.load`` restores (see the module docstring)."""
+
+    model: str = ""
+    system: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    provider_options: dict[str, Any] = field(default_factory=dict)
+    base_url: str | None = None
+    policy: str | None = None  # None: a callable policy, not saved
+    auto_execute_tools: bool = True
+    max_tool_iterations: int = 10
+    cache_strategy: str = "auto"
+    include_reasoning: bool = True
+    response_format: dict | None = None
+    compaction_budget: int | None = None
+    tool_timeout: float | None = 300.0
+    budget_usd: float | None = None
+    pricing: dict | None = None
+    tools: list[str] = field(default_factory=list)
+    notebook: bool = False
+    user: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> AgentSettings:
+        """The inverse of ``to_dict``; unknown keys are ignored, wrong types raise TypeError / ValueError."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"agent settings must be an object, got {type(d).__name__}")
+        known = {f.name: f for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        out = cls(**values)
+        out._check()
+        return out
+
+    def _check(self) -> None:
+        _want(self.model, str, "model")
+        _want(self.user, str, "user")
+        _want(self.cache_strategy, str, "cache_strategy")
+        for name in ("system", "base_url", "policy"):
+            _want(getattr(self, name), (str, type(None)), name)
+        for name in ("temperature", "tool_timeout", "budget_usd"):
+            _want_number(getattr(self, name), name)
+        for name in ("max_tokens", "compaction_budget"):
+            _want(getattr(self, name), (int, type(None)), name)
+        _want(self.max_tool_iterations, int, "max_tool_iterations")
+        for name in ("auto_execute_tools", "include_reasoning", "notebook"):
+            _want(getattr(self, name), bool, name)
+        _want(self.provider_options, dict, "provider_options")
+        for name in ("response_format", "pricing"):
+            _want(getattr(self, name), (dict, type(None)), name)
+        if not isinstance(self.tools, list) or not all(isinstance(t, str) for t in self.tools):
+            raise TypeError("settings field 'tools' must be a list of names")
+
+
+def _want(value: Any, kind: Any, name: str) -> None:
+    if isinstance(value, bool) and kind in (int, (int, type(None))):
+        raise TypeError(f"settings field {name!r} must be an integer, got a bool")
+    if not isinstance(value, kind):
+        raise TypeError(f"settings field {name!r} has the wrong type ({type(value).__name__})")
+
+
+def _want_number(value: Any, name: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise TypeError(f"settings field {name!r} must be a number, got {value!r:.40}")
+
+
+def savable_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Provider options that may go into a file: plain JSON values under names that are not secrets."""
+    return {k: v for k, v in options.items()
+            if isinstance(k, str) and isinstance(v, _PLAIN) and not _SECRET_NAME.search(k)
+            and not (isinstance(v, float) and not math.isfinite(v))}
+
+
+def savable_url(url: str | None) -> str | None:
+    """``url`` without user:password and query string (where keys sometimes ride)."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def savable_policy(policy: Any) -> str | None:
+    """The policy's name when it is one of ``POLICY_NAMES``; None for a callable."""
+    return policy if isinstance(policy, str) and policy in POLICY_NAMES else None

@@ -1,0 +1,255 @@
+"""Replay: a saved session's recorded answers streamed again, turn by turn, offline.
+
+``Agent(model="replay:lesson.json")`` answers each prompt with the next recorded turn: its
+thoughts, text, tool calls and usage, model call by model call, at ``speed`` tokens per second
+(``speed=None``: at once). The recorded tool results are given back by stand-in tools
+(``nbagent.loop.replay_tools``) unless ``rerun_tools=True``, when the agent's own tools run.
+A prompt that differs from the recorded one is noted (``notes``, and a line in the turn's
+thoughts) and the replay goes on; past the recording's end the model says so. ``step=True``
+waits before each model call until ``next_step()`` is called (a *Next* button; ``waiting`` says
+whether it is waiting). Nothing is random and nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+from ..core.errors import NbagentError
+from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
+from ..core.session_file import read_session
+from ..core.steps import (
+    FinishReason,
+    Step,
+    StepSource,
+    StepStatus,
+    StepTarget,
+    StepType,
+    ToolCall,
+    UsageMetadata,
+)
+from .base import (
+    Event,
+    Finish,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+
+DEFAULT_SPEED = 40.0  # tokens per second: about a hosted model's pace
+_CHARS_PER_TOKEN = 4
+END_OF_RECORDING = "*(replay: the recording has no more turns.)*"
+END_OF_TURN = "*(replay: the recorded turn ended here.)*"
+
+
+@dataclass
+class RecordedCall:
+    """One model call of a recorded turn."""
+
+    thinking: str = ""
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: UsageMetadata | None = None
+    finish_reason: FinishReason = FinishReason.STOP
+    model: str = ""
+
+
+@dataclass
+class RecordedResult:
+    """A recorded tool result, given back by the stand-in tools."""
+
+    call_id: str
+    name: str
+    args: dict
+    content: str
+    is_error: bool = False
+
+
+@dataclass
+class RecordedTurn:
+    prompt: str
+    calls: list[RecordedCall] = field(default_factory=list)
+
+
+@dataclass
+class Recording:
+    """What a replay plays: the turns in order and every tool result."""
+
+    path: Path
+    turns: list[RecordedTurn]
+    results: list[RecordedResult]
+
+
+@dataclass
+class ReplayNote:
+    """A prompt that differed from the recorded one (the replay went on)."""
+
+    turn: int
+    recorded_prompt: str
+    prompt: str
+
+
+def read_recording(path: str | Path) -> Recording:
+    """The turns and tool results of a saved session (``NbagentError(kind="io")`` when unusable)."""
+    state = read_session(path)
+    prompts = {t.turn: t.prompt for t in state.turns}
+    by_turn: dict[int, RecordedTurn] = {}
+    results: list[RecordedResult] = []
+    for step in state.steps:
+        turn = by_turn.setdefault(step.turn, RecordedTurn(prompts.get(step.turn, "")))
+        if step.source is StepSource.USER and not turn.prompt:
+            turn.prompt = step.content
+        elif step.source is StepSource.MODEL:
+            turn.calls.append(_recorded_call(step))
+        elif step.target is StepTarget.ENVIRONMENT and step.type is StepType.TOOL_CALL and step.tool_calls:
+            call = step.tool_calls[0]
+            results.append(RecordedResult(call.id, call.name, dict(call.args), step.content,
+                                          step.status is StepStatus.ERROR))
+    turns = [by_turn[k] for k in sorted(by_turn) if by_turn[k].calls]
+    return Recording(Path(path), turns, results)
+
+
+def _recorded_call(step: Step) -> RecordedCall:
+    reason = FinishReason.TOOL_CALLS if step.tool_calls else step.finish_reason or FinishReason.STOP
+    if reason in (FinishReason.INTERRUPTED, FinishReason.ERROR):  # a cut call is replayed as far as it went
+        reason = FinishReason.STOP
+    return RecordedCall(step.thinking, step.content, list(step.tool_calls), step.usage_metadata, reason, step.model)
+
+
+class ReplayProvider(Provider):
+    """Streams a recording (see the module docstring). ``model`` is the session file's path."""
+
+    name = "replay"
+
+    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
+                 speed: float | None = DEFAULT_SPEED, rerun_tools: bool = False, step: bool = False) -> None:
+        if not model:
+            raise NbagentError("replay needs a saved session: model=\"replay:PATH\"", kind="config")
+        if speed is not None and (isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed <= 0):
+            raise NbagentError(f"speed must be tokens per second (> 0) or None, not {speed!r}", kind="config")
+        self.model = model
+        self.speed = speed
+        self.rerun_tools = bool(rerun_tools)
+        self.recording = read_recording(Path(model).expanduser())
+        self.notes: list[ReplayNote] = []
+        self.step = bool(step)
+        self._turn = -1
+        self._call = 0
+        self._lock = threading.Lock()
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._released = 0  # next_step() calls not yet used
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a ``step=True`` replay waits for ``next_step()``."""
+        with self._lock:
+            return self._gate is not None
+
+    def next_step(self) -> None:
+        """Let a ``step=True`` replay play its next model call (thread-safe; early calls are kept)."""
+        with self._lock:
+            if self._gate is None:
+                self._released += 1
+                return
+            loop, event = self._gate
+        loop.call_soon_threadsafe(event.set)
+
+    async def _wait_for_next(self) -> None:
+        with self._lock:
+            if self._released:
+                self._released -= 1
+                return
+            event = asyncio.Event()
+            self._gate = (asyncio.get_running_loop(), event)
+        try:
+            await event.wait()
+        finally:
+            with self._lock:
+                self._gate = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
+        last = request.messages[-1] if request.messages else Message("user", [])
+        note = ""
+        if not last.tool_results:  # a new prompt: the next recorded turn
+            self._turn, self._call = self._turn + 1, 0
+            note = self._check_prompt(last.text)
+        call = self._next_call()
+        if self.step:
+            await self._wait_for_next()
+        async for event in self._play(call, note):
+            yield event
+
+    def _check_prompt(self, prompt: str) -> str:
+        if self._turn >= len(self.recording.turns):
+            return ""
+        recorded = self.recording.turns[self._turn].prompt
+        if " ".join(recorded.split()) == " ".join(prompt.split()):
+            return ""
+        self.notes.append(ReplayNote(self._turn, recorded, prompt))
+        return f"(replay: the recording answers the prompt \u201c{_short(recorded)}\u201d)\n\n"
+
+    def _next_call(self) -> RecordedCall:
+        if self._turn >= len(self.recording.turns):
+            return RecordedCall(text=END_OF_RECORDING)
+        calls = self.recording.turns[self._turn].calls
+        if self._call >= len(calls):
+            return RecordedCall(text=END_OF_TURN)
+        self._call += 1
+        return calls[self._call - 1]
+
+    async def _play(self, call: RecordedCall, note: str) -> AsyncIterator[Event]:
+        thinking = note + call.thinking
+        parts: list = []
+        if thinking:
+            for piece in _pieces(thinking):
+                await self._pause(piece)
+                yield ThinkingDelta(piece)
+            parts.append(ThinkingPart(thinking))
+        for piece in _pieces(call.text):
+            await self._pause(piece)
+            yield TextDelta(piece)
+        if call.text:
+            parts.append(TextPart(call.text))
+        for i, tc in enumerate(call.tool_calls):
+            args = json.dumps(tc.args)
+            yield ToolCallStart(i, tc.id, tc.name)
+            await self._pause(args)
+            yield ToolCallDelta(i, args)
+            yield ToolCallEnd(i, ToolCall(tc.id, tc.name, dict(tc.args)))
+            parts.append(ToolUsePart(tc.id, tc.name, dict(tc.args)))
+        if call.usage is not None:
+            yield Usage(UsageMetadata(**call.usage.to_dict()), raw={"replay": True})
+        yield Finish(call.finish_reason, call.finish_reason.value.lower(), Message("assistant", parts),
+                     model=call.model or self.model)
+
+    async def _pause(self, piece: str) -> None:
+        if self.speed is None:
+            await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(max(1, len(piece) // _CHARS_PER_TOKEN) / self.speed)
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` in word-sized pieces (spaces kept with the word before them)."""
+    out, start = [], 0
+    for i in range(1, len(text)):
+        if text[i - 1].isspace() and not text[i].isspace():
+            out.append(text[start:i])
+            start = i
+    if text:
+        out.append(text[start:])
+    return out
+
+
+def _short(text: str, n: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "\u2026"

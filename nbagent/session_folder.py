@@ -1,0 +1,111 @@
+"""A folder of saved conversations, as a session browser or a chat's *History* needs it.
+
+Plain functions over the files ``Agent(save_to=folder)`` writes, for a front end to call from the
+kernel: list them (``list_sessions``), read one (its transcript and usage, read-only), resume it
+(a live ``Agent``), export it (markdown or HTML), and move it to the folder's trash (and back).
+Nothing here deletes a file: the trash is a ``.trash`` folder beside the sessions, which
+``list_sessions(folder)`` does not list.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .analysis.session_list import list_sessions
+from .conversation import Conversation
+from .core.errors import NbagentError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .agent import Agent
+
+TRASH = ".trash"
+FORMATS = ("md", "html")
+
+__all__ = [
+    "TRASH",
+    "export_session",
+    "list_sessions",
+    "restore_session",
+    "resume_session",
+    "session_transcript",
+    "session_usage",
+    "trash_session",
+]
+
+
+def session_transcript(path: str | os.PathLike, fmt: str = "md") -> str:
+    """The saved conversation as an escaped transcript (``"md"`` or ``"html"``), read-only."""
+    conv = Conversation.load(path)
+    return conv.to_html() if _format(fmt) == "html" else conv.to_markdown()
+
+
+def session_usage(path: str | os.PathLike) -> pd.DataFrame:
+    """The saved conversation's ``usage_df()`` (one row per turn)."""
+    return Conversation.load(path).usage_df()
+
+
+def resume_session(path: str | os.PathLike, tools: Any = (), **overrides: Any) -> Agent:
+    """A live agent on the saved conversation, with its saved settings (``Agent.load``)."""
+    from .agent import Agent
+
+    return Agent.load(path, tools=tools, **overrides)
+
+
+def export_session(path: str | os.PathLike, dest: str | os.PathLike | None = None, fmt: str | None = None) -> Path:
+    """Write the transcript beside the session (or to ``dest``); the format from ``fmt`` or
+    ``dest``'s suffix (markdown by default). Returns the written path."""
+    src = Path(path)
+    if fmt is None:
+        fmt = Path(dest).suffix.lstrip(".").lower() if dest is not None and Path(dest).suffix else "md"
+    fmt = _format(fmt)
+    out = Path(dest) if dest is not None else src.with_suffix("." + fmt)
+    text = session_transcript(src, fmt)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise NbagentError(f"cannot write {out}: {exc.strerror or exc}", kind="io") from None
+    return out
+
+
+def trash_session(path: str | os.PathLike) -> Path:
+    """Move a session file into its folder's ``.trash`` (a name already there gets a number).
+    Returns where it went."""
+    src = Path(path)
+    if not src.is_file():
+        raise NbagentError(f"no such session file: {src}", kind="io")
+    return _move(src, src.parent / TRASH)
+
+
+def restore_session(path: str | os.PathLike) -> Path:
+    """Move a file from a ``.trash`` folder back into the folder above it. Returns where it went."""
+    src = Path(path)
+    if src.parent.name != TRASH or not src.is_file():
+        raise NbagentError(f"{src} is not a file in a {TRASH} folder", kind="io")
+    return _move(src, src.parent.parent)
+
+
+def _move(src: Path, folder: Path) -> Path:
+    dest = folder / src.name
+    n = 1
+    while dest.exists():
+        dest = folder / f"{src.stem}-{n}{src.suffix}"
+        n += 1
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.move(os.fspath(src), os.fspath(dest))
+    except OSError as exc:
+        raise NbagentError(f"cannot move {src} to {folder}: {exc.strerror or exc}", kind="io") from None
+    return dest
+
+
+def _format(fmt: str) -> str:
+    fmt = {"markdown": "md", "htm": "html"}.get(str(fmt).lower(), str(fmt).lower())
+    if fmt not in FORMATS:
+        raise NbagentError(f"export format must be 'md' or 'html', not {fmt!r}", kind="config")
+    return fmt

@@ -1,0 +1,181 @@
+"""Replay for teaching (issue #21 item 5): ``model="replay:PATH"`` streams a recorded lesson again.
+
+A lesson is recorded through the real agent loop (a scripted provider with thinking, a tool call
+and usage, or the demo model) into a session file; the replay runs through the same loop offline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from support.scripted import ScriptedProvider, text_call, tool_call
+
+from nbagent import Agent, Conversation, NbagentError, Text, Thought, ToolCall, tool
+from nbagent.providers.replay import DEFAULT_SPEED, END_OF_RECORDING, ReplayProvider
+
+RUNS: list[str] = []
+
+
+@tool
+def lookup(city: str) -> str:
+    """The weather in a city."""
+    RUNS.append(city)
+    return f"Sunny in {city} today"
+
+
+@tool
+def broken(x: int) -> int:
+    """Always fails."""
+    raise ValueError("no such x")
+
+
+def record(tmp_path: Path) -> Path:
+    """A two-turn lesson: thinking, a tool call and its result, an answer; then a plain answer."""
+    provider = ScriptedProvider([
+        tool_call(("call_w", "lookup", {"city": "Paris"}), usage=(30, 8)),
+        text_call("Paris is sunny today.", usage=(50, 6), thinking="The tool says sunny."),
+        text_call("You are welcome!", usage=(60, 4), thinking="Polite reply."),
+    ])
+    agent = Agent(model=provider, tools=[lookup], save_to=tmp_path / "lesson")
+    agent.ask("Weather in Paris?")
+    agent.ask("Thanks!")
+    RUNS.clear()
+    return agent.session_path
+
+
+def turn_summary(conv):
+    return [(s.turn, s.source.value, s.target.value, s.thinking, s.content, [c.name for c in s.tool_calls],
+             s.usage_metadata) for s in conv.history]
+
+
+def test_a_replay_gives_the_recorded_turns_without_running_the_tools(tmp_path):
+    path = record(tmp_path)
+    original = Conversation.load(path)
+    replay = Agent(model=f"replay:{path}", speed=None, tools=[lookup])
+    for prompt in ("Weather in Paris?", "Thanks!"):
+        replay.ask(prompt)
+    assert RUNS == []  # the recorded result was given back; lookup never ran
+    assert turn_summary(replay.conversation) == turn_summary(original)
+    got, want = replay.conversation.usage_df(), original.usage_df()
+    assert got["input_tokens"].tolist() == want["input_tokens"].tolist() == [80, 60]
+    assert replay.conversation.tool_calls_df()["result_preview"].tolist() == ["Sunny in Paris today"]
+    assert replay.provider.notes == []
+
+
+async def test_the_stream_has_thoughts_text_and_tool_calls_in_order(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None)
+    kinds = [type(c).__name__ async for c in replay.chat("Weather in Paris?")]
+    assert kinds.index("ToolCall") < kinds.index("Thought") < kinds.index("Text")
+    chunks = [c async for c in replay.chat("Thanks!")]
+    assert "".join(c.text for c in chunks if isinstance(c, Thought)) == "Polite reply."
+    assert "".join(c.text for c in chunks if isinstance(c, Text)).strip() == "You are welcome!"
+    assert not any(isinstance(c, ToolCall) for c in chunks)
+
+
+def test_rerun_tools_runs_the_agents_own_tools(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, rerun_tools=True, tools=[lookup])
+    replay.ask("Weather in Paris?")
+    assert RUNS == ["Paris"]
+
+
+def test_a_different_prompt_is_noted_and_the_replay_goes_on(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None)
+    resp = replay.ask("What about Rome?")
+    assert resp.text.strip() == "Paris is sunny today."
+    assert "the recording answers the prompt \u201cWeather in Paris?\u201d" in resp.thinking
+    [note] = replay.provider.notes
+    assert (note.turn, note.recorded_prompt, note.prompt) == (0, "Weather in Paris?", "What about Rome?")
+    assert replay.ask("Thanks!").text.strip() == "You are welcome!"
+    assert replay.ask("One more?").text == END_OF_RECORDING  # past the end: said, not a crash
+
+
+def test_recorded_tool_errors_come_back_as_errors(tmp_path):
+    agent = Agent(model="demo", delay=0, tools=[broken], save_to=tmp_path)
+    agent.ask("call broken please")
+    replay = Agent(model=f"replay:{agent.session_path}", speed=None)
+    replay.ask("call broken please")
+    calls = replay.conversation.tool_calls_df()
+    assert calls["status"].tolist() == ["ERROR"] and "no such x" in calls["error"].iloc[0]
+
+
+def test_two_replays_are_identical(tmp_path):
+    agent = Agent(model="demo", delay=0, tools=[lookup], save_to=tmp_path)
+    agent.ask("lookup Paris")
+    agent.ask("Explain monads")
+    runs = []
+    for _ in range(2):
+        replay = Agent(model=f"replay:{agent.session_path}", speed=None)
+        replay.ask("lookup Paris")
+        replay.ask("Explain monads")
+        runs.append(turn_summary(replay.conversation))
+    assert runs[0] == runs[1] == turn_summary(agent.conversation)
+
+
+def test_speed_and_a_missing_recording(tmp_path):
+    path = record(tmp_path)
+    assert ReplayProvider(str(path)).speed == DEFAULT_SPEED
+    assert Agent(model=f"replay:{path}", speed=None).provider.speed is None  # instant, not the default
+    for bad in (0, -3, "fast", True):
+        with pytest.raises(NbagentError) as err:
+            Agent(model=f"replay:{path}", speed=bad)
+        assert err.value.kind == "config"
+    with pytest.raises(NbagentError) as err:
+        Agent(model=f"replay:{tmp_path / 'nope.json'}")
+    assert err.value.kind == "io" and "nope.json" in str(err.value)
+    with pytest.raises(NbagentError) as err:
+        Agent(model="replay:")
+    assert err.value.kind == "config"
+
+
+async def wait_until(predicate, what: str) -> None:
+    for _ in range(10_000):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_step_mode_waits_for_next_before_each_model_call(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, step=True)
+    provider, conv = replay.provider, replay.conversation
+    task = asyncio.ensure_future(conv.chat_to_completion("Weather in Paris?"))
+    await wait_until(lambda: provider.waiting, "waiting before the first call")
+    assert not any(s.content or s.thinking or s.tool_calls for s in conv.history[1:])  # nothing played yet
+    provider.next_step()
+    await wait_until(lambda: provider.waiting and any(s.content == "Sunny in Paris today" for s in conv.history),
+                     "the tool call ran, waiting again")
+    assert conv.history[1].tool_calls[0].name == "lookup"
+    assert not task.done() and "Paris is sunny" not in "".join(s.content for s in conv.history)
+    provider.next_step()
+    resp = await task
+    assert resp.text.strip() == "Paris is sunny today." and not provider.waiting
+    provider.next_step()  # pressed early: the next call goes at once
+    assert (await conv.chat_to_completion("Thanks!")).text.strip() == "You are welcome!"
+
+
+async def test_stop_while_waiting_ends_the_turn(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, step=True)
+    task = asyncio.ensure_future(replay.conversation.chat_to_completion("Weather in Paris?"))
+    await wait_until(lambda: replay.provider.waiting, "waiting")
+    replay.conversation.interrupt()
+    resp = await task
+    assert resp.finish_reason.value == "INTERRUPTED" and not replay.provider.waiting
+
+
+def test_a_replay_costs_nothing_and_names_the_recorded_model(tmp_path):
+    provider = ScriptedProvider([text_call("Hello there.", usage=(1000, 500))])
+    provider.name, provider.model = "openai", "gpt-4.1-mini"
+    agent = Agent(model=provider, save_to=tmp_path)
+    agent.ask("Hi")
+    assert agent.conversation.usage_df()["cost_usd"].iloc[0] > 0
+    replay = Agent(model=f"replay:{agent.session_path}", speed=None, budget_usd=0.0)
+    replay.ask("Hi")  # a zero budget: a replay spends nothing
+    row = replay.conversation.usage_df().iloc[0]
+    assert (row["model"], row["provider"], row["cost_usd"]) == ("gpt-4.1-mini", "replay", 0.0)
