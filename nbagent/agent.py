@@ -97,6 +97,9 @@ class Agent:
     (recorded in the file; ``list_sessions`` and ``load_sessions`` show it).
     """
 
+    save_to: Path | None  # the folder autosave writes into (None: no autosave)
+    session_path: Path | None  # the file the active conversation saves to
+
     def __init__(
         self,
         model: str | Provider | None = None,
@@ -217,8 +220,8 @@ class Agent:
         if not isinstance(user, str):
             raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
         self.user = user
-        self.save_to: Path | None = None if save_to is None else Path(save_to).expanduser()
-        self.session_path: Path | None = None  # the file autosave writes (named at the first save)
+        self.save_to = None if save_to is None else Path(save_to).expanduser()
+        self.session_path = None  # the file autosave writes (named at the first save)
         self._notebook = notebook
         self._tool_timeout = tool_timeout
 
@@ -270,7 +273,7 @@ class Agent:
             path = self.session_path
         conv = self._conversation
         state = conv.to_state()
-        return save_conversation(state, path, settings=self.settings(),
+        return save_conversation(state, Path(path), settings=self.settings(),
                                  frames=conv.export_frames(state) if frames else None)
 
     @classmethod
@@ -343,7 +346,9 @@ class Agent:
 
     def _replay_tools(self, tools: Any) -> Any:
         """For a replay without ``rerun_tools``: the recorded tools first, answering as recorded."""
-        if getattr(self.provider, "rerun_tools", True):
+        from .providers.replay import ReplayProvider
+
+        if not isinstance(self.provider, ReplayProvider) or self.provider.rerun_tools:
             return tools
         from .loop.replay_tools import recorded_tools
         from .loop.tools import to_tools
@@ -412,4 +417,5 @@ def _plain_pricing(pricing: Any) -> dict | None:
         return None
     import dataclasses
 
-    return {str(k): dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in pricing.items()}
+    return {str(k): dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v
+            for k, v in pricing.items()}

@@ -40,13 +40,13 @@ __all__ = [
 
 def session_transcript(path: str | os.PathLike, fmt: str = "md") -> str:
     """The saved conversation as an escaped transcript (``"md"`` or ``"html"``), read-only."""
-    conv = Conversation.load(path)
+    conv = Conversation.load(Path(path))
     return conv.to_html() if _format(fmt) == "html" else conv.to_markdown()
 
 
 def session_usage(path: str | os.PathLike) -> pd.DataFrame:
     """The saved conversation's ``usage_df()`` (one row per turn)."""
-    return Conversation.load(path).usage_df()
+    return Conversation.load(Path(path)).usage_df()
 
 
 def resume_session(path: str | os.PathLike, tools: Any = (), **overrides: Any) -> Agent:

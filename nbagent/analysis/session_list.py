@@ -81,7 +81,8 @@ def turn_costs(heads: list[SessionHead], pricing: Mapping | None) -> list[list[f
     out, i = [], 0
     for head, has_own in zip(heads, own):
         if has_own:
-            out.append([spend([t], head.settings.pricing).usd for t in head.turns])
+            pricing = head.settings.pricing if head.settings is not None else None
+            out.append([spend([t], pricing).usd for t in head.turns])
         else:
             out.append(flat[i: i + len(head.turns)])
             i += len(head.turns)

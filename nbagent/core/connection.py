@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from typing import Any, AsyncGenerator, Callable, Protocol, runtime_checkable
+from typing import Any, AsyncGenerator, Callable, Protocol, Sequence, runtime_checkable
 
 from .chat_session import ChatSession
 from .compression import ApproxTokenizer, Tokenizer, ToolDescription
@@ -28,13 +28,21 @@ class Connection(Protocol):
     """What a Conversation needs from whatever runs its turns."""
 
     conversation_id: str
-    model_name: str  # shown in the ledger and the widget
-    provider_name: str
-    context_window: int | None  # the model's window in tokens (None: unknown)
     tokenizer: Tokenizer  # counts tokens for estimates
     request_guard: RequestGuard | None  # the conversation's budget check inside the tool loop
 
-    def tool_descriptions(self) -> list[ToolDescription]:
+    @property
+    def model_name(self) -> str:
+        """The model that answers: shown in the ledger and the widget."""
+
+    @property
+    def provider_name(self) -> str: ...
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's window in tokens (None: unknown)."""
+
+    def tool_descriptions(self) -> Sequence[ToolDescription]:
         """The tools the next request would carry."""
 
     async def send(self, prompt: str) -> None:

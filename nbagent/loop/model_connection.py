@@ -15,7 +15,7 @@ import contextlib
 import threading
 import time
 import uuid
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 from ..core.chat_session import CacheStrategy, ChatSession
 from ..core.compression import ApproxTokenizer
@@ -193,7 +193,7 @@ class ModelConnection:
         self.next_step_index += 1
         return step
 
-    async def receive_steps(self) -> AsyncIterator[Step]:
+    async def receive_steps(self) -> AsyncGenerator[Step, None]:
         self._loop = asyncio.get_running_loop()
         prompt, self._prompt = self._prompt, None
         try:
@@ -206,7 +206,7 @@ class ModelConnection:
             self._idle = True
             self.tool_runner.decisions.clear()
 
-    async def _run_turn(self, prompt: str) -> AsyncIterator[Step]:
+    async def _run_turn(self, prompt: str) -> AsyncGenerator[Step, None]:
         prompt, blocked = await self._apply_prompt_hook(clean_text(prompt))
         if prompt:
             yield self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.USER,
@@ -256,7 +256,7 @@ class ModelConnection:
                     if step.type == StepType.FINISH:
                         return
 
-    async def _tool_round(self, calls: list[ToolUsePart]) -> AsyncIterator[Step]:
+    async def _tool_round(self, calls: list[ToolUsePart]) -> AsyncGenerator[Step, None]:
         """Run one round of tool calls; a FINISH step last when the turn stops here."""
         results: list[ToolResultPart] = []
         async with contextlib.aclosing(self.tool_runner.run(calls, self._new_step)) as items:
@@ -300,7 +300,7 @@ class ModelConnection:
             raise NbagentError("nothing to send: the prompt is empty and no tool results are pending",
                                kind="config")
 
-    async def _list_tool_sources(self) -> AsyncIterator[Step]:
+    async def _list_tool_sources(self) -> AsyncGenerator[Step, None]:
         """Add the tools of sources not listed yet (MCP servers start here); a failed source gets an
         error SYSTEM_MESSAGE step and the turn goes on without it (the next turn tries again)."""
         try:
@@ -360,7 +360,7 @@ class ModelConnection:
             include_reasoning=self.include_reasoning,
         )
 
-    async def _model_call(self, step: Step) -> AsyncIterator[Step | Finish]:
+    async def _model_call(self, step: Step) -> AsyncGenerator[Step | Finish, None]:
         queue: asyncio.Queue = asyncio.Queue()
         request = self._request()
         step.prefix_change = self.prefix_tracker.observe(request.model, request.system, request.tools,
@@ -405,9 +405,9 @@ class ModelConnection:
                     if isinstance(event, NbagentError):
                         raise event
                     raise NbagentError(f"model call failed: {event!r}", kind="protocol") from event
-                update, finish = fold_batch(step, event, calls, self.session, self.include_reasoning)
-                if update is not None:
-                    yield update
+                folded, finish = fold_batch(step, event, calls, self.session, self.include_reasoning)
+                if folded is not None:
+                    yield folded
                 if finish is not None:
                     yield finish
         except GeneratorExit:  # the consumer went away mid-call

@@ -20,7 +20,7 @@ import asyncio
 import functools
 import threading
 import time
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Callable
 
 from ..core.errors import NbagentError
 from ..core.messages import Message, ToolResultPart, ToolUsePart
@@ -111,7 +111,7 @@ class ToolRunner:
         self.manual_results.clear()
         return parts
 
-    async def run(self, calls: list[ToolUsePart], new_step: Callable[..., Step]) -> AsyncIterator[Step | ToolResultPart]:
+    async def run(self, calls: list[ToolUsePart], new_step: Callable[..., Step]) -> AsyncGenerator[Step | ToolResultPart, None]:
         queue: asyncio.Queue = asyncio.Queue()
         tasks = []
         for part in calls:
