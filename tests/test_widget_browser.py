@@ -92,6 +92,8 @@ NOTEBOOKS = {
     "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
     "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "import time\ntime.sleep(12)"],
+    "follow.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
+    "thoughts.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
 }
 
 
@@ -587,6 +589,56 @@ def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook):
     more.click()
     assert "nba-collapsed" not in prompt.get_attribute("class") and more.inner_text() == "Show less"
     assert prompt.evaluate("p => p.getBoundingClientRect().height") > 600
+    no_errors(lab)
+
+
+def _in_view(page, chat, selector):
+    """Whether the element ``selector`` (inside the chat) lies within the transcript's visible area."""
+    return page.evaluate("""([chat, sel]) => { const list = document.querySelector(chat + ' .nba-turns');
+        const el = list.querySelectorAll(sel); const last = el[el.length - 1];
+        const a = list.getBoundingClientRect(), b = last.getBoundingClientRect();
+        return b.top >= a.top - 1 && b.bottom <= a.bottom + 1; }""", [chat, selector])
+
+
+def test_the_transcript_follows_the_stream_turn_after_turn(lab, notebook, tmp_path):
+    """Prompts sent with Enter, no mouse: each answer lands in view (it stopped following after two)."""
+    nb = notebook("follow.ipynb")
+    chat = show_widget(lab, nb)
+    for i in range(6):
+        send_prompt(lab, chat, f"Tell me about topic number {i}")
+        wait_turn_done(lab, chat, i + 1)
+        lab.wait_for_timeout(100)  # the scroll follows the last render by a frame
+        assert _in_view(lab, chat, ".nba-turn:last-child .nba-footer"), f"turn {i + 1}'s end is out of view"
+    assert lab.locator(chat).locator(".nba-new").is_hidden()  # following: no "new messages" button
+    _shot(lab, chat, "widget-follow.png", tmp_path)
+    # the user scrolls up: a "new messages" button appears and brings the view back down
+    lab.locator(f"{chat} .nba-turns").hover()
+    lab.mouse.wheel(0, -400)
+    lab.wait_for_function("(s) => document.querySelector(s + ' .nba-turns').scrollTop > 0", arg=chat, polling=50)
+    lab.wait_for_selector(f"{chat} .nba-new", state="visible")
+    assert not _in_view(lab, chat, ".nba-turn:last-child .nba-footer")
+    _shot(lab, chat, "widget-scrolled-up.png", tmp_path)
+    lab.click(f"{chat} .nba-new")
+    lab.wait_for_timeout(100)
+    assert _in_view(lab, chat, ".nba-turn:last-child .nba-footer")
+    assert lab.locator(chat).locator(".nba-new").is_hidden()
+    no_errors(lab)
+
+
+def test_each_turn_shows_only_its_own_thought(lab, notebook):
+    """Prompts from the widget's box: no turn gains a block with the next turn's thought."""
+    nb = notebook("thoughts.ipynb")
+    chat = show_widget(lab, nb)
+    prompts = ["First question here", "Second question here", "Third question here"]
+    for i, p in enumerate(prompts):
+        send_prompt(lab, chat, p)
+        wait_turn_done(lab, chat, i + 1)
+    thoughts = lab.evaluate("""(s) => [...document.querySelectorAll(s + ' .nba-turn')].map(t =>
+        [...t.querySelectorAll('.nba-thinking')].map(d => d.querySelector('.nba-thinking-body').textContent))""", chat)
+    assert len(thoughts) == 3
+    for p, blocks in zip(prompts, thoughts):
+        assert len(blocks) == 1, blocks
+        assert blocks[0].startswith(f"The user asked: \u201c{p}"), blocks
     no_errors(lab)
 
 

@@ -209,6 +209,10 @@ export class TurnView {
     this.modelCalls = new Set(turn.steps.filter(isModel).flatMap((s) => (s.tool_calls || []).map((/** @type {any} */ c) => c.id)));
     this.running = rec ? rec.status === "running" : true;
     let prev = null;
+    const present = new Set(turn.steps.map((s) => s.step_index));
+    for (const [index, view] of this.steps) { // a step the turn no longer has (it moved to its own turn)
+      if (!present.has(index)) { view.el.remove(); this.steps.delete(index); }
+    }
     for (const step of turn.steps) {
       if (step.source === "USER") continue;
       let view = this.steps.get(step.step_index);
