@@ -177,6 +177,17 @@ class Agent:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return self._conversation._repr_mimebundle_(include=include, exclude=exclude)
 
+    def _ipython_display_(self) -> None:
+        """The chat widget as display data (see ChatWidget._ipython_display_)."""
+        try:
+            widget = self._conversation.widget()
+        except ImportError:  # no anywidget: the markdown transcript
+            from IPython.display import display
+
+            display(self._repr_mimebundle_(), raw=True)
+            return
+        widget._ipython_display_()
+
     def __repr__(self) -> str:
         tools = list(self.tools)
         return f"Agent(model={self.model!r}, tools={tools}, turns={self._conversation.turn_count})"

@@ -514,21 +514,31 @@ def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook,
     md = "".join("".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {}))
     assert "What is 12 * 7?" in md and "84" in md and "Hello there" in md and "2 turns" in md
     assert "sk-SECRET" not in json.dumps(outputs)
-    # close it, its kernel gone; reopen: the transcript is there without the widget's kernel
+    # close it, its kernel gone; reopen it (a fresh kernel, no cell run): the transcript alone shows,
+    # the widget's output finds the blank model the widget saved instead of a "model not found" box
     lab.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
         await w.sessionContext.shutdown(); w.dispose(); }""")
     nb = notebook("saved.ipynb")
-    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
     lab.wait_for_selector(f"{nb} .nbagent-transcript")
+    lab.wait_for_function("""(nb) => { const a = document.querySelectorAll(nb + ' .jp-Cell')[0].querySelector('.jp-OutputArea');
+        return !a.textContent.includes('Loading widget')
+          && (a.textContent.includes('Error displaying') || !!a.querySelector('.jp-OutputArea-output > .lm-Widget')); }""",
+                          arg=nb, polling=100)
     shown = _transcript_outputs(lab, nb)
     assert len(shown) == 1 and "What is 12 * 7?" in shown[0] and "Hello there" in shown[0] and "84" in shown[0]
+    outputs_text = lab.inner_text(f"{nb} .jp-Cell >> nth=0 >> .jp-OutputArea")
+    assert "Error displaying widget" not in outputs_text and "model not found" not in outputs_text
+    assert "[1]:" not in outputs_text and "nbagent chat widget" not in outputs_text  # no prompt, no stray line
     _shot(lab, f"{nb} .jp-Cell", "saved-reopened.png", tmp_path)
-    # nbconvert (as nbviewer does) shows it too
+    widgets_md = json.loads((jupyter_server["root"] / "saved.ipynb").read_text())["metadata"]["widgets"]
+    assert len(json.dumps(widgets_md)) < 1000 and "sk-SECRET" not in json.dumps(widgets_md)  # a stub, not the chat
+    # nbconvert (as nbviewer does) shows the transcript only
     import subprocess, sys
     out = subprocess.run([str(Path(sys.executable).with_name("jupyter")), "nbconvert", "--to", "html", "--stdout",
                           str(jupyter_server["root"] / "saved.ipynb")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Hello there" in out.stdout and "What is 12 * 7?" in out.stdout
+    assert "nbagent chat widget" not in out.stdout and "Out[1]" not in out.stdout
     no_errors(lab)
 
 

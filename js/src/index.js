@@ -12,6 +12,7 @@
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 import { loadMath, setMathRequester } from "./mathtext.js";
+import { saveStubWith } from "./saved_state.js";
 
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
  *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
@@ -133,6 +134,7 @@ export default {
   /** @param {{model: any}} ctx */
   initialize({ model }) {
     const store = storeFor(model);
+    saveStubWith(model); // a reopened notebook finds a (blank) model instead of an error box
     return () => { store.unwatch(); stores.delete(model.get("_key") || ""); }; // the widget was closed
   },
   /** @param {{model: any, el: HTMLElement}} ctx */
