@@ -92,6 +92,11 @@ NOTEBOOKS = {
     "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
     "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "import time\ntime.sleep(12)"],
+    "mathsaved.ipynb": [
+        "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
+        "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
+        " r'So $x<y$ and \\(a<b\\) are math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
+        "conv = Conversation(StreamConnection(answer))\nconv.widget()"],
     "follow.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
     "thoughts.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
 }
@@ -539,6 +544,28 @@ def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook,
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Hello there" in out.stdout and "What is 12 * 7?" in out.stdout
     assert "nbagent chat widget" not in out.stdout and "Out[1]" not in out.stdout
+    no_errors(lab)
+
+
+def test_math_in_the_reopened_notebook_is_the_widgets_math(lab, notebook, jupyter_server):
+    """The saved transcript, rendered by JupyterLab's MathJax: the same formulas as the live widget,
+    no error for "<", money as money."""
+    nb = notebook("mathsaved.ipynb")
+    chat = show_widget(lab, nb)
+    send_prompt(lab, chat, "Some math please")
+    wait_turn_done(lab, chat, 1)
+    lab.wait_for_timeout(300)  # the transcript's update follows the turn's end
+    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.context.save(); }")
+    lab.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
+        await w.sessionContext.shutdown(); w.dispose(); }""")
+    nb = notebook("mathsaved.ipynb")
+    lab.wait_for_function("(nb) => document.querySelectorAll(nb + ' .nbagent-transcript mjx-container').length >= 5",
+                          arg=nb, polling=100)
+    md = lab.locator(nb).locator(".nbagent-transcript")
+    assert md.locator("mjx-container").count() == 5  # e^{iπ}, ∫, x<y, a<b, ∑: nothing else
+    assert md.locator("mjx-container[display='true']").count() == 2
+    assert md.locator("mjx-merror").count() == 0 and "&lt;" not in md.inner_text()
+    assert "it costs $5 and $10." in md.inner_text()
     no_errors(lab)
 
 
