@@ -97,6 +97,8 @@ NOTEBOOKS = {
         "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
         " r'So $x<y$ and \\(a<b\\) are math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
         "conv = Conversation(StreamConnection(answer))\nconv.widget()"],
+    "a11y.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], policy='ask')\nagent"],
+    "shutdown.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "follow.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
     "thoughts.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
 }
@@ -676,6 +678,80 @@ def test_each_turn_shows_only_its_own_thought(lab, notebook):
     for p, blocks in zip(prompts, thoughts):
         assert len(blocks) == 1, blocks
         assert blocks[0].startswith(f"The user asked: \u201c{p}"), blocks
+    no_errors(lab)
+
+
+CONTRAST_JS = """([sel]) => {
+    const cv = document.createElement('canvas').getContext('2d', { willReadFrequently: true });
+    const rgba = (c) => { cv.clearRect(0, 0, 1, 1); cv.fillStyle = '#000'; cv.fillStyle = c; cv.fillRect(0, 0, 1, 1);
+        const d = cv.getImageData(0, 0, 1, 1).data; return [d[0], d[1], d[2], d[3] / 255]; };
+    const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor);
+        if (getComputedStyle(e).backgroundColor !== 'rgba(0, 0, 0, 0)' && c[3] > 0.5) return c; } return [255, 255, 255, 1]; };
+    const lum = ([r, g, b]) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+    const el = document.querySelector(sel); const bg = bgOf(el); const fg = rgba(getComputedStyle(el).color);
+    const over = fg.slice(0, 3).map((v, i) => v * fg[3] + bg[i] * (1 - fg[3]));
+    const a = lum(over), b = lum(bg); return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05); }"""
+
+
+def _theme(page, name):
+    page.evaluate("async (t) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: t}); }", name)
+    page.wait_for_function("(light) => document.body.dataset.jpThemeLight === light", arg=str(name.endswith("Light")).lower())
+    page.wait_for_timeout(300)
+
+
+def test_keyboard_and_screen_reader(lab, notebook):
+    """Approve gets the keyboard when a call waits, focus rings show, the answers are a log (the
+    gauge is not live), and small text in status colours has 4.5:1 contrast in light and dark."""
+    nb = notebook("a11y.ipynb")
+    chat = show_widget(lab, nb)
+    assert lab.get_attribute(f"{chat} .nba-turns", "role") == "log"
+    assert lab.get_attribute(f"{chat} .nba-gauge", "role") is None
+    assert lab.get_attribute(f"{chat} .nba-gauge", "aria-live") == "off"
+    send_prompt(lab, chat, "What is 6 * 7?")
+    lab.wait_for_selector(f"{chat} .nba-tool[data-status='waiting'] .nba-approve")
+    lab.wait_for_function("(s) => document.activeElement === document.querySelector(s + ' .nba-approve')", arg=chat,
+                          polling=50, timeout=5_000)
+    ring = lab.evaluate("""(s) => { const b = document.querySelector(s + ' .nba-approve'), st = getComputedStyle(b);
+        return [b.matches(':focus-visible'), st.outlineStyle, st.outlineColor, st.backgroundColor]; }""", chat)
+    assert ring[0] and ring[1] != "none" and ring[2] != ring[3], ring  # visible, not the button's own blue
+    contrast = {}
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        _theme(lab, theme)
+        contrast[f"{theme} approve"] = lab.evaluate(CONTRAST_JS, [f"{chat} .nba-approve"])
+        contrast[f"{theme} waiting badge"] = lab.evaluate(CONTRAST_JS, [f"{chat} .nba-badge"])
+    lab.keyboard.press("Enter")  # approves
+    wait_turn_done(lab, chat, 1)
+    assert lab.locator(chat).locator(".nba-tool").get_attribute("data-status") == "done"
+    send_prompt(lab, chat, "Hello there")  # an answer with a code block (Copy) and a failing tool call
+    wait_turn_done(lab, chat, 2)
+    lab.evaluate("""(s) => { const c = document.querySelector(s + ' .nba-badge');
+        for (const st of ['done', 'error', 'waiting', 'running', 'denied']) {
+          const b = c.cloneNode(); b.className = 'nba-badge nba-st-' + st; b.textContent = st; b.id = 'probe-' + st;
+          c.parentElement.append(b); } }""", chat)
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        _theme(lab, theme)
+        contrast[f"{theme} copy"] = lab.evaluate(CONTRAST_JS, [f"{chat} .nba-copy"])
+        for st in ("done", "error", "waiting", "running", "denied"):
+            contrast[f"{theme} {st} badge"] = lab.evaluate(CONTRAST_JS, [f"#probe-{st}"])
+    _theme(lab, "JupyterLab Light")
+    TIMINGS["contrast"] = {k: round(v, 2) for k, v in contrast.items()}
+    low = {k: round(v, 2) for k, v in contrast.items() if v < 4.5}
+    assert not low, low
+    no_errors(lab)
+
+
+def test_shut_down_kernel_says_so_and_send_looks_unusable(lab, notebook):
+    nb = notebook("shutdown.ipynb")
+    chat = show_widget(lab, nb)
+    before = lab.evaluate("(s) => getComputedStyle(document.querySelector(s + ' .nba-send')).backgroundColor", chat)
+    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+    lab.wait_for_function("(s) => document.querySelector(s + ' .nba-notice')?.textContent.includes('re-run this cell')",
+                          arg=chat, polling=50)
+    notice = lab.inner_text(f"{chat} .nba-notice")
+    assert "shut down" in notice and "restarted" not in notice, notice
+    after = lab.evaluate("(s) => getComputedStyle(document.querySelector(s + ' .nba-send')).backgroundColor", chat)
+    assert after != before  # no longer the bright "ready" button
     no_errors(lab)
 
 

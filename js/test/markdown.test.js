@@ -79,3 +79,9 @@ test("the math rule: the cases Python shares (tests/test_mathtext.py reads the s
   const cases = JSON.parse(readFileSync(new URL("./math_cases.json", import.meta.url), "utf8"));
   for (const [text, pieces] of cases) assert.deepEqual(split(text), pieces, text);
 });
+
+test("TeX that does not parse throws (the widget then shows the TeX, not Temml's error text)", async () => {
+  const { tex } = await import("../src/math.js");
+  assert.match(tex("x^2", false), /<math/);
+  assert.throws(() => tex("\\frac{1}{", false), /ParseError/);
+});

@@ -21,7 +21,12 @@ def gauge_dict(conv: Any) -> dict:
     from ..analysis.estimate import context_window_of, spend
 
     turns: list[TurnRecord] = conv.turns
-    tokens = next((t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
+    tokens = turns[-1].context_tokens if turns else 0
+    if not tokens and conv.history:  # the last turn reported none (stopped, failed): estimate it
+        try:
+            tokens = conv.estimate("").input_tokens
+        except Exception:  # no estimate: the last figure reported, if any
+            tokens = next((t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
     try:
         window = context_window_of(conv)
         spent = spend(turns, getattr(conv, "pricing", None))

@@ -16,7 +16,8 @@ export class ChatView {
   constructor(el, send, placeholder) {
     this.host = el;
     this.send = send;
-    this.list = h("div", { class: "nba-turns" });
+    // a chat log: screen readers announce what is added (aria-busy holds it while a turn streams)
+    this.list = h("div", { class: "nba-turns", role: "log", "aria-live": "polite", "aria-label": "Chat" });
     this.empty = h("div", { class: "nba-empty", text: "No messages yet." });
     this.notice = h("div", { class: "nba-notice", role: "status" });
     this.hint = h("div", { class: "nba-hint", role: "status" });
@@ -189,6 +190,7 @@ export class ChatView {
     this.sendBtn.disabled = running;
     this.stopBtn.disabled = !running;
     this.root.classList.toggle("nba-is-running", running);
+    this.list.setAttribute("aria-busy", String(running));
     // Focus returns only after a turn sent from this box, and only if the user has not moved
     // on: focusing on every state change would steal the notebook's keyboard (Shift+Enter).
     if (!running && this.refocus) {
