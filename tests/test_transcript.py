@@ -5,6 +5,7 @@ checked with an HTML parser for anything that would run or fetch."""
 
 from __future__ import annotations
 
+import re
 import json
 import shutil
 import subprocess
@@ -224,3 +225,12 @@ def test_the_plain_text_transcript_is_the_words_themselves():
     assert "You: Find <b onmouseover=alert('xss-prompt')>it</b>" in text  # as typed: the view escapes it
     assert "🔧 lookup(" in text and "returned: found <img" in text and "Error: [server] server said" in text
     assert "&lt;" not in text and "<code>" not in text
+
+
+def test_a_disarmed_link_is_text_not_a_link_to_a_relative_page():
+    """``java\u200bscript:`` is no scheme, but as a link it would open a relative page (a new Lab tab)."""
+    source = "see [a link](javascript:alert(1)), ![i](javascript:x), [ok](https://x.org)\n\n[r]: vbscript:y\n\n[use r][r]"
+    page = mistune_html(prose(source))
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs == ["https://x.org"], hrefs
+    assert "a link" in page and "java\u200bscript:alert(1)" in page  # shown, as text

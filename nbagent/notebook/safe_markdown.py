@@ -31,6 +31,9 @@ _SCHEME = re.compile(r"(?i)\b(java|vb|live)(script\s*\\?:)")
 _TEXT_TOKEN = re.compile(r"(\\[!-/:-@\[-`{-~])|(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});)"
                          r"|(<(?=[A-Za-z/!?]|$))|(\$)")
 _DOLLAR = "\\\\$"  # markdown for "\$": MathJax (which reads the page's text) shows it as "$"
+_DEFUSED = r"(?:java|vb|live)\u200bscript"
+_DISARMED_LINK = re.compile(r"\]\((?=\s*<?\s*" + _DEFUSED + ")", re.I)
+_DISARMED_DEF = re.compile(r"^ {0,3}\[(?=[^\]]*\]:\s*<?\s*" + _DEFUSED + ")", re.I)
 _SAFE_URL = re.compile(r"(?i)^(https?:|mailto:|#|/|\./|\.\./|[^:]*$)")
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _BACKTICKS = re.compile(r"`+")
@@ -219,7 +222,10 @@ def _text(text: str) -> str:
 
 
 def _prose_text(text: str) -> str:
-    return _defuse(_TEXT_TOKEN.sub(_text_token, text)).replace("![", "🖼 [")
+    text = _defuse(_TEXT_TOKEN.sub(_text_token, text)).replace("![", "🖼 [")
+    # a link to a defused address would still be a link (to a relative page): show it as text
+    text = _DISARMED_LINK.sub(lambda m: m.group(0)[:-1] + "\\(", text)
+    return _DISARMED_DEF.sub(lambda m: "\\" + m.group(0), text)
 
 
 def _text_token(m: re.Match) -> str:
