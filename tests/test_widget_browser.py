@@ -99,6 +99,8 @@ NOTEBOOKS = {
         "conv = Conversation(StreamConnection(answer))\nconv.widget()"],
     "a11y.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], policy='ask')\nagent"],
     "shutdown.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
+    "midscroll.ipynb": ["from support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
+                        "conv = Conversation(StreamConnection(words(20_000), pace=0.02, batch=3))\nconv.widget()"],
     "follow.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
     "thoughts.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
 }
@@ -661,6 +663,33 @@ def test_the_transcript_follows_the_stream_turn_after_turn(lab, notebook, tmp_pa
     lab.wait_for_timeout(100)
     assert _in_view(lab, chat, ".nba-turn:last-child .nba-footer")
     assert lab.locator(chat).locator(".nba-new").is_hidden()
+    no_errors(lab)
+
+
+def test_a_scroll_up_mid_stream_is_respected_until_the_button(lab, notebook):
+    """The user scrolls up while an answer streams: the view stays where they put it while text
+    keeps arriving; "↓ new messages" brings it back and following resumes."""
+    nb = notebook("midscroll.ipynb")
+    chat = show_widget(lab, nb)
+    send_prompt(lab, chat, "Write a lot")
+    has = "([s, w]) => (document.querySelector(s + ' .nba-md')?.textContent || '').includes(w)"
+    lab.wait_for_function(has, arg=[chat, "w00600"], polling=50)
+    gap = "(s) => { const l = document.querySelector(s + ' .nba-turns'); return l.scrollHeight - l.scrollTop - l.clientHeight; }"
+    assert lab.evaluate(gap, chat) < 40  # following
+    lab.locator(f"{chat} .nba-turns").hover()
+    lab.mouse.wheel(0, -300)
+    lab.wait_for_function(f"(s) => ({gap})(s) > 200", arg=chat, polling=50)
+    top = lab.evaluate("(s) => document.querySelector(s + ' .nba-turns').scrollTop", chat)
+    lab.wait_for_function(has, arg=[chat, "w00900"], polling=50)  # more text arrived meanwhile
+    assert lab.evaluate("(s) => document.querySelector(s + ' .nba-turns').scrollTop", chat) == top
+    lab.wait_for_selector(f"{chat} .nba-new", state="visible")
+    assert lab.inner_text(f"{chat} .nba-new") == "↓ new messages"
+    lab.click(f"{chat} .nba-new")
+    lab.wait_for_function(has, arg=[chat, "w01200"], polling=50)
+    lab.wait_for_function(f"(s) => ({gap})(s) < 40", arg=chat, polling=50)  # following again
+    assert lab.locator(chat).locator(".nba-new").is_hidden()
+    lab.click(f"{chat} .nba-stop")
+    wait_turn_done(lab, chat, 1, timeout=20_000)
     no_errors(lab)
 
 
