@@ -723,6 +723,19 @@ CONTRAST_JS = """([sel]) => {
     const a = lum(over), b = lum(bg); return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05); }"""
 
 
+AXE = ROOT / "js" / "node_modules" / "axe-core" / "axe.min.js"  # axe-core, a js/ dev dependency (offline)
+
+
+def _axe(page, chat):
+    """axe-core's WCAG 2 A/AA rules on the chat: [(rule id, impact, how many nodes)]."""
+    assert AXE.exists(), "axe-core is missing: run `npm ci` in js/ (scripts/test.sh does)"
+    if not page.evaluate("() => !!window.axe"):
+        page.add_script_tag(path=str(AXE))
+    return page.evaluate("""async (s) => { const r = await window.axe.run(document.querySelector(s),
+        { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+        return r.violations.map(v => [v.id, v.impact, v.nodes.length, v.nodes.slice(0, 2).map(n => n.failureSummary)]); }""", chat)
+
+
 def _theme(page, name):
     page.evaluate("async (t) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: t}); }", name)
     page.wait_for_function("(light) => document.body.dataset.jpThemeLight === light", arg=str(name.endswith("Light")).lower())
@@ -763,7 +776,12 @@ def test_keyboard_and_screen_reader(lab, notebook):
         contrast[f"{theme} copy"] = lab.evaluate(CONTRAST_JS, [f"{chat} .nba-copy"])
         for st in ("done", "error", "waiting", "running", "denied"):
             contrast[f"{theme} {st} badge"] = lab.evaluate(CONTRAST_JS, [f"#probe-{st}"])
+    violations = {}
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        _theme(lab, theme)
+        violations[theme] = _axe(lab, chat)
     _theme(lab, "JupyterLab Light")
+    assert not any(violations.values()), violations
     TIMINGS["contrast"] = {k: round(v, 2) for k, v in contrast.items()}
     low = {k: round(v, 2) for k, v in contrast.items() if v < 4.5}
     assert not low, low
