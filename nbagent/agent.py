@@ -388,6 +388,10 @@ class Agent:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return self._conversation._repr_mimebundle_(include=include, exclude=exclude)
 
+    def _ipython_display_(self) -> None:
+        """The active conversation's chat widget as display data (no ``Out[n]:`` prompt)."""
+        self._conversation._ipython_display_()
+
     def __repr__(self) -> str:
         tools = list(self.tools)
         return f"Agent(model={self.model!r}, tools={tools}, turns={self._conversation.turn_count})"

@@ -406,6 +406,18 @@ class Conversation:
 
             return {"text/markdown": transcript_markdown(self.history), "text/plain": repr(self)}
 
+    def _ipython_display_(self) -> None:
+        """The chat widget as display data (see ChatWidget._ipython_display_); without anywidget,
+        the markdown transcript."""
+        try:
+            widget = self.widget()
+        except ImportError:
+            from IPython.display import display
+
+            display(self._repr_mimebundle_(), raw=True)
+            return
+        widget._ipython_display_()
+
     def export_frames(self, state: ConversationState | None = None) -> dict:
         """The DataFrames as JSON rows (what ``save(path, frames=True)`` embeds); needs numpy."""
         from .analysis.sessions import export_frames

@@ -528,3 +528,22 @@ async def test_a_read_only_loaded_session_saves_again_without_losing_its_chat_hi
     a, b = json.loads(first.read_text()), json.loads(again.read_text())
     assert a["chat_session"] == b["chat_session"] and b["chat_session"]["messages"]
     assert a["steps"] == b["steps"] and a["turns"] == b["turns"]
+
+
+def test_a_prompt_step_takes_no_time_and_thoughts_of_two_calls_stay_apart():
+    """history_df's duration_s is never negative on user steps; resp.thinking keeps one paragraph
+    per model call (they ran together: '…{"expression": "12 * 7"}.The tool returned…')."""
+    from nbagent import Agent, tool
+
+    @tool
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression."""
+        return "84"
+
+    agent = Agent(model="demo", tools=[calculator])
+    resp = agent.conversation.ask("What is 12 * 7?")
+    first, second = [s.thinking for s in resp.steps if s.source.value == "MODEL" and s.thinking]
+    assert resp.thinking == first + "\n\n" + second
+    user = [s for s in agent.conversation.history if s.source.value == "USER"]
+    assert user and all(s.finished_at == s.created_at for s in user)
+    assert (agent.conversation.history_df()["duration_s"] >= 0).all()

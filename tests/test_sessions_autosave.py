@@ -314,8 +314,13 @@ def test_damaged_settings_are_listed_as_unreadable_and_refused_by_load(tmp_path,
     assert err.value.kind == "io" and agent.session_path.name in str(err.value)
 
 
-def test_a_notebook_chat_read_in_a_script_goes_on_without_the_kernel_tools(tmp_path):
+def test_a_notebook_chat_read_in_a_script_goes_on_without_the_kernel_tools(tmp_path, monkeypatch):
+    import sys
+
     from nbagent import notebook_tools
+
+    # a script: IPython not loaded (other tests of this process may have made a shell)
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)
 
     agent = Agent(model="demo", delay=0, save_to=tmp_path, tools=notebook_tools({"x": 1}, run_code=False))
     agent.ask("list_variables please")

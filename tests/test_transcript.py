@@ -5,6 +5,7 @@ checked with an HTML parser for anything that would run or fetch."""
 
 from __future__ import annotations
 
+import re
 import json
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from nbagent import Agent, NbagentError, tool
-from nbagent.notebook.safe_markdown import code_block, code_span, prose
+from nbagent.core.safe_markdown import code_block, code_span, prose
 from nbagent.notebook.transcript import transcript_markdown
 from nbagent.providers.base import TextDelta, ThinkingDelta
 from support.scripted import ScriptedProvider, text_call, tool_call
@@ -127,7 +128,7 @@ def test_formatting_math_and_code_survive():
               "```python\nprint('hi')\n```\n\n```html\n<b>&amp;</b>\n```\n\n`List<int>` is `code`")
     page = mistune_html(prose(source))
     assert "<h1" in page and "<strong>bold</strong>" in page and "<li>one</li>" in page
-    assert "$a &lt; b$" in page and "$x^2$" in page  # math is left for MathJax
+    assert r"$a \lt  b$" in page and "$x^2$" in page  # math is left for MathJax, with no "<" to escape
     assert "print" in page and "<code>List&lt;int&gt;</code>" in page and "<code>code</code>" in page
     assert "&lt;b&gt;&amp;amp;&lt;/b&gt;" in page  # code shows exactly what was written
 
@@ -224,3 +225,12 @@ def test_the_plain_text_transcript_is_the_words_themselves():
     assert "You: Find <b onmouseover=alert('xss-prompt')>it</b>" in text  # as typed: the view escapes it
     assert "🔧 lookup(" in text and "returned: found <img" in text and "Error: [server] server said" in text
     assert "&lt;" not in text and "<code>" not in text
+
+
+def test_a_disarmed_link_is_text_not_a_link_to_a_relative_page():
+    """``java\u200bscript:`` is no scheme, but as a link it would open a relative page (a new Lab tab)."""
+    source = "see [a link](javascript:alert(1)), ![i](javascript:x), [ok](https://x.org)\n\n[r]: vbscript:y\n\n[use r][r]"
+    page = mistune_html(prose(source))
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs == ["https://x.org"], hrefs
+    assert "a link" in page and "java\u200bscript:alert(1)" in page  # shown, as text

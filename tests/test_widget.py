@@ -381,7 +381,7 @@ class FakeDisplay:
         self.updates: list[tuple[dict, str]] = []
         monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
         monkeypatch.setattr(IPython.display, "display",
-                            lambda data, raw=False, display_id=None: self.shown.append((data, display_id)))
+                            lambda data, raw=False, display_id=None, **_kw: self.shown.append((data, display_id)))
         monkeypatch.setattr(IPython.display, "update_display",
                             lambda data, raw=False, display_id=None: self.updates.append((data, display_id)))
 
@@ -393,7 +393,7 @@ def test_showing_the_widget_also_shows_its_transcript_output(monkeypatch):
     w = ChatWidget(conv)
     data, _meta = w._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data and "text/markdown" not in data
-    assert "transcript" in data["text/plain"]
+    assert data["text/plain"] == ""  # where widgets do not render, the transcript says it all: no stray line
     (shown, display_id), = fake.shown
     assert display_id and "**bold** answer" in shown["text/markdown"] and "hello" in shown["text/markdown"]
     assert shown["text/markdown"].startswith('<div class="nbagent-transcript">')
@@ -446,6 +446,19 @@ def test_model_html_in_the_transcript_output_is_text():
     tags = set(re.findall(r"<([a-zA-Z]+)", md))
     assert tags <= {"div", "code", "pre", "sub"}, tags  # ours only; the model's are text
     assert "&lt;img src=x" in md and "javascript:alert" not in md
+
+
+def test_displaying_an_agent_gives_display_data_without_an_out_prompt(monkeypatch):
+    """``agent`` as a cell's last line: the transcript and the widget as display data (no
+    execute_result, so no ``Out[n]:`` beside a saved transcript), the widget naming its model."""
+    fake = FakeDisplay(monkeypatch)
+    agent = Agent(model="demo")
+    agent._ipython_display_()
+    (transcript, tid), (view, vid) = fake.shown
+    assert "text/markdown" in transcript and tid and vid is None
+    assert view["text/plain"] == ""
+    widget = agent.widget()
+    assert view["application/vnd.jupyter.widget-view+json"]["model_id"] == widget.model_id == widget._widget_id
 
 
 def test_no_transcript_output_outside_a_kernel():

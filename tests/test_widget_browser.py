@@ -92,6 +92,17 @@ NOTEBOOKS = {
     "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
     "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "import time\ntime.sleep(12)"],
+    "mathsaved.ipynb": [
+        "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
+        "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
+        " r'So $x<y$ and \\(a<b\\) are math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
+        "conv = Conversation(StreamConnection(answer))\nconv.widget()"],
+    "a11y.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], policy='ask')\nagent"],
+    "shutdown.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
+    "midscroll.ipynb": ["from support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
+                        "conv = Conversation(StreamConnection(words(20_000), pace=0.02, batch=3))\nconv.widget()"],
+    "follow.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
+    "thoughts.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
 }
 
 
@@ -512,21 +523,53 @@ def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook,
     md = "".join("".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {}))
     assert "What is 12 * 7?" in md and "84" in md and "Hello there" in md and "2 turns" in md
     assert "sk-SECRET" not in json.dumps(outputs)
-    # close it, its kernel gone; reopen: the transcript is there without the widget's kernel
+    # close it, its kernel gone; reopen it (a fresh kernel, no cell run): the transcript alone shows,
+    # the widget's output finds the blank model the widget saved instead of a "model not found" box
     lab.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
         await w.sessionContext.shutdown(); w.dispose(); }""")
     nb = notebook("saved.ipynb")
-    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
     lab.wait_for_selector(f"{nb} .nbagent-transcript")
+    lab.wait_for_function("""(nb) => { const a = document.querySelectorAll(nb + ' .jp-Cell')[0].querySelector('.jp-OutputArea');
+        return !a.textContent.includes('Loading widget')
+          && (a.textContent.includes('Error displaying') || !!a.querySelector('.jp-OutputArea-output > .lm-Widget')); }""",
+                          arg=nb, polling=100)
     shown = _transcript_outputs(lab, nb)
     assert len(shown) == 1 and "What is 12 * 7?" in shown[0] and "Hello there" in shown[0] and "84" in shown[0]
+    outputs_text = lab.inner_text(f"{nb} .jp-Cell >> nth=0 >> .jp-OutputArea")
+    assert "Error displaying widget" not in outputs_text and "model not found" not in outputs_text
+    assert "[1]:" not in outputs_text and "nbagent chat widget" not in outputs_text  # no prompt, no stray line
     _shot(lab, f"{nb} .jp-Cell", "saved-reopened.png", tmp_path)
-    # nbconvert (as nbviewer does) shows it too
+    widgets_md = json.loads((jupyter_server["root"] / "saved.ipynb").read_text())["metadata"]["widgets"]
+    assert len(json.dumps(widgets_md)) < 1000 and "sk-SECRET" not in json.dumps(widgets_md)  # a stub, not the chat
+    # nbconvert (as nbviewer does) shows the transcript only
     import subprocess, sys
     out = subprocess.run([str(Path(sys.executable).with_name("jupyter")), "nbconvert", "--to", "html", "--stdout",
                           str(jupyter_server["root"] / "saved.ipynb")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Hello there" in out.stdout and "What is 12 * 7?" in out.stdout
+    assert "nbagent chat widget" not in out.stdout and "Out[1]" not in out.stdout
+    no_errors(lab)
+
+
+def test_math_in_the_reopened_notebook_is_the_widgets_math(lab, notebook, jupyter_server):
+    """The saved transcript, rendered by JupyterLab's MathJax: the same formulas as the live widget,
+    no error for "<", money as money."""
+    nb = notebook("mathsaved.ipynb")
+    chat = show_widget(lab, nb)
+    send_prompt(lab, chat, "Some math please")
+    wait_turn_done(lab, chat, 1)
+    lab.wait_for_timeout(300)  # the transcript's update follows the turn's end
+    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.context.save(); }")
+    lab.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
+        await w.sessionContext.shutdown(); w.dispose(); }""")
+    nb = notebook("mathsaved.ipynb")
+    lab.wait_for_function("(nb) => document.querySelectorAll(nb + ' .nbagent-transcript mjx-container').length >= 5",
+                          arg=nb, polling=100)
+    md = lab.locator(nb).locator(".nbagent-transcript")
+    assert md.locator("mjx-container").count() == 5  # e^{iπ}, ∫, x<y, a<b, ∑: nothing else
+    assert md.locator("mjx-container[display='true']").count() == 2
+    assert md.locator("mjx-merror").count() == 0 and "&lt;" not in md.inner_text()
+    assert "it costs $5 and $10." in md.inner_text()
     no_errors(lab)
 
 
@@ -587,6 +630,175 @@ def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook):
     more.click()
     assert "nba-collapsed" not in prompt.get_attribute("class") and more.inner_text() == "Show less"
     assert prompt.evaluate("p => p.getBoundingClientRect().height") > 600
+    no_errors(lab)
+
+
+def _in_view(page, chat, selector):
+    """Whether the element ``selector`` (inside the chat) lies within the transcript's visible area."""
+    return page.evaluate("""([chat, sel]) => { const list = document.querySelector(chat + ' .nba-turns');
+        const el = list.querySelectorAll(sel); const last = el[el.length - 1];
+        const a = list.getBoundingClientRect(), b = last.getBoundingClientRect();
+        return b.top >= a.top - 1 && b.bottom <= a.bottom + 1; }""", [chat, selector])
+
+
+def test_the_transcript_follows_the_stream_turn_after_turn(lab, notebook, tmp_path):
+    """Prompts sent with Enter, no mouse: each answer lands in view (it stopped following after two)."""
+    nb = notebook("follow.ipynb")
+    chat = show_widget(lab, nb)
+    for i in range(6):
+        send_prompt(lab, chat, f"Tell me about topic number {i}")
+        wait_turn_done(lab, chat, i + 1)
+        lab.wait_for_timeout(100)  # the scroll follows the last render by a frame
+        assert _in_view(lab, chat, ".nba-turn:last-child .nba-footer"), f"turn {i + 1}'s end is out of view"
+    assert lab.locator(chat).locator(".nba-new").is_hidden()  # following: no "new messages" button
+    _shot(lab, chat, "widget-follow.png", tmp_path)
+    # the user scrolls up: a "new messages" button appears and brings the view back down
+    lab.locator(f"{chat} .nba-turns").hover()
+    lab.mouse.wheel(0, -400)
+    lab.wait_for_function("(s) => document.querySelector(s + ' .nba-turns').scrollTop > 0", arg=chat, polling=50)
+    lab.wait_for_selector(f"{chat} .nba-new", state="visible")
+    assert not _in_view(lab, chat, ".nba-turn:last-child .nba-footer")
+    _shot(lab, chat, "widget-scrolled-up.png", tmp_path)
+    lab.click(f"{chat} .nba-new")
+    lab.wait_for_timeout(100)
+    assert _in_view(lab, chat, ".nba-turn:last-child .nba-footer")
+    assert lab.locator(chat).locator(".nba-new").is_hidden()
+    no_errors(lab)
+
+
+def test_a_scroll_up_mid_stream_is_respected_until_the_button(lab, notebook):
+    """The user scrolls up while an answer streams: the view stays where they put it while text
+    keeps arriving; "↓ new messages" brings it back and following resumes."""
+    nb = notebook("midscroll.ipynb")
+    chat = show_widget(lab, nb)
+    send_prompt(lab, chat, "Write a lot")
+    has = "([s, w]) => (document.querySelector(s + ' .nba-md')?.textContent || '').includes(w)"
+    lab.wait_for_function(has, arg=[chat, "w00600"], polling=50)
+    gap = "(s) => { const l = document.querySelector(s + ' .nba-turns'); return l.scrollHeight - l.scrollTop - l.clientHeight; }"
+    assert lab.evaluate(gap, chat) < 40  # following
+    lab.locator(f"{chat} .nba-turns").hover()
+    lab.mouse.wheel(0, -300)
+    lab.wait_for_function(f"(s) => ({gap})(s) > 200", arg=chat, polling=50)
+    top = lab.evaluate("(s) => document.querySelector(s + ' .nba-turns').scrollTop", chat)
+    lab.wait_for_function(has, arg=[chat, "w00900"], polling=50)  # more text arrived meanwhile
+    assert lab.evaluate("(s) => document.querySelector(s + ' .nba-turns').scrollTop", chat) == top
+    lab.wait_for_selector(f"{chat} .nba-new", state="visible")
+    assert lab.inner_text(f"{chat} .nba-new") == "↓ new messages"
+    lab.click(f"{chat} .nba-new")
+    lab.wait_for_function(has, arg=[chat, "w01200"], polling=50)
+    lab.wait_for_function(f"(s) => ({gap})(s) < 40", arg=chat, polling=50)  # following again
+    assert lab.locator(chat).locator(".nba-new").is_hidden()
+    lab.click(f"{chat} .nba-stop")
+    wait_turn_done(lab, chat, 1, timeout=20_000)
+    no_errors(lab)
+
+
+def test_each_turn_shows_only_its_own_thought(lab, notebook):
+    """Prompts from the widget's box: no turn gains a block with the next turn's thought."""
+    nb = notebook("thoughts.ipynb")
+    chat = show_widget(lab, nb)
+    prompts = ["First question here", "Second question here", "Third question here"]
+    for i, p in enumerate(prompts):
+        send_prompt(lab, chat, p)
+        wait_turn_done(lab, chat, i + 1)
+    thoughts = lab.evaluate("""(s) => [...document.querySelectorAll(s + ' .nba-turn')].map(t =>
+        [...t.querySelectorAll('.nba-thinking')].map(d => d.querySelector('.nba-thinking-body').textContent))""", chat)
+    assert len(thoughts) == 3
+    for p, blocks in zip(prompts, thoughts):
+        assert len(blocks) == 1, blocks
+        assert blocks[0].startswith(f"The user asked: \u201c{p}"), blocks
+    no_errors(lab)
+
+
+CONTRAST_JS = """([sel]) => {
+    const cv = document.createElement('canvas').getContext('2d', { willReadFrequently: true });
+    const rgba = (c) => { cv.clearRect(0, 0, 1, 1); cv.fillStyle = '#000'; cv.fillStyle = c; cv.fillRect(0, 0, 1, 1);
+        const d = cv.getImageData(0, 0, 1, 1).data; return [d[0], d[1], d[2], d[3] / 255]; };
+    const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor);
+        if (getComputedStyle(e).backgroundColor !== 'rgba(0, 0, 0, 0)' && c[3] > 0.5) return c; } return [255, 255, 255, 1]; };
+    const lum = ([r, g, b]) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+    const el = document.querySelector(sel); const bg = bgOf(el); const fg = rgba(getComputedStyle(el).color);
+    const over = fg.slice(0, 3).map((v, i) => v * fg[3] + bg[i] * (1 - fg[3]));
+    const a = lum(over), b = lum(bg); return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05); }"""
+
+
+AXE = ROOT / "js" / "node_modules" / "axe-core" / "axe.min.js"  # axe-core, a js/ dev dependency (offline)
+
+
+def _axe(page, chat):
+    """axe-core's WCAG 2 A/AA rules on the chat: [(rule id, impact, how many nodes)]."""
+    assert AXE.exists(), "axe-core is missing: run `npm ci` in js/ (scripts/test.sh does)"
+    if not page.evaluate("() => !!window.axe"):
+        page.add_script_tag(path=str(AXE))
+    return page.evaluate("""async (s) => { const r = await window.axe.run(document.querySelector(s),
+        { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+        return r.violations.map(v => [v.id, v.impact, v.nodes.length, v.nodes.slice(0, 2).map(n => n.failureSummary)]); }""", chat)
+
+
+def _theme(page, name):
+    page.evaluate("async (t) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: t}); }", name)
+    page.wait_for_function("(light) => document.body.dataset.jpThemeLight === light", arg=str(name.endswith("Light")).lower())
+    page.wait_for_timeout(300)
+
+
+def test_keyboard_and_screen_reader(lab, notebook):
+    """Approve gets the keyboard when a call waits, focus rings show, the answers are a log (the
+    gauge is not live), and small text in status colours has 4.5:1 contrast in light and dark."""
+    nb = notebook("a11y.ipynb")
+    chat = show_widget(lab, nb)
+    assert lab.get_attribute(f"{chat} .nba-turns", "role") == "log"
+    assert lab.get_attribute(f"{chat} .nba-gauge", "role") is None
+    assert lab.get_attribute(f"{chat} .nba-gauge", "aria-live") == "off"
+    send_prompt(lab, chat, "What is 6 * 7?")
+    lab.wait_for_selector(f"{chat} .nba-tool[data-status='waiting'] .nba-approve")
+    lab.wait_for_function("(s) => document.activeElement === document.querySelector(s + ' .nba-approve')", arg=chat,
+                          polling=50, timeout=5_000)
+    ring = lab.evaluate("""(s) => { const b = document.querySelector(s + ' .nba-approve'), st = getComputedStyle(b);
+        return [b.matches(':focus-visible'), st.outlineStyle, st.outlineColor, st.backgroundColor]; }""", chat)
+    assert ring[0] and ring[1] != "none" and ring[2] != ring[3], ring  # visible, not the button's own blue
+    contrast = {}
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        _theme(lab, theme)
+        contrast[f"{theme} approve"] = lab.evaluate(CONTRAST_JS, [f"{chat} .nba-approve"])
+        contrast[f"{theme} waiting badge"] = lab.evaluate(CONTRAST_JS, [f"{chat} .nba-badge"])
+    lab.keyboard.press("Enter")  # approves
+    wait_turn_done(lab, chat, 1)
+    assert lab.locator(chat).locator(".nba-tool").get_attribute("data-status") == "done"
+    send_prompt(lab, chat, "Hello there")  # an answer with a code block (Copy) and a failing tool call
+    wait_turn_done(lab, chat, 2)
+    lab.evaluate("""(s) => { const c = document.querySelector(s + ' .nba-badge');
+        for (const st of ['done', 'error', 'waiting', 'running', 'denied']) {
+          const b = c.cloneNode(); b.className = 'nba-badge nba-st-' + st; b.textContent = st; b.id = 'probe-' + st;
+          c.parentElement.append(b); } }""", chat)
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        _theme(lab, theme)
+        contrast[f"{theme} copy"] = lab.evaluate(CONTRAST_JS, [f"{chat} .nba-copy"])
+        for st in ("done", "error", "waiting", "running", "denied"):
+            contrast[f"{theme} {st} badge"] = lab.evaluate(CONTRAST_JS, [f"#probe-{st}"])
+    violations = {}
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        _theme(lab, theme)
+        violations[theme] = _axe(lab, chat)
+    _theme(lab, "JupyterLab Light")
+    assert not any(violations.values()), violations
+    TIMINGS["contrast"] = {k: round(v, 2) for k, v in contrast.items()}
+    low = {k: round(v, 2) for k, v in contrast.items() if v < 4.5}
+    assert not low, low
+    no_errors(lab)
+
+
+def test_shut_down_kernel_says_so_and_send_looks_unusable(lab, notebook):
+    nb = notebook("shutdown.ipynb")
+    chat = show_widget(lab, nb)
+    before = lab.evaluate("(s) => getComputedStyle(document.querySelector(s + ' .nba-send')).backgroundColor", chat)
+    lab.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+    lab.wait_for_function("(s) => document.querySelector(s + ' .nba-notice')?.textContent.includes('re-run this cell')",
+                          arg=chat, polling=50)
+    notice = lab.inner_text(f"{chat} .nba-notice")
+    assert "shut down" in notice and "restarted" not in notice, notice
+    after = lab.evaluate("(s) => getComputedStyle(document.querySelector(s + ' .nba-send')).backgroundColor", chat)
+    assert after != before  # no longer the bright "ready" button
     no_errors(lab)
 
 

@@ -82,3 +82,22 @@ async def test_a_likely_overflow_is_a_notice_before_the_turn():
     assert w.notice.startswith("Warning: this turn will likely overflow the context window")
     await until_idle(w)
     assert len(provider.requests) == 1
+
+
+async def test_the_gauge_after_a_stopped_first_turn_estimates_the_context():
+    """A stopped turn reports no usage: the gauge estimates the context instead of reading 0."""
+    from nbagent import Conversation
+    from support.streams import StreamConnection, words
+
+    conv = Conversation(StreamConnection(words(5_000), pace=0.001, batch=5))
+    w = ChatWidget(conv)
+    task = asyncio.ensure_future(conv.chat_to_completion("a long answer please"))
+    for _ in range(500):
+        if conv.history and len(conv.history[-1].content) > 400:
+            break
+        await asyncio.sleep(0.01)
+    conv.interrupt()
+    await task
+    await asyncio.sleep(FLUSH_INTERVAL * 3)
+    assert not conv.turns[-1].context_tokens  # nothing reported by the stopped turn
+    assert w.gauge["tokens"] > 100

@@ -231,6 +231,12 @@ def test_restart_save_reopen_and_keys_in_notebook7(nb7_page, nb7_server):
     page.wait_for_selector(".nbagent-transcript")
     shown = page.evaluate("() => [...document.querySelectorAll('.nbagent-transcript')].filter(e => e.offsetParent).map(e => e.innerText)")
     assert len(shown) == 1 and "What is 6 * 7?" in shown[0] and "42" in shown[0]
+    # the widget's output settles on the blank stand-in it saved, not "model not found"
+    page.wait_for_function("""() => { const a = document.querySelector('.jp-Cell .jp-OutputArea');
+        return !a.textContent.includes('Loading widget')
+          && (a.textContent.includes('Error displaying') || !!a.querySelector('.jp-OutputArea-output > .lm-Widget')); }""",
+                           polling=100)
+    assert "Error displaying widget" not in page.inner_text(".jp-Cell >> nth=0 >> .jp-OutputArea")
     errors = [e for e in page.errors if ("blob:" in e or any(w in e.lower() for w in WIDGET_WORDS))
               and "model not found" not in e.lower()]
     assert not errors, errors

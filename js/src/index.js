@@ -13,12 +13,14 @@ import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 import { loadMath, setMathRequester } from "./mathtext.js";
 import { notebookHost, registerHost } from "./host.js";
+import { saveStubWith } from "./saved_state.js";
 
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
  *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
 
 export const KERNEL_RESTARTED = "Kernel restarted — re-run this cell to continue.";
 export const NO_KERNEL = "Not connected to a kernel — re-run this cell to continue.";
+export const KERNEL_SHUT_DOWN = "The kernel was shut down — start one and re-run this cell to continue.";
 // anywidget hands each view its own proxy of the model, so stores are keyed by the widget's id.
 /** @type {Map<string, Store>} */
 const stores = new Map();
@@ -29,22 +31,23 @@ function debugLog() {
   return d && typeof d === "object" ? d : null;
 }
 
-/** Calls `gone` when the kernel behind the widget manager restarts, dies or is replaced (the
- * JupyterLab / Notebook 7 manager exposes it; elsewhere nothing is watched). Returns an unwatch.
- * @param {any} model @param {() => void} gone @returns {() => void} */
+/** Calls `gone(why)` when the kernel behind the widget manager restarts, dies, is shut down or is
+ * replaced (the JupyterLab / Notebook 7 manager exposes it; elsewhere nothing is watched).
+ * Returns an unwatch. @param {any} model @param {(why: string) => void} gone @returns {() => void} */
 function watchKernel(model, gone) {
   try {
     const manager = model.widget_manager;
     const session = manager && manager.context && manager.context.sessionContext;
     const kernel = (manager && manager.kernel) || (session && session.session && session.session.kernel);
     const onStatus = (/** @type {any} */ _k, /** @type {string} */ status) => {
-      if (status === "restarting" || status === "autorestarting" || status === "dead") gone();
+      if (status === "restarting" || status === "autorestarting") gone(KERNEL_RESTARTED);
+      else if (status === "dead") gone(KERNEL_SHUT_DOWN);
     };
     const id = kernel && kernel.id;
-    const onKernel = () => gone();
+    const onKernel = () => gone(KERNEL_SHUT_DOWN); // disposed: Shut Down Kernel, or the session ended
     const onChange = (/** @type {any} */ _s, /** @type {any} */ change) => { // another kernel, not a (re)connection to ours
       const next = change && change.newValue;
-      if (id && (!next || next.id !== id)) gone();
+      if (id && (!next || next.id !== id)) gone(next ? KERNEL_RESTARTED : KERNEL_SHUT_DOWN);
     };
     if (kernel && kernel.statusChanged) kernel.statusChanged.connect(onStatus);
     if (kernel && kernel.disposed) kernel.disposed.connect(onKernel);
@@ -115,7 +118,7 @@ function storeFor(model) {
   };
   for (const name of [...levels, "current", "running", "notice", "gauge"]) model.on(`change:${name}`, onTraits);
   model.on("comm_live_update", () => queueMicrotask(s.checkLive));
-  s.unwatch = watchKernel(model, () => dispatch({ type: "dead", reason: KERNEL_RESTARTED }));
+  s.unwatch = watchKernel(model, (why) => dispatch({ type: "dead", reason: why }));
   model.on("msg:custom", (/** @type {any} */ msg) => {
     if (msg && (msg.type === "refused" || msg.type === "confirm")) { dispatch(msg); return; }
     if (msg && msg.type === "names") { for (const v of s.views) v.mentions.receive(msg); return; } // @name: the kernel's variables
@@ -135,6 +138,7 @@ export default {
   /** @param {{model: any}} ctx */
   initialize({ model }) {
     const store = storeFor(model);
+    saveStubWith(model); // a reopened notebook finds a (blank) model instead of an error box
     return () => { store.unwatch(); stores.delete(model.get("_key") || ""); }; // the widget was closed
   },
   /** @param {{model: any, el: HTMLElement}} ctx */

@@ -122,11 +122,15 @@ function applyDeltas(state, items) {
       if (si >= 0) ti = i;
     }
     if (si < 0 && offset > 0) { pending.push(item); continue; } // its sync has not arrived yet
+    // a new step while the last turn has ended belongs to a turn whose sync has not arrived
+    // (its deltas go out just before it): never give it to the finished turn
+    const last = turns[turns.length - 1];
+    if (si < 0 && last && last.record && last.record.status !== "running") { pending.push(item); continue; }
     if (turns === state.turns) turns = [...turns];
     if (si < 0) { // a new step streaming model text to the user; its sync follows
       if (!turns.length) turns.push({ turn: -1, record: null, steps: [] });
       ti = turns.length - 1;
-      turns[ti] = { ...turns[ti], steps: [...turns[ti].steps, { step_index: index, type: "TEXT_RESPONSE", source: "MODEL", target: "USER", status: "ACTIVE", content: "", thinking: "" }] };
+      turns[ti] = { ...turns[ti], steps: [...turns[ti].steps, { step_index: index, kind: "model_call", type: "TEXT_RESPONSE", source: "MODEL", target: "USER", status: "ACTIVE", content: "", thinking: "" }] };
       si = turns[ti].steps.length - 1;
     }
     const step = turns[ti].steps[si];

@@ -72,3 +72,16 @@ test("math in a thought is split from its text; code spans stay text", () => {
     ["so ", null], ["x^2", false], [" then ", null], ["y", true], [" but `$z$` costs $5", null]]);
   assert.deepEqual(split("no math here"), [["no math here", null]]);
 });
+
+test("the math rule: the cases Python shares (tests/test_mathtext.py reads the same file)", async () => {
+  const { readFileSync } = await import("node:fs");
+  const { split } = await import("../src/mathtext.js");
+  const cases = JSON.parse(readFileSync(new URL("./math_cases.json", import.meta.url), "utf8"));
+  for (const [text, pieces] of cases) assert.deepEqual(split(text), pieces, text);
+});
+
+test("TeX that does not parse throws (the widget then shows the TeX, not Temml's error text)", async () => {
+  const { tex } = await import("../src/math.js");
+  assert.match(tex("x^2", false), /<math/);
+  assert.throws(() => tex("\\frac{1}{", false), /ParseError/);
+});

@@ -98,3 +98,20 @@ test("a refused prompt is counted (even with the same notice twice)", () => {
   assert.equal(s.refusals, 2);
   assert.equal(s.notice, "Nothing sent: the message is empty.");
 });
+
+test("the next turn's first deltas, ahead of its sync, never land in the finished turn", () => {
+  // the widget's own box: the kernel flushes the new turn's first deltas just before the trait
+  // that announces the turn; they used to become a step of the previous turn (a ghost thought)
+  const done = { record: rec("done"), steps: [user, model("DONE", "old", "thought one")] };
+  let s = apply(initialState(), { type: "traits", history: [done], running: false });
+  const before = s.turns[0];
+  s = apply(s, { type: "deltas", items: [[3, "t", 0, "The user asked: "]] });
+  assert.equal(s.turns.length, 1);
+  assert.equal(s.turns[0], before); // untouched: no step 3 in turn 0
+  const r1 = { turn: 1, prompt: "again", status: "running", usage: {} };
+  s = apply(s, { type: "traits", history: [done], running: true,
+    current: { record: r1, steps: [{ ...user, step_index: 2, content: "again" }, { ...model("ACTIVE", ""), step_index: 3 }] } });
+  assert.deepEqual(s.turns.map((t) => t.steps.map((x) => x.step_index)), [[0, 1], [2, 3]]);
+  assert.equal(s.turns[1].steps[1].thinking, "The user asked: "); // the early delta applied to its own turn
+  assert.equal(s.gap, false);
+});

@@ -26,7 +26,7 @@ test("a failed turn reports each error once (model step, FINISH and record repea
     { step_index: 0, source: "USER", type: "TEXT_RESPONSE", status: "DONE", content: "hi" },
     { step_index: 1, source: "MODEL", type: "TEXT_RESPONSE", status: "ERROR", error: msg, content: "Partial" },
     { step_index: 2, source: "SYSTEM", type: "FINISH", status: "ERROR", error: msg, http_code: 0 },
-    { step_index: 3, source: "SYSTEM", type: "TOOL_CALL", target: "ENVIRONMENT", status: "ERROR", error: "tool broke" },
+    { step_index: 3, kind: "tool_run", source: "SYSTEM", type: "TOOL_CALL", target: "ENVIRONMENT", status: "ERROR", error: "tool broke" },
   ];
   assert.deepEqual(turnErrors(steps, { status: "error", error: msg }), [{ message: msg, code: 0 }]);
   assert.deepEqual(turnErrors(steps.slice(0, 1), { status: "error", error: "rate limited", http_code: 429 }),

@@ -17,6 +17,7 @@ from ..core.chat_session import ChatSession
 from ..core.compression import MESSAGE_OVERHEAD, Tokenizer, ToolDescription, count_tools
 from ..core.ledger import TurnRecord
 from ..core.steps import Step
+from ..core.mathtext import escape_dollars
 
 OVERFLOW_FILL = 0.9  # the gauge turns amber from here; over 1.0 it is red
 
@@ -104,7 +105,8 @@ def usd(x: float) -> str:
 
 
 def _md(text: str) -> str:
-    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!<>|~$" else c for c in text)
+    """Markdown showing ``text`` as it is; its dollars are money, not math (core/mathtext.py)."""
+    return escape_dollars("".join("\\" + c if c in "\\`*_{}[]()#+-.!<>|~" else c for c in text))
 
 
 def _known(x: float) -> float:

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import TurnStatus, UsageMetadata
+from ..core.mathtext import escape_dollars
 from .frames import require_pandas, usage_frame
 
 
@@ -89,7 +90,7 @@ class UsageSummary:
 
     def _repr_markdown_(self) -> str:
         lines = ["| usage | total |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in self._rows()]
+        lines += [f"| {k} | {escape_dollars(v)} |" for k, v in self._rows()]  # money, not math
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

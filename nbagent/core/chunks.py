@@ -38,7 +38,8 @@ def response_of(steps: list[Step], record: TurnRecord | None) -> ChatResponse:
     texts = [s.content for s in steps if s.source == StepSource.MODEL and s.target == StepTarget.USER and s.content]
     if not texts:  # no answer: say why (tool-call limit reached, prompt blocked, ...)
         texts = [s.content for s in steps if s.type == StepType.FINISH and s.content][-1:]
-    thinking = "".join(s.thinking for s in steps if s.source == StepSource.MODEL and s.thinking)
+    # one paragraph per model call, like the answer's texts (glued, "…12 * 7"}.The tool…" ran together)
+    thinking = "\n\n".join(s.thinking for s in steps if s.source == StepSource.MODEL and s.thinking)
     structured = next((s.structured_output for s in reversed(steps) if s.structured_output is not None), None)
     reason = FinishReason.STOP
     if record is not None and record.finish_reason is not None:

@@ -482,4 +482,8 @@ class ChatResponse:
         return self.text
 
     def _repr_markdown_(self) -> str:
-        return self.text
+        """The answer as Jupyter shows it: the model's markdown with raw HTML as text, only safe
+        links, and math and dollars written the way the widget shows them."""
+        from .safe_markdown import prose
+
+        return prose(self.text)

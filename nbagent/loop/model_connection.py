@@ -209,9 +209,10 @@ class ModelConnection:
     async def _run_turn(self, prompt: str) -> AsyncGenerator[Step, None]:
         prompt, blocked = await self._apply_prompt_hook(clean_text(prompt))
         if prompt:
+            now = time.time()  # one clock reading: a prompt takes no time (never a negative duration)
             yield self._new_step(type=StepType.TEXT_RESPONSE, source=StepSource.USER,
                                  target=StepTarget.UNSPECIFIED, status=StepStatus.DONE,
-                                 content=prompt, finished_at=time.time())
+                                 content=prompt, created_at=now, finished_at=now)
         if blocked is not None:
             yield self._finish(FinishReason.OTHER, content=f"Prompt blocked: {blocked.reason}")
             return

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from ..core.ledger import TurnRecord
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepType
-from .safe_markdown import code_block, code_span, plain, prose, quote
+from ..core.safe_markdown import code_block, code_span, plain, prose, quote
 from .transcript_html import html_page, render_items_html
 
 __all__ = ["conversation_html", "conversation_markdown", "step_items", "transcript_markdown",

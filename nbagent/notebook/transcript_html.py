@@ -16,7 +16,7 @@ import re
 from html import escape
 from typing import Any
 
-from .safe_markdown import safe_url
+from ..core.safe_markdown import safe_url
 
 __all__ = ["html_page", "markdown_html", "render_items_html", "small_markdown_html"]
 

@@ -79,12 +79,14 @@ class ChatWidget(anywidget.AnyWidget):
     notice = traitlets.Unicode("").tag(sync=True)
     gauge = traitlets.Dict().tag(sync=True)  # context and spend (widget_usage.py), once a turn
     _key = traitlets.Unicode("").tag(sync=True)  # one front-end store per widget, shared by its views
+    _widget_id = traitlets.Unicode("").tag(sync=True)  # its model id: the front end names it in a saved notebook
     placeholder = traitlets.Unicode("Message the model… (Enter sends, Shift+Enter new line)").tag(sync=True)
 
     def __init__(self, conversation: ConversationView | Any, **kwargs: Any) -> None:
         if hasattr(conversation, "conversation") and not hasattr(conversation, "add_listener"):
             conversation = conversation.conversation  # an Agent
         super().__init__(_key=uuid.uuid4().hex, **kwargs)
+        self._widget_id = self.model_id or ""
         self.conversation: ConversationView = conversation
         self.namespace: Any = None  # where @names come from; None: the running IPython shell's user namespace
         self._lock = threading.RLock()  # guards the state below; never held while sending
@@ -373,9 +375,20 @@ class ChatWidget(anywidget.AnyWidget):
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if isinstance(data, dict):
-            data["text/plain"] = "nbagent chat widget (live with its kernel; its transcript is the output beside it)"
-        self._show_transcript()
+            # in a kernel the transcript output says it all where widgets do not render (nbconvert,
+            # GitHub): the widget's own text stays empty there, instead of a stray line
+            shown = self._show_transcript()
+            data["text/plain"] = "" if shown else "nbagent chat widget (shows in Jupyter with its kernel)"
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """Shown as display data (the transcript, then the widget): no ``Out[n]:`` prompt beside
+        a saved notebook's transcript."""
+        from IPython.display import display
+
+        bundle = self._repr_mimebundle_()
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        display(data, raw=True, metadata=metadata or None)
 
     def transcript_bundle(self) -> dict:
         """The transcript output's data: safe markdown (see transcript.py: what a model wrote is
@@ -398,18 +411,21 @@ class ChatWidget(anywidget.AnyWidget):
         md = f'<div class="nbagent-transcript">\n\n*{head}*\n\n{body}\n\n</div>'
         return {"text/markdown": md, "text/plain": head}
 
-    def _show_transcript(self) -> None:
-        """Display the transcript output (in a kernel only); all of them share one display id."""
+    def _show_transcript(self) -> bool:
+        """Display the transcript output (in a kernel only); all of them share one display id.
+        Whether it was shown."""
         try:
             from IPython import get_ipython
             from IPython.display import display
 
             if getattr(get_ipython(), "kernel", None) is None:
-                return
+                return False
             self._display_id = self._display_id or f"nbagent-{self._key}"
             display(self.transcript_bundle(), raw=True, display_id=self._display_id)
+            return True
         except Exception:  # the widget still shows; only the saved transcript is missing
             self._display_id = None
+            return False
 
     def _update_transcript(self) -> None:
         """Bring the transcript output up to date (at a turn's end, never per token)."""

@@ -19,7 +19,12 @@ def gauge_dict(conv: ConversationView) -> dict:
     from ..analysis.estimate import spend
 
     turns = conv.turns
-    tokens = next((t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
+    tokens = turns[-1].context_tokens if turns else 0
+    if not tokens and conv.history:  # the last turn reported none (stopped, failed): estimate it
+        try:
+            tokens = conv.estimate("").input_tokens
+        except Exception:  # no estimate: the last figure reported, if any
+            tokens = next((t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
     try:
         window = conv.context_window
         spent = spend(turns, conv.pricing)

@@ -4,7 +4,7 @@ import { h, fmtInt, fmtCost } from "./dom.js";
 
 export const NEAR_FULL = 0.8; // the bar turns amber from here
 
-/** @param {any} g the gauge trait @returns {{text: string, fill: number|null, level: string, spend: string}} */
+/** @param {any} g the gauge trait @returns {{text: string, fill: number|null, level: string, spend: string, overBudget: boolean}} */
 export function gaugeParts(g) {
   g = g || {};
   const tokens = g.tokens || 0, window = g.window || 0;
@@ -15,7 +15,8 @@ export function gaugeParts(g) {
   let spend = g.spent || g.budget != null ? (fmtCost(g.spent || 0) || "$0") : "";
   if (g.budget != null) spend += ` of ${fmtCost(g.budget) || "$0"}`;
   if (spend && g.unpriced) spend += ` (${g.unpriced} unpriced)`;
-  return { text, fill, level, spend };
+  const overBudget = g.budget != null && (g.spent || 0) > g.budget;
+  return { text, fill, level, spend, overBudget };
 }
 
 export class GaugeView {
@@ -23,7 +24,8 @@ export class GaugeView {
     this.bar = h("span", { class: "nba-gauge-fill" });
     this.label = h("span", { class: "nba-gauge-text" });
     this.spend = h("span", { class: "nba-spend" });
-    this.el = h("div", { class: "nba-gauge", role: "status" }, h("span", { class: "nba-gauge-bar" }, this.bar), this.label, this.spend);
+    // not a live region: a screen reader should read the answers, not every change of these numbers
+    this.el = h("div", { class: "nba-gauge", "aria-live": "off" }, h("span", { class: "nba-gauge-bar", "aria-hidden": "true" }, this.bar), this.label, this.spend);
     this.key = "";
   }
 
@@ -38,6 +40,7 @@ export class GaugeView {
     this.el.dataset.level = p.level;
     this.label.textContent = p.text;
     this.spend.textContent = p.spend;
+    this.spend.classList.toggle("nba-over-budget", p.overBudget);
   }
 }
 

@@ -103,6 +103,15 @@ export class ToolCard {
     this.key = "";
   }
 
+  /** A call waits for the user: Approve gets the keyboard, unless the user is elsewhere on the page
+   * (focus on the page itself, e.g. after Send disabled the box, or inside this chat, is taken). */
+  focusApprove() {
+    const chat = this.el.closest(".nba-chat");
+    const active = document.activeElement;
+    if (!chat || this.approve.disabled || this.actions.style.display === "none") return;
+    if (!active || active === document.body || chat.contains(active)) this.approve.focus();
+  }
+
   /** @param {any} msg */
   decide(msg) {
     this.approve.disabled = this.deny.disabled = true;
@@ -146,10 +155,11 @@ export class ToolCard {
     this.server.textContent = env && env.tool_server ? `MCP · ${env.tool_server}` : "";
     this.badge.textContent = STATUS[status];
     this.badge.className = `nba-badge nba-st-${status}`;
-    this.el.dataset.status = status;
     const waiting = status === "waiting";
     this.actions.style.display = waiting ? "" : "none";
     if (waiting) this.approve.disabled = this.deny.disabled = false;
+    if (waiting && this.el.dataset.status !== "waiting") requestAnimationFrame(() => this.focusApprove());
+    this.el.dataset.status = status;
     const secs = (env && env.run_seconds) ?? (env && env.finished_at && env.created_at ? env.finished_at - env.created_at : null);
     this.dur.textContent = fmtSeconds(secs);
     this.result.replaceChildren();

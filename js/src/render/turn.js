@@ -10,9 +10,10 @@ const LONG_PROMPT_CHARS = 1200; // longer prompts (or more lines) are shown coll
 const LONG_PROMPT_LINES = 16;
 
 /** @param {any} s */
-const isModel = (s) => s.source === "MODEL";
+const isModel = (s) => s.kind === "model_call";
 /** @param {any} s */
-const isToolRun = (s) => s.type === "TOOL_CALL" && s.target === "ENVIRONMENT";
+/** A tool execution step: the kernel says what each step is (`kind`, from Step.kind). */
+const isToolRun = (s) => s.kind === "tool_run";
 /** @param {any} s */
 const failed = (s) => s.status === "ERROR" || s.status === "TERMINAL_ERROR";
 
@@ -209,6 +210,10 @@ export class TurnView {
     this.modelCalls = new Set(turn.steps.filter(isModel).flatMap((s) => (s.tool_calls || []).map((/** @type {any} */ c) => c.id)));
     this.running = rec ? rec.status === "running" : true;
     let prev = null;
+    const present = new Set(turn.steps.map((s) => s.step_index));
+    for (const [index, view] of this.steps) { // a step the turn no longer has (it moved to its own turn)
+      if (!present.has(index)) { view.el.remove(); this.steps.delete(index); }
+    }
     for (const step of turn.steps) {
       if (step.source === "USER") continue;
       let view = this.steps.get(step.step_index);

@@ -17,7 +17,8 @@ export class ChatView {
   constructor(el, send, placeholder) {
     this.host = el;
     this.send = send;
-    this.list = h("div", { class: "nba-turns" });
+    // a chat log: screen readers announce what is added (aria-busy holds it while a turn streams)
+    this.list = h("div", { class: "nba-turns", role: "log", "aria-live": "polite", "aria-label": "Chat" });
     this.empty = h("div", { class: "nba-empty", text: "No messages yet." });
     this.notice = h("div", { class: "nba-notice", role: "status" });
     this.hint = h("div", { class: "nba-hint", role: "status" });
@@ -30,7 +31,10 @@ export class ChatView {
     this.input.addEventListener("input", () => this.setHint(""));
     this.gauge = new GaugeView();
     this.confirm = new ConfirmView((prompt) => this.submit(prompt, true), (prompt) => { if (!this.input.value) this.input.value = prompt; this.input.focus(); });
-    this.root = h("div", { class: "nba-chat" }, this.list, this.empty, this.notice, this.confirm.el,
+    this.newBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-new", text: "↓ new messages",
+      title: "Scroll to the latest message and follow the stream", onclick: () => this.follow() }));
+    this.newBtn.hidden = true;
+    this.root = h("div", { class: "nba-chat" }, h("div", { class: "nba-turns-box" }, this.list, this.newBtn), this.empty, this.notice, this.confirm.el,
       h("div", { class: "nba-inputbar" }, this.input, this.mentions.el, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint, this.gauge.el);
     this.root.addEventListener("click", (e) => this.onClick(e));
     el.append(this.root);
@@ -42,11 +46,60 @@ export class ChatView {
     /** @type {any} */ this.waitTimer = null;
     this.refocus = false;
     this.scrollQueued = false;
-    this.stick = true; // follow the stream while the user is at the bottom
-    this.list.addEventListener("scroll", () => {
-      this.stick = this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight < 40;
-    }, { passive: true });
+    this.watchScroll();
     this.setHint("");
+  }
+
+  /** Follow the stream until the *user* scrolls up. Growing content, a programmatic scroll or
+   * a block that collapses fire scroll events too; only a scroll that moved up after the user
+   * touched the list (wheel, touch, a key, a pointer on its scrollbar) stops following. Scrolling
+   * back to the bottom, Send and the "new messages" button follow again. */
+  watchScroll() {
+    const list = this.list;
+    this.stick = true;
+    this.intent = false; // the user has touched the list since it was last at the bottom
+    this.lastTop = 0;
+    this.missed = false; // content arrived while not following
+    const touched = () => { this.intent = true; };
+    list.addEventListener("wheel", (e) => {
+      touched();
+      if (e.deltaY < 0 && list.scrollTop > 0) this.setStick(false); // at once: the frame's follow must not undo it
+    }, { passive: true });
+    list.addEventListener("touchstart", touched, { passive: true });
+    list.addEventListener("pointerdown", touched);
+    list.addEventListener("keydown", touched);
+    list.addEventListener("scroll", () => {
+      const top = list.scrollTop;
+      if (list.scrollHeight - top - list.clientHeight < 40) { this.intent = false; this.setStick(true); }
+      else if (this.intent && top < this.lastTop) this.setStick(false);
+      this.lastTop = top;
+    }, { passive: true });
+    // math, pictures and collapsing thoughts change a turn's height after its render
+    this.resized = typeof ResizeObserver === "function" ? new ResizeObserver(() => { if (this.stick) this.scrollToEnd(); }) : null;
+  }
+
+  /** @param {boolean} stick */
+  setStick(stick) {
+    this.stick = stick;
+    if (stick) this.missed = false;
+    this.showNewButton();
+  }
+
+  showNewButton() {
+    const below = this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight >= 40;
+    this.newBtn.hidden = this.stick || !below;
+    this.newBtn.textContent = this.missed ? "↓ new messages" : "↓ latest";
+  }
+
+  /** Jump to the newest message and follow the stream again. */
+  follow() {
+    this.intent = false;
+    this.setStick(true);
+    this.scrollToEnd();
+  }
+
+  scrollToEnd() {
+    this.list.scrollTop = this.list.scrollHeight;
   }
 
   /** ipywidgets marks a view whose kernel went away (restart, shutdown) or that never had one. */
@@ -97,6 +150,7 @@ export class ChatView {
     if (!this.send(overBudget ? { type: "send", prompt, over_budget: true } : { type: "send", prompt })) { this.setHint(this.state ? this.state.dead : ""); return; }
     this.setHint("");
     this.confirm.hide();
+    this.follow(); // the user's prompt and its answer are what they look at next
     this.input.value = "";
     this.refocus = true; // give the box back after this turn, which the user started here
     this.waiting = true;
@@ -138,6 +192,7 @@ export class ChatView {
     this.sendBtn.disabled = running;
     this.stopBtn.disabled = !running;
     this.root.classList.toggle("nba-is-running", running);
+    this.list.setAttribute("aria-busy", String(running));
     // Focus returns only after a turn sent from this box, and only if the user has not moved
     // on: focusing on every state change would steal the notebook's keyboard (Shift+Enter).
     if (!running && this.refocus) {
@@ -158,6 +213,7 @@ export class ChatView {
       if (!view) {
         view = new TurnView(this.send);
         this.turns.set(turn.turn, view);
+        if (this.resized) this.resized.observe(view.el);
         this.list.insertBefore(view.el, prev ? prev.nextSibling : this.list.firstChild);
       }
       view.update(turn);
@@ -179,9 +235,13 @@ export class ChatView {
     }
     this.setRunning(state.running || this.waiting);
     if (state.dead) this.refocus = false;
-    if (this.stick && !this.scrollQueued) { // after this frame's markdown render, without forcing layout now
+    if (!this.scrollQueued) { // after this frame's markdown render, without forcing layout now
       this.scrollQueued = true;
-      requestAnimationFrame(() => { this.scrollQueued = false; if (this.stick) this.list.scrollTop = this.list.scrollHeight; });
+      requestAnimationFrame(() => {
+        this.scrollQueued = false;
+        if (this.stick) this.scrollToEnd();
+        else { this.missed = true; this.showNewButton(); }
+      });
     }
   }
 }

@@ -20,6 +20,8 @@ from __future__ import annotations
 import html
 import re
 
+from .mathtext import math_markdown, split_math
+
 __all__ = ["code_block", "code_span", "plain", "prose", "quote", "safe_url"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -27,7 +29,11 @@ _SCHEME = re.compile(r"(?i)\b(java|vb|live)(script\s*\\?:)")
 # a backslash escape, an entity reference (CommonMark's forms), or a "<" that could open a
 # tag, comment or autolink (one followed by a space, digit or "=" cannot: "$a < b$" stays)
 _TEXT_TOKEN = re.compile(r"(\\[!-/:-@\[-`{-~])|(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});)"
-                         r"|(<(?=[A-Za-z/!?]|$))")
+                         r"|(<(?=[A-Za-z/!?]|$))|(\$)")
+_DOLLAR = "\\\\$"  # markdown for "\$": MathJax (which reads the page's text) shows it as "$"
+_DEFUSED = r"(?:java|vb|live)\u200bscript"
+_DISARMED_LINK = re.compile(r"\]\((?=\s*<?\s*" + _DEFUSED + ")", re.I)
+_DISARMED_DEF = re.compile(r"^ {0,3}\[(?=[^\]]*\]:\s*<?\s*" + _DEFUSED + ")", re.I)
 _SAFE_URL = re.compile(r"(?i)^(https?:|mailto:|#|/|\./|\.\./|[^:]*$)")
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _BACKTICKS = re.compile(r"`+")
@@ -35,6 +41,9 @@ _BACKTICKS = re.compile(r"`+")
 _INLINE_ESCAPES = {c: f"&#{ord(c)};" for c in "\\`*_[]$~|"}
 _INLINE_ESCAPES.update({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _INLINE_TABLE = str.maketrans(_INLINE_ESCAPES)
+_PLAIN_TABLE = str.maketrans({**_INLINE_ESCAPES, "$": _DOLLAR})  # outside code, MathJax reads "&#36;" as "$"
+_MATH_OPEN = re.compile(r"^ {0,3}(\$\$|\\\[)")
+_MATH_CLOSE = {"$$": "$$", "\\[": "\\]"}
 _BLOCK_TABLE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "$": "&#36;"})
 
 
@@ -56,7 +65,7 @@ def safe_url(url: str) -> str | None:
 
 def plain(text: object) -> str:
     """Markdown showing ``text`` as it is, on one line: no formatting, links or HTML."""
-    return " ".join(_clean(text).translate(_INLINE_TABLE).split())
+    return " ".join(_clean(text).translate(_PLAIN_TABLE).split())
 
 
 def code_span(text: object) -> str:
@@ -98,7 +107,16 @@ def prose(text: object) -> str:
     fence: tuple[str, int, str] | None = None  # (char, length, indent) of the open fence
     code: list[str] = []
     info = ""
-    for line in _clean(text).split("\n"):
+    math: list[str] | None = None  # the lines of a displayed formula over several lines
+    lines = _clean(text).split("\n")
+    for line in lines:
+        if math is not None:
+            math.append(line)
+            closer = _MATH_CLOSE[_MATH_OPEN.match(math[0]).group(1)]
+            if line.rstrip().endswith(closer):
+                out.append(_math_block(math, closer))
+                math = None
+            continue
         if fence is not None:
             if _closes(line, fence):
                 out.append(_fenced(code, info, fence[2]))
@@ -114,10 +132,26 @@ def prose(text: object) -> str:
         if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
             fence, info, code = (m.group(2)[0], len(m.group(2)), m.group(1)), m.group(3), []
             continue
+        opener = _MATH_OPEN.match(line)
+        if opener and _MATH_CLOSE[opener.group(1)] not in line[opener.end():]:
+            math = [line]
+            continue
         out.append(_prose_line(line))
+    if math is not None:  # never closed: prose after all
+        out += [_prose_line(ln) for ln in math]
     if fence is not None:
         out.append(_fenced(code, info, fence[2]))
     return "\n".join(out)
+
+
+def _math_block(lines: list[str], closer: str) -> str:
+    """A displayed formula over several lines, as ``$$…$$`` (see core/mathtext.py)."""
+    text = "\n".join(lines).strip()
+    opener = "$$" if text.startswith("$$") else "\\["
+    tex = text[len(opener):len(text) - len(closer)].strip("\n")
+    if not tex.strip() or "$$" in tex:
+        return "\n".join(_prose_line(ln) for ln in lines)
+    return math_markdown("\n" + tex + "\n", True)
 
 
 def _indent(line: str) -> int:
@@ -180,13 +214,24 @@ def _span(raw: str, run: int) -> str:
 
 
 def _text(text: str) -> str:
-    """Prose outside code: a ``<`` that could start markup becomes ``&lt;``; an entity that
+    """Prose outside code: math in the forms Jupyter's MathJax renders (see core/mathtext.py),
+    other dollars escaped; a ``<`` that could start markup becomes ``&lt;``; an entity that
     spells a letter is spelled out, so that ``jav&#x61;script:`` is seen (and defused) too."""
-    return _defuse(_TEXT_TOKEN.sub(_text_token, text)).replace("![", "🖼 [")
+    return "".join(_prose_text(piece) if display is None else math_markdown(piece, display)
+                   for piece, display in split_math(text))
+
+
+def _prose_text(text: str) -> str:
+    text = _defuse(_TEXT_TOKEN.sub(_text_token, text)).replace("![", "🖼 [")
+    # a link to a defused address would still be a link (to a relative page): show it as text
+    text = _DISARMED_LINK.sub(lambda m: m.group(0)[:-1] + "\\(", text)
+    return _DISARMED_DEF.sub(lambda m: "\\" + m.group(0), text)
 
 
 def _text_token(m: re.Match) -> str:
-    escaped, entity, char = m.groups()
+    escaped, entity, char, dollar = m.groups()
+    if dollar is not None or escaped == "\\$":
+        return _DOLLAR
     if escaped is not None:  # \< shows a "<": keep showing it
         return "&lt;" if escaped == "\\<" else escaped
     if entity is not None:
