@@ -49,7 +49,7 @@ def ask_with_mention(page, chat):
     box.click()
     box.press_sequentially("look at @sa")
     names = page.locator(f"{chat} [role=listbox] [role=option] .nba-mention-name")
-    expect(names).to_have_text(["sales"], timeout=LONG)
+    expect(names).to_have_text(["sales"])
     expect(page.locator(f"{chat} [role=listbox] [role=option] .nba-mention-type")).to_have_text(["DataFrame"])
     box.press("Enter")  # picks the name, does not send
     expect(box).to_have_value("look at @sales ")
@@ -58,26 +58,31 @@ def ask_with_mention(page, chat):
     expect(box).to_have_value(PROMPT)
     box.press("Enter")
     prompt = page.locator(f"{chat} .nba-turn .nba-prompt-text").first
-    expect(prompt).to_contain_text(PROMPT, timeout=LONG)
+    expect(prompt).to_contain_text(PROMPT)
     expect(prompt).to_contain_text("[Attached notebook variables: @sales]")  # the transcript says what was attached
 
 
 def approve_code(page, chat):
     """The card shows the code, highlighted, with Approve; approving shows the figure, then the answer."""
     card = page.locator(f"{chat} .nba-tool").filter(has=page.locator(".nba-tool-name", has_text="run_python"))
-    expect(card).to_have_attribute("data-status", "waiting", timeout=LONG)
+    expect(card).to_have_attribute("data-status", "waiting")
     expect(card.locator(".nba-tool-code code")).to_have_text(CODE)
     expect(card.locator(".nba-tool-code .hljs-string").first).to_be_visible()  # highlighted, not plain text
     expect(card.locator(".nba-tool-result img")).to_have_count(0)  # nothing ran yet
     card.locator(".nba-approve").click()
-    expect(card).to_have_attribute("data-status", "done", timeout=LONG)
+    expect(card).to_have_attribute("data-status", "done")
     image = card.locator(".nba-tool-result img")
     expect(image).to_have_count(1)
     expect(image).to_be_visible()
     assert image.evaluate("i => i.complete && i.naturalWidth > 100"), "the figure did not load"
     answer = page.locator(f"{chat} .nba-md", has_text="The code ran in your kernel")
-    expect(answer).to_be_visible(timeout=LONG)
-    expect(page.locator(chat)).not_to_have_class(re.compile(r"\bnba-is-running\b"), timeout=LONG)
+    expect(answer).to_be_visible()
+    # the chat follows the turn to its end: the answer is in the chat's view once the figure has loaded
+    page.wait_for_function("""(s) => { const list = document.querySelector(s + ' .nba-turns');
+        const mds = [...list.querySelectorAll('.nba-md')].filter(m => m.textContent.includes('The code ran in your kernel'));
+        const a = mds[0].getBoundingClientRect(), l = list.getBoundingClientRect();
+        return a.top >= l.top - 1 && a.bottom <= l.bottom + 1; }""", arg=chat, polling=200, timeout=LONG)
+    expect(page.locator(chat)).not_to_have_class(re.compile(r"\bnba-is-running\b"))
     return card
 
 
@@ -85,7 +90,7 @@ def insert_below(page, nb, card):
     """*Insert as cell below* puts the code in a new cell right under the chat's cell."""
     count = page.locator(f"{nb} .jp-Notebook .jp-Cell").count()
     card.locator(".nba-insert").click()
-    expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1, timeout=LONG)
+    expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1)
     expect(cell(page, nb, 1).locator(".cm-content")).to_have_text(CODE, use_inner_text=True)
     expect(cell(page, nb, 2).locator(".cm-content")).to_have_text(PROMPT_CELL, use_inner_text=True)
 
@@ -93,7 +98,7 @@ def insert_below(page, nb, card):
 def kernel_holds_the_prompt(page, nb, index):
     run_cell(page, index)
     out = cell(page, nb, index).locator(".jp-OutputArea-output")
-    expect(out).to_contain_text(PROMPT, timeout=LONG)
+    expect(out).to_contain_text(PROMPT)
     expect(out).to_contain_text("[Attached notebook variables: @sales]")
     expect(out).to_contain_text("- revenue: int64, 6 of 6 non-null")  # describe_variable(sales) went along
 
@@ -103,18 +108,27 @@ def chat_code_fills_next_cell(page, nb, index):
     count = page.locator(f"{nb} .jp-Notebook .jp-Cell").count()
     run_cell(page, index)
     expect(cell(page, nb, index).locator(".jp-OutputArea-output")).to_contain_text("the next cell holds 1 piece of code")
-    expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1, timeout=LONG)
+    expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1)
     expect(cell(page, nb, index + 1).locator(".cm-content")).to_contain_text(CODE, use_inner_text=True)
 
 
 def agent_flow(page, nb, tmp_path, label):
     """The whole flow on an open notebook of CELLS (see the module doc)."""
+    expect.set_options()  # every wait is generous (Playwright's default is 5 s)
+    try:
+        _flow(page, nb, tmp_path, label)
+    finally:
+        expect.set_options(timeout=5_000)
+
+
+def _flow(page, nb, tmp_path, label):
     run_cell(page, 0)
     chat = f"{nb} .nba-chat"
-    expect(page.locator(chat)).to_be_visible(timeout=LONG)
+    expect(page.locator(chat)).to_be_visible()
     ask_with_mention(page, chat)
     card = approve_code(page, chat)
-    shot(page, f"{chat} .nba-tool[data-status='done']", f"notebook-agent-{label}.png", tmp_path)
+    shot(page, chat, f"notebook-agent-chat-{label}.png", tmp_path)  # the chat at the turn's end
+    shot(page, f"{chat} .nba-tool[data-status='done']", f"notebook-agent-{label}.png", tmp_path)  # scrolls the card into view
     insert_below(page, nb, card)
     kernel_holds_the_prompt(page, nb, 2)
     chat_code_fills_next_cell(page, nb, 3)

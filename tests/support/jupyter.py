@@ -281,7 +281,7 @@ def cell_sources(page) -> list[str]:
         return Array.from({length: m.cells.length}, (_, i) => m.cells.get(i).sharedModel.getSource()); }""")
 
 
-def run_cell(page, index: int, timeout_ms: int = 60_000) -> None:
+def run_cell(page, index: int, timeout_ms: int = 180_000) -> None:
     """Run cell ``index`` of the current notebook (Lab or Notebook 7) as a user does (select it, run
     it); return when its execution has finished."""
     ok = page.evaluate("""async ([i, t]) => { const app = window.jupyterapp, w = app.shell.currentWidget;
