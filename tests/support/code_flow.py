@@ -10,9 +10,7 @@ on the clipboard; ``@sa`` in the chat box offers ``sales`` from the kernel.
 
 from __future__ import annotations
 
-import os
-
-from support.jupyter import ROOT
+from support.jupyter import cell_sources, run_cell, shot
 
 CODE = ("from matplotlib.figure import Figure\n"
         "fig = Figure(figsize=(4, 3))\n"
@@ -41,27 +39,8 @@ NOTEBOOK = "code.ipynb"
 CELLS = [AGENT_CELL, "print('the cell after the chat')"]
 
 
-def shot(page, chat, name, tmp_path):
-    target = os.environ.get("NBAGENT_SHOTS")
-    page.evaluate("(s) => document.querySelector(s).scrollIntoView({block: 'center'})", chat)
-    page.wait_for_timeout(300)
-    path = (ROOT / target / name) if target else tmp_path / name
-    page.locator(chat).screenshot(path=str(path))
-    return path
-
-
-def sources(page):
-    """The notebook's cell sources as the current panel's model holds them (test-side only)."""
-    return page.evaluate("""() => { const m = window.jupyterapp.shell.currentWidget.content.model;
-        return Array.from({length: m.cells.length}, (_, i) => m.cells.get(i).sharedModel.getSource()); }""")
-
-
 def run_first_cell(page, nb):
-    ok = page.evaluate("""async (t) => { const app = window.jupyterapp, w = app.shell.currentWidget;
-        w.content.activeCellIndex = 0; w.content.deselectAll();
-        return await Promise.race([app.commands.execute('notebook:run-cell').then(() => true),
-                                   new Promise(r => setTimeout(() => r(false), t))]); }""", 60_000)
-    assert ok, "the cell did not finish executing"
+    run_cell(page, 0)
     page.wait_for_selector(f"{nb} .nba-chat")
     return f"{nb} .nba-chat"
 
@@ -86,7 +65,7 @@ def code_flow(page, nb, tmp_path, label):
     card.locator(".nba-tool-copy").click()
     page.wait_for_function("async (code) => (await navigator.clipboard.readText()) === code", arg=CODE, polling=100)
     # Insert as cell below, without window.jupyterapp
-    before = sources(page)
+    before = cell_sources(page)
     assert card.locator(".nba-insert").is_visible()
     page.evaluate("() => { window.__app = window.jupyterapp; delete window.jupyterapp; }")
     try:
@@ -95,7 +74,7 @@ def code_flow(page, nb, tmp_path, label):
                                arg=len(before) + 1, polling=50)
     finally:
         page.evaluate("() => { window.jupyterapp = window.__app; }")
-    assert sources(page) == [before[0], CODE, *before[1:]]
+    assert cell_sources(page) == [before[0], CODE, *before[1:]]
     assert page.locator(f"{nb} .jp-Cell").nth(1).locator(".cm-content").inner_text() == CODE
     # Approve: the code runs in the kernel and its figure shows in the card
     card.locator(".nba-approve").click()

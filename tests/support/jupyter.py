@@ -233,3 +233,69 @@ def reload_and_open(page, path: str) -> str:
     page.reload()
     wait_restored(page)
     return open_notebook(page, path)
+
+
+# --- Jupyter Notebook 7 in Chromium ------------------------------------------------------
+
+# Notebook 7 is a JupyterLab-based front end: the same settings dir and Lab server flags apply; its
+# own flag exposes the app as window.jupyterapp.
+NB7_ARGS = ["--JupyterNotebookApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly"]
+
+
+@contextlib.contextmanager
+def notebook7_page(tmp_path_factory, request, notebooks: dict, path: str):
+    """A Notebook 7 server whose root holds ``notebooks`` (file name -> code cells) and one Chromium
+    page showing ``path`` with an idle kernel (its panel: ``.jp-NotebookPanel``); ``page.errors``
+    collects page errors. For module fixtures."""
+    from playwright import sync_api
+
+    tmp = tmp_path_factory.mktemp("nb7")
+    root = tmp / "root"
+    root.mkdir()
+    for name, cells in notebooks.items():
+        (root / name).write_text(json.dumps(nb_json(cells)))
+    with jupyter_server("notebook", tmp, root, NB7_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_context(viewport={"width": 1100, "height": 900}).new_page()
+                page.set_default_timeout(60_000)
+                page.errors = []
+                page.on("pageerror", lambda e: page.errors.append(str(e)))
+                page.goto(f"{srv['base']}/notebooks/{path}?token={srv['token']}")
+                wait_restored(page)
+                page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
+                    return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
+                                       arg=path, polling=50)
+                yield page
+            finally:
+                browser.close()
+
+
+# --- cells of the current notebook -------------------------------------------------------
+
+def cell_sources(page) -> list[str]:
+    """The current notebook's cell sources as its model holds them (test-side only)."""
+    return page.evaluate("""() => { const m = window.jupyterapp.shell.currentWidget.content.model;
+        return Array.from({length: m.cells.length}, (_, i) => m.cells.get(i).sharedModel.getSource()); }""")
+
+
+def run_cell(page, index: int, timeout_ms: int = 180_000) -> None:
+    """Run cell ``index`` of the current notebook (Lab or Notebook 7) as a user does (select it, run
+    it); return when its execution has finished."""
+    ok = page.evaluate("""async ([i, t]) => { const app = window.jupyterapp, w = app.shell.currentWidget;
+        w.content.activeCellIndex = i; w.content.deselectAll();
+        return await Promise.race([app.commands.execute('notebook:run-cell').then(() => true),
+                                   new Promise(r => setTimeout(() => r(false), t))]); }""", [index, timeout_ms])
+    assert ok, f"cell {index} did not finish executing"
+
+
+def shot(page, selector: str, name: str, tmp_path: Path) -> Path:
+    """A screenshot of ``selector``: into $NBAGENT_SHOTS (a folder of the repository) when set, else tmp_path."""
+    target = os.environ.get("NBAGENT_SHOTS")
+    page.evaluate("(s) => document.querySelector(s).scrollIntoView({block: 'center'})", selector)
+    page.wait_for_timeout(300)
+    path = (ROOT / target / name) if target else tmp_path / name
+    page.locator(selector).screenshot(path=str(path))
+    return path

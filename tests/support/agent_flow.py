@@ -1,0 +1,136 @@
+"""The notebook agent as a user meets it, in a real browser (tests/test_notebook_agent_browser.py
+runs it in JupyterLab and in Notebook 7): the real notebook tools and the offline demo model.
+
+A cell makes ``sales`` (month, region, revenue) and shows ``Agent(model="demo", notebook=True)``.
+In the chat box the user types ``look at @sa``, picks ``sales`` from the @ list with Enter, types
+``and plot revenue by month`` and presses Enter. The prompt carries ``sales``' description; the
+demo model asks to run a group-by and a bar chart: the ``run_python`` card shows the code
+highlighted with Approve. Approving runs it in the kernel; its figure shows in the card, then the
+answer. *Insert as cell below* puts the code in a new cell under the chat's cell, and
+``%chat_code -a agent`` run as a cell fills the next cell with it. The kernel holds the prompt
+with the attached variable.
+"""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+from support.jupyter import run_cell, shot
+
+NOTEBOOK = "agent.ipynb"
+AGENT_CELL = (
+    "import pandas as pd\n"
+    "from nbagent import Agent\n"
+    "sales = pd.DataFrame({'month': ['jan', 'feb', 'mar'] * 2, 'region': ['north'] * 3 + ['south'] * 3,\n"
+    "                      'revenue': [120, 135, 150, 80, 95, 110]})\n"
+    "agent = Agent(model=\"demo\", notebook=True)\n"
+    "agent"
+)
+PROMPT_CELL = "print(agent.conversation.turns[-1].prompt)"
+MAGIC_CELL = "%load_ext nbagent\n%chat_code -a agent"
+CELLS = [AGENT_CELL, PROMPT_CELL, MAGIC_CELL]
+PROMPT = "look at @sales and plot revenue by month"
+# the demo model's code for that prompt (providers/demo_notebook.py fits it to sales' columns)
+CODE = ("by_month = sales.groupby('month', sort=False)['revenue'].sum()\n"
+        "by_month.plot(kind=\"bar\", title='revenue by month')\n"
+        "by_month")
+LONG = 120_000  # ms: the machine is a loaded 2-core box; a turn's steps can take a while
+
+
+def cell(page, nb, index):
+    return page.locator(f"{nb} .jp-Notebook .jp-Cell").nth(index)
+
+
+def ask_with_mention(page, chat):
+    """Type the prompt as a user does, picking ``sales`` from the @ list with Enter."""
+    box = page.locator(f"{chat} .nba-input")
+    box.click()
+    box.press_sequentially("look at @sa")
+    names = page.locator(f"{chat} [role=listbox] [role=option] .nba-mention-name")
+    expect(names).to_have_text(["sales"])
+    expect(page.locator(f"{chat} [role=listbox] [role=option] .nba-mention-type")).to_have_text(["DataFrame"])
+    box.press("Enter")  # picks the name, does not send
+    expect(box).to_have_value("look at @sales ")
+    expect(page.locator(f"{chat} [role=listbox]")).to_be_hidden()
+    box.press_sequentially("and plot revenue by month")
+    expect(box).to_have_value(PROMPT)
+    box.press("Enter")
+    prompt = page.locator(f"{chat} .nba-turn .nba-prompt-text").first
+    expect(prompt).to_contain_text(PROMPT)
+    expect(prompt).to_contain_text("[Attached notebook variables: @sales]")  # the transcript says what was attached
+
+
+def approve_code(page, chat):
+    """The card shows the code, highlighted, with Approve; approving shows the figure, then the answer."""
+    card = page.locator(f"{chat} .nba-tool").filter(has=page.locator(".nba-tool-name", has_text="run_python"))
+    expect(card).to_have_attribute("data-status", "waiting")
+    expect(card.locator(".nba-tool-code code")).to_have_text(CODE)
+    expect(card.locator(".nba-tool-code .hljs-string").first).to_be_visible()  # highlighted, not plain text
+    expect(card.locator(".nba-tool-result img")).to_have_count(0)  # nothing ran yet
+    card.locator(".nba-approve").click()
+    expect(card).to_have_attribute("data-status", "done")
+    image = card.locator(".nba-tool-result img")
+    expect(image).to_have_count(1)
+    expect(image).to_be_visible()
+    assert image.evaluate("i => i.complete && i.naturalWidth > 100"), "the figure did not load"
+    answer = page.locator(f"{chat} .nba-md", has_text="The code ran in your kernel")
+    expect(answer).to_be_visible()
+    # the chat follows the turn to its end: the answer is in the chat's view once the figure has loaded
+    page.wait_for_function("""(s) => { const list = document.querySelector(s + ' .nba-turns');
+        const mds = [...list.querySelectorAll('.nba-md')].filter(m => m.textContent.includes('The code ran in your kernel'));
+        const a = mds[0].getBoundingClientRect(), l = list.getBoundingClientRect();
+        return a.top >= l.top - 1 && a.bottom <= l.bottom + 1; }""", arg=chat, polling=200, timeout=LONG)
+    expect(page.locator(chat)).not_to_have_class(re.compile(r"\bnba-is-running\b"))
+    return card
+
+
+def insert_below(page, nb, card):
+    """*Insert as cell below* puts the code in a new cell right under the chat's cell."""
+    count = page.locator(f"{nb} .jp-Notebook .jp-Cell").count()
+    card.locator(".nba-insert").click()
+    expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1)
+    expect(cell(page, nb, 1).locator(".cm-content")).to_have_text(CODE, use_inner_text=True)
+    expect(cell(page, nb, 2).locator(".cm-content")).to_have_text(PROMPT_CELL, use_inner_text=True)
+
+
+def kernel_holds_the_prompt(page, nb, index):
+    run_cell(page, index)
+    out = cell(page, nb, index).locator(".jp-OutputArea-output")
+    expect(out).to_contain_text(PROMPT)
+    expect(out).to_contain_text("[Attached notebook variables: @sales]")
+    expect(out).to_contain_text("- revenue: int64, 6 of 6 non-null")  # describe_variable(sales) went along
+
+
+def chat_code_fills_next_cell(page, nb, index):
+    """``%chat_code`` run as a cell execution creates the next cell holding the code the agent ran."""
+    count = page.locator(f"{nb} .jp-Notebook .jp-Cell").count()
+    run_cell(page, index)
+    expect(cell(page, nb, index).locator(".jp-OutputArea-output")).to_contain_text("the next cell holds 1 piece of code")
+    expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1)
+    expect(cell(page, nb, index + 1).locator(".cm-content")).to_contain_text(CODE, use_inner_text=True)
+
+
+def agent_flow(page, nb, tmp_path, label):
+    """The whole flow on an open notebook of CELLS (see the module doc)."""
+    expect.set_options()  # every wait is generous (Playwright's default is 5 s)
+    try:
+        _flow(page, nb, tmp_path, label)
+    finally:
+        expect.set_options(timeout=5_000)
+
+
+def _flow(page, nb, tmp_path, label):
+    run_cell(page, 0)
+    chat = f"{nb} .nba-chat"
+    expect(page.locator(chat)).to_be_visible()
+    ask_with_mention(page, chat)
+    card = approve_code(page, chat)
+    shot(page, chat, f"notebook-agent-chat-{label}.png", tmp_path)  # the chat at the turn's end
+    shot(page, f"{chat} .nba-tool[data-status='done']", f"notebook-agent-{label}.png", tmp_path)  # scrolls the card into view
+    insert_below(page, nb, card)
+    kernel_holds_the_prompt(page, nb, 2)
+    chat_code_fills_next_cell(page, nb, 3)
+    errors = [e for e in page.errors if "nba" in e or "nbagent" in e or "widget" in e.lower()]
+    assert not errors, errors
