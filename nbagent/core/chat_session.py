@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .atomic_file import atomic_write_text
 from .errors import NbagentError
 from .messages import Message, TextPart, ToolResultPart, clean_parts
 from .text import clean_text
@@ -157,26 +157,11 @@ class ChatSession:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Write ``obj`` as JSON to a temp file beside ``path``, then rename it over."""
-    path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)  # C encoder
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    except OSError as exc:
-        raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)  # C encoder
     except (TypeError, ValueError) as exc:
         raise NbagentError(f"cannot save to {path}: {exc}", kind="io") from None
-    return path
+    return atomic_write_text(path, text)
 
 
 def read_json(path: str | os.PathLike) -> Any:
