@@ -20,6 +20,7 @@ from nbagent import Agent, NbagentError, tool  # noqa: E402
 from nbagent.core.steps import ApprovalDecision, StepStatus, TurnStatus  # noqa: E402
 from nbagent.providers.base import TextDelta  # noqa: E402
 from support.scripted import ScriptedProvider, text_call  # noqa: E402
+from support.small_disk import fill, small_disk  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -307,3 +308,19 @@ def test_chat_export_writes_escaped_markdown_and_html(ip, tmp_path):
     assert "&lt;script&gt;alert" in page and "<script" not in page
     result, out, _ = run(ip, f"%chat_export -a bot {tmp_path / 't.pdf'}")
     assert "neither .md nor .html" in one_line(out)
+
+
+def test_chat_export_on_a_full_disk_keeps_the_previous_export(ip, tmp_path):
+    scripted_bot(ip, text_call("first answer"), text_call("second answer " * 2000))
+    run(ip, "%%chat -a bot\none")
+    with small_disk(tmp_path / "disk", size_kb=128) as disk:
+        run(ip, f"%chat_export -a bot {disk / 't.md'}")
+        before = (disk / "t.md").read_text()
+        assert "first answer" in before
+        fill(disk)
+        run(ip, "%%chat -a bot\ntwo")
+        _, out, _ = run(ip, f"%chat_export -a bot {disk / 't.md'}")
+        line = one_line(out)
+        assert "[io]" in line and "t.md" in line and "No space left" in line
+        assert (disk / "t.md").read_text() == before
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "t.md"]
