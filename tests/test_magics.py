@@ -134,6 +134,39 @@ def test_variables_are_put_in_the_prompt(ip):
     assert "more characters left out" in prompt and len(prompt) < 6_000
 
 
+def test_a_format_spec_cannot_pass_the_cap(ip):
+    ip.user_ns["long"] = "x" * 50_000
+    ip.user_ns["n"] = 7
+    run(ip, "%%chat -m demo --new\nText: {long:<100} and {long!r:^10}")
+    prompt = ip.user_ns["nbagent_agent"].conversation.turns[-1].prompt
+    assert prompt.count("more characters left out") == 2 and len(prompt) < 9_000
+    result, out, _ = run(ip, "%%chat -m demo\nPadded: {n:>100000000}")
+    assert isinstance(result.error_in_exec, NbagentError)
+    assert "asks for more than 4,000 characters" in one_line(out)
+
+
+class Hostile:
+    def __str__(self):
+        raise RuntimeError("my __str__ is broken")
+
+    def __format__(self, spec):
+        raise ZeroDivisionError("no format")
+
+    def __getattr__(self, name):
+        raise PermissionError("no attributes")
+
+
+def test_a_raising_str_is_one_line(ip):
+    ip.user_ns["bad"] = Hostile()
+    for cell, message in [("{bad}", "{bad} failed: RuntimeError: my __str__ is broken"),
+                          ("{bad:>5}", "{bad} failed: ZeroDivisionError: no format"),
+                          ("{bad.x}", "{bad.x} failed: PermissionError: no attributes")]:
+        result, out, _ = run(ip, f"%%chat -m demo\nLook at {cell}")
+        assert isinstance(result.error_in_exec, NbagentError) and result.error_in_exec.kind == "config"
+        assert message in one_line(out)
+    ip.user_ns.pop("bad")
+
+
 @pytest.mark.parametrize("cell, message", [
     ("%%chat -m demo\nWhat is {nope}?", "{nope} is not a notebook variable"),
     ("%%chat -m demo\nA dict: {'a': 1}", "{{"),
