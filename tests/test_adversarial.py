@@ -6,6 +6,8 @@ Every test here failed on the code before its fix; docs/reliability.md lists eac
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pd = pytest.importorskip("pandas")
@@ -68,3 +70,64 @@ def test_a_failed_single_file_export_keeps_the_previous_file(tmp_path):
         assert err.value.kind == "io" and "usage.parquet" in str(err.value)
         assert target.read_bytes() == before
         assert [p.name for p in disk.iterdir() if p.name != "filler"] == ["usage.parquet"]  # no temp left
+
+
+# --- damaged session files: one typed error naming the file -----------------------------------
+
+
+def damaged(folder, name, edit):
+    """A real saved session, its JSON document changed by ``edit(doc)`` (or its text, if it returns a str)."""
+    path = save_conversation(synthetic_state(0, 3), folder / name)
+    doc = json.loads(path.read_text())
+    changed = edit(doc)
+    path.write_text(changed if isinstance(changed, str) else json.dumps(doc))
+    return path
+
+
+def set_in(doc, keys, value):
+    *outer, last = keys
+    for k in outer:
+        doc = doc[k]
+    doc[last] = value
+
+
+HOSTILE = {
+    "a 5,000-digit number": lambda d: json.dumps(d).replace('"saved_at":', '"saved_at":' + "9" * 5000 + ',"x":', 1),
+    "turn 2**70": lambda d: set_in(d, ["turns", 0, "turn"], 2**70),
+    "a token count of 2**63": lambda d: set_in(d, ["turns", 1, "usage", "prompt_token_count"], 2**63),
+    "a token count of 2**64": lambda d: set_in(d, ["turns", 1, "usage", "candidates_token_count"], 2**64),
+    "a negative context": lambda d: set_in(d, ["turns", 2, "context_tokens"], -5),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+@pytest.mark.parametrize("reader", ["load_sessions", "Conversation.load", "to_parquet"])
+def test_damaged_numbers_are_io_errors_naming_the_file(tmp_path, case, reader):
+    path = damaged(tmp_path, "hostile.json", HOSTILE[case])
+    read = {"load_sessions": lambda: nbagent.load_sessions(path),
+            "Conversation.load": lambda: nbagent.Conversation.load(path).usage_df(),
+            "to_parquet": lambda: nbagent.to_parquet(path, tmp_path / "out.parquet")}[reader]
+    with pytest.raises(NbagentError) as err:
+        read()
+    assert err.value.kind == "io" and "hostile.json" in str(err.value)
+
+
+def test_a_symlink_loop_in_a_folder_is_an_io_error_naming_it(tmp_path):
+    folder = tmp_path / "sessions"
+    save_conversation(synthetic_state(0, 2), folder / "good.json")
+    (folder / "loop.json").symlink_to(folder / "loop.json")
+    (folder / "a.json").symlink_to(folder / "b.json")
+    (folder / "b.json").symlink_to(folder / "a.json")
+    for source in (folder, [folder / "good.json", folder / "loop.json"]):
+        with pytest.raises(NbagentError) as err:
+            nbagent.load_sessions(source)
+        assert err.value.kind == "io" and ("loop.json" in str(err.value) or "a.json" in str(err.value))
+    assert len(nbagent.load_sessions(folder / "good.json")) == 2
+
+
+def test_a_count_past_int64_in_a_live_frame_is_na_never_negative():
+    from nbagent.analysis.columns import USAGE
+
+    column = next(c for c in USAGE if c.name == "input_tokens")
+    values = column.to_pandas([5.0, float(2**63), float(2**64), float("nan")])
+    assert values[0] == 5 and values[1:].isna().all()

@@ -61,10 +61,10 @@ def expand_paths(paths_or_glob: Any) -> list[Path]:
             out.extend(sorted(Path(text).glob("*.json")))
         else:
             out.append(Path(text))
-    seen: set[Path] = set()
+    seen: set[str] = set()
     unique = []
     for p in out:
-        key = p.resolve()
+        key = os.path.realpath(p)  # never raises: a link loop is refused when the file is read
         if key not in seen:
             seen.add(key)
             unique.append(p)

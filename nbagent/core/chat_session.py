@@ -173,5 +173,5 @@ def read_json(path: str | os.PathLike) -> Any:
         raise NbagentError(f"no such session file: {path}", kind="io") from None
     except OSError as exc:
         raise NbagentError(f"cannot read {path}: {exc.strerror or exc}", kind="io") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
+    except (ValueError, RecursionError) as exc:  # also a number of more than 4,300 digits
+        raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc!s:.300}", kind="io") from None
