@@ -131,3 +131,36 @@ def test_a_count_past_int64_in_a_live_frame_is_na_never_negative():
     column = next(c for c in USAGE if c.name == "input_tokens")
     values = column.to_pandas([5.0, float(2**63), float(2**64), float("nan")])
     assert values[0] == 5 and values[1:].isna().all()
+
+
+# --- paths and sizes ----------------------------------------------------------------------------
+
+
+def test_a_literal_path_that_looks_like_a_glob_is_read_as_named(tmp_path):
+    literal = save_conversation(synthetic_state(0, 3), tmp_path / "run[1].json")
+    save_conversation(synthetic_state(1, 2), tmp_path / "run1.json")  # what "run[1].json" matches as a glob
+    frame = nbagent.load_sessions(literal)
+    assert len(frame) == 3 and frame["path"].tolist() == [str(literal)] * 3
+    assert len(nbagent.load_sessions(str(literal))) == 3
+    assert len(nbagent.load_sessions(tmp_path / "run[0-9].json")) == 2  # a name that does not exist is a glob
+
+
+def test_a_file_over_the_size_limit_is_refused_before_parsing(tmp_path, monkeypatch):
+    from nbagent.core import chat_session
+
+    path = save_conversation(synthetic_state(0, 40), tmp_path / "big.json")
+    sparse = tmp_path / "huge.json"  # 1 GB that takes no disk: refused from its size alone
+    with open(sparse, "wb") as f:
+        f.write(path.read_bytes()[:-1])
+        f.truncate(2**30)
+        f.seek(-1, 2)
+        f.write(b"}")
+    for read in (nbagent.load_sessions, nbagent.Conversation.load):
+        with pytest.raises(NbagentError) as err:
+            read(sparse)
+        assert err.value.kind == "io" and "huge.json" in str(err.value) and "MAX_FILE_BYTES" in str(err.value)
+    monkeypatch.setattr(chat_session, "MAX_FILE_BYTES", path.stat().st_size - 1)
+    with pytest.raises(NbagentError, match="limit"):
+        nbagent.Conversation.load(path)
+    monkeypatch.setattr(chat_session, "MAX_FILE_BYTES", path.stat().st_size)  # raised: read again
+    assert nbagent.Conversation.load(path).turn_count == 40 and len(nbagent.load_sessions(path)) == 40

@@ -164,10 +164,25 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, text)
 
 
+MAX_FILE_BYTES = 256 * 2**20
+"""The largest session file nbagent reads (256 MB; parsing takes about 3 times the size in
+memory). Checked before parsing; raise it with ``nbagent.core.chat_session.MAX_FILE_BYTES = n``."""
+
+
+def check_size(f: Any, path: str | os.PathLike) -> None:
+    """Refuse the open file ``f`` when it is larger than :data:`MAX_FILE_BYTES` (``io`` error)."""
+    size = os.fstat(f.fileno()).st_size
+    if size > MAX_FILE_BYTES:
+        raise NbagentError(
+            f"{path} is {size / 2**20:,.0f} MB, over the {MAX_FILE_BYTES / 2**20:,.0f} MB limit for session files; "
+            "raise nbagent.core.chat_session.MAX_FILE_BYTES to read it", kind="io")
+
+
 def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file; any failure is ``NbagentError(kind="io")`` naming the file."""
     try:
         with open(path, encoding="utf-8") as f:
+            check_size(f, path)
             return json.load(f)
     except FileNotFoundError:
         raise NbagentError(f"no such session file: {path}", kind="io") from None

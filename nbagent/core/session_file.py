@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .chat_session import ChatSession, atomic_write_json, read_json
+from .chat_session import ChatSession, atomic_write_json, check_size, read_json
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
 from .errors import NbagentError
 from .ledger import TurnRecord
@@ -144,6 +144,7 @@ def read_head(path: str | Path, keys: frozenset[str]) -> dict:
     """
     try:
         with open(path, "rb") as f:
+            check_size(f, path)
             data = f.read(_HEAD_BYTES)
             whole = len(data) < _HEAD_BYTES
             if not whole:
