@@ -154,7 +154,7 @@ def _entry_points() -> list[Any]:
     found, seen = [], set()
     for dist in distributions():
         try:
-            name = dist.metadata["Name"] or "?"
+            name = dist.name or "?"
             if name.lower() in seen:  # the first on sys.path wins, as importlib.metadata.entry_points does
                 continue
             seen.add(name.lower())
