@@ -301,3 +301,33 @@ async def test_an_interrupt_as_tools_start_closes_every_call():
     statuses = conv.tool_calls_df()["status"].tolist()
     assert len(statuses) == 3 and "pending" not in statuses
     assert_history_valid(conv.connection.session)
+
+
+def test_a_tool_returning_an_int_past_the_digit_limit_sends_readable_text():
+    @tool
+    def power(n: int) -> dict:
+        """7 to the power n."""
+        return {"value": 7**n, "n": n}
+
+    provider = ScriptedProvider([tool_call(("c1", "power", {"n": 6000})), text_call("done")])
+    Agent(model=provider, tools=[power]).ask("what is 7**6000?")
+    result = provider.requests[1].messages[-1].parts[0]
+    assert isinstance(result, ToolResultPart) and not result.is_error
+    assert "object at 0x" not in result.content and '"n": 6000' in result.content
+    assert "an integer of 5,071 digits" in result.content and "e+5070" in result.content
+    assert f"ending …{7**6000 % 10**20:020d}" in result.content
+
+
+def test_a_prompt_too_long_for_a_known_window_is_refused_before_sending(tmp_path):
+    provider = ScriptedProvider([text_call("fine")], context_window=100_000)
+    agent = Agent(model=provider)
+    with pytest.raises(NbagentError) as err:
+        agent.ask("x" * 5_000_000)
+    assert err.value.kind == "context_length" and "100,000" in str(err.value)
+    assert provider.requests == []  # nothing was sent
+    conv = agent.conversation
+    assert conv.turns[-1].status.value == "error" and "too long" in conv.turns[-1].error
+    assert agent.ask("hello").text == "fine"  # the conversation goes on without the refused prompt
+    assert [m.role for m in provider.requests[-1].messages] == ["user"]
+    unknown = ScriptedProvider([text_call("sent")], context_window=None)
+    assert Agent(model=unknown).ask("x" * 500_000).text == "sent"  # window unknown: the server decides
