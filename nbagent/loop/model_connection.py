@@ -291,8 +291,10 @@ class ModelConnection:
         """The steps that end the turn here instead of running ``calls`` ([]: run them)."""
         if finish.cut_tool_calls:  # the reply is incomplete: run nothing, say why
             return self._not_run(calls, CUT_RESULT, FinishReason.LENGTH, cut_note(finish.cut_tool_calls))
-        if not calls:
-            return [self._finish(finish.reason, content=finish.prompt_blocked)]
+        if not calls:  # a blocked prompt: a notice in the typed refusal field, no made-up text
+            end = self._finish(finish.reason)
+            end.refusal = finish.prompt_blocked
+            return [end]
         if self._interrupted.is_set():
             return self._not_run(calls, CANCELED_RESULT, FinishReason.INTERRUPTED)
         if rounds >= self.max_tool_iterations:
