@@ -7,6 +7,9 @@ Every test here failed on the code before its fix; docs/reliability.md lists eac
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -164,3 +167,53 @@ def test_a_file_over_the_size_limit_is_refused_before_parsing(tmp_path, monkeypa
         nbagent.Conversation.load(path)
     monkeypatch.setattr(chat_session, "MAX_FILE_BYTES", path.stat().st_size)  # raised: read again
     assert nbagent.Conversation.load(path).turn_count == 40 and len(nbagent.load_sessions(path)) == 40
+
+
+# --- a hostile session folder (the probes of the adversarial run, kept as tests) ----------------
+
+READ_IN_A_CHILD = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a runaway read fails here, not the machine
+import nbagent
+read = {"load_sessions": nbagent.load_sessions, "Conversation.load": nbagent.Conversation.load}[sys.argv[1]]
+try:
+    read(sys.argv[2])
+    print(json.dumps({"outcome": "read"}))
+except nbagent.NbagentError as exc:
+    print(json.dumps({"outcome": "NbagentError", "kind": exc.kind, "message": str(exc)}))
+except BaseException as exc:
+    print(json.dumps({"outcome": type(exc).__name__, "message": str(exc)[:300]}))
+"""
+
+
+def plant(folder, case: str):
+    """One hostile entry named like a session file in ``folder``; its path."""
+    path = folder / f"{case}.json"
+    if case == "fifo":
+        os.mkfifo(path)  # opening it to read would wait for a writer forever
+    elif case == "dev-zero":
+        path.symlink_to("/dev/zero")  # endless zeros, size 0
+    elif case == "directory":
+        path.mkdir()
+    elif case == "empty":
+        path.write_bytes(b"")
+    elif case == "binary":
+        path.write_bytes(bytes(range(256)) * 64 + b"}")
+    elif case == "dangling-link":
+        path.symlink_to(folder / "nowhere.json")
+    return path
+
+
+@pytest.mark.parametrize("case", ["fifo", "dev-zero", "directory", "empty", "binary", "dangling-link"])
+@pytest.mark.parametrize("reader", ["load_sessions", "Conversation.load"])
+def test_a_hostile_folder_entry_is_an_io_error_naming_it_never_a_hang(tmp_path, case, reader):
+    folder = tmp_path / "sessions"
+    save_conversation(synthetic_state(0, 2), folder / "good.json")
+    target = folder if reader == "load_sessions" else plant(folder, case)
+    if reader == "load_sessions":
+        plant(folder, case)
+    child = subprocess.run([sys.executable, "-c", READ_IN_A_CHILD, reader, str(target)], capture_output=True,
+                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result["outcome"] == "NbagentError" and result["kind"] == "io", result
+    assert f"{case}.json" in result["message"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,20 +170,29 @@ MAX_FILE_BYTES = 256 * 2**20
 memory). Checked before parsing; raise it with ``nbagent.core.chat_session.MAX_FILE_BYTES = n``."""
 
 
-def check_size(f: Any, path: str | os.PathLike) -> None:
-    """Refuse the open file ``f`` when it is larger than :data:`MAX_FILE_BYTES` (``io`` error)."""
-    size = os.fstat(f.fileno()).st_size
-    if size > MAX_FILE_BYTES:
-        raise NbagentError(
-            f"{path} is {size / 2**20:,.0f} MB, over the {MAX_FILE_BYTES / 2**20:,.0f} MB limit for session files; "
-            "raise nbagent.core.chat_session.MAX_FILE_BYTES to read it", kind="io")
+def open_session_file(path: str | os.PathLike, mode: str = "r") -> Any:
+    """Open a session file for reading (``mode`` "r" or "rb"): only a regular file of at most
+    :data:`MAX_FILE_BYTES` (a FIFO, a device such as ``/dev/zero`` or a directory is an ``io``
+    error, never a read that blocks or never ends). Opened without blocking, then checked."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NbagentError(f"{path} is not a regular file", kind="io")
+        if info.st_size > MAX_FILE_BYTES:
+            raise NbagentError(
+                f"{path} is {info.st_size / 2**20:,.0f} MB, over the {MAX_FILE_BYTES / 2**20:,.0f} MB limit for "
+                "session files; raise nbagent.core.chat_session.MAX_FILE_BYTES to read it", kind="io")
+        return os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {}))
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file; any failure is ``NbagentError(kind="io")`` naming the file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            check_size(f, path)
+        with open_session_file(path) as f:
             return json.load(f)
     except FileNotFoundError:
         raise NbagentError(f"no such session file: {path}", kind="io") from None
