@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,36 @@ def test_a_prompt_too_long_for_a_known_window_is_refused_before_sending(tmp_path
     assert [m.role for m in provider.requests[-1].messages] == ["user"]
     unknown = ScriptedProvider([text_call("sent")], context_window=None)
     assert Agent(model=unknown).ask("x" * 500_000).text == "sent"  # window unknown: the server decides
+
+
+def test_hung_sync_tool_threads_are_bounded_with_a_clear_error(monkeypatch):
+    from nbagent.loop import tool_threads
+
+    monkeypatch.setattr(tool_threads, "MAX_ABANDONED_THREADS", 4)
+    release = threading.Event()
+
+    @tool(timeout=0.1)
+    def hang(i: int) -> str:
+        """Never returns in time."""
+        release.wait(30)
+        return "late"
+
+    calls = [tool_call(*[(f"a{i}", "hang", {"i": i}) for i in range(5)]), text_call("first"),
+             tool_call(*[(f"b{i}", "hang", {"i": i}) for i in range(3)]), text_call("second")]
+    agent = Agent(model=ScriptedProvider(calls), tools=[hang])
+    try:
+        agent.ask("hang five")
+        assert tool_threads.abandoned_threads() == 5
+        before = threading.active_count()
+        agent.ask("hang three more")
+        results = [s for s in agent.conversation.history if s.tool_calls and s.source.value == "SYSTEM"]
+        refused = [s for s in results if "TooManyHungTools" in s.content]
+        assert len(refused) == 3 and all(s.status.value == "ERROR" for s in refused)
+        assert "5 earlier tool calls timed out and their threads still run (at most 4)" in refused[0].content
+        assert threading.active_count() <= before  # no thread was started for them
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
+    while tool_threads.abandoned_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert tool_threads.abandoned_threads() == 0  # released threads end and free their places
