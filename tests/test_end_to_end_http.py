@@ -233,9 +233,13 @@ async def test_gemini_blocked_prompt_ends_the_turn_without_a_made_up_reply():
         conv = agent.conversation
         resp = await conv.chat_to_completion("a prompt Gemini blocks")
         assert resp.finish_reason == FinishReason.CONTENT_FILTER
+        notice = "Gemini blocked this prompt (SAFETY); no reply was generated."
+        assert resp.text == "" and resp.refusal == notice  # the model wrote nothing: text stays empty
         finish = conv.history[-1]
         assert finish.type == StepType.FINISH and finish.finish_reason == FinishReason.CONTENT_FILTER
-        assert finish.content == "Gemini blocked this prompt (SAFETY); no reply was generated."
+        assert finish.content == "" and finish.refusal == notice
+        assert type(finish).from_dict(finish.to_dict()).refusal == notice  # saved and loaded alike
+        assert notice in conv.to_markdown()  # the transcript shows it as a note
         assert conv.history[1].content == ""  # the model step says nothing it did not say
         assert [m.role for m in conv.connection.session.messages] == ["user"]  # nothing made up
         resp = await conv.chat_to_completion("hello")

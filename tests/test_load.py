@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import re
+import time
 import tracemalloc
 
 from nbagent import (Agent, Conversation, MockConnection, Step, StepSource, StepStatus, StepTarget, StepType,
                      UsageMetadata, tool)
 from nbagent.providers.demo import DemoProvider
 
+from support.fault_server import FaultServer, sse
 from support.scripted import assert_history_valid
 
 
@@ -28,6 +32,57 @@ async def test_a_hundred_concurrent_conversations_do_not_cross_talk():
         assert conv.turn_count == 1 and conv.turns[0].tool_calls == 1
         assert_history_valid(conv.connection.session)
     assert len({c.conversation_id for c in convs}) == 100
+
+
+def _openai_sse(delta: dict, finish: str) -> bytes:
+    chunks = [{"model": "gpt-load", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+              {"model": "gpt-load", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+              {"model": "gpt-load", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3,
+                                                              "total_tokens": 8}}]
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+
+def _answer_from_the_request(ex) -> None:
+    """A model over HTTP that answers from what each request holds: a prompt "#n" gets a call
+    of ``lookup(key=n)`` (every conversation uses the same call id), a tool result gets it echoed."""
+    last = ex.request.json["messages"][-1]
+    content = last["content"] if isinstance(last["content"], str) else "".join(p["text"] for p in last["content"])
+    if last["role"] == "tool":
+        body = _openai_sse({"role": "assistant", "content": f"answer: {content}"}, "stop")
+    else:
+        key = int(re.search(r"#(\d+)", content).group(1))
+        call = {"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"key": key})}}
+        body = _openai_sse({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
+    sse(body, chunk_size=7)(ex)
+
+
+async def test_two_hundred_conversations_with_tools_over_http_on_one_provider_do_not_cross_talk():
+    from nbagent.providers.openai import OpenAIProvider
+
+    @tool
+    def lookup(key: int) -> str:
+        """The value stored under key."""
+        time.sleep(0.002 * (key % 5))  # sync tools run in threads: finish out of order
+        return f"value-{key}"
+
+    n = 200
+    with FaultServer() as server:
+        server.push(*[_answer_from_the_request] * (2 * n))
+        provider = OpenAIProvider("gpt-load", base_url=server.url + "/v1", api_key="sk-load-test-key")
+        agent = Agent(model=provider, tools=[lookup])
+        convs = [agent.new_conversation() for _ in range(n)]
+        responses = await asyncio.gather(*(c.chat_to_completion(f"Look up #{i}") for i, c in enumerate(convs)))
+        for i, (conv, resp) in enumerate(zip(convs, responses)):
+            assert resp.text == f"answer: value-{i}", (i, resp.text)
+            assert [c.args for c in resp.tool_calls] == [{"key": i}]
+            assert conv.turn_count == 1 and conv.turns[0].tool_calls == 1 and conv.turns[0].model_calls == 2
+            assert_history_valid(conv.connection.session)
+        for request in server.requests:  # every request held one conversation's messages only
+            keys = set(re.findall(r"#(\d+)|value-(\d+)", json.dumps(request.json["messages"])))
+            assert len({a or b for a, b in keys}) == 1, keys
+        assert len(server.requests) == 2 * n
+        await agent.disconnect()
 
 
 def _turn(i: int) -> list[Step]:

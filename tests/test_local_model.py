@@ -411,6 +411,29 @@ async def test_a_dead_server_is_restarted_by_the_next_call():
 
 
 @needs_runtime
+async def test_a_server_that_dies_mid_answer_says_so_and_the_next_turn_restarts_it():
+    conv, provider = make_conversation(max_tokens=300, n_ctx=640)  # a server of its own, not the shared one
+    texts: list[str] = []
+    try:
+        with pytest.raises(NbagentError) as err:
+            async for chunk in conv.chat("Write a very long story about a dragon and a knight."):
+                if isinstance(chunk, Text):
+                    texts.append(chunk.text)
+                    if len(texts) == 1:
+                        pid = provider.server_pid
+                        os.kill(pid, 9)  # the server dies while it streams
+        message = str(err.value)
+        assert f"server (pid {pid}) died mid-answer (killed by SIGKILL)" in message
+        assert "the next turn restarts it" in message
+        assert conv.turns[-1].status == "error" and model_steps(conv)[-1].content.startswith(texts[0])
+        conv.connection.max_tokens = 16
+        nxt = await conv.chat_to_completion("Say hello.")
+        assert nxt.text.strip() and provider.server_pid != pid
+    finally:
+        await conv.disconnect()
+
+
+@needs_runtime
 def test_server_dies_with_its_killed_owner():
     script = textwrap.dedent(
         """

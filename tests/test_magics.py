@@ -20,6 +20,7 @@ from nbagent import Agent, NbagentError, tool  # noqa: E402
 from nbagent.core.steps import ApprovalDecision, StepStatus, TurnStatus  # noqa: E402
 from nbagent.providers.base import TextDelta  # noqa: E402
 from support.scripted import ScriptedProvider, text_call  # noqa: E402
+from support.small_disk import fill, small_disk  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +132,39 @@ def test_variables_are_put_in_the_prompt(ip):
     assert "500 rows × 2 columns" in prompt and "city-0" in prompt and "city-499" in prompt
     assert "city-250" not in prompt  # capped: first and last rows only
     assert "more characters left out" in prompt and len(prompt) < 6_000
+
+
+def test_a_format_spec_cannot_pass_the_cap(ip):
+    ip.user_ns["long"] = "x" * 50_000
+    ip.user_ns["n"] = 7
+    run(ip, "%%chat -m demo --new\nText: {long:<100} and {long!r:^10}")
+    prompt = ip.user_ns["nbagent_agent"].conversation.turns[-1].prompt
+    assert prompt.count("more characters left out") == 2 and len(prompt) < 9_000
+    result, out, _ = run(ip, "%%chat -m demo\nPadded: {n:>100000000}")
+    assert isinstance(result.error_in_exec, NbagentError)
+    assert "asks for more than 4,000 characters" in one_line(out)
+
+
+class Hostile:
+    def __str__(self):
+        raise RuntimeError("my __str__ is broken")
+
+    def __format__(self, spec):
+        raise ZeroDivisionError("no format")
+
+    def __getattr__(self, name):
+        raise PermissionError("no attributes")
+
+
+def test_a_raising_str_is_one_line(ip):
+    ip.user_ns["bad"] = Hostile()
+    for cell, message in [("{bad}", "{bad} failed: RuntimeError: my __str__ is broken"),
+                          ("{bad:>5}", "{bad} failed: ZeroDivisionError: no format"),
+                          ("{bad.x}", "{bad.x} failed: PermissionError: no attributes")]:
+        result, out, _ = run(ip, f"%%chat -m demo\nLook at {cell}")
+        assert isinstance(result.error_in_exec, NbagentError) and result.error_in_exec.kind == "config"
+        assert message in one_line(out)
+    ip.user_ns.pop("bad")
 
 
 @pytest.mark.parametrize("cell, message", [
@@ -307,3 +341,19 @@ def test_chat_export_writes_escaped_markdown_and_html(ip, tmp_path):
     assert "&lt;script&gt;alert" in page and "<script" not in page
     result, out, _ = run(ip, f"%chat_export -a bot {tmp_path / 't.pdf'}")
     assert "neither .md nor .html" in one_line(out)
+
+
+def test_chat_export_on_a_full_disk_keeps_the_previous_export(ip, tmp_path):
+    scripted_bot(ip, text_call("first answer"), text_call("second answer " * 2000))
+    run(ip, "%%chat -a bot\none")
+    with small_disk(tmp_path / "disk", size_kb=128) as disk:
+        run(ip, f"%chat_export -a bot {disk / 't.md'}")
+        before = (disk / "t.md").read_text()
+        assert "first answer" in before
+        fill(disk)
+        run(ip, "%%chat -a bot\ntwo")
+        _, out, _ = run(ip, f"%chat_export -a bot {disk / 't.md'}")
+        line = one_line(out)
+        assert "[io]" in line and "t.md" in line and "No space left" in line
+        assert (disk / "t.md").read_text() == before
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "t.md"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import traceback
 
 import pytest
 
@@ -73,3 +74,65 @@ def test_a_plugin_package_adds_a_provider_through_its_entry_point(tmp_path, monk
     assert type(agent.provider).__name__ == "PluginProvider" and agent.provider.model == "tiny"
     assert agent.ask("hello").text
     sys.modules.pop("echo_plugin", None)
+
+
+def plugin_package(folder, module: str, source: str, entry_points: bytes, dist: str = "") -> None:
+    """A plugin installed the way pip leaves one: a module and a dist-info with entry_points.txt."""
+    (folder / f"{module}.py").write_text(textwrap.dedent(source))
+    info = folder / f"{dist or module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist or module}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_bytes(entry_points)
+
+
+KEY = "sk-plugin-" + "7" * 24
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    monkeypatch.undo()  # off sys.path before reading the entry points again
+    for prefix in ("raising", "broken", "notaprovider", "works"):
+        providers.unregister(prefix)
+    for module in ("raising_plugin", "broken_plugin", "dict_plugin", "works_plugin"):
+        sys.modules.pop(module, None)
+    providers.refresh()
+
+
+def test_plugin_failures_are_config_errors_naming_the_plugin_without_the_key(plugins):
+    plugin_package(plugins, "raising_plugin", """
+        def make(model, *, api_key=None, base_url=None, **options):
+            raise ValueError(f"bad key {api_key!r} for {model}")
+    """, b"[nbagent.providers]\nraising = raising_plugin:make\n")
+    plugin_package(plugins, "broken_plugin", "raise ImportError('needs libfoo')\n",
+                   b"[nbagent.providers]\nbroken = broken_plugin:Provider\n")
+    plugin_package(plugins, "dict_plugin", """
+        def make(model, **kwargs):
+            return {"model": model}
+    """, b"[nbagent.providers]\nnotaprovider = dict_plugin:make\n")
+    providers.refresh()
+    cases = [("raising:m", "'raising' (raising_plugin:make) failed: ValueError: bad key"),
+             ("broken:m", "'broken' (broken_plugin:Provider) cannot be loaded: ImportError: needs libfoo"),
+             ("notaprovider:m", "'notaprovider' (dict_plugin:make) returned a dict, not an nbagent Provider")]
+    for model, message in cases:
+        with pytest.raises(NbagentError) as err:
+            Agent(model=model, api_key=KEY)
+        assert err.value.kind == "config" and message in str(err.value), str(err.value)
+        shown = "".join(traceback.format_exception(err.value)) + repr(err.value)
+        assert KEY not in shown and KEY[:12] not in shown
+
+
+def test_a_distribution_with_non_utf8_entry_points_is_skipped_with_a_warning(plugins):
+    plugin_package(plugins, "latin_plugin", "", "[console_scripts]\ncaf\xe9 = latin_plugin:main\n".encode("latin-1"),
+                   dist="latin-plugin")
+    plugin_package(plugins, "works_plugin", """
+        from nbagent.providers.demo import DemoProvider
+
+        class Works(DemoProvider):
+            name = "works"
+    """, b"[nbagent.providers]\nworks = works_plugin:Works\n")
+    with pytest.warns(RuntimeWarning, match="latin-plugin-0.1.dist-info"):
+        providers.refresh()
+    agent = Agent(model="works:tiny")
+    assert type(agent.provider).__name__ == "Works" and agent.ask("hello").text

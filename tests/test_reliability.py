@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -301,3 +302,66 @@ async def test_an_interrupt_as_tools_start_closes_every_call():
     statuses = conv.tool_calls_df()["status"].tolist()
     assert len(statuses) == 3 and "pending" not in statuses
     assert_history_valid(conv.connection.session)
+
+
+def test_a_tool_returning_an_int_past_the_digit_limit_sends_readable_text():
+    @tool
+    def power(n: int) -> dict:
+        """7 to the power n."""
+        return {"value": 7**n, "n": n}
+
+    provider = ScriptedProvider([tool_call(("c1", "power", {"n": 6000})), text_call("done")])
+    Agent(model=provider, tools=[power]).ask("what is 7**6000?")
+    result = provider.requests[1].messages[-1].parts[0]
+    assert isinstance(result, ToolResultPart) and not result.is_error
+    assert "object at 0x" not in result.content and '"n": 6000' in result.content
+    assert "an integer of 5,071 digits" in result.content and "e+5070" in result.content
+    assert f"ending …{7**6000 % 10**20:020d}" in result.content
+
+
+def test_a_prompt_too_long_for_a_known_window_is_refused_before_sending(tmp_path):
+    provider = ScriptedProvider([text_call("fine")], context_window=100_000)
+    agent = Agent(model=provider)
+    with pytest.raises(NbagentError) as err:
+        agent.ask("x" * 5_000_000)
+    assert err.value.kind == "context_length" and "100,000" in str(err.value)
+    assert provider.requests == []  # nothing was sent
+    conv = agent.conversation
+    assert conv.turns[-1].status.value == "error" and "too long" in conv.turns[-1].error
+    assert agent.ask("hello").text == "fine"  # the conversation goes on without the refused prompt
+    assert [m.role for m in provider.requests[-1].messages] == ["user"]
+    unknown = ScriptedProvider([text_call("sent")], context_window=None)
+    assert Agent(model=unknown).ask("x" * 500_000).text == "sent"  # window unknown: the server decides
+
+
+def test_hung_sync_tool_threads_are_bounded_with_a_clear_error(monkeypatch):
+    from nbagent.loop import tool_threads
+
+    monkeypatch.setattr(tool_threads, "MAX_ABANDONED_THREADS", 4)
+    release = threading.Event()
+
+    @tool(timeout=0.1)
+    def hang(i: int) -> str:
+        """Never returns in time."""
+        release.wait(30)
+        return "late"
+
+    calls = [tool_call(*[(f"a{i}", "hang", {"i": i}) for i in range(5)]), text_call("first"),
+             tool_call(*[(f"b{i}", "hang", {"i": i}) for i in range(3)]), text_call("second")]
+    agent = Agent(model=ScriptedProvider(calls), tools=[hang])
+    try:
+        agent.ask("hang five")
+        assert tool_threads.abandoned_threads() == 5
+        before = threading.active_count()
+        agent.ask("hang three more")
+        results = [s for s in agent.conversation.history if s.tool_calls and s.source.value == "SYSTEM"]
+        refused = [s for s in results if "TooManyHungTools" in s.content]
+        assert len(refused) == 3 and all(s.status.value == "ERROR" for s in refused)
+        assert "5 earlier tool calls timed out and their threads still run (at most 4)" in refused[0].content
+        assert threading.active_count() <= before  # no thread was started for them
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
+    while tool_threads.abandoned_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert tool_threads.abandoned_threads() == 0  # released threads end and free their places

@@ -143,3 +143,20 @@ def test_a_server_that_never_answers_fails_at_the_first_byte_timeout():
             assert error is not None and "first_byte_timeout" not in str(error)  # the stream ended unfinished
 
     asyncio.run(main())
+
+
+def test_a_silent_server_is_given_up_at_the_total_deadline():
+    wire = WIRES[0]
+
+    async def main():
+        with FaultServer() as server:
+            server.push(*[lambda ex: ex.sleep(30)] * 12)  # takes every request, never replies
+            provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=0.4, max_retries=10,
+                                          retry_base_delay=0.01, total_timeout=1.0)
+            events, error = await collect(provider)
+            assert error is not None and error.kind == "timeout"
+            assert "total_timeout 1 s reached" in str(error) and "first_byte_timeout" in str(error)
+            assert 1 <= len(server.requests) < 11  # 11 attempts of 0.4 s never fit in 1 s
+        assert wire.make_provider("http://127.0.0.1:9").total_timeout == 90.0  # the documented default
+
+    asyncio.run(main())

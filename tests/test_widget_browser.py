@@ -91,7 +91,12 @@ NOTEBOOKS = {
     "rich.ipynb": ["from support.streams import rich_agent\nagent = rich_agent()\nagent"],
     "restart.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "saved.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], api_key='sk-SECRET-never-saved-123')\nagent"],
-    "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent", "import time\ntime.sleep(12)"],
+    "keys.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent",
+                   # busy until the test says so: never a race between a sleep and the widget's 8 s hint
+                   "import pathlib, time\nwhile not pathlib.Path('release-busy-cell').exists():\n    time.sleep(0.05)",
+                   # runs after the messages queued behind the busy cell: waits for the queued turn to end
+                   "import asyncio\nwhile not agent.conversation.is_idle():\n    await asyncio.sleep(0.05)\n"
+                   "print('turns:', agent.conversation.turn_count)"],
     "mathsaved.ipynb": [
         "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
         "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
@@ -602,7 +607,18 @@ def test_keys_other_than_enter_shift_enter_escape_reach_the_notebook(lab, notebo
     no_errors(lab)
 
 
-def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook):
+def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook, jupyter_server):
+    # Two races made this test flaky under load, both in the test: (1) the busy cell slept 12 s,
+    # and the widget's "no answer" hint comes 8 s after a send, so a send that started more than
+    # ~4 s into the sleep (a loaded machine) never saw the hint; (2) after the cell ended, the
+    # queued prompt and the queued Stop reach the kernel together: the prompt's turn is dropped
+    # or runs and is stopped (asyncio decides), and "not running" held at once (Stop had unlocked
+    # the view), so the long prompt could be sent while that turn ran (refused) and the turn count
+    # expected after it (2) was 1 when the queued turn had been dropped. Now the busy cell waits
+    # for the test, and a probe cell, queued behind those messages, waits for the turn to end and
+    # says how many turns there are.
+    release = jupyter_server["root"] / "release-busy-cell"
+    release.unlink(missing_ok=True)
     nb = notebook("keys.ipynb")
     chat = show_widget(lab, nb)
     # a prompt sent while a cell keeps the kernel busy: the widget says so and Stop gives the box back
@@ -615,14 +631,20 @@ def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook):
     assert lab.is_enabled(f"{chat} .nba-stop")
     lab.click(f"{chat} .nba-stop")
     assert lab.is_enabled(f"{chat} .nba-input") and lab.is_enabled(f"{chat} .nba-send")
-    wait_run(lab)  # the cell ends; the queued prompt runs and the queued Stop ends it
+    release.write_text("")
+    wait_run(lab)  # the cell ends; the kernel then takes the queued prompt and the queued Stop
+    run_cell(lab, 2)
+    wait_run(lab)
+    probe = lab.locator(nb).locator(".jp-Cell").nth(2).locator(".jp-OutputArea-output").inner_text()
+    turns = int(re.search(r"turns: (\d+)", probe).group(1))
+    assert turns in (0, 1)  # dropped before it began, or begun and stopped / finished
     lab.wait_for_function("(s) => !document.querySelector(s).classList.contains('nba-is-running')", arg=chat, polling=50)
     # a long prompt is shown collapsed, with "Show all"
     long = "\n".join(f"line {i}: " + "x" * 60 for i in range(50))
     send_prompt(lab, chat, long)
     lab.wait_for_function("(s) => document.querySelector(s).querySelectorAll('.nba-prompt.nba-collapsed').length === 1",
                           arg=chat, polling=50)
-    wait_turn_done(lab, chat, 2)
+    wait_turn_done(lab, chat, turns + 1)
     prompt = lab.locator(chat).locator(".nba-prompt.nba-long")
     assert prompt.evaluate("p => p.getBoundingClientRect().height") < 300
     more = prompt.locator(".nba-more")

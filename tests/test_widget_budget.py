@@ -81,7 +81,8 @@ async def test_a_likely_overflow_is_a_notice_before_the_turn():
     w._on_msg(w, {"type": "send", "prompt": "word " * 200})
     assert w.notice.startswith("Warning: this turn will likely overflow the context window")
     await until_idle(w)
-    assert len(provider.requests) == 1
+    # the window is known and the prompt alone cannot fit: refused before sending, the turn says why
+    assert provider.requests == [] and "[context_length]" in agent.conversation.turns[-1].error
 
 
 async def test_the_gauge_after_a_stopped_first_turn_estimates_the_context():

@@ -85,7 +85,7 @@ class Column:
             return np.ascontiguousarray(values, dtype=np.int64)
         if self.kind is Kind.COUNT:
             data = np.asarray(values, dtype=np.float64)
-            mask = np.isnan(data)
+            mask = ~(np.abs(data) < 2.0**63)  # NaN, and counts int64 cannot hold: NA, never wrapped negative
             return pd.arrays.IntegerArray(np.where(mask, 0, data).astype(np.int64), mask)
         if self.kind is Kind.FLOAT:
             return np.asarray(values, dtype=np.float64)

@@ -25,11 +25,13 @@ Field metadata ``doc`` holds each column's meaning; schema metadata ``nbagent.ta
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..core.atomic_file import atomic_write
 from ..core.errors import NbagentError
 from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Kind
 
@@ -86,8 +88,9 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     "usage"). ``table`` is "usage" (one row per turn) or "tool_calls" (one row per tool call).
 
     ``path`` ending in ``.parquet`` is one file holding every session's rows; any other path
-    is a folder with one file per session, named after the session file (or the conversation
-    id), so exporting a session again replaces its file and ``duckdb.sql("select ... from
+    is a folder with one file per session, named after the session file and a short hash of its
+    absolute path (a live conversation: its id), so ``a.json`` and ``other/a.json`` never share
+    a file and exporting a session again replaces its file and ``duckdb.sql("select ... from
     'out/*.parquet'")`` reads the folder as one table. Keep one table per folder. Returns ``path``.
     """
     pa, pq = _require_pyarrow()
@@ -95,16 +98,15 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     frame, names = _source_frame(source, table, pricing)
     arrow = _arrow_table(pa, frame, schema)
     out = Path(os.path.expanduser(os.fspath(path)))
+    if out.suffix.lower() == ".parquet":
+        return atomic_write(out, lambda tmp: pq.write_table(arrow, tmp))
     try:
-        if out.suffix.lower() == ".parquet":
-            out.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(arrow, out)
-            return out
         out.mkdir(parents=True, exist_ok=True)
-        for (start, length), name in zip(_runs(frame["session_id"]), _unique(names)):
-            pq.write_table(arrow.slice(start, length), out / f"{name}.parquet")
     except OSError as exc:
         raise NbagentError(f"cannot write {out}: {exc.strerror or exc}", kind="io") from None
+    for (start, length), name in zip(_runs(frame), names):
+        part = arrow.slice(start, length)
+        atomic_write(out / f"{name}.parquet", lambda tmp, part=part: pq.write_table(part, tmp))
     return out
 
 
@@ -122,10 +124,9 @@ def _source_frame(source: Any, table: str, pricing: Mapping | None):
         frame = _keyed(df, str(source.conversation_id), None)
     else:
         frame = _from_files(source, table, pricing)
-    firsts = [start for start, _ in _runs(frame["session_id"])]
+    firsts = [start for start, _ in _runs(frame)]
     paths, ids = frame["path"].tolist(), frame["session_id"].astype(object).tolist()
-    names = [_safe_name(Path(paths[i]).stem if isinstance(paths[i], str) else str(ids[i])) for i in firsts]
-    return frame, names
+    return frame, [_file_name(paths[i], str(ids[i])) for i in firsts]
 
 
 def _from_files(source: Any, table: str, pricing: Mapping | None):
@@ -178,8 +179,8 @@ def _from_dataframe(df: Any, table: str):
     if missing:
         raise NbagentError(f"the DataFrame has no {', '.join(missing)} column(s): it is not a {table} frame",
                            kind="config")
-    key = df["session_id"].astype(object)
-    order = {sid: i for i, sid in enumerate(dict.fromkeys(key.tolist()))}
+    key = _session_keys(df)
+    order = {k: i for i, k in enumerate(dict.fromkeys(key.tolist()))}
     return df.iloc[key.map(order).argsort(kind="stable")].reset_index(drop=True)  # each session's rows together
 
 
@@ -208,32 +209,47 @@ def _arrow_array(pa: Any, series: Any, type_: Any):
     return pa.array(series, type=type_, from_pandas=True)
 
 
-def _runs(session_ids: Any) -> list[tuple[int, int]]:
-    """(start, length) of each run of equal session ids."""
+def _runs(frame: Any) -> list[tuple[int, int]]:
+    """(start, length) of each run of rows with the same session id and path."""
     import numpy as np
 
-    codes = session_ids.astype(object).to_numpy()
-    if not len(codes):
+    keys = _session_keys(frame).to_numpy()
+    if not len(keys):
         return []
-    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-    ends = np.r_[starts[1:], len(codes)]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    ends = np.r_[starts[1:], len(keys)]
     return [(int(s), int(e - s)) for s, e in zip(starts, ends)]
+
+
+def _session_keys(frame: Any) -> Any:
+    """One key per row: its session id and path (a session is one source file)."""
+    path = frame["path"].astype(object)
+    return frame["session_id"].astype(object).astype(str) + "\0" + path.where(frame["path"].notna(), "").astype(str)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def _file_name(path: Any, session_id: str) -> str:
+    """One session's file name in an export folder: unique per source, the same every export.
+
+    A saved session: its file's stem and a hash of its absolute path (``a.json`` and
+    ``other/a.json`` differ); a live conversation: its id (a hash is added if the id needed
+    cleaning, so two ids never meet in one name).
+    """
+    if isinstance(path, str):
+        key = os.path.abspath(os.path.expanduser(path))
+        return f"{_safe_name(Path(path).stem)}-{_short_hash(key)}"
+    name = _safe_name(session_id)
+    return name if name == session_id else f"{name}-{_short_hash(session_id)}"
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+
+
 def _safe_name(name: str) -> str:
     return _UNSAFE.sub("_", name).strip("._") or "session"
-
-
-def _unique(names: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
-    return out
 
 
 def _pandas():

@@ -50,21 +50,23 @@ _GLOB_CHARS = frozenset("*?[")
 
 def expand_paths(paths_or_glob: Any) -> list[Path]:
     """Session files named by a path, a glob pattern, a directory (its ``*.json``) or a list of those
-    (in order, each once)."""
+    (in order, each once). A name that exists is taken literally before any glob (``run[1].json``)."""
     items = [paths_or_glob] if isinstance(paths_or_glob, (str, os.PathLike)) else list(paths_or_glob)
     out: list[Path] = []
     for item in items:
         text = os.path.expanduser(os.fspath(item))
-        if _GLOB_CHARS.intersection(text):
+        if os.path.isfile(text) or os.path.islink(text):  # a literal name first, even "run[1].json"
+            out.append(Path(text))
+        elif _GLOB_CHARS.intersection(text) and not os.path.isdir(text):
             out.extend(Path(p) for p in sorted(glob.glob(text, recursive=True)) if os.path.isfile(p))
         elif os.path.isdir(text):
             out.extend(sorted(Path(text).glob("*.json")))
         else:
             out.append(Path(text))
-    seen: set[Path] = set()
+    seen: set[str] = set()
     unique = []
     for p in out:
-        key = p.resolve()
+        key = os.path.realpath(p)  # never raises: a link loop is refused when the file is read
         if key not in seen:
             seen.add(key)
             unique.append(p)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import stat
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, get_args
 
+from .atomic_file import atomic_write_text
 from .errors import NbagentError
 from .messages import Message, TextPart, ToolResultPart, clean_parts
 from .text import clean_text
@@ -167,36 +168,45 @@ class ChatSession:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Write ``obj`` as JSON to a temp file beside ``path``, then rename it over."""
-    path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)  # C encoder
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    except OSError as exc:
-        raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)  # C encoder
     except (TypeError, ValueError) as exc:
         raise NbagentError(f"cannot save to {path}: {exc}", kind="io") from None
-    return path
+    return atomic_write_text(path, text)
+
+
+MAX_FILE_BYTES = 256 * 2**20
+"""The largest session file nbagent reads (256 MB; parsing takes about 3 times the size in
+memory). Checked before parsing; raise it with ``nbagent.core.chat_session.MAX_FILE_BYTES = n``."""
+
+
+def open_session_file(path: str | os.PathLike, mode: str = "r") -> Any:
+    """Open a session file for reading (``mode`` "r" or "rb"): only a regular file of at most
+    :data:`MAX_FILE_BYTES` (a FIFO, a device such as ``/dev/zero`` or a directory is an ``io``
+    error, never a read that blocks or never ends). Opened without blocking, then checked."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NbagentError(f"{path} is not a regular file", kind="io")
+        if info.st_size > MAX_FILE_BYTES:
+            raise NbagentError(
+                f"{path} is {info.st_size / 2**20:,.0f} MB, over the {MAX_FILE_BYTES / 2**20:,.0f} MB limit for "
+                "session files; raise nbagent.core.chat_session.MAX_FILE_BYTES to read it", kind="io")
+        return os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {}))
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file; any failure is ``NbagentError(kind="io")`` naming the file."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_session_file(path) as f:
             return json.load(f)
     except FileNotFoundError:
         raise NbagentError(f"no such session file: {path}", kind="io") from None
     except OSError as exc:
         raise NbagentError(f"cannot read {path}: {exc.strerror or exc}", kind="io") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
+    except (ValueError, RecursionError) as exc:  # also a number of more than 4,300 digits
+        raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc!s:.300}", kind="io") from None

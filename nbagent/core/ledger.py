@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from .steps import (FinishReason, PrefixChange, Step, StepSource, StepStatus, StepTarget, StepType, TurnStatus,
                     UsageMetadata, enum_member)
+from .usage import count
 
 
 @dataclass
@@ -101,7 +102,7 @@ class TurnRecord:
         reason, status, change = get("finish_reason"), get("status"), get("prefix_change")
         window = get("context_window")
         return cls(
-            turn=int(d["turn"]),
+            turn=count(d["turn"], "turn"),
             prompt=str(get("prompt") or ""),
             model=str(get("model") or ""),
             provider=str(get("provider") or ""),
@@ -109,15 +110,15 @@ class TurnRecord:
             finished_at=_opt_float(get("finished_at")),
             first_token_at=_opt_float(get("first_token_at")),
             usage=UsageMetadata.from_dict(get("usage")) or UsageMetadata(),
-            model_calls=int(get("model_calls") or 0),
-            tool_calls=int(get("tool_calls") or 0),
+            model_calls=count(get("model_calls"), "model_calls"),
+            tool_calls=count(get("tool_calls"), "tool_calls"),
             finish_reason=None if reason is None else enum_member(FinishReason, reason),
             status=enum_member(TurnStatus, status) if status else TurnStatus.DONE,
             error=str(get("error") or ""),
-            http_code=int(get("http_code") or 0),
+            http_code=count(get("http_code"), "http_code"),
             prefix_change=None if change is None else enum_member(PrefixChange, change),
-            context_tokens=int(get("context_tokens") or 0),
-            context_window=None if window is None else int(window),
+            context_tokens=count(get("context_tokens"), "context_tokens"),
+            context_window=None if window is None else count(window, "context_window"),
         )
 
 

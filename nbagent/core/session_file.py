@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .chat_session import ChatSession, atomic_write_json, read_json
+from .chat_session import ChatSession, atomic_write_json, open_session_file, read_json
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
 from .errors import NbagentError
 from .ledger import TurnRecord
@@ -187,7 +187,7 @@ def read_head(path: str | Path, keys: frozenset[str]) -> dict:
     those entries; only when they run past that prefix does it read the whole file.
     """
     try:
-        with open(path, "rb") as f:
+        with open_session_file(path, "rb") as f:
             data = f.read(_HEAD_BYTES)
             whole = len(data) < _HEAD_BYTES
             if not whole:

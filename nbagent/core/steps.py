@@ -475,8 +475,10 @@ class ChatResponse:
 
     @property
     def refusal(self) -> str:
-        """The model's refusal text, when it declined (``finish_reason`` CONTENT_FILTER)."""
-        return "\n\n".join(s.refusal for s in self.steps if s.source == StepSource.MODEL and s.refusal)
+        """The model's refusal text when it declined, or the provider's notice when it blocked the
+        prompt itself (``finish_reason`` CONTENT_FILTER; ``text`` then stays empty)."""
+        return "\n\n".join(s.refusal for s in self.steps
+                            if s.refusal and (s.source == StepSource.MODEL or s.type == StepType.FINISH))
 
     def __str__(self) -> str:
         return self.text

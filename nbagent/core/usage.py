@@ -11,6 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
+
+MAX_COUNT = 2**53  # the largest count a float64 frame column holds exactly; past it a file is damaged
+
+
+def count(value: Any, name: str) -> int:
+    """``value`` as a count read from a file: an int from 0 to :data:`MAX_COUNT` (ValueError otherwise,
+    never a count that would wrap to a negative int64 in a frame)."""
+    n = int(value or 0)
+    if not 0 <= n <= MAX_COUNT:
+        raise ValueError(f"{name} {str(n)[:30]}{'…' if len(str(n)) > 30 else ''} is out of range (0 to 2**53)")
+    return n
 
 
 @dataclass
@@ -82,9 +94,7 @@ class UsageMetadata:
         if not isinstance(d, dict):
             raise TypeError(f"usage must be an object, got {type(d).__name__}")
         get = d.get
-        return cls(int(get("prompt_token_count") or 0), int(get("candidates_token_count") or 0),
-                   int(get("total_token_count") or 0), int(get("cached_content_token_count") or 0),
-                   int(get("thoughts_token_count") or 0), int(get("cache_write_token_count") or 0))
+        return cls(*(count(get(name), name) for name in _USAGE_FIELDS))
 
 
 _USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))

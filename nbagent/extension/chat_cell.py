@@ -3,6 +3,7 @@ the cell, and give back the answer as the cell's result (see ``magics.py``)."""
 
 from __future__ import annotations
 
+import re
 import string
 import sys
 import threading
@@ -71,14 +72,35 @@ def interpolate(template: str, namespace: dict) -> str:
             raise NbagentError("%%chat: empty {} in the prompt (write {{}} for literal braces)", kind="config")
         try:
             value, _ = formatter.get_field(field, (), namespace)
-            if conversion:
-                value = formatter.convert_field(value, conversion)
-            out.append(format(value, spec) if spec else value_text(value))
-        except (KeyError, AttributeError, IndexError, TypeError, ValueError) as exc:
-            why = "is not a notebook variable" if isinstance(exc, KeyError) else f"failed: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a variable's own __getattr__ / __getitem__ may raise anything
+            why = "is not a notebook variable" if isinstance(exc, KeyError) else f"failed: {_error_text(exc)}"
             raise NbagentError(f"%%chat: {{{field}}} {why} (write {{{{{field}}}}} for literal braces)",
                                kind="config") from None
+        out.append(_field_text(field, value, spec, conversion))
     return "".join(out)
+
+
+def _field_text(field: str, value: Any, spec: str | None, conversion: str | None) -> str:
+    """One ``{field!conversion:spec}`` as capped text; any error in the value's own ``__str__``,
+    ``__repr__`` or ``__format__`` is one ``config`` error naming the field."""
+    if spec and any(int(n) > VALUE_CHARS for n in re.findall(r"\d+", spec)):
+        raise NbagentError(f"%%chat: {{{field}:{spec}}} asks for more than {VALUE_CHARS:,} characters",
+                           kind="config")
+    try:
+        if conversion:
+            value = string.Formatter().convert_field(value, conversion)
+        return value_text(format(value, spec) if spec else value)
+    except Exception as exc:  # noqa: BLE001 - user code: any error is the variable's, shown as one line
+        raise NbagentError(f"%%chat: {{{field}}} failed: {_error_text(exc)}", kind="config") from None
+
+
+def _error_text(exc: BaseException) -> str:
+    """``Type: message`` of an exception whose own ``__str__`` may raise too."""
+    try:
+        detail = str(exc)
+    except Exception:  # noqa: BLE001
+        detail = ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def value_text(value: Any) -> str:

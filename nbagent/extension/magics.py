@@ -37,6 +37,7 @@ from typing import Any, Callable
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ..core.atomic_file import atomic_write_text
 from ..core.errors import NbagentError
 from .chat_cell import ChatInterrupted, interpolate, run_turn
 from ..notebook.variables import attach_variables
@@ -330,9 +331,9 @@ class ChatMagics(Magics):
             raise NbagentError(f"%chat_export: {path.name!r} is neither .md nor .html", kind="config")
         conv = self.agent(args.agent, "%chat_export").conversation
         try:
-            path.write_text(getattr(conv, method)(), encoding="utf-8")
-        except OSError as exc:
-            raise NbagentError(f"%chat_export: cannot write {str(path)!r}: {exc.strerror}", kind="io") from None
+            atomic_write_text(path, getattr(conv, method)())  # a full disk keeps the previous export
+        except NbagentError as exc:
+            raise NbagentError(f"%chat_export: {exc.message}", kind=exc.kind) from None
         print(f"exported {_turns(conv)} to {path}")
 
 

@@ -6,6 +6,7 @@ from typing import Any, Iterable
 
 from ..core.chat_session import ChatSession
 from ..core.compression import count_tools
+from ..core.errors import NbagentError
 from ..core.steps import CompactionStats
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -28,3 +29,21 @@ def compact_if_needed(session: ChatSession, tokenizer: Any, tool_specs: Iterable
         return None
     after = session.compress(int(budget * TARGET_FRACTION) - tools_tokens, tokenizer=tokenizer) + tools_tokens
     return CompactionStats(before, after, budget)
+
+
+def prompt_overflow(prompt: str, system: str, tokenizer: Any, tool_specs: Iterable[Any],
+                    context_window: int | None, max_tokens: int | None) -> NbagentError | None:
+    """A ``context_length`` error when ``prompt`` alone (with the system prompt, the tool
+    definitions and the reply's reserve) cannot fit the model's known window: compaction never
+    shortens the new prompt, so sending it would only fail at the server. None when it fits or
+    the window is unknown."""
+    if not context_window:
+        return None
+    reserve = max_tokens or min(4096, context_window // 4)
+    need = tokenizer.count(prompt) + tokenizer.count(system or "") + count_tools(tokenizer, tool_specs)
+    if need + reserve <= context_window:
+        return None
+    return NbagentError(
+        f"the prompt is too long for the model: about {need:,} tokens with the system prompt and tools, "
+        f"{reserve:,} kept for the reply, window {context_window:,} tokens; nothing was sent "
+        f"({len(prompt):,} characters)", kind="context_length")

@@ -25,7 +25,7 @@ from ..core.connection import RequestGuard
 from ..providers.base import REFUSAL, Finish, ModelRequest, Provider, ToolSpec
 from ..core.text import clean_text
 from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
-from .compaction import compact_if_needed, compaction_budget
+from .compaction import compact_if_needed, compaction_budget, prompt_overflow
 from .model_step import fold_batch
 from .request_prefix import PrefixTracker
 from .hooks import Block, Hooks, Policy, call_hook
@@ -291,7 +291,13 @@ class ModelConnection:
         return (new if isinstance(new, str) else prompt), None
 
     def _push_prompt(self, prompt: str) -> None:
-        """Close calls a previous turn stopped at, then add the prompt (``""``: continue)."""
+        """Close calls a previous turn stopped at, then add the prompt (``""``: continue).
+
+        A prompt that cannot fit the model's known window is refused here, before anything changes."""
+        overflow = prompt_overflow(prompt, self.session.system, self.tokenizer, self.tool_descriptions(),
+                                   self.context_window, self.max_tokens)
+        if overflow is not None:
+            raise overflow
         closed = self.tool_runner.close_manual_calls(continuing=not prompt)
         if closed:
             self.session.push_tool_results(closed)
@@ -322,8 +328,10 @@ class ModelConnection:
         """The steps that end the turn here instead of running ``calls`` ([]: run them)."""
         if finish.cut_tool_calls:  # the reply is incomplete: run nothing, say why
             return self._not_run(calls, CUT_RESULT, FinishReason.LENGTH, cut_note(finish.cut_tool_calls))
-        if not calls:
-            return [self._finish(finish.reason, content=finish.prompt_blocked)]
+        if not calls:  # a blocked prompt: a notice in the typed refusal field, no made-up text
+            end = self._finish(finish.reason)
+            end.refusal = finish.prompt_blocked
+            return [end]
         if self._interrupted.is_set():
             return self._not_run(calls, CANCELED_RESULT, FinishReason.INTERRUPTED)
         if rounds >= self.max_tool_iterations:

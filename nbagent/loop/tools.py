@@ -22,6 +22,7 @@ import functools
 import inspect
 import io
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -201,8 +202,8 @@ def format_result(value: Any, max_chars: int | None = None) -> str:
     limit = DEFAULT_MAX_RESULT_CHARS if max_chars is None else max_chars
     try:
         text = _to_text(value)
-    except Exception:  # a broken __str__/to_string must not end the turn
-        text = object.__repr__(value)
+    except Exception as exc:  # noqa: BLE001 - a broken __str__/to_string must not end the turn
+        text = f"[a {type(value).__name__} that cannot be shown as text: {type(exc).__name__}: {exc!s:.200}]"
     if limit is not None and limit >= 0 and len(text) > limit:
         cut = len(text) - limit
         text = f"{text[:limit]}\n… [truncated {cut:,} chars]"
@@ -232,8 +233,34 @@ def _to_text(value: Any) -> str:
     structured = (dataclasses.is_dataclass(value) and not isinstance(value, type)) or is_pydantic_model(
         type(value))
     if value is None or isinstance(value, (dict, list, tuple, int, float, bool)) or structured:
-        return json.dumps(jsonable(value), ensure_ascii=False, default=str)
+        data = jsonable(value)
+        try:
+            return json.dumps(data, ensure_ascii=False, default=str)
+        except ValueError:  # an int past Python's limit for decimal text (4,300 digits)
+            return json.dumps(_big_ints_as_text(data), ensure_ascii=False, default=str)
     return str(value)
+
+
+def _big_ints_as_text(value: Any) -> Any:
+    """``value`` with each int too long for ``str()`` replaced by :func:`big_int_text`."""
+    if isinstance(value, dict):
+        return {k: _big_ints_as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_big_ints_as_text(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 14_000:
+        return big_int_text(value)
+    return value
+
+
+def big_int_text(value: int) -> str:
+    """An int of any size as readable text without ``str()``'s digit limit: its digit count,
+    leading digits (as a float) and exact last 20 digits."""
+    sign, n = ("-" if value < 0 else ""), abs(value)
+    exponent = math.log10(n)
+    digits = math.floor(exponent) + 1
+    lead = 10 ** (exponent - math.floor(exponent))
+    tail = f"{n % 10**20:020d}"
+    return f"≈{sign}{lead:.8f}e+{digits - 1} (an integer of {digits:,} digits, ending …{tail})"
 
 
 def _pandas_kind(obj: Any) -> str | None:

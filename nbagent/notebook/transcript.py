@@ -55,8 +55,8 @@ def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[tuple]:
     elif step.type == StepType.FINISH:
         if step.error:
             items.append(("error", step.error))
-        elif step.content:
-            items.append(("note", step.content))
+        elif step.content or step.refusal:
+            items.append(("note", step.content or step.refusal))
     if step.status == StepStatus.CANCELED and step.source == StepSource.MODEL:
         items.append(("note", "stopped"))
     return items

@@ -17,10 +17,12 @@ Every factory is called the same way, like the built-in provider classes::
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..core.errors import NbagentError
+from ..core.errors import NbagentError, register_secret
+from .base import Provider
 
 ENTRY_POINT_GROUP = "nbagent.providers"
 
@@ -89,11 +91,43 @@ def create(prefix: str, name: str, *, api_key: str | None = None, base_url: str 
     if reg is None:
         known = ", ".join(sorted(set(registered()) - ALIASES))
         raise NbagentError(f"unknown provider {prefix!r}: known prefixes are {known}", kind="config")
-    factory = reg.factory
-    if isinstance(factory, str):
-        module, _, attr = factory.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
-    return factory(name or reg.default_model, api_key=api_key, base_url=base_url, **options)
+    register_secret(api_key)  # scrubbed from whatever a plugin's error says
+    factory = _factory(reg)
+    try:
+        provider = factory(name or reg.default_model, api_key=api_key, base_url=base_url, **options)
+    except NbagentError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plugin may raise anything: one typed error naming it
+        raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) failed: {_error_text(exc)}",
+                           kind="config") from None
+    if not isinstance(provider, Provider):
+        raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) returned a "
+                           f"{type(provider).__name__}, not an nbagent Provider", kind="config")
+    return provider
+
+
+def _factory(reg: Registration) -> Factory:
+    if not isinstance(reg.factory, str):
+        return reg.factory
+    module, _, attr = reg.factory.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError or the plugin's own import-time error
+        raise NbagentError(f"provider plugin {reg.prefix!r} ({reg.factory}) cannot be loaded: {_error_text(exc)}",
+                           kind="config") from None
+
+
+def _origin(reg: Registration) -> str:
+    f = reg.factory
+    return f if isinstance(f, str) else f"{getattr(f, '__module__', '?')}:{getattr(f, '__qualname__', repr(f))}"
+
+
+def _error_text(exc: BaseException) -> str:
+    try:
+        detail = str(exc)
+    except Exception:  # noqa: BLE001
+        detail = ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def refresh() -> None:
@@ -108,8 +142,26 @@ def _load_entry_points() -> None:
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _entry_points():
         if ep.name.lower() not in _registry:  # what register() set in this process wins
             _registry[ep.name.lower()] = Registration(ep.name.lower(), ep.value)
+
+
+def _entry_points() -> list[Any]:
+    """The group's entry points, distribution by distribution: one whose metadata cannot be read
+    (a non-UTF-8 ``entry_points.txt``) is skipped with a warning, the others still load."""
+    from importlib.metadata import distributions
+
+    found, seen = [], set()
+    for dist in distributions():
+        try:
+            name = dist.name or "?"
+            if name.lower() in seen:  # the first on sys.path wins, as importlib.metadata.entry_points does
+                continue
+            seen.add(name.lower())
+            found += [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+        except Exception as exc:  # noqa: BLE001 - another package's broken metadata must not break ours
+            where = getattr(dist, "_path", "?")
+            warnings.warn(f"nbagent: skipping the entry points of {where}: {_error_text(exc):.200}", RuntimeWarning,
+                          stacklevel=3)
+    return found

@@ -11,7 +11,9 @@ A refusal streams as ``RefusalDelta`` and stays in the final message as a
 replays it in its own refusal slot, or as text where it has none). A tool
 call cut by the token limit is not in the message: ``Finish.cut_tool_calls``
 records it. ``Finish.prompt_blocked`` says the provider refused the prompt
-itself; its message is empty and is not added to the history.
+itself; its message is empty and is not added to the history. The loop puts
+that notice in the turn's FINISH step ``refusal`` (``ChatResponse.refusal``);
+``ChatResponse.text`` stays empty.
 """
 
 from __future__ import annotations

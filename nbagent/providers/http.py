@@ -71,6 +71,7 @@ class HTTPProvider(Provider):
         first_byte_timeout: float = 60.0,
         read_timeout: float = 120.0,
         max_retries: int = 2,
+        total_timeout: float = 90.0,
         http_client: httpx.AsyncClient | None = None,
         context_window: int | None = None,
         retry_base_delay: float | None = None,
@@ -82,6 +83,8 @@ class HTTPProvider(Provider):
         self.first_byte_timeout = first_byte_timeout  # from sending the request to the reply's headers
         self.read_timeout = read_timeout  # the longest silence between two reads of a streaming reply
         self.max_retries = max(0, int(max_retries))
+        # every attempt until a reply's headers, with the waits between them (a streaming reply may run longer)
+        self.total_timeout = float(total_timeout)
         if retry_base_delay is not None:
             self.retry_base_delay = retry_base_delay
         if context_window is not None:
@@ -218,12 +221,13 @@ class HTTPProvider(Provider):
     async def _attempts(self, request: ModelRequest, url: str, headers: dict,
                         body: dict) -> AsyncIterator[list[Event]]:
         attempt = 0
+        deadline = asyncio.get_running_loop().time() + self.total_timeout
         while True:
             client = await self._get_client()
             progress = _Progress()
             cause: BaseException | None = None
             try:
-                response = await self._send(client, url, headers, body)
+                response = await self._send(client, url, headers, body, deadline)
                 try:
                     if not 200 <= response.status_code < 300:
                         error = await self._error_reply(response)
@@ -243,22 +247,28 @@ class HTTPProvider(Provider):
                 error, cause = self._transport_error(exc, url, progress.got_bytes), exc
             if progress.got_bytes:  # output may have started: never retry
                 raise error from cause
-            if error.retryable and attempt < self.max_retries:
-                await asyncio.sleep(self._retry_delay(attempt, error.retry_after))
+            delay = self._retry_delay(attempt, error.retry_after)
+            in_time = asyncio.get_running_loop().time() + delay < deadline
+            if error.retryable and attempt < self.max_retries and in_time:
+                await asyncio.sleep(delay)
                 attempt += 1
                 continue
-            if attempt:
-                error.message = f"{error.message} (after {attempt + 1} attempts)"
+            if attempt or (error.retryable and not in_time):
+                late = "" if in_time else f", total_timeout {self.total_timeout:g} s reached"
+                error.message = f"{error.message} (after {attempt + 1} attempt{'s' if attempt else ''}{late})"
                 error.args = (error.message,)
             raise error from cause
 
-    async def _send(self, client: httpx.AsyncClient, url: str, headers: dict, body: dict) -> httpx.Response:
-        """POST and wait for the reply's headers, at most ``first_byte_timeout`` seconds."""
+    async def _send(self, client: httpx.AsyncClient, url: str, headers: dict, body: dict,
+                    deadline: float) -> httpx.Response:
+        """POST and wait for the reply's headers, at most ``first_byte_timeout`` seconds and never
+        past ``deadline`` (the loop's clock: the end of ``total_timeout``)."""
         req = client.build_request("POST", url, headers=headers, json=body, timeout=self._timeout())
+        limit = min(self.first_byte_timeout, max(0.0, deadline - asyncio.get_running_loop().time()))
         try:
-            return await asyncio.wait_for(client.send(req, stream=True), self.first_byte_timeout)
+            return await asyncio.wait_for(client.send(req, stream=True), limit)
         except asyncio.TimeoutError:
-            raise FirstByteTimeout(f"no reply within {self.first_byte_timeout:g} s") from None
+            raise FirstByteTimeout(f"no reply within {limit:g} s") from None
 
     async def _error_reply(self, response: httpx.Response) -> NbagentError:
         """The NbagentError of a non-2xx reply, with its retry advice."""

@@ -37,6 +37,8 @@ import asyncio
 import importlib.util
 import json
 import os
+import signal
+import subprocess
 import threading
 import weakref
 from dataclasses import replace
@@ -346,9 +348,36 @@ class LocalProvider(OpenAIProvider):
             return
         except NbagentError as exc:
             server = self._server
+            if started and server is not None and await _died(server):
+                raise NbagentError(f"the local llama.cpp server (pid {server.pid}) died mid-answer "
+                                   f"({_exit_text(server)}); the next turn restarts it. {exc.message}",
+                                   kind=exc.kind, provider=self.name) from None
             if started or exc.kind != "network" or server is None or server.alive():
                 raise
         # the server died before answering: start a fresh one and try once more
         await self.start()
         async for batch in super().stream_batches(request):
             yield batch
+
+
+async def _died(server: LlamaServer) -> bool:
+    """Whether ``server`` is gone (waiting up to a second for a dying process to exit)."""
+    if not server.alive():
+        return True
+    try:
+        await asyncio.to_thread(server.proc.wait, 1.0)
+    except subprocess.TimeoutExpired:
+        return not server.alive()
+    return True
+
+
+def _exit_text(server: LlamaServer) -> str:
+    code = server.proc.poll()
+    if code is None:
+        return "it stopped answering"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -205,6 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # hundreds of clients may connect at once (load tests)
     block_on_close = False
     owner: "FaultServer"
 

@@ -1,0 +1,54 @@
+"""Atomic file writes: a temporary file beside the target, then a rename over it.
+
+The previous file stays whole until the new one is complete (a full disk or a failing
+writer leaves it as it was), and a symlink planted at the target is replaced, never
+written through.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from collections.abc import Callable
+
+from .errors import NbagentError
+
+__all__ = ["atomic_write", "atomic_write_text"]
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` to fill a new temporary file beside ``path``, then rename it over ``path``.
+
+    An ``OSError`` becomes ``NbagentError(kind="io")`` naming ``path``; any failure removes the
+    temporary file and leaves ``path`` untouched.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
+        try:
+            write(tmp)
+            _fsync(tmp)
+            os.replace(tmp, path)  # replaces a link at ``path`` itself, never its target
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_write`)."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
