@@ -67,7 +67,7 @@ def session_rows(folder: str | os.PathLike) -> list[dict]:
 
 def session_turns(path: str | os.PathLike) -> tuple[list[dict], list[dict]]:
     """A saved session as the chat widget's turn dicts, and its usage (one row per turn)."""
-    state = read_session(path)
+    state = read_session(Path(path))
     records = {r.turn: r for r in state.turns}
     buffers: dict[int, TurnBuffer] = {}
     for step in state.steps:
@@ -100,7 +100,7 @@ class SessionBrowser(anywidget.AnyWidget):
     _css = _STATIC / "session_browser.css"
 
     folder = traitlets.Unicode("").tag(sync=True)
-    sessions = traitlets.List().tag(sync=True)
+    sessions = traitlets.List(traitlets.Dict()).tag(sync=True)
     notice = traitlets.Unicode("").tag(sync=True)
     chat = traitlets.Unicode("").tag(sync=True)  # "anywidget:<model id>" of the resumed chat
     _key = traitlets.Unicode("").tag(sync=True)
