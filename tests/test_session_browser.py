@@ -122,6 +122,17 @@ async def test_resume_shows_a_live_chat_that_saves_to_the_same_file(tmp_path):
     await chat._task
     assert list_sessions(tmp_path).set_index("path").loc[str(second), "turns"] == 3
     assert len(list(tmp_path.glob("*.json"))) == 2  # no new file
+    assert next(r for r in browser.sessions if r["path"] == str(second))["turns"] == 3  # the list follows
+
+
+def test_a_folder_that_does_not_exist_yet_lists_nothing_and_says_so(tmp_path):
+    folder = tmp_path / "later"
+    browser = nbagent.session_browser(folder)
+    assert browser.sessions == [] and "no folder" in browser.notice
+    Agent(model="demo", delay=0, save_to=folder).ask("Now it exists")
+    box = Outbox(browser)
+    assert ask(browser, box, "f", type="refresh")["ok"]
+    assert [r["title"] for r in browser.sessions] == ["Now it exists"] and browser.notice == ""
 
 
 def test_the_session_bar_is_sent_only_to_widgets_that_show_it(tmp_path):

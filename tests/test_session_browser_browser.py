@@ -148,6 +148,8 @@ def test_the_browser_lists_filters_opens_exports_resumes_and_deletes(lab, notebo
     lab.press(f"{chat} .nba-input", "Enter")
     turns_done(lab, chat, 3)
     assert saved_turns(second) == 3
+    lab.wait_for_function("""(s) => [...document.querySelectorAll(s + ' .nbb-row')].some(r =>
+        r.textContent.startsWith('Second chat') && r.children[3].textContent === '3')""", arg=browser)  # the list follows
     shot(lab, f"{nb} .nbb-chat", "session_browser_resumed.png", tmp_path)
     # delete: asks first, then moves the file to the trash
     lab.click(f"{browser} .nbb-row:has-text('Plot the sales data')")

@@ -10,7 +10,8 @@ read-only by the same code) and ``usage`` (one row per turn); ``{"type": "search
 -> ``paths`` whose full text contains it; ``{"type": "export", "id", "path", "fmt"}`` ->
 ``written``; ``{"type": "trash", "id", "path"}`` -> ``moved`` (the list is refreshed);
 ``{"type": "resume", "id", "path"}`` -> the ``chat`` trait names the new chat widget;
-``{"type": "refresh", "id"}``. Only paths the browser listed are acted on.
+``{"type": "refresh", "id"}`` (also done after each turn of the resumed chat). Only paths the
+browser listed are acted on.
 
 Resuming, exporting and trashing are the facade's (``nbagent.session_folder``): the browser is
 given them as ``SessionActions`` and never imports the layer above it.
@@ -30,6 +31,7 @@ import anywidget
 import traitlets
 
 from ..analysis.session_list import list_sessions
+from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
 from ..core.session_file import read_session
 from .widget_wire import TurnBuffer, jsonable
@@ -116,7 +118,10 @@ class SessionBrowser(anywidget.AnyWidget):
 
     def refresh(self) -> None:
         """List the folder again."""
-        self.sessions = session_rows(self.folder)
+        if not Path(self.folder).is_dir():
+            self.sessions, self.notice = [], f"There is no folder {self.folder} yet: sessions saved there show after Refresh."
+            return
+        self.sessions, self.notice = session_rows(self.folder), ""
 
     def _listed(self, content: dict) -> Path:
         path = str(content.get("path", ""))
@@ -161,10 +166,19 @@ class SessionBrowser(anywidget.AnyWidget):
         agent = self.actions.resume(path)
         old = self.chat_widget
         self.agent, self.chat_widget = agent, ChatWidget(agent)
+        agent.conversation.add_listener(self._on_resumed_event)
         self.chat = f"anywidget:{self.chat_widget.model_id}"
         if old is not None:
             old.close()
         return {"path": str(path)}
+
+    def _on_resumed_event(self, event: ConversationEvent, _payload: Any) -> None:
+        """A turn of the resumed chat ended (and was saved): its row shows the new figures."""
+        if event == ConversationEvent.TURN_FINISHED:
+            try:
+                self.refresh()
+            except Exception as exc:  # the list stays as it was; the chat goes on
+                self.notice = f"refresh failed: {exc}"
 
     def __repr__(self) -> str:
         return f"<SessionBrowser {self.folder!r}: {len(self.sessions)} sessions>"

@@ -112,7 +112,7 @@ class SessionControls:
         """While ``task`` (a turn from the widget) runs, mirror the replay's ``waiting``."""
         if not getattr(self.provider, "step", False):
             return
-        loop = asyncio.get_event_loop()
+        loop = task.get_loop()
 
         def look() -> None:
             waiting = bool(getattr(self.provider, "waiting", False)) and not task.done()

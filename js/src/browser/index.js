@@ -10,6 +10,8 @@ import { shortDate } from "../sessionbar.js";
 import { filterSessions, distinct } from "./filter.js";
 
 const SEARCH_DELAY_MS = 250;
+const REPLY_TIMEOUT_MS = 30000;
+const NO_ANSWER = "No answer from the kernel (is a cell still running, or was the kernel restarted?). Try again.";
 
 /** Request/response over custom messages tagged with an id. @param {any} model */
 function requester(model) {
@@ -28,8 +30,11 @@ function requester(model) {
     call(msg) {
       const id = `r${++next}`;
       return new Promise((resolve) => {
-        pending.set(id, resolve);
-        try { model.send({ ...msg, id }); } catch (err) { pending.delete(id); resolve({ ok: false, error: `the kernel cannot be reached (${err})` }); }
+        const timer = setTimeout(() => { // a busy or gone kernel: say so (a late reply is dropped)
+          if (pending.delete(id)) resolve({ ok: false, error: NO_ANSWER });
+        }, REPLY_TIMEOUT_MS);
+        pending.set(id, (/** @type {any} */ reply) => { clearTimeout(timer); resolve(reply); });
+        try { model.send({ ...msg, id }); } catch (err) { clearTimeout(timer); pending.delete(id); resolve({ ok: false, error: `the kernel cannot be reached (${err})` }); }
       });
     },
     dispose() { model.off("msg:custom", onMsg); pending.clear(); },
@@ -84,7 +89,8 @@ class BrowserView {
     this.chatSlot = h("div", { class: "nbb-chat" });
     this.notice = h("div", { class: "nba-notice", role: "status" });
     this.root = h("div", { class: "nba-chat nbb-browser" },
-      h("div", { class: "nbb-toolbar" }, this.search, h("label", { class: "nbb-fulltext-label" }, this.deep, " full text"), this.modelSel, this.userSel, this.count),
+      h("div", { class: "nbb-toolbar" }, this.search, h("label", { class: "nbb-fulltext-label" }, this.deep, " full text"), this.modelSel, this.userSel, this.count,
+        h("button", { type: "button", class: "nba-btn nbb-refresh", text: "Refresh", title: "List the folder again", onclick: () => this.refresh() })),
       h("div", { class: "nbb-list" }, this.table), this.detail, this.notice);
     el.append(this.root, this.chatSlot);
     /** @type {any} */ this.timer = null;
@@ -148,6 +154,11 @@ class BrowserView {
       return tr;
     }));
     this.count.textContent = `${shown.length} of ${all.length}`;
+  }
+
+  async refresh() {
+    const reply = await this.rpc.call({ type: "refresh" });
+    if (!reply.ok) this.flash(reply.error);
   }
 
   onSearch() {
