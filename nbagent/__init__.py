@@ -50,6 +50,7 @@ _EXPORTS = {
     "BudgetExceeded": "nbagent.core.errors",
     "load_sessions": "nbagent.analysis.sessions",
     "list_sessions": "nbagent.analysis.session_list",
+    "session_browser": "nbagent.session_folder",
     "AgentSettings": "nbagent.core.session_settings",
     "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
@@ -114,6 +115,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .notebook.kernel_tools import notebook_tools as notebook_tools
     from .notebook.widget import ChatWidget as ChatWidget
     from .providers.base import Provider as Provider
+    from .session_folder import session_browser as session_browser
 
 __all__ = sorted(_EXPORTS)
 

@@ -222,6 +222,7 @@ class Agent:
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
         self.session_path = None  # the file autosave writes (named at the first save)
+        self._widget: Any = None  # the chat widget of widget() / display
         self._notebook = notebook
         self._tool_timeout = tool_timeout
 
@@ -368,7 +369,16 @@ class Agent:
         return await self._conversation.chat_to_completion(prompt)
 
     def widget(self, **kwargs):
-        return self._conversation.widget(**kwargs)
+        """The agent's chat widget (one per agent; kwargs make a new one). It follows the agent:
+        with ``save_to``, its *New chat* and *History* switch the active conversation."""
+        from .notebook.widget import ChatWidget
+
+        if kwargs:
+            return ChatWidget(self, **kwargs)
+        widget = self._widget
+        if widget is None or getattr(widget, "comm", None) is None or widget.conversation is not self._conversation:
+            widget = self._widget = ChatWidget(self)
+        return widget
 
     @property
     def mcp_servers(self) -> list:
@@ -386,11 +396,20 @@ class Agent:
             await server.aclose()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        return self._conversation._repr_mimebundle_(include=include, exclude=exclude)
+        try:
+            return self.widget()._repr_mimebundle_(include=include, exclude=exclude)
+        except ImportError:  # no anywidget: the conversation's markdown
+            return self._conversation._repr_mimebundle_(include=include, exclude=exclude)
 
     def _ipython_display_(self) -> None:
-        """The active conversation's chat widget as display data (no ``Out[n]:`` prompt)."""
-        self._conversation._ipython_display_()
+        """The agent's chat widget as display data (no ``Out[n]:`` prompt); without anywidget,
+        the conversation's markdown transcript."""
+        try:
+            widget = self.widget()
+        except ImportError:
+            self._conversation._ipython_display_()
+            return
+        widget._ipython_display_()
 
     def __repr__(self) -> str:
         tools = list(self.tools)

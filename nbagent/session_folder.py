@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .agent import Agent
+    from .notebook.session_browser import SessionBrowser
 
 TRASH = ".trash"
 FORMATS = ("md", "html")
@@ -32,6 +33,7 @@ __all__ = [
     "list_sessions",
     "restore_session",
     "resume_session",
+    "session_browser",
     "session_transcript",
     "session_usage",
     "trash_session",
@@ -54,6 +56,16 @@ def resume_session(path: str | os.PathLike, tools: Any = (), **overrides: Any) -
     from .agent import Agent
 
     return Agent.load(path, tools=tools, **overrides)
+
+
+def session_browser(folder: str | os.PathLike, tools: Any = (), **overrides: Any) -> SessionBrowser:
+    """A notebook widget over the folder's sessions: search, read, *Resume* (a live chat, resumed
+    with ``tools`` and ``overrides`` as in ``Agent.load``), *Export* and *Delete* (to the trash)."""
+    from .notebook.session_browser import SessionActions, SessionBrowser
+
+    actions = SessionActions(resume=lambda path: resume_session(path, tools=tools, **overrides),
+                             export=lambda path, fmt: export_session(path, fmt=fmt), trash=trash_session)
+    return SessionBrowser(folder, actions)
 
 
 def export_session(path: str | os.PathLike, dest: str | os.PathLike | None = None, fmt: str | None = None) -> Path:

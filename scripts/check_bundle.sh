@@ -7,7 +7,8 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$root/scripts/build_js.sh" "$tmp" >/dev/null
 status=0
-for f in widget.js math.js widget.css THIRD_PARTY_NOTICES.md; do
+# every file of the fresh build and every file committed in static/ (a stale or missing one fails)
+for f in $( (ls "$tmp"; ls "$root/nbagent/notebook/static") | sort -u); do
   if ! cmp -s "$tmp/$f" "$root/nbagent/notebook/static/$f"; then
     echo "nbagent/notebook/static/$f differs from a fresh build of js/ (run scripts/build_js.sh and commit it)" >&2
     status=1

@@ -14,6 +14,7 @@ import { ChatView } from "./render/view.js";
 import { loadMath, setMathRequester } from "./mathtext.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
+import { mountSessionBar, resetViews } from "./sessions.js";
 
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
  *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
@@ -117,6 +118,7 @@ function storeFor(model) {
     queueMicrotask(() => { queued = false; dispatch(traits()); });
   };
   for (const name of [...levels, "current", "running", "notice", "gauge"]) model.on(`change:${name}`, onTraits);
+  model.on("change:conversation_key", () => { resetViews(s); onTraits(); }); // rebound: New chat, History
   model.on("comm_live_update", () => queueMicrotask(s.checkLive));
   s.unwatch = watchKernel(model, (why) => dispatch({ type: "dead", reason: why }));
   model.on("msg:custom", (/** @type {any} */ msg) => {
@@ -152,6 +154,7 @@ export default {
     if (!view.disconnected()) store.everLive = true;
     store.checkLive();
     view.update(store.state);
-    return () => { store.views.delete(view); };
+    const unmountBar = mountSessionBar(model, view.root, store.send); // New chat, History, Next
+    return () => { store.views.delete(view); unmountBar(); };
   },
 };

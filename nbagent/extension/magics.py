@@ -165,7 +165,7 @@ class ChatMagics(Magics):
         from IPython.display import display
 
         conv = agent.conversation
-        display(conv.widget())
+        display(agent.widget())  # the agent's widget: New chat / History with save_to
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # plain IPython: the turn completes before the cell returns

@@ -27,7 +27,10 @@ Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": 
 ``{"type": "resync"}``, ``{"type": "math"}`` (the view met math: the kernel
 answers ``{"type": "math", "code"}`` with static/math.js, Temml, once per page),
 ``{"type": "names", "id"}`` (``@`` typed in the box: the kernel answers ``{"type": "names",
-"id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py).
+"id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py);
+``{"type": "new_chat"}``, ``{"type": "history", "id"}``, ``{"type": "open_session", "path"}`` and
+``{"type": "next"}``: the agent's conversations and replay steps (see widget_sessions.py; the
+``switchable``, ``step_waiting``, ``conversation_key`` and ``session_ui`` traits go with them).
 A prompt runs as an asyncio task on the kernel's loop,
 so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
@@ -52,9 +55,11 @@ import anywidget
 import traitlets
 
 from ..core.conversation_state import ConversationEvent
+from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
 from .conversation_view import ConversationView
+from .widget_sessions import SESSION_REQUESTS, SessionControls
 from .widget_usage import gate, gauge_dict
 from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape
 
@@ -81,13 +86,19 @@ class ChatWidget(anywidget.AnyWidget):
     _key = traitlets.Unicode("").tag(sync=True)  # one front-end store per widget, shared by its views
     _widget_id = traitlets.Unicode("").tag(sync=True)  # its model id: the front end names it in a saved notebook
     placeholder = traitlets.Unicode("Message the model… (Enter sends, Shift+Enter new line)").tag(sync=True)
+    switchable = traitlets.Bool(False).tag(sync=True)  # New chat / History shown (an Agent with save_to)
+    step_waiting = traitlets.Bool(False).tag(sync=True)  # a step=True replay waits: Next shown
+    conversation_key = traitlets.Unicode("").tag(sync=True)  # changes when the widget is rebound
+    session_ui = traitlets.Unicode("").tag(sync=True)  # static/session_bar.js, for widgets that show the bar
 
     def __init__(self, conversation: ConversationView | Any, **kwargs: Any) -> None:
+        agent = None
         if hasattr(conversation, "conversation") and not hasattr(conversation, "add_listener"):
-            conversation = conversation.conversation  # an Agent
-        super().__init__(_key=uuid.uuid4().hex, **kwargs)
+            agent, conversation = conversation, conversation.conversation  # an Agent
+        super().__init__(_key=uuid.uuid4().hex, conversation_key=uuid.uuid4().hex, **kwargs)
         self._widget_id = self.model_id or ""
         self.conversation: ConversationView = conversation
+        self.sessions = SessionControls(self, agent)  # New chat, History, Next
         self.namespace: Any = None  # where @names come from; None: the running IPython shell's user namespace
         self._lock = threading.RLock()  # guards the state below; never held while sending
         self._send_lock = threading.Lock()
@@ -110,6 +121,29 @@ class ChatWidget(anywidget.AnyWidget):
         self._flush()
         conversation.add_listener(self._on_event)
         self.on_msg(self._on_msg)
+
+    def rebind(self, conversation: ConversationView) -> None:
+        """Show another conversation in this widget (New chat, History): its turns replace the
+        transcript; the old conversation is no longer listened to."""
+        if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
+            raise NbagentError("a turn is running; stop it first", kind="config")
+        remove = getattr(self.conversation, "remove_listener", None)
+        if remove is not None:
+            remove(self._on_event)
+        with self._lock:
+            self.conversation = conversation
+            self._turns.clear()
+            self._pending.clear()
+            self._live = None
+            self._levels = [[] for _ in range(LEVELS)]
+            self._level_of.clear()
+            self._load(conversation)
+        with self.hold_sync():
+            self.conversation_key = uuid.uuid4().hex  # views drop the old transcript first
+            self.notice = ""
+            self._flush()
+        conversation.add_listener(self._on_event)
+        self._update_transcript()
 
     # --- state from the conversation --------------------------------------------
 
@@ -308,6 +342,8 @@ class ChatWidget(anywidget.AnyWidget):
 
                 names = [[v.name, v.type_name] for v in variable_names(self.namespace)]
                 self.send({"type": "names", "id": str(content.get("id", "")), "names": names})
+            elif kind in SESSION_REQUESTS:  # New chat, History, Next (widget_sessions.py)
+                self.sessions.handle(kind, content)
             elif kind == "resync":  # a view missed some text of the running turn
                 with self._lock:
                     self._dirty.add("current")
@@ -334,6 +370,7 @@ class ChatWidget(anywidget.AnyWidget):
             return
         self._task = asyncio.ensure_future(self._run(prepared))
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
+        self.sessions.watch_steps(self._task)
         self._flush()  # `running` goes out now: the view that sent the prompt waits for it
 
     def _prepare_prompt(self, prompt: str) -> str:

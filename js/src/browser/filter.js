@@ -1,0 +1,29 @@
+// The session browser's filters, pure: text (title, or the kernel's full-text matches), model, user.
+
+/** @typedef {{path: string, title?: string, models?: string, user?: string, error?: string}} SessionRow */
+
+/** Sessions shown for the given filters (order kept). An unreadable session shows while no model
+ * or user is chosen and its file name matches the text.
+ * @param {SessionRow[]} rows @param {{text?: string, model?: string, user?: string, paths?: Set<string>|null}} f */
+export function filterSessions(rows, f) {
+  const text = (f.text || "").trim().toLowerCase();
+  return rows.filter((r) => {
+    if (f.model && !(r.models || "").split(",").map((m) => m.trim()).includes(f.model)) return false;
+    if (f.user && (r.user || "") !== f.user) return false;
+    if (!text) return true;
+    if (f.paths && f.paths.has(r.path)) return true;
+    return (r.error ? r.path : r.title || "").toLowerCase().includes(text);
+  });
+}
+
+/** The distinct values of a column, sorted ("models" is split at commas); unreadable rows skipped.
+ * @param {SessionRow[]} rows @param {"models"|"user"} key @returns {string[]} */
+export function distinct(rows, key) {
+  const out = new Set();
+  for (const r of rows) {
+    if (r.error) continue;
+    const v = r[key] || "";
+    if (key === "models") { for (const m of v.split(",")) if (m.trim()) out.add(m.trim()); } else out.add(v);
+  }
+  return [...out].sort();
+}

@@ -1,0 +1,124 @@
+"""The chat widget's *New chat*, *History* and replay *Next* (kernel side).
+
+A ``ChatWidget`` given an ``Agent`` whose ``save_to`` is set shows *New chat* and *History*
+(the ``switchable`` trait; the bar's code, static/session_bar.js, travels in ``session_ui`` only to
+widgets that show it): ``{"type": "new_chat"}`` starts ``agent.new_conversation()``;
+``{"type": "history", "id"}`` is answered with ``{"type": "history", "id", "sessions": [{path,
+title, updated, turns, error}], "current": path}`` from ``list_sessions(agent.save_to)``;
+``{"type": "open_session", "path"}`` (a path of that folder) makes ``agent.open_session(path)``
+the active conversation. Either way the widget is rebound to it (``ChatWidget.rebind``).
+
+When the provider is a ``step=True`` replay, the ``step_waiting`` trait says whether it waits for
+``next_step()`` (checked every ``STEP_POLL`` s while a turn from the widget runs) and
+``{"type": "next"}`` calls it. The agent is duck-typed: this layer does not import ``Agent``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import NbagentError
+
+_STATIC = Path(__file__).parent / "static"
+SESSION_REQUESTS = frozenset({"new_chat", "history", "open_session", "next"})
+STEP_POLL = 0.1  # seconds between looks at a stepping replay's `waiting` while a turn runs
+HISTORY_ROWS = 50  # the History list shows the newest this many sessions
+__all__ = ["HISTORY_ROWS", "SESSION_REQUESTS", "STEP_POLL", "SessionControls"]
+
+
+class SessionControls:
+    """The agent behind a chat widget and what its session buttons do."""
+
+    def __init__(self, widget: Any, agent: Any = None) -> None:
+        self.widget = widget
+        self.agent = agent
+        widget.switchable = self.folder is not None
+        if widget.switchable or getattr(self.provider, "step", False):  # the bar's code, only where it shows
+            widget.session_ui = (_STATIC / "session_bar.js").read_text(encoding="utf-8")
+
+    @property
+    def folder(self) -> Path | None:
+        """The agent's ``save_to`` folder (None: no New chat / History)."""
+        folder = getattr(self.agent, "save_to", None)
+        return Path(folder) if folder is not None else None
+
+    @property
+    def provider(self) -> Any:
+        agent = self.agent
+        if agent is not None:
+            return getattr(agent, "provider", None)
+        conn = getattr(self.widget.conversation, "connection", None)
+        return getattr(conn, "provider", None)
+
+    def handle(self, kind: str, content: dict) -> None:
+        if kind == "next":
+            self.next_step()
+        elif kind == "history":
+            self.widget.send({"type": "history", "id": str(content.get("id", "")), **self.history()})
+        elif kind == "new_chat":
+            self.new_chat()
+        elif kind == "open_session":
+            self.open(str(content.get("path", "")))
+
+    def _agent(self) -> Any:
+        if self.folder is None:
+            raise NbagentError("New chat and History need an Agent with save_to=folder", kind="config")
+        return self.agent
+
+    def new_chat(self) -> None:
+        """A fresh conversation of the agent (same settings), shown in this widget."""
+        agent = self._agent()
+        self._idle()
+        self.widget.rebind(agent.new_conversation())
+
+    def history(self) -> dict:
+        """The newest sessions of the agent's folder, for the History list."""
+        from .session_browser import session_rows
+
+        folder = self._agent().save_to
+        rows = session_rows(folder) if Path(folder).is_dir() else []
+        keep = ("path", "title", "updated", "turns", "error")
+        current = getattr(self.agent, "session_path", None)
+        return {"sessions": [{k: r[k] for k in keep} for r in rows[:HISTORY_ROWS]],
+                "current": os.fspath(current) if current is not None else ""}
+
+    def open(self, path: str) -> None:
+        """Make a session of the agent's folder the active conversation, shown in this widget."""
+        agent = self._agent()
+        target = Path(path).expanduser()
+        if not path or target.parent.resolve() != Path(agent.save_to).expanduser().resolve() or not target.is_file():
+            raise NbagentError(f"{path!r} is not a session of {agent.save_to}", kind="invalid_request")
+        self._idle()
+        self.widget.rebind(agent.open_session(target))
+
+    def _idle(self) -> None:
+        task = self.widget._task
+        if (task is not None and not task.done()) or not self.widget.conversation.is_idle():
+            raise NbagentError("a turn is running; stop it first", kind="config")
+
+    # --- replay steps ---------------------------------------------------------------------
+
+    def next_step(self) -> None:
+        provider = self.provider
+        if provider is None or not getattr(provider, "step", False):
+            raise NbagentError("Next is for a replay with step=True", kind="config")
+        provider.next_step()
+        self.widget.step_waiting = False
+
+    def watch_steps(self, task: asyncio.Future) -> None:
+        """While ``task`` (a turn from the widget) runs, mirror the replay's ``waiting``."""
+        if not getattr(self.provider, "step", False):
+            return
+        loop = task.get_loop()
+
+        def look() -> None:
+            waiting = bool(getattr(self.provider, "waiting", False)) and not task.done()
+            if waiting != self.widget.step_waiting:
+                self.widget.step_waiting = waiting
+            if not task.done():
+                loop.call_later(STEP_POLL, look)
+
+        loop.call_soon(look)

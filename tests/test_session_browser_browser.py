@@ -1,0 +1,210 @@
+"""The session browser, the chat's New chat / History, and a stepping replay's Next, in a real
+browser (JupyterLab + Playwright + chromium).
+
+Run:  flock /tmp/nbagent-browser.lock env PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/test_session_browser_browser.py
+Env:  NBAGENT_SHOTS=docs (also write the screenshots there)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from support.jupyter import CHROMIUM, ROOT, lab_page, lab_with_notebooks, notebook_opener
+
+pytestmark = pytest.mark.browser
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+
+CALCULATOR = ("from nbagent import Agent, tool\n"
+              "@tool\ndef calculator(expression: str) -> str:\n"
+              "    \"\"\"Evaluate an arithmetic expression.\"\"\"\n"
+              "    return str(eval(expression, {'__builtins__': {}}))\n")
+NOTEBOOKS = {
+    "browser.ipynb": [
+        "from nbagent import Agent\nimport pathlib\n"
+        "a = Agent(model='demo', delay=0, save_to='chats', user='ann'); a.ask('Plot the sales data')\n"
+        "b = Agent(model='demo', delay=0, save_to='chats', user='ben'); b.ask('Second chat'); b.ask('More please')\n"
+        "pathlib.Path('chats/broken.json').write_text('{not json')",
+        "import nbagent\nnbagent.session_browser('chats', delay=0)",
+    ],
+    "history.ipynb": [
+        "from nbagent import Agent\nAgent(model='demo', delay=0, save_to='chats2').ask('Old question')\n"
+        "agent = Agent(model='demo', delay=0, save_to='chats2')\nagent",
+    ],
+    "replay.ipynb": [
+        CALCULATOR + "rec = Agent(model='demo', delay=0, save_to='lesson', tools=[calculator])\n"
+        "rec.ask('What is 12 * 7?')\n"
+        "replay = Agent(model=f'replay:{rec.session_path}', speed=None, step=True)\nreplay",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def jupyter_server(tmp_path_factory, request):
+    with lab_with_notebooks(tmp_path_factory, request, NOTEBOOKS) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def lab(jupyter_server):
+    with lab_page(jupyter_server) as page:
+        yield page
+
+
+@pytest.fixture
+def notebook(lab):
+    yield from notebook_opener(lab)
+
+
+def run_all(page, nb: str, selector: str) -> str:
+    page.evaluate("() => { window.__run = window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    assert page.evaluate("async () => await Promise.race([window.__run.then(() => true),"
+                         " new Promise(r => setTimeout(() => r(false), 90000))])")
+    page.wait_for_selector(f"{nb} {selector}")
+    return f"{nb} {selector}"
+
+
+def shot(page, selector: str, name: str, tmp_path: Path) -> Path:
+    target = os.environ.get("NBAGENT_SHOTS")
+    path = (ROOT / target if target else tmp_path) / name
+    page.evaluate("(s) => document.querySelector(s).scrollIntoView({block: 'start'})", selector)
+    page.locator(selector).screenshot(path=str(path))
+    return path
+
+
+def rows(page, browser: str) -> list[str]:
+    return page.evaluate("(s) => [...document.querySelectorAll(s + ' .nbb-row')].map(r => r.querySelector('.nbb-name').textContent)",
+                         browser)
+
+
+def wait_rows(page, browser: str, n: int) -> None:
+    page.wait_for_function("([s, n]) => document.querySelectorAll(s + ' .nbb-row').length === n", arg=[browser, n])
+
+
+def turns_done(page, chat: str, n: int) -> None:
+    page.wait_for_function("""([sel, n]) => { const c = document.querySelector(sel);
+        return c && [...c.querySelectorAll('.nba-turn')].filter(t => !t.classList.contains('nba-running')).length === n
+          && !c.classList.contains('nba-is-running'); }""", arg=[chat, n], timeout=60_000, polling=50)
+
+
+def saved_turns(path: Path) -> int:
+    return len(json.loads(path.read_text())["turns"])
+
+
+def test_the_browser_lists_filters_opens_exports_resumes_and_deletes(lab, notebook, jupyter_server, tmp_path):
+    folder = Path(jupyter_server["root"]) / "chats"
+    nb = notebook("browser.ipynb")
+    browser = run_all(lab, nb, ".nbb-browser")
+    wait_rows(lab, browser, 3)
+    assert rows(lab, browser)[:2] == ["Second chat", "Plot the sales data"]  # newest first
+    broken = lab.locator(f"{browser} .nbb-row.nbb-unreadable")
+    assert broken.count() == 1 and "unreadable" in broken.inner_text()
+    # filters: text, user, model
+    lab.fill(f"{browser} .nbb-search", "SALES")
+    wait_rows(lab, browser, 1)
+    assert rows(lab, browser) == ["Plot the sales data"]
+    lab.fill(f"{browser} .nbb-search", "")
+    lab.select_option(f"{browser} .nbb-user", "ben")
+    wait_rows(lab, browser, 1)
+    assert rows(lab, browser) == ["Second chat"]
+    lab.select_option(f"{browser} .nbb-user", "")
+    lab.fill(f"{browser} .nbb-search", "more please")  # only in the second chat's second prompt
+    lab.check(f"{browser} .nbb-fulltext")
+    wait_rows(lab, browser, 1)
+    assert rows(lab, browser) == ["Second chat"]
+    lab.uncheck(f"{browser} .nbb-fulltext")
+    lab.fill(f"{browser} .nbb-search", "")
+    wait_rows(lab, browser, 3)
+    # open: the transcript read-only, with the chat's renderer, and its usage
+    broken.click()
+    assert not lab.locator(f"{browser} .nbb-detail.nbb-open").count()  # an unreadable row does not open
+    lab.click(f"{browser} .nbb-row:has-text('Second chat')")
+    lab.wait_for_function("(s) => document.querySelectorAll(s + ' .nbb-transcript .nba-turn').length === 2", arg=browser)
+    assert "2 turns" in lab.inner_text(f"{browser} .nbb-usage")
+    assert lab.locator(f"{browser} .nbb-transcript .nba-md-done, {browser} .nbb-transcript .nba-md-tail").count() > 0
+    assert not lab.locator(f"{browser} .nbb-transcript textarea").count()  # read-only
+    second = next(p for p in folder.glob("*.json") if "Second" in p.read_text()[:3000] and p.name != "broken.json")
+    # export md and html: the written path is shown
+    lab.click(f"{browser} .nbb-export-md")
+    lab.wait_for_function("(s) => /Exported to .*\\.md/.test(document.querySelector(s + ' .nbb-status').textContent)", arg=browser)
+    assert "More please" in second.with_suffix(".md").read_text()
+    lab.click(f"{browser} .nbb-export-html")
+    lab.wait_for_function("(s) => /\\.html$/.test(document.querySelector(s + ' .nbb-status').textContent)", arg=browser)
+    assert second.with_suffix(".html").read_text().startswith("<!DOCTYPE html>")
+    shot(lab, browser, "session_browser.png", tmp_path)
+    # resume: a live chat below the browser; its turn saves into the same file
+    lab.click(f"{browser} .nbb-resume")
+    chat = f"{nb} .nbb-chat .nba-chat"
+    lab.wait_for_selector(chat)
+    turns_done(lab, chat, 2)
+    lab.fill(f"{chat} .nba-input", "A third turn")
+    lab.press(f"{chat} .nba-input", "Enter")
+    turns_done(lab, chat, 3)
+    assert saved_turns(second) == 3
+    lab.wait_for_function("""(s) => [...document.querySelectorAll(s + ' .nbb-row')].some(r =>
+        r.textContent.startsWith('Second chat') && r.children[3].textContent === '3')""", arg=browser)  # the list follows
+    shot(lab, f"{nb} .nbb-chat", "session_browser_resumed.png", tmp_path)
+    # delete: asks first, then moves the file to the trash
+    lab.click(f"{browser} .nbb-row:has-text('Plot the sales data')")
+    lab.click(f"{browser} .nbb-delete")
+    lab.wait_for_selector(f"{browser} .nbb-confirm .nbb-delete-yes")
+    first = [p for p in folder.glob("*.json") if p.name != "broken.json" and p != second]
+    assert len(first) == 1 and first[0].exists()  # nothing moved before the answer
+    lab.click(f"{browser} .nbb-delete-yes")
+    wait_rows(lab, browser, 2)
+    assert not first[0].exists() and (folder / ".trash" / first[0].name).exists()
+    assert "Plot the sales data" not in rows(lab, browser)
+    assert not lab.errors
+
+
+def test_new_chat_and_history_in_the_chat_widget(lab, notebook, jupyter_server, tmp_path):
+    folder = Path(jupyter_server["root"]) / "chats2"
+    nb = notebook("history.ipynb")
+    chat = run_all(lab, nb, ".nba-chat")
+    lab.wait_for_selector(f"{chat} .nba-new-chat", state="visible")
+    lab.fill(f"{chat} .nba-input", "Fresh question")
+    lab.press(f"{chat} .nba-input", "Enter")
+    turns_done(lab, chat, 1)
+    lab.click(f"{chat} .nba-new-chat")
+    turns_done(lab, chat, 0)
+    assert lab.locator(f"{chat} .nba-empty").is_visible()
+    lab.click(f"{chat} .nba-history-btn")
+    lab.wait_for_selector(f"{chat} .nba-history-row")
+    titles = lab.eval_on_selector_all(f"{chat} .nba-history-row .nba-history-title", "els => els.map(e => e.textContent)")
+    assert titles == ["Fresh question", "Old question"]
+    shot(lab, chat, "chat_history.png", tmp_path)
+    lab.click(f"{chat} .nba-history-row:has-text('Old question')")
+    turns_done(lab, chat, 1)
+    assert "Old question" in lab.inner_text(f"{chat} .nba-turn")
+    lab.fill(f"{chat} .nba-input", "Back again")
+    lab.press(f"{chat} .nba-input", "Enter")
+    turns_done(lab, chat, 2)
+    old = next(p for p in folder.glob("*.json") if "Old question" in p.read_text())
+    assert saved_turns(old) == 2 and len(list(folder.glob("*.json"))) == 2
+    assert not lab.errors
+
+
+def test_a_stepping_replay_waits_for_next(lab, notebook, tmp_path):
+    nb = notebook("replay.ipynb")
+    chat = run_all(lab, nb, ".nba-chat")
+    assert not lab.locator(f"{chat} .nba-new-chat").is_visible()  # no save_to: no New chat / History
+    lab.fill(f"{chat} .nba-input", "What is 12 * 7?")
+    lab.press(f"{chat} .nba-input", "Enter")
+    lab.wait_for_selector(f"{chat} .nba-next", state="visible")
+    assert lab.locator(f"{chat} .nba-turn .nba-tool").count() == 0  # nothing played before Next
+    shot(lab, chat, "replay_next.png", tmp_path)
+    lab.click(f"{chat} .nba-next")
+    lab.wait_for_selector(f"{chat} .nba-tool")  # the recorded tool call played
+    lab.wait_for_selector(f"{chat} .nba-next", state="visible")  # and it waits again
+    lab.click(f"{chat} .nba-next")
+    turns_done(lab, chat, 1)
+    assert "84" in lab.inner_text(f"{chat} .nba-turn")
+    assert not lab.locator(f"{chat} .nba-next").is_visible()
+    assert not lab.errors
