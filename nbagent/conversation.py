@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncGenerator, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncGenerator, Mapping
 
 from .analysis.budget import Budget
 from .core.chunks import Chunk

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 from operator import attrgetter
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..core.steps import ApprovalDecision, Step, StepStatus
 from .columns import Column, Kind, Table, args_json, column_table

@@ -26,7 +26,8 @@ ledger. ``tool_calls_with_tokens`` adds ``result_tokens`` to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..core.compression import ApproxTokenizer, TiktokenTokenizer
 from ..core.errors import NbagentError

@@ -16,7 +16,8 @@ record says why.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord

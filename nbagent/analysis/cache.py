@@ -23,7 +23,8 @@ nbagent's loop).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 BUST_FRACTION = 0.5
 CACHE_TTL_S = 300.0

@@ -25,11 +25,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from enum import Enum
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from ..core.ledger import tokens_per_second
 from ..core.usage import TOKEN_COUNTS
@@ -180,7 +181,7 @@ def iso(ts: float) -> str | None:
         return None
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def shorten(texts: list, limit: int) -> list:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..core.chat_session import ChatSession
 from ..core.compression import MESSAGE_OVERHEAD, Tokenizer, ToolDescription, count_tools

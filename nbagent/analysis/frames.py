@@ -30,7 +30,8 @@ Examples::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord

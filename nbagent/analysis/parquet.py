@@ -29,7 +29,8 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ..core.atomic_file import atomic_write
 from ..core.errors import NbagentError

@@ -49,7 +49,9 @@ import math
 import re
 import sys
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
+from datetime import UTC
 
 __all__ = [
     "Price",
@@ -96,7 +98,7 @@ class Price:
     def cache_write_rate(self) -> float:
         return self.input * 1.25 if self.cache_write is None else self.cache_write
 
-    def at(self, input_tokens: float) -> "Price":
+    def at(self, input_tokens: float) -> Price:
         """The flat price (no tiers) of a request with ``input_tokens`` input tokens: its tier's."""
         for start, tier in reversed(self.tiers):
             if input_tokens > start:
@@ -330,9 +332,9 @@ def _find_model(snapshot: Any, model: str, provider: str, api_url: str | None) -
 
 def _price_of(info: Any) -> Price | None:
     """A :class:`Price` (with its tiers) from a genai-prices ModelInfo's current prices."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    prices = info.get_prices(datetime.now(timezone.utc))
+    prices = info.get_prices(datetime.now(UTC))
     rates = [getattr(prices, k, None) for k in ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")]
     if rates[0] is None or rates[1] is None:
         return None

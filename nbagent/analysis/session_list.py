@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from ..core.errors import NbagentError
 from ..core.session_file import SessionHead, gc_paused, read_session_head

@@ -5,7 +5,8 @@ from __future__ import annotations
 import glob
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ..core.ledger import TurnRecord
 from ..core.session_file import gc_paused, read_session_head

@@ -8,7 +8,8 @@ import stat
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, get_args
+from typing import Any, Literal, get_args
+from collections.abc import Iterable
 
 from .atomic_file import atomic_write_text
 from .errors import NbagentError
@@ -45,11 +46,11 @@ class ChatSession:
 
     # --- building -----------------------------------------------------------------
 
-    def with_system(self, system: str | None) -> "ChatSession":
+    def with_system(self, system: str | None) -> ChatSession:
         self.system = system
         return self
 
-    def with_cache_strategy(self, strategy: CacheStrategy) -> "ChatSession":
+    def with_cache_strategy(self, strategy: CacheStrategy) -> ChatSession:
         if strategy not in CACHE_STRATEGIES:
             raise NbagentError(
                 f"cache_strategy must be one of {CACHE_STRATEGIES}, not {strategy!r}", kind="config"
@@ -133,7 +134,7 @@ class ChatSession:
         }
 
     @classmethod
-    def from_dict(cls, d: dict, source: str = "session") -> "ChatSession":
+    def from_dict(cls, d: dict, source: str = "session") -> ChatSession:
         if not isinstance(d, dict) or d.get("format") != CHAT_SESSION_FORMAT:
             raise NbagentError(f"{source} is not an nbagent chat session", kind="io")
         if d.get("version") != CHAT_SESSION_VERSION:
@@ -162,7 +163,7 @@ class ChatSession:
         return atomic_write_json(path, self.to_dict())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ChatSession":
+    def load(cls, path: str | os.PathLike) -> ChatSession:
         return cls.from_dict(read_json(path), source=str(path))
 
 

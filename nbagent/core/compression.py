@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
+from collections.abc import Iterable
 
 from .errors import NbagentError
 from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
@@ -27,7 +28,7 @@ class ToolDescription(Protocol):
     input_schema: dict
 
 
-def count_tools(tokenizer: "Tokenizer", specs: Iterable[ToolDescription]) -> int:
+def count_tools(tokenizer: Tokenizer, specs: Iterable[ToolDescription]) -> int:
     """Tokens the tool definitions add to a request: each tool's name, description and JSON schema."""
     return sum(tokenizer.count(json.dumps({"name": s.name, "description": s.description,
                                            "input_schema": s.input_schema})) for s in specs)

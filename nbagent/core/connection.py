@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from typing import Any, AsyncGenerator, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 from .chat_session import ChatSession
 from .compression import ApproxTokenizer, Tokenizer, ToolDescription

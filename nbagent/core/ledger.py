@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from .steps import (FinishReason, PrefixChange, Step, StepSource, StepStatus, StepTarget, StepType, TurnStatus,
                     UsageMetadata, enum_member)
@@ -93,7 +94,7 @@ class TurnRecord:
         return d
 
     @classmethod
-    def from_dict(cls, d: Any) -> "TurnRecord":
+    def from_dict(cls, d: Any) -> TurnRecord:
         """The inverse of ``to_dict``, checking every type (TypeError / ValueError / KeyError)."""
 
         if type(d) is not dict and not isinstance(d, Mapping):

@@ -91,7 +91,7 @@ class Message:
         return {"role": self.role, "parts": [part_to_dict(p) for p in self.parts]}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Message":
+    def from_dict(cls, d: dict) -> Message:
         """The inverse of ``to_dict``; raises TypeError / ValueError on anything else."""
         if not isinstance(d, dict) or d.get("role") not in ("user", "assistant"):
             raise ValueError(f"a message must be an object with role user or assistant, not {d!r:.80}")

@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from .chat_session import ChatSession, atomic_write_json, open_session_file, read_json
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState

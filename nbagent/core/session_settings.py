@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 POLICY_NAMES = ("allow_all", "ask", "deny_all")

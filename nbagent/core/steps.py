@@ -154,7 +154,7 @@ class ToolCall:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ToolCall":
+    def from_dict(cls, d: dict) -> ToolCall:
         return cls(d.get("id", ""), d.get("name", ""), d.get("args") or {}, d.get("canonical_path"))
 
 
@@ -173,7 +173,7 @@ class CutToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "CutToolCall":
+    def from_dict(cls, d: dict) -> CutToolCall:
         return cls(str(d.get("id") or ""), str(d.get("name") or ""), str(d.get("arguments") or ""))
 
 
@@ -280,10 +280,10 @@ class Step:
         """How long a tool ran: ``run_seconds`` when measured, else ``duration``."""
         return self.duration if self.run_seconds is None else self.run_seconds
 
-    def copy(self, **changes: Any) -> "Step":
+    def copy(self, **changes: Any) -> Step:
         return dataclasses.replace(self, **changes)
 
-    def snapshot(self, content_delta: str = "", thinking_delta: str = "") -> "Step":
+    def snapshot(self, content_delta: str = "", thinking_delta: str = "") -> Step:
         """A shallow copy carrying these deltas: what a connection emits as one update."""
         snap = copy.copy(self)
         snap.content_delta = content_delta
@@ -349,7 +349,7 @@ class Step:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Step":
+    def from_dict(cls, d: dict) -> Step:
         """The inverse of ``to_dict``; raises TypeError / ValueError / KeyError on bad input."""
         if not isinstance(d, dict):
             raise TypeError(f"a step must be an object, got {type(d).__name__}")

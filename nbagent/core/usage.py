@@ -43,7 +43,7 @@ class UsageMetadata:
     thoughts_token_count: int = 0
     cache_write_token_count: int = 0
 
-    def __add__(self, other: "UsageMetadata") -> "UsageMetadata":
+    def __add__(self, other: UsageMetadata) -> UsageMetadata:
         if not isinstance(other, UsageMetadata):
             return NotImplemented
         return UsageMetadata(
@@ -55,7 +55,7 @@ class UsageMetadata:
             self.cache_write_token_count + other.cache_write_token_count,
         )
 
-    def __sub__(self, other: "UsageMetadata") -> "UsageMetadata":
+    def __sub__(self, other: UsageMetadata) -> UsageMetadata:
         if not isinstance(other, UsageMetadata):
             return NotImplemented
         return UsageMetadata(
@@ -88,7 +88,7 @@ class UsageMetadata:
                 "cache_write_token_count": self.cache_write_token_count}
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "UsageMetadata | None":
+    def from_dict(cls, d: dict | None) -> UsageMetadata | None:
         if d is None:
             return None
         if not isinstance(d, dict):

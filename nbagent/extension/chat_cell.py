@@ -31,7 +31,7 @@ class ChatAnswer(str):
     response: Any
     markdown: str
 
-    def __new__(cls, text: str, markdown: str, response: Any = None) -> "ChatAnswer":
+    def __new__(cls, text: str, markdown: str, response: Any = None) -> ChatAnswer:
         answer = super().__new__(cls, text)
         answer.markdown, answer.response = markdown, response
         return answer

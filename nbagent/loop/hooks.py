@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, get_args
+from typing import Any, Literal, get_args
+from collections.abc import Callable
 
 from ..core.errors import NbagentError
 from ..core.steps import ToolCall
@@ -41,7 +42,7 @@ class Hooks:
     post_tool_use: Callable[[ToolCall, str], Any] | None = None
 
     @classmethod
-    def coerce(cls, hooks: "Hooks | dict | None") -> "Hooks":
+    def coerce(cls, hooks: Hooks | dict | None) -> Hooks:
         if hooks is None:
             return cls()
         if isinstance(hooks, Hooks):

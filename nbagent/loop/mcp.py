@@ -132,7 +132,7 @@ class McpServer:
         try:
             await asyncio.wait_for(asyncio.shield(starting), self.timeout)
             return self._client
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             error = NbagentError(f"MCP server {self.name!r} did not start and list its tools within "
                                  f"{self.timeout:g} s{self._stderr_tail()}", kind="timeout")
         except NbagentError as exc:

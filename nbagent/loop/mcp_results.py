@@ -102,7 +102,7 @@ class McpTool(Tool):
         self.caller = caller
         self.remote_name = remote_name
 
-    def renamed(self, name: str) -> "McpTool":
+    def renamed(self, name: str) -> McpTool:
         """The same server tool under another name (for a name clash)."""
         return McpTool(self.caller, self.remote_name, self.description, self.input_schema, name=name)
 
@@ -122,7 +122,7 @@ class McpTool(Tool):
         limit = self.timeout if self.timeout is not None else timeout
         try:
             result = await asyncio.wait_for(self.caller.call_tool(self.remote_name, args), limit)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             msg = str(ToolTimeout(self.name, limit or 0.0))
             return ToolOutput(text=msg, is_error=True, error=msg)
         except NbagentError as exc:

@@ -15,7 +15,8 @@ import importlib
 import sys
 import threading
 import weakref
-from typing import Any, Awaitable, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable
 
 from ..core.errors import NbagentError
 
@@ -36,7 +37,7 @@ class _McpThread:
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.lock = threading.Lock()
-        self.servers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.servers: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def get(self) -> asyncio.AbstractEventLoop:
         with self.lock:

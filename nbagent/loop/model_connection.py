@@ -15,7 +15,8 @@ import contextlib
 import threading
 import time
 import uuid
-from typing import Any, AsyncGenerator, AsyncIterator
+from typing import Any
+from collections.abc import AsyncGenerator
 
 from ..core.chat_session import CacheStrategy, ChatSession
 from ..core.compression import ApproxTokenizer

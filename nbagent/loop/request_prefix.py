@@ -16,7 +16,8 @@ costs a pass over part ids, not a re-serialisation of the history.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..core.messages import Message
 from ..core.steps import PrefixChange

@@ -20,7 +20,8 @@ import asyncio
 import functools
 import threading
 import time
-from typing import Any, AsyncGenerator, AsyncIterator, Callable
+from typing import Any
+from collections.abc import AsyncGenerator, Callable
 
 from ..core.errors import NbagentError
 from ..core.messages import Message, ToolResultPart, ToolUsePart

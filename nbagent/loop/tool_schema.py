@@ -28,7 +28,8 @@ import re
 import types
 import typing
 import uuid
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .docstrings import parse_docstring
 

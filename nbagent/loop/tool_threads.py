@@ -18,7 +18,8 @@ import asyncio
 import contextvars
 import itertools
 import threading
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 DEFAULT_TOOL_TIMEOUT = 300.0  # seconds a tool may run before the model is told it timed out
 

@@ -25,7 +25,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .docstrings import parse_docstring
 from .tool_threads import ToolTimeout, run_in_daemon_thread
@@ -81,7 +82,7 @@ class Tool:
     @classmethod
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
                       description: str | None = None, requires_approval: bool = False,
-                      max_result_chars: int | None = None, timeout: float | None = None) -> "Tool":
+                      max_result_chars: int | None = None, timeout: float | None = None) -> Tool:
         """Build a Tool from a function's signature, type hints and docstring."""
         summary, param_docs = parse_docstring(inspect.getdoc(fn) or "")
         schema, hints = function_schema(fn, param_docs)
@@ -132,7 +133,7 @@ class Tool:
         limit = self.timeout if self.timeout is not None else timeout
         try:
             value = await asyncio.wait_for(self._call(kwargs), limit)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             msg = str(ToolTimeout(self.name, limit))
             return ToolOutput(text=msg, is_error=True, error=msg)
         except Exception as exc:

@@ -112,7 +112,7 @@ async def run_cell(code: str, namespace: dict, *, timeout: float | None = None) 
     threading.Thread(target=work, name=f"nbagent-cell-{next(_ids)}", daemon=True).start()
     try:
         await asyncio.wait_for(asyncio.shield(finished), timeout)
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         run.interrupt()
         await asyncio.to_thread(run.done.wait, GRACE_SECONDS)
         result = run.result or CellResult(code, interrupted=True)

@@ -6,7 +6,8 @@ interface only, so the notebook layer never imports the facade above it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
 
 from ..core.conversation_state import Listener
 from ..core.ledger import TurnRecord

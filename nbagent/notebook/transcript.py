@@ -13,7 +13,8 @@ from __future__ import annotations
 import html
 import json
 import time
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from ..core.ledger import TurnRecord
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepType

@@ -14,7 +14,8 @@ import reprlib
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 MAX_NAMES = 500  # names offered to the chat box's @ list (it filters as the user types)
 LIST_MAX_CHARS = 4_000  # list_variables' text, at most

@@ -4,7 +4,8 @@ footer's figures, and a per-turn buffer that remembers what the views already ha
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from ..core.ledger import TurnRecord
 from ..core.steps import Step

@@ -19,7 +19,8 @@ from __future__ import annotations
 import importlib
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..core.errors import NbagentError, register_secret
 from .base import Provider

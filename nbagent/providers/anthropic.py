@@ -78,7 +78,7 @@ class AnthropicProvider(HTTPProvider):
             headers["x-api-key"] = self.api_key
         return f"{self.base_url}/v1/messages", headers, build_body(request, request.model or self.model)
 
-    def new_parser(self, request: ModelRequest) -> "AnthropicStreamParser":
+    def new_parser(self, request: ModelRequest) -> AnthropicStreamParser:
         spec = _structured_schema(request)
         return AnthropicStreamParser(structured=spec is not None, unwrap=bool(spec and spec[1]))
 

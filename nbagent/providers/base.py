@@ -22,7 +22,8 @@ import json
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Union
+from typing import Any, Union
+from collections.abc import AsyncIterator
 
 from ..core.messages import Message, TextPart
 from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from ..core.compression import ApproxTokenizer
 from ..core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart

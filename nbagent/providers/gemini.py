@@ -47,7 +47,8 @@ import json
 import os
 import re
 import secrets
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from ..core.errors import NbagentError
 from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
@@ -110,7 +111,7 @@ class GeminiProvider(HTTPProvider):
             headers["x-goog-api-key"] = self.api_key
         return url, headers, build_body(request, model)
 
-    def new_parser(self, request: ModelRequest) -> "GeminiStreamParser":
+    def new_parser(self, request: ModelRequest) -> GeminiStreamParser:
         return GeminiStreamParser(structured=bool(request.response_format))
 
     def parse_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> NbagentError:

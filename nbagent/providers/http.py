@@ -17,7 +17,8 @@ import json
 import random
 import re
 import weakref
-from typing import Any, AsyncIterator, Mapping, Protocol
+from typing import Any, Protocol
+from collections.abc import AsyncIterator, Mapping
 
 import httpx
 
@@ -267,7 +268,7 @@ class HTTPProvider(Provider):
         limit = min(self.first_byte_timeout, max(0.0, deadline - asyncio.get_running_loop().time()))
         try:
             return await asyncio.wait_for(client.send(req, stream=True), limit)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise FirstByteTimeout(f"no reply within {limit:g} s") from None
 
     async def _error_reply(self, response: httpx.Response) -> NbagentError:
@@ -279,7 +280,7 @@ class HTTPProvider(Provider):
         return error
 
     async def _body_batches(self, request: ModelRequest, response: httpx.Response,
-                            progress: "_Progress") -> AsyncIterator[list[Event]]:
+                            progress: _Progress) -> AsyncIterator[list[Event]]:
         """Decode a 2xx body (SSE, or one plain JSON document): the parsed events of each read."""
         content_type = _content_type(response.headers)
         if content_type in _NOT_A_STREAM:

@@ -14,7 +14,8 @@ import email.utils
 import json
 import re
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 from ..core.errors import NbagentError
 

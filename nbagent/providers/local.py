@@ -43,7 +43,8 @@ import threading
 import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
+from collections.abc import AsyncIterator
 
 from ..core.errors import NbagentError
 from .base import Event, ModelRequest, Usage

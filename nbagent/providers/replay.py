@@ -17,7 +17,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart

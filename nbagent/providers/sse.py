@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 __all__ = ["SSEEvent", "SSEDecoder", "aiter_sse"]
 
