@@ -25,6 +25,7 @@ Field metadata ``doc`` holds each column's meaning; schema metadata ``nbagent.ta
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -107,8 +108,14 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
         raise NbagentError(f"cannot write {out}: {exc.strerror or exc}", kind="io") from None
     for (start, length), name in zip(_runs(frame), names):
         part = arrow.slice(start, length)
-        atomic_write(out / f"{name}.parquet", lambda tmp, part=part: pq.write_table(part, tmp))
+        atomic_write(out / f"{name}.parquet", functools.partial(_write_table, part))
     return out
+
+
+def _write_table(table: Any, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path)
 
 
 # --- sources ------------------------------------------------------------------------------

@@ -55,8 +55,8 @@ from datetime import UTC
 
 __all__ = [
     "Price",
-    "PRICES_VERSION",
-    "PRICES_DATE",
+    "PRICES_VERSION",  # noqa: F822 - computed on first use by the module's __getattr__
+    "PRICES_DATE",  # noqa: F822 - its old name, likewise
     "FREE_PROVIDERS",
     "OVERRIDE",
     "FREE",

@@ -17,7 +17,7 @@ from .errors import NbagentError
 __all__ = ["atomic_write", "atomic_write_text"]
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` to fill a new temporary file beside ``path``, then rename it over ``path``.
 
     An ``OSError`` becomes ``NbagentError(kind="io")`` naming ``path``; any failure removes the

@@ -194,7 +194,7 @@ def open_session_file(path: str | os.PathLike, mode: str = "r") -> Any:
             raise NbagentError(
                 f"{path} is {info.st_size / 2**20:,.0f} MB, over the {MAX_FILE_BYTES / 2**20:,.0f} MB limit for "
                 "session files; raise nbagent.core.chat_session.MAX_FILE_BYTES to read it", kind="io")
-        return os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {}))
+        return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
     except BaseException:
         os.close(fd)
         raise

@@ -118,6 +118,12 @@ class NbagentError(Exception):
         self.retry_after = retry_after
         super().__init__(self.message)
 
+    def with_kind(self, kind: str, *, message: str | None = None, retryable: bool | None = None) -> NbagentError:
+        """This error as another kind (of that kind's class), its other fields kept."""
+        return NbagentError(self.message if message is None else message, kind=kind,
+                            retryable=self.retryable if retryable is None else retryable,
+                            http_code=self.http_code, provider=self.provider, retry_after=self.retry_after)
+
     def __str__(self) -> str:
         prefix = f"[{self.kind}"
         if self.http_code:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Union
 
 from .text import clean_text
 
@@ -59,7 +58,7 @@ class ImagePart:
     type: str = field(default="image", init=False)
 
 
-Part = Union[TextPart, ThinkingPart, ToolUsePart, ToolResultPart, ImagePart]
+Part = TextPart | ThinkingPart | ToolUsePart | ToolResultPart | ImagePart
 
 _PART_TYPES = {
     "text": TextPart,

@@ -112,7 +112,8 @@ def prose(text: object) -> str:
     for line in lines:
         if math is not None:
             math.append(line)
-            closer = _MATH_CLOSE[_MATH_OPEN.match(math[0]).group(1)]
+            opened = _MATH_OPEN.match(math[0])
+            closer = _MATH_CLOSE[opened.group(1)] if opened else "$$"
             if line.rstrip().endswith(closer):
                 out.append(_math_block(math, closer))
                 math = None
@@ -183,7 +184,8 @@ def _prose_line(line: str) -> str:
         if c != "`":
             i += 1
             continue
-        run = len(_BACKTICKS.match(line, i).group(0))
+        backticks = _BACKTICKS.match(line, i)
+        run = len(backticks.group(0)) if backticks else 1
         close = _closing_run(line, i + run, run)
         parts.append(_text(line[text_start:i]))
         if close is None:

@@ -104,6 +104,12 @@ def _checked(doc: Any, path: str | Path) -> dict:
     return doc
 
 
+def _skip_space(text: str, i: int) -> int:
+    """The index of the first character at or after ``i`` that is not white space."""
+    m = _SPACE.match(text, i)
+    return m.end() if m else i
+
+
 def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
     """The conversation id and the turn ledger of a saved session (for many-session loading).
 
@@ -218,27 +224,27 @@ def _object_head(text: str, keys: frozenset[str]) -> dict:
 
     Raises ValueError / IndexError when the text ends first (or is not an object's start).
     """
-    space, decode = _SPACE.match, _DECODER.raw_decode
-    i = space(text, 0).end()
+    decode = _DECODER.raw_decode
+    i = _skip_space(text, 0)
     if text[i] != "{":
         return _DECODER.decode(text)  # not an object: whatever it is, the caller refuses it
     out: dict[str, Any] = {}
-    i = space(text, i + 1).end()
+    i = _skip_space(text, i + 1)
     if text[i] == "}":
         return out
     while True:
         key, i = decode(text, i)
-        i = space(text, i).end()
+        i = _skip_space(text, i)
         if not isinstance(key, str) or text[i] != ":":
             raise ValueError(f"expected a key and ':' at character {i}")
-        value, i = decode(text, space(text, i + 1).end())
-        i = space(text, i).end()
+        value, i = decode(text, _skip_space(text, i + 1))
+        i = _skip_space(text, i)
         if text[i] not in ",}":  # also proves a number was not cut by the end of a prefix
             raise ValueError(f"expected ',' or '}}' at character {i}")
         out[key] = value
         if text[i] == "}" or keys.issubset(out):
             return out
-        i = space(text, i + 1).end()
+        i = _skip_space(text, i + 1)
 
 
 def read_session(path: str | Path) -> ConversationState:

@@ -340,9 +340,9 @@ class Step:
         for key in _COMPACT_CONVERTED.intersection(d):
             if key in _COMPACT_ENUMS:
                 d[key] = d[key]._value_
-            elif key == "usage_metadata":
+            elif key == "usage_metadata" and self.usage_metadata is not None:
                 d[key] = self.usage_metadata.to_dict(compact=True)
-            elif key == "compaction":
+            elif key == "compaction" and self.compaction is not None:
                 d[key] = self.compaction.to_dict()
             else:  # tool_calls, cut_tool_calls
                 d[key] = [c.to_dict() for c in d[key]]
@@ -369,7 +369,7 @@ class Step:
 def enum_member(enum_cls: type[Enum], value: Any) -> Any:
     """``enum_cls(value)`` by a dict lookup (readers call it per record); the same ValueError when unknown."""
     try:
-        return _MEMBERS[enum_cls][value]
+        return _MEMBERS[enum_cls][value]  # type: ignore[index]  # enum_cls may be any Enum: KeyError
     except (KeyError, TypeError):  # unknown, unhashable, or an enum defined elsewhere
         return enum_cls(value)
 

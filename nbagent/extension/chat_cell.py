@@ -117,7 +117,7 @@ def value_text(value: Any) -> str:
 
 def _frame_text(frame: Any) -> str:
     rows = len(frame)
-    shape = getattr(frame, "shape", (rows,))
+    shape: tuple[int, ...] = getattr(frame, "shape", (rows,))
     table = frame.to_string(max_rows=FRAME_ROWS, min_rows=FRAME_ROWS // 2, max_cols=FRAME_COLUMNS,
                             max_colwidth=40, show_dimensions=False)
     what = f"{rows:,} rows" + (f" × {shape[1]} columns" if len(shape) > 1 else "")

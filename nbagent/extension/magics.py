@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
@@ -91,13 +92,25 @@ class ChatMagics(Magics):
 
     # --- finding the agent -----------------------------------------------------------
 
+    @property
+    def ip(self) -> InteractiveShell:
+        """The shell these magics were registered with."""
+        if self.shell is None:
+            raise NbagentError("the nbagent magics are not registered with an IPython shell", kind="config")
+        return self.shell
+
+    @property
+    def user_ns(self) -> dict[str, Any]:
+        """The notebook's variables."""
+        return self.ip.user_ns
+
     def agent(self, name: str | None, magic: str, create: bool = False, model: str | None = None,
               system: str | None = None):
         """The Agent bound to ``name`` (default ``nbagent_agent``), made when ``create``."""
         from ..agent import Agent
 
         key = name or DEFAULT_NAME
-        found = self.shell.user_ns.get(key)
+        found = self.user_ns.get(key)
         if found is not None and not isinstance(found, Agent):
             raise NbagentError(f"{magic}: {key!r} is a {type(found).__name__}, not an nbagent Agent",
                                kind="config")
@@ -105,7 +118,7 @@ class ChatMagics(Magics):
             hint = "run a %%chat cell first" if not name else "make one with Agent(...) or %%chat -a NAME --new"
             raise NbagentError(f"{magic}: no agent named {key!r} in the notebook ({hint})", kind="config")
         if found is None:
-            found = self.shell.user_ns[key] = Agent(model=model, system=system)
+            found = self.user_ns[key] = Agent(model=model, system=system)
         return found
 
     # --- %%chat ------------------------------------------------------------------------
@@ -131,16 +144,16 @@ class ChatMagics(Magics):
 
         args = parse_argstring(self.chat, line)
         args.system = None if args.system is None else _unquote(args.system)
-        prompt = interpolate(cell or "", self.shell.user_ns).strip()
+        prompt = interpolate(cell or "", self.user_ns).strip()
         if not prompt.strip():
             raise NbagentError("%%chat: the cell is empty; write the prompt under the %%chat line",
                                kind="config")
-        prompt, attached = attach_variables(prompt, self.shell.user_ns)
+        prompt, attached = attach_variables(prompt, self.user_ns)
         if attached:
             print(f"📎 attached: {', '.join('@' + n for n in attached)}")
         key = args.agent or DEFAULT_NAME
-        if args.new or (args.agent is None and key not in self.shell.user_ns):
-            agent = self.shell.user_ns[key] = Agent(model=args.model, system=args.system)
+        if args.new or (args.agent is None and key not in self.user_ns):
+            agent = self.user_ns[key] = Agent(model=args.model, system=args.system)
         else:
             agent = self.agent(args.agent, "%%chat")
             if args.model:
@@ -213,9 +226,9 @@ class ChatMagics(Magics):
         agent = self.agent(args.agent, "%chat_tools", create=True)
         found = []
         for name in args.names:
-            if name not in self.shell.user_ns:
+            if name not in self.user_ns:
                 raise NbagentError(f"%chat_tools: no function named {name!r} in the notebook", kind="config")
-            found.append(self.shell.user_ns[name])
+            found.append(self.user_ns[name])
         agent.tools.update(to_tools(found))
         print(tools_line(args.agent or DEFAULT_NAME, agent))
 
@@ -278,13 +291,13 @@ class ChatMagics(Magics):
 
         args = parse_argstring(self.chat_load, line)
         key = args.agent or DEFAULT_NAME
-        old = self.shell.user_ns.get(key)
+        old = self.user_ns.get(key)
         tools = list(old.tools.values()) if isinstance(old, Agent) else []
         overrides: dict[str, Any] = {"model": args.model} if args.model else {}
         if not args.model and isinstance(old, Agent) and not _known_model(saved_model(_unquote(args.path))):
             overrides["model"] = old.provider  # the file names no model this kernel has: keep the agent's
         agent = Agent.load(_unquote(args.path), tools=tools, **overrides)
-        self.shell.user_ns[key] = agent
+        self.user_ns[key] = agent
         print(f"{key} continues {_turns(agent.conversation)} from {_unquote(args.path)} with {agent.model}")
 
     @magic_arguments()
@@ -315,7 +328,7 @@ class ChatMagics(Magics):
         if not cells:
             raise NbagentError("%chat_code: the agent has run no code yet (run_python)", kind="config")
         chosen = cells[-args.n:]
-        self.shell.set_next_input("\n\n".join(code_cell_source(c) for c in chosen), replace=False)
+        self.ip.set_next_input("\n\n".join(code_cell_source(c) for c in chosen), replace=False)
         print(f"the next cell holds {len(chosen)} piece{'s' if len(chosen) != 1 else ''} of code the agent ran")
 
     @magic_arguments()

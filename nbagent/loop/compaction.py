@@ -32,7 +32,7 @@ def compact_if_needed(session: ChatSession, tokenizer: Any, tool_specs: Iterable
     return CompactionStats(before, after, budget)
 
 
-def prompt_overflow(prompt: str, system: str, tokenizer: Any, tool_specs: Iterable[Any],
+def prompt_overflow(prompt: str, system: str | None, tokenizer: Any, tool_specs: Iterable[Any],
                     context_window: int | None, max_tokens: int | None) -> NbagentError | None:
     """A ``context_length`` error when ``prompt`` alone (with the system prompt, the tool
     definitions and the reply's reserve) cannot fit the model's known window: compaction never

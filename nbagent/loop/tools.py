@@ -86,7 +86,7 @@ class Tool:
         """Build a Tool from a function's signature, type hints and docstring."""
         summary, param_docs = parse_docstring(inspect.getdoc(fn) or "")
         schema, hints = function_schema(fn, param_docs)
-        self = cls(name or getattr(fn, "__name__", ""), summary if description is None else description,
+        self = cls(name or str(getattr(fn, "__name__", "")), summary if description is None else description,
                    schema, fn, requires_approval, max_result_chars=max_result_chars, timeout=timeout)
         self._hints = hints
         try:
@@ -134,7 +134,7 @@ class Tool:
         try:
             value = await asyncio.wait_for(self._call(kwargs), limit)
         except TimeoutError:
-            msg = str(ToolTimeout(self.name, limit))
+            msg = str(ToolTimeout(self.name, limit or 0.0))
             return ToolOutput(text=msg, is_error=True, error=msg)
         except Exception as exc:
             msg = f"{type(exc).__name__}: {exc}"
@@ -192,7 +192,7 @@ def to_tools(items: Any) -> dict[str, Tool]:
 
 
 def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or (callable(fn) and inspect.iscoroutinefunction(type(fn).__call__))
 
 
 # --- result formatting ----------------------------------------------------------

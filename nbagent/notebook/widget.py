@@ -275,6 +275,7 @@ class ChatWidget(anywidget.AnyWidget):
         armed = self._armed
         if armed is not None and armed.is_running():
             return False
+        loop: asyncio.AbstractEventLoop | None
         try:
             loop = asyncio.get_running_loop()
             here = True
@@ -433,7 +434,8 @@ class ChatWidget(anywidget.AnyWidget):
         from .transcript import transcript_markdown
 
         history = self.conversation.history
-        steps, size = [], 0
+        steps: list[Step] = []
+        size = 0
         for step in reversed(history):
             size += len(step.content) + len(step.thinking) + 200
             if steps and size > TRANSCRIPT_CHARS:

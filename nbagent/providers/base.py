@@ -22,7 +22,7 @@ import json
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 from collections.abc import AsyncIterator
 
 from ..core.messages import Message, TextPart
@@ -133,8 +133,8 @@ class Finish:
         return [Message("assistant", [TextPart("[empty response]")])]
 
 
-Event = Union[TextDelta, ThinkingDelta, RefusalDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, Usage,
-              Finish]
+Event = (TextDelta | ThinkingDelta | RefusalDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | Usage
+         | Finish)
 
 
 class Provider(abc.ABC):
@@ -163,7 +163,7 @@ class Provider(abc.ABC):
         async for event in self.stream(request):
             yield [event]
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional: a provider without connections has nothing to do
         """Release connections; the provider may be used again afterwards."""
 
     def __repr__(self) -> str:  # never shows keys

@@ -387,7 +387,8 @@ class GeminiStreamParser:
                 call_id = f"call_{self._prefix}_{n}"
                 details["synthetic_id"] = True
             name = str(call.get("name") or "")
-            args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            given = call.get("args")
+            args = given if isinstance(given, dict) else {}
             self._join_text()
             self.parts.append(ToolUsePart(call_id, name, args, provider_details=details))
             return [
@@ -417,13 +418,14 @@ class GeminiStreamParser:
 
     def _stream_error(self, chunk: dict) -> NbagentError:
         error = error_from_payload(chunk, status=None, provider="gemini")
-        err = chunk.get("error") if isinstance(chunk.get("error"), dict) else {}
+        body = chunk.get("error")
+        err = body if isinstance(body, dict) else {}
         if err.get("code") == 499 or str(err.get("status") or "").upper() == "CANCELLED":
-            error.kind, error.retryable = "server", True  # not the caller's doing: it is still reading
             when = "after part of the reply" if self.parts else "before any output"
-            error.message = f"Gemini cancelled the request on its side (499 CANCELLED) {when}: {error.message}"
+            # not the caller's doing: it is still reading
+            error = error.with_kind("server", retryable=True, message=(
+                f"Gemini cancelled the request on its side (499 CANCELLED) {when}: {error.message}"))
         else:
-            error.message = f"Gemini stream error: {error.message}"
-        error.args = (error.message,)
+            error = error.with_kind(error.kind, message=f"Gemini stream error: {error.message}")
         error.retryable = error.retryable and not self.parts  # a partial reply was shown: no retry
         return error

