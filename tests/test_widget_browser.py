@@ -106,6 +106,8 @@ NOTEBOOKS = {
     "shutdown.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
     "midscroll.ipynb": ["from support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
                         "conv = Conversation(StreamConnection(words(20_000), pace=0.02, batch=3))\nconv.widget()"],
+    "wheelrace.ipynb": ["from support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
+                        "conv = Conversation(StreamConnection(words(20_000), pace=0.02, batch=3))\nconv.widget()"],
     "follow.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
     "thoughts.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
 }
@@ -710,6 +712,32 @@ def test_a_scroll_up_mid_stream_is_respected_until_the_button(lab, notebook):
     lab.wait_for_function(has, arg=[chat, "w01200"], polling=50)
     lab.wait_for_function(f"(s) => ({gap})(s) < 40", arg=chat, polling=50)  # following again
     assert lab.locator(chat).locator(".nba-new").is_hidden()
+    lab.click(f"{chat} .nba-stop")
+    wait_turn_done(lab, chat, 1, timeout=20_000)
+    no_errors(lab)
+
+
+def test_a_wheel_up_while_the_follow_scroll_is_pending_stops_following(lab, notebook):
+    """A wheel up that comes between the follow's own scroll to the end and that scroll's event
+    (queued to the next frame) stops following: the stale event does not pull the view back."""
+    nb = notebook("wheelrace.ipynb")
+    chat = show_widget(lab, nb)
+    send_prompt(lab, chat, "Write a lot")
+    has = "([s, w]) => (document.querySelector(s + ' .nba-md')?.textContent || '').includes(w)"
+    lab.wait_for_function(has, arg=[chat, "w00600"], polling=50)
+    lab.evaluate("""async (s) => { const l = document.querySelector(s + ' .nba-turns');
+        const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
+        l.scrollTop = l.scrollHeight - l.clientHeight - 10; await frame(); await frame();  // near the end: following
+        l.scrollTop = l.scrollHeight;  // a scroll to the end; its scroll event waits for the next frame
+        l.dispatchEvent(new WheelEvent('wheel', { deltaY: -300, bubbles: true }));  // the user's wheel comes first
+        await frame();
+        l.scrollTop -= 300; await frame(); }""", chat)  # then the wheel's scroll lands
+    gap = "(s) => { const l = document.querySelector(s + ' .nba-turns'); return l.scrollHeight - l.scrollTop - l.clientHeight; }"
+    top = lab.evaluate("(s) => document.querySelector(s + ' .nba-turns').scrollTop", chat)
+    lab.wait_for_function(has, arg=[chat, "w00900"], polling=50)  # more text arrived meanwhile
+    assert lab.evaluate("(s) => document.querySelector(s + ' .nba-turns').scrollTop", chat) == top
+    assert lab.evaluate(gap, chat) > 200
+    lab.wait_for_selector(f"{chat} .nba-new", state="visible")
     lab.click(f"{chat} .nba-stop")
     wait_turn_done(lab, chat, 1, timeout=20_000)
     no_errors(lab)

@@ -60,18 +60,28 @@ export class ChatView {
     this.intent = false; // the user has touched the list since it was last at the bottom
     this.lastTop = 0;
     this.missed = false; // content arrived while not following
+    // where a wheel up found the list, until the list moved up from there: the scroll event of the
+    // follow's own scroll to the end, still queued when the wheel comes, must not follow again
+    /** @type {number|null} */ this.upFrom = null;
     const touched = () => { this.intent = true; };
     list.addEventListener("wheel", (e) => {
       touched();
-      if (e.deltaY < 0 && list.scrollTop > 0) this.setStick(false); // at once: the frame's follow must not undo it
+      this.upFrom = null;
+      if (e.deltaY < 0 && list.scrollTop > 0) { // at once: the frame's follow must not undo it
+        this.upFrom = list.scrollTop;
+        this.setStick(false);
+      }
     }, { passive: true });
     list.addEventListener("touchstart", touched, { passive: true });
     list.addEventListener("pointerdown", touched);
     list.addEventListener("keydown", touched);
     list.addEventListener("scroll", () => {
       const top = list.scrollTop;
-      if (list.scrollHeight - top - list.clientHeight < 40) { this.intent = false; this.setStick(true); }
-      else if (this.intent && top < this.lastTop) this.setStick(false);
+      const wheelPending = this.upFrom !== null && top >= this.upFrom;
+      if (!wheelPending) this.upFrom = null;
+      if (list.scrollHeight - top - list.clientHeight < 40) {
+        if (!wheelPending) { this.intent = false; this.setStick(true); }
+      } else if (this.intent && top < this.lastTop) this.setStick(false);
       this.lastTop = top;
     }, { passive: true });
     // math, pictures and collapsing thoughts change a turn's height after its render
@@ -94,6 +104,7 @@ export class ChatView {
   /** Jump to the newest message and follow the stream again. */
   follow() {
     this.intent = false;
+    this.upFrom = null;
     this.setStick(true);
     this.scrollToEnd();
   }
