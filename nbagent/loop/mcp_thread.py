@@ -71,7 +71,8 @@ async def run_on_mcp_thread(coro: Awaitable[T]) -> T:
 
 def wait_on_mcp_thread(coro: Awaitable[T], timeout: float | None) -> T:
     """Block until ``coro`` has run on the MCP thread (``timeout`` seconds at most)."""
-    future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, _THREAD.get())  # type: ignore[arg-type]
+    loop = _THREAD.get()
+    future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)  # type: ignore[arg-type]
     try:
         return future.result(timeout)
     except concurrent.futures.TimeoutError:

@@ -24,8 +24,19 @@ from typing import Any
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
-from .base import (REFUSAL, parse_tool_arguments, Event, Finish, RefusalDelta, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd,
-                   ToolCallStart, Usage)
+from .base import (
+    REFUSAL,
+    Event,
+    Finish,
+    RefusalDelta,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+    parse_tool_arguments,
+)
 from .http import classify_error, parse_json
 from .sse import SSEEvent
 
