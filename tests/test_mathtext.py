@@ -46,7 +46,7 @@ def test_dollar_amounts_are_escaped_wherever_nbagent_writes_markdown():
 def test_math_never_carries_markup_for_a_renderer_without_math():
     md = math_markdown('<img src=x onerror="alert(1)">![t](http://x/a.png)', False)
     assert "<" not in md and "![" not in md
-    assert "java\u200bscript" in prose(r"$\href{javascript:alert(1)}{x}$")
+    assert prose(r"$\href{javascript:alert(1)}{x}$") == "${x}$"  # the link is gone, its text stays
 
 
 def test_estimate_markdown_shows_money_as_money():
@@ -58,3 +58,27 @@ def test_estimate_markdown_shows_money_as_money():
     dollars = [i for i, c in enumerate(md) if c == "$"]
     assert dollars and all(md[i - 2:i] == "\\\\" for i in dollars), md  # each one "\\$": printed "$"
     assert escape_dollars("$1") == "\\\\$1"
+
+
+@pytest.mark.parametrize("tex, kept", [
+    ("\\href{java\tscript:alert(1)}{click}", False),  # a tab inside the scheme
+    ("\\href{java\u200bscript:alert(1)}{click}", False),  # an invisible character
+    ("\\href {data:text/html,hi}{d}", False),
+    ("\\href{#1}{s}", False),  # a macro parameter, not a fragment
+    ("\\href{https://example.com}{ok}", True),
+    ("\\href{ mailto:a@b.c }{m}", True),
+    ("\\href{#results}{s}", True),
+])
+def test_math_links_go_only_to_safe_targets(tex, kept):
+    out = math_markdown(tex, False)
+    assert ("\\href" in out) is kept
+    if not kept:
+        assert "script" not in out.split("}", 1)[0] and out.endswith("}$")  # the link's text stays
+
+
+def test_math_cannot_define_macros_load_code_or_style_the_page():
+    out = math_markdown("\\def\\x#1{\\href{#1}{y}}\\x{javascript:alert(1)} \\require{html} \\style{color:red}{a}"
+                        " \\url{javascript:alert(2)}", True)
+    for command in ("\\def", "\\require", "\\style", "\\url{javascript"):
+        assert command not in out
+    assert "\\backslash\\text{def}" in out and "(link removed)" in out

@@ -100,7 +100,8 @@ NOTEBOOKS = {
     "mathsaved.ipynb": [
         "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
         "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
-        " r'So $x<y$ and \\(a<b\\) are math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
+        " r'So $x<y$ and \\(a<b\\) are math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]', '\\n\\n',"
+        " 'Links: $\\\\href{java\\tscript:alert(1)}{bad}$ and $\\\\url{javascript:alert(2)}$.']\n"
         "conv = Conversation(StreamConnection(answer))\nconv.widget()"],
     "a11y.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], policy='ask')\nagent"],
     "shutdown.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent"],
@@ -570,10 +571,14 @@ def test_math_in_the_reopened_notebook_is_the_widgets_math(lab, notebook, jupyte
     lab.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
         await w.sessionContext.shutdown(); w.dispose(); }""")
     nb = notebook("mathsaved.ipynb")
-    lab.wait_for_function("(nb) => document.querySelectorAll(nb + ' .nbagent-transcript mjx-container').length >= 5",
+    lab.wait_for_function("(nb) => document.querySelectorAll(nb + ' .nbagent-transcript mjx-container').length >= 7",
                           arg=nb, polling=100)
     md = lab.locator(nb).locator(".nbagent-transcript")
-    assert md.locator("mjx-container").count() == 5  # e^{iπ}, ∫, x<y, a<b, ∑: nothing else
+    assert md.locator("mjx-container").count() == 7  # e^{iπ}, ∫, x<y, a<b, ∑, two disarmed links: nothing else
+    # a model's \href / \url to javascript: is never a link under MathJax (only http(s), mailto, #name)
+    hrefs = lab.evaluate("(nb) => [...document.querySelectorAll(nb + ' .nbagent-transcript a')]"
+                         ".map(a => a.getAttribute('href') || '')", nb)
+    assert not [h for h in hrefs if not h.startswith(("http://", "https://", "mailto:", "#"))], hrefs
     assert md.locator("mjx-container[display='true']").count() == 2
     assert md.locator("mjx-merror").count() == 0 and "&lt;" not in md.inner_text()
     assert "it costs $5 and $10." in md.inner_text()

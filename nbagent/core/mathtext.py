@@ -58,10 +58,39 @@ def split_math(text: str) -> list[MathPiece]:
     return out
 
 
+# MathJax commands that make links, load code, style the page or define macros (which could
+# assemble any of those): never trusted from a model
+_LINKS = re.compile(r"\\(href|url)(?![A-Za-z])\s*(\{(?:[^{}]|\{[^{}]*\})*\})?")
+_UNSAFE_COMMANDS = re.compile(
+    r"\\(def|gdef|edef|xdef|let|newcommand|renewcommand|providecommand|newenvironment|renewenvironment"
+    r"|DeclareMathOperator|require|class|cssId|style|data|unicode)(?![A-Za-z])")
+_SAFE_TARGET = re.compile(r"(https?://|mailto:)[^\s]|#[A-Za-z][\w.-]*$", re.IGNORECASE)
+_INVISIBLE = re.compile(r"[\s\x00-\x1f\x7f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
+
+
+def _disarm_link(match: re.Match) -> str:
+    command, arg = match.group(1), match.group(2)
+    target = _INVISIBLE.sub("", arg[1:-1]) if arg else ""
+    if arg and _SAFE_TARGET.match(target):
+        return match.group(0)
+    if command == "href":  # the link's text (the next group) stays, as plain math
+        return ""
+    return r"\text{(link removed)}"
+
+
+def disarm_tex(tex: str) -> str:
+    """TeX with its unsafe commands shown, not run: links only to http(s), mailto and ``#name``
+    targets (judged after removing white space and control characters), and no macro
+    definitions, ``\\require``, ``\\class`` / ``\\style`` / ``\\cssId`` / ``\\data`` or ``\\unicode``."""
+    tex = _UNSAFE_COMMANDS.sub(lambda m: r"\backslash\text{" + m.group(1) + "}", tex)
+    return _LINKS.sub(_disarm_link, tex)
+
+
 def math_markdown(tex: str, display: bool) -> str:
-    """TeX as ``$…$`` / ``$$…$$`` for a markdown renderer with MathJax: no ``<`` or ``>`` in it."""
+    """TeX as ``$…$`` / ``$$…$$`` for a markdown renderer with MathJax: no ``<`` or ``>`` in it,
+    and nothing that makes links to unsafe targets or runs code (:func:`disarm_tex`)."""
     # math mode ignores spaces: "! [" is the same formula, and never an image for a renderer without math
-    tex = tex.replace("<", r"\lt ").replace(">", r"\gt ").replace("![", "! [")
+    tex = disarm_tex(tex).replace("<", r"\lt ").replace(">", r"\gt ").replace("![", "! [")
     return f"$${tex}$$" if display else f"${tex}$"
 
 
