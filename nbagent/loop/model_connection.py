@@ -375,6 +375,41 @@ class ModelConnection:
         request = self._request()
         step.prefix_change = self.prefix_tracker.observe(request.model, request.system, request.tools,
                                                          request.messages)
+        task = self._start_stream(request, queue)
+        yield step.snapshot()
+        calls: list[ToolCall] = []
+        try:
+            while True:
+                event = await queue.get()
+                if event is _END:
+                    if step.status != StepStatus.ACTIVE:
+                        return
+                    event = NbagentError(f"{self.provider.name}: the stream ended before the model finished",
+                                         kind="protocol", provider=self.provider.name)
+                elif event is _CANCELED:
+                    for update in self._cancel(step, calls):
+                        yield update
+                    return
+                if isinstance(event, BaseException):
+                    for update in self._fail(step, calls, event):
+                        yield update
+                    raise _as_nbagent_error(event)
+                folded, finish = fold_batch(step, event, calls, self.session, self.include_reasoning)
+                if folded is not None:
+                    yield folded
+                if finish is not None:
+                    yield finish
+        except GeneratorExit:  # the consumer went away mid-call
+            if step.status == StepStatus.ACTIVE:
+                self._close_canceled(step, calls)
+            raise
+        finally:
+            self._active_tasks.discard(task)
+            if not task.done():
+                task.cancel()
+
+    def _start_stream(self, request: ModelRequest, queue: asyncio.Queue) -> asyncio.Future:
+        """Start the task that puts the provider's batches on ``queue``, then _END, _CANCELED or the error."""
 
         async def pump() -> None:
             try:
@@ -392,44 +427,18 @@ class ModelConnection:
         self._active_tasks.add(task)
         if self._interrupted.is_set():
             task.cancel()
-        yield step.snapshot()
-        calls: list[ToolCall] = []
-        try:
-            while True:
-                event = await queue.get()
-                if event is _END:
-                    if step.status != StepStatus.ACTIVE:
-                        return
-                    event = NbagentError(f"{self.provider.name}: the stream ended before the model finished",
-                                         kind="protocol", provider=self.provider.name)
-                elif event is _CANCELED:
-                    self._close_partial(step, calls)
-                    step.status = StepStatus.CANCELED
-                    step.finished_at = time.time()
-                    for update in [step.snapshot(), *unrun_call_steps(calls, self._new_step)]:
-                        yield update
-                    return
-                if isinstance(event, BaseException):
-                    for update in self._fail(step, calls, event):
-                        yield update
-                    if isinstance(event, NbagentError):
-                        raise event
-                    raise NbagentError(f"model call failed: {event!r}", kind="protocol") from event
-                folded, finish = fold_batch(step, event, calls, self.session, self.include_reasoning)
-                if folded is not None:
-                    yield folded
-                if finish is not None:
-                    yield finish
-        except GeneratorExit:  # the consumer went away mid-call
-            if step.status == StepStatus.ACTIVE:
-                self._close_partial(step, calls)
-                step.status = StepStatus.CANCELED
-                step.finished_at = time.time()
-            raise
-        finally:
-            self._active_tasks.discard(task)
-            if not task.done():
-                task.cancel()
+        return task
+
+    def _close_canceled(self, step: Step, calls: list[ToolCall]) -> None:
+        """The model step ends canceled, what it said so far kept."""
+        self._close_partial(step, calls)
+        step.status = StepStatus.CANCELED
+        step.finished_at = time.time()
+
+    def _cancel(self, step: Step, calls: list[ToolCall]) -> list[Step]:
+        """The stream was canceled: the step closes canceled and its calls as not run."""
+        self._close_canceled(step, calls)
+        return [step.snapshot(), *unrun_call_steps(calls, self._new_step)]
 
     def _fail(self, step: Step, calls: list[ToolCall], exc: BaseException) -> list[Step]:
         """The model step ends in error (partial content kept) and the turn's FINISH says so."""
@@ -475,3 +484,12 @@ class ModelConnection:
 
     def __repr__(self) -> str:
         return f"ModelConnection({self.provider!r}, tools={list(self.tools)})"
+
+
+def _as_nbagent_error(exc: BaseException) -> NbagentError:
+    """A failed model call's error as raised to the caller: typed errors as they are, others as protocol."""
+    if isinstance(exc, NbagentError):
+        return exc
+    err = NbagentError(f"model call failed: {exc!r}", kind="protocol")
+    err.__cause__ = exc
+    return err

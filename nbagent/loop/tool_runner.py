@@ -139,92 +139,88 @@ class ToolRunner:
                     t.cancel()
 
     async def run_one(self, call: ToolCall, step: Step, queue: asyncio.Queue) -> None:
-        # long because: one call's whole life (interrupt, manual mode, approval, hooks, the run
-        # itself, its result) reads best in order; each exit puts exactly one result on the queue.
-        def emit(**changes: Any) -> None:
-            for k, v in changes.items():
-                setattr(step, k, v)
-            queue.put_nowait(step.snapshot())
-
-        def decided(by: str) -> None:
-            step.decided_by, step.decided_at = by, time.time()
-
-        def result(text: str, is_error: bool, status: StepStatus, approval: ApprovalDecision,
-                   error: str = "", display: dict | None = None) -> None:
-            now = time.time()
-            text = clean_text(text)
-            emit(content=text, status=status, error=error, finished_at=now, approval=approval,
-                 run_seconds=now - started, display=display)
-            queue.put_nowait(ToolResultPart(call.id, text, is_error, name=call.name))
-
-        started = time.time()
+        """One call's whole life; each exit puts exactly one result (or a manual wait) on the queue."""
+        run = _CallRun(call, step, queue)
         try:
-            if self.interrupted.is_set():
-                decided(INTERRUPT)
-                result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
-                return
-            tool = self.tools.get(call.name)
-            if not self.auto_execute_tools:
-                self.pending_manual[call.id] = call
-                emit(status=StepStatus.WAITING_FOR_USER, approval=ApprovalDecision.MANUAL, decided_by=CALLER)
-                return
-            decision, approval, by = await self.approval(call, tool, step, emit)
-            decided(by)
-            if decision is None:
-                result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
-                return
-            allow, reason = decision[:2]
-            if not allow:
-                head = POLICY_DENIED_RESULT.format(by) if approval == ApprovalDecision.POLICY_DENIED else DENIED_RESULT
-                text = head + (f" Reason: {reason}" if reason and reason != by else "")
-                result(text, True, StepStatus.DONE, approval)
-                return
-            if tool is None:
-                known = ", ".join(self.tools) or "none"
-                result(f"Unknown tool {call.name!r}. Available tools: {known}.", True,
-                       StepStatus.ERROR, approval, error=f"unknown tool {call.name!r}")
-                return
-            if self.hooks.pre_tool_use is not None:
-                try:
-                    change = await call_hook(self.hooks.pre_tool_use, call)
-                except Exception as exc:
-                    msg = f"pre_tool_use hook failed: {exc!r}"
-                    result(msg, True, StepStatus.ERROR, approval, error=msg)
-                    return
-                if isinstance(change, Block):
-                    decided(f"hook {callable_name(self.hooks.pre_tool_use)}")
-                    result(f"Blocked: {change.reason}", True, StepStatus.DONE, ApprovalDecision.BLOCKED)
-                    return
-                if isinstance(change, ToolCall):
-                    call = change
-                elif isinstance(change, dict):
-                    call = ToolCall(call.id, call.name, change)
-                step.tool_calls = [call]
-            emit(status=StepStatus.ACTIVE, approval=approval)
-            started = time.time()
-            output = await tool.run(call.args, timeout=self.tool_timeout)
-            text = output.text
-            if self.hooks.post_tool_use is not None:
-                try:
-                    new = await call_hook(self.hooks.post_tool_use, call, text)
-                except Exception as exc:
-                    msg = f"post_tool_use hook failed: {exc!r}"
-                    result(msg, True, StepStatus.ERROR, approval, error=msg)
-                    return
-                if isinstance(new, str):
-                    text = new
-            if output.is_error:
-                result(text, True, StepStatus.ERROR, approval, error=output.error or text)
-            else:
-                result(text, False, StepStatus.DONE, approval, display=output.display)
+            await self._decide_and_run(run)
         except asyncio.CancelledError:
             if step.decided_at is None:
-                decided(INTERRUPT)
+                run.decided(INTERRUPT)
             decision = step.approval  # None or PENDING: canceled while waiting
-            result(CANCELED_RESULT, True, StepStatus.CANCELED,
-                   decision if decision not in (None, ApprovalDecision.PENDING) else ApprovalDecision.CANCELED)
+            run.result(CANCELED_RESULT, True, StepStatus.CANCELED,
+                       decision if decision not in (None, ApprovalDecision.PENDING) else ApprovalDecision.CANCELED)
         finally:
             queue.put_nowait(_END)
+
+    async def _decide_and_run(self, run: _CallRun) -> None:
+        """Interrupt, manual mode, approval, an unknown tool, the pre-hook, then the run itself."""
+        call = run.call
+        if self.interrupted.is_set():
+            run.decided(INTERRUPT)
+            run.result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
+            return
+        tool = self.tools.get(call.name)
+        if not self.auto_execute_tools:
+            self.pending_manual[call.id] = call
+            run.emit(status=StepStatus.WAITING_FOR_USER, approval=ApprovalDecision.MANUAL, decided_by=CALLER)
+            return
+        decision, approval, by = await self.approval(call, tool, run.step, run.emit)
+        run.decided(by)
+        if decision is None:
+            run.result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
+            return
+        allow, reason = decision[:2]
+        if not allow:
+            run.result(_denied_text(approval, by, reason), True, StepStatus.DONE, approval)
+            return
+        if tool is None:
+            known = ", ".join(self.tools) or "none"
+            run.result(f"Unknown tool {call.name!r}. Available tools: {known}.", True,
+                       StepStatus.ERROR, approval, error=f"unknown tool {call.name!r}")
+            return
+        hook = self.hooks.pre_tool_use
+        if hook is not None and not await self._pre_tool_use(run, hook, approval):
+            return
+        await self._execute(run, tool, approval)
+
+    async def _pre_tool_use(self, run: _CallRun, hook: Callable[..., Any], approval: ApprovalDecision) -> bool:
+        """Apply the pre_tool_use hook (it may block the call or change its arguments); False if it ended the call."""
+        try:
+            change = await call_hook(hook, run.call)
+        except Exception as exc:
+            msg = f"pre_tool_use hook failed: {exc!r}"
+            run.result(msg, True, StepStatus.ERROR, approval, error=msg)
+            return False
+        if isinstance(change, Block):
+            run.decided(f"hook {callable_name(hook)}")
+            run.result(f"Blocked: {change.reason}", True, StepStatus.DONE, ApprovalDecision.BLOCKED)
+            return False
+        if isinstance(change, ToolCall):
+            run.call = change
+        elif isinstance(change, dict):
+            run.call = ToolCall(run.call.id, run.call.name, change)
+        run.step.tool_calls = [run.call]
+        return True
+
+    async def _execute(self, run: _CallRun, tool: Tool, approval: ApprovalDecision) -> None:
+        """Run the approved tool, pass its text through the post_tool_use hook, and put its result."""
+        run.emit(status=StepStatus.ACTIVE, approval=approval)
+        run.started = time.time()
+        output = await tool.run(run.call.args, timeout=self.tool_timeout)
+        text = output.text
+        if self.hooks.post_tool_use is not None:
+            try:
+                new = await call_hook(self.hooks.post_tool_use, run.call, text)
+            except Exception as exc:
+                msg = f"post_tool_use hook failed: {exc!r}"
+                run.result(msg, True, StepStatus.ERROR, approval, error=msg)
+                return
+            if isinstance(new, str):
+                text = new
+        if output.is_error:
+            run.result(text, True, StepStatus.ERROR, approval, error=output.error or text)
+        else:
+            run.result(text, False, StepStatus.DONE, approval, display=output.display)
 
     async def approval(self, call: ToolCall, tool: Any, step: Step, emit) -> tuple[Any, ApprovalDecision, str]:
         """Return ((allow, reason) | None if interrupted, approval label, who or what decided)."""
@@ -329,3 +325,35 @@ def _canceled_before_start(call: ToolCall, step: Step, queue: asyncio.Queue, tas
     queue.put_nowait(step.snapshot())
     queue.put_nowait(ToolResultPart(call.id, CANCELED_RESULT, True, name=call.name))
     queue.put_nowait(_END)
+
+
+def _denied_text(approval: ApprovalDecision, by: str, reason: Any) -> str:
+    """The result a denied call gets: who denied it, and the reason when it says more than who."""
+    head = POLICY_DENIED_RESULT.format(by) if approval == ApprovalDecision.POLICY_DENIED else DENIED_RESULT
+    return head + (f" Reason: {reason}" if reason and reason != by else "")
+
+
+class _CallRun:
+    """One tool call while it runs: its step's updates and its one result go on the runner's queue."""
+
+    def __init__(self, call: ToolCall, step: Step, queue: asyncio.Queue) -> None:
+        self.call = call  # a pre_tool_use hook may replace it
+        self.step = step
+        self.queue = queue
+        self.started = time.time()  # reset when the tool itself starts
+
+    def emit(self, **changes: Any) -> None:
+        for k, v in changes.items():
+            setattr(self.step, k, v)
+        self.queue.put_nowait(self.step.snapshot())
+
+    def decided(self, by: str) -> None:
+        self.step.decided_by, self.step.decided_at = by, time.time()
+
+    def result(self, text: str, is_error: bool, status: StepStatus, approval: ApprovalDecision,
+               error: str = "", display: dict | None = None) -> None:
+        now = time.time()
+        text = clean_text(text)
+        self.emit(content=text, status=status, error=error, finished_at=now, approval=approval,
+                  run_seconds=now - self.started, display=display)
+        self.queue.put_nowait(ToolResultPart(self.call.id, text, is_error, name=self.call.name))

@@ -356,17 +356,22 @@ def coerce(value: Any, tp: Any) -> Any:
         hints = resolve_hints(tp)
         return tp(**{k: coerce(v, hints.get(k)) for k, v in value.items()})
     if isinstance(value, list):
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            return tuple(coerce(v, a) for v, a in zip(value, args))
-        items = [coerce(v, args[0]) for v in value] if args else list(value)
-        if tp is tuple or origin is tuple:
-            return tuple(items)
-        if tp in (set, frozenset) or origin in (set, frozenset):
-            return (origin or tp)(items)
-        return items
+        return _coerce_list(value, tp, origin, args)
     if isinstance(value, dict) and origin is dict and len(args) == 2:
         return {k: coerce(v, args[1]) for k, v in value.items()}
     return _coerce_by_adapter(value, tp)
+
+
+def _coerce_list(value: list, tp: Any, origin: Any, args: tuple) -> Any:
+    """A JSON array as the annotated sequence: a fixed tuple, a ``tuple[X, ...]``, a set or a list."""
+    if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        return tuple(coerce(v, a) for v, a in zip(value, args))
+    items = [coerce(v, args[0]) for v in value] if args else list(value)
+    if tp is tuple or origin is tuple:
+        return tuple(items)
+    if tp in (set, frozenset) or origin in (set, frozenset):
+        return (origin or tp)(items)
+    return items
 
 
 def _coerce_by_adapter(value: Any, tp: Any) -> Any:

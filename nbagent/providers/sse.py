@@ -121,12 +121,7 @@ class SSEDecoder:
             if line.startswith("\ufeff"):
                 line = line[1:]
         if self._raw is not None:
-            if not line:
-                self._end_raw(out)
-                return
-            self._raw.append(line)
-            if _parses("\n".join(self._raw)):
-                self._end_raw(out)
+            self._raw_line(self._raw, line, out)
             return
         if not line:
             self._dispatch(out)
@@ -147,11 +142,24 @@ class SSEDecoder:
             if value.isascii() and value.isdigit():
                 self._retry = int(value)
         elif self.raw_lines and line[0] in "{[":
-            self._dispatch(out)
-            self._raw = [line]
-            if _parses(line):
-                self._end_raw(out)
+            self._start_raw(line, out)
         # any other field is ignored
+
+    def _start_raw(self, line: str, out: list[SSEEvent]) -> None:
+        """A bare JSON line (``raw_lines``) opens a raw event; one that parses alone is complete."""
+        self._dispatch(out)
+        self._raw = [line]
+        if _parses(line):
+            self._end_raw(out)
+
+    def _raw_line(self, raw: list[str], line: str, out: list[SSEEvent]) -> None:
+        """A line inside the raw JSON event ``raw``: it ends at a blank line or once the JSON parses."""
+        if not line:
+            self._end_raw(out)
+            return
+        raw.append(line)
+        if _parses("\n".join(raw)):
+            self._end_raw(out)
 
     def _dispatch(self, out: list[SSEEvent]) -> None:
         if not self._data:
