@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set everything up and run every test: Python (incl. the real local model and
-# real-browser widget tests), the JS unit tests, the bundle check, the notebooks.
+# Set everything up and run every test: ruff and mypy on nbagent/, Python (incl. the real local
+# model and real-browser widget tests), the JS unit tests, the bundle check, the notebooks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -15,6 +15,9 @@ if [ -n "$need" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need >/dev/null
 fi
 status=0
+# the linter (pyflakes, bugbear, pyupgrade, complexity <= 15) and the type checker, on nbagent/
+.venv/bin/ruff check nbagent || status=1
+.venv/bin/mypy || status=1
 if [ -f js/package.json ]; then
   bash scripts/check_bundle.sh || status=1
   (cd js && node --test test/) || status=1
