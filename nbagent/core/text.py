@@ -25,3 +25,12 @@ def cap(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [{len(text) - limit:,} more characters cut]"
+
+
+def exception_text(exc: BaseException) -> str:
+    """``Type: message`` of an exception, safe when its own ``__str__`` raises too."""
+    try:
+        detail = str(exc)
+    except Exception:  # noqa: BLE001 - any failure of a foreign __str__: show the type alone
+        detail = ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.errors import NbagentError
 from ..core.steps import ApprovalDecision, Step, StepStatus, Text, Thought, ToolCall
+from ..core.text import exception_text
 from ..notebook.transcript import turn_markdown
 
 __all__ = ["ChatAnswer", "ChatInterrupted", "interpolate", "run_turn", "value_text"]
@@ -73,7 +74,7 @@ def interpolate(template: str, namespace: dict) -> str:
         try:
             value, _ = formatter.get_field(field, (), namespace)
         except Exception as exc:  # noqa: BLE001 - a variable's own __getattr__ / __getitem__ may raise anything
-            why = "is not a notebook variable" if isinstance(exc, KeyError) else f"failed: {_error_text(exc)}"
+            why = "is not a notebook variable" if isinstance(exc, KeyError) else f"failed: {exception_text(exc)}"
             raise NbagentError(f"%%chat: {{{field}}} {why} (write {{{{{field}}}}} for literal braces)",
                                kind="config") from None
         out.append(_field_text(field, value, spec, conversion))
@@ -91,16 +92,7 @@ def _field_text(field: str, value: Any, spec: str | None, conversion: str | None
             value = string.Formatter().convert_field(value, conversion)
         return value_text(format(value, spec) if spec else value)
     except Exception as exc:  # noqa: BLE001 - user code: any error is the variable's, shown as one line
-        raise NbagentError(f"%%chat: {{{field}}} failed: {_error_text(exc)}", kind="config") from None
-
-
-def _error_text(exc: BaseException) -> str:
-    """``Type: message`` of an exception whose own ``__str__`` may raise too."""
-    try:
-        detail = str(exc)
-    except Exception:  # noqa: BLE001
-        detail = ""
-    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        raise NbagentError(f"%%chat: {{{field}}} failed: {exception_text(exc)}", kind="config") from None
 
 
 def value_text(value: Any) -> str:

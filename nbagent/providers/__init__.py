@@ -23,6 +23,7 @@ from typing import Any
 from collections.abc import Callable
 
 from ..core.errors import NbagentError, register_secret
+from ..core.text import exception_text
 from .base import Provider
 
 ENTRY_POINT_GROUP = "nbagent.providers"
@@ -99,7 +100,7 @@ def create(prefix: str, name: str, *, api_key: str | None = None, base_url: str 
     except NbagentError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin may raise anything: one typed error naming it
-        raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) failed: {_error_text(exc)}",
+        raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) failed: {exception_text(exc)}",
                            kind="config") from None
     if not isinstance(provider, Provider):
         raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) returned a "
@@ -114,21 +115,13 @@ def _factory(reg: Registration) -> Factory:
     try:
         return getattr(importlib.import_module(module), attr)
     except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError or the plugin's own import-time error
-        raise NbagentError(f"provider plugin {reg.prefix!r} ({reg.factory}) cannot be loaded: {_error_text(exc)}",
+        raise NbagentError(f"provider plugin {reg.prefix!r} ({reg.factory}) cannot be loaded: {exception_text(exc)}",
                            kind="config") from None
 
 
 def _origin(reg: Registration) -> str:
     f = reg.factory
     return f if isinstance(f, str) else f"{getattr(f, '__module__', '?')}:{getattr(f, '__qualname__', repr(f))}"
-
-
-def _error_text(exc: BaseException) -> str:
-    try:
-        detail = str(exc)
-    except Exception:  # noqa: BLE001
-        detail = ""
-    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def refresh() -> None:
@@ -163,6 +156,6 @@ def _entry_points() -> list[Any]:
             found += [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
         except Exception as exc:  # noqa: BLE001 - another package's broken metadata must not break ours
             where = getattr(dist, "_path", "?")
-            warnings.warn(f"nbagent: skipping the entry points of {where}: {_error_text(exc):.200}", RuntimeWarning,
+            warnings.warn(f"nbagent: skipping the entry points of {where}: {exception_text(exc):.200}", RuntimeWarning,
                           stacklevel=3)
     return found
