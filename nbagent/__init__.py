@@ -7,7 +7,8 @@ pandas, IPython and anywidget load only where they are used.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (type checkers take it as True), without importing typing
 
 __version__ = "0.1.0"
 
