@@ -20,6 +20,7 @@ from ..core.ledger import TurnRecord
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepType
 from ..core.safe_markdown import code_block, code_span, plain, prose, quote
 from .transcript_html import html_page, render_items_html
+from .transcript_items import Answer, Call, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
 
 __all__ = ["conversation_html", "conversation_markdown", "step_items", "transcript_markdown",
            "transcript_text", "turn_markdown", "usage_line"]
@@ -33,33 +34,33 @@ _DENIED = {ApprovalDecision.DENIED: "denied by the user", ApprovalDecision.POLIC
 # --- what a step shows ---------------------------------------------------------------
 
 
-def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[tuple]:
-    """What one step shows, as ``(kind, ...)`` items both renderers understand."""
-    items: list[tuple] = []
+def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[TranscriptItem]:
+    """What one step shows, as items every renderer understands (``transcript_items.py``)."""
+    items: list[TranscriptItem] = []
     if step.source == StepSource.USER and step.content:
-        items.append(("prompt", step.content))
+        items.append(Prompt(step.content))
     elif step.source == StepSource.MODEL:
         if step.thinking:
-            items.append(("thinking", step.thinking))
+            items.append(Thinking(step.thinking))
         if step.content:
-            items.append(("answer", step.content))
+            items.append(Answer(step.content))
         if step.refusal:
-            items.append(("note", "The model declined: " + step.refusal))
-        items += [("call", c.name, _args(c.args)) for c in step.tool_calls]
-        items += [("cut", c.name, c.arguments) for c in step.cut_tool_calls]
+            items.append(Note("The model declined: " + step.refusal))
+        items += [Call(c.name, _args(c.args)) for c in step.tool_calls]
+        items += [Call(c.name, c.arguments, cut=True) for c in step.cut_tool_calls]
         if step.error:
-            items.append(("error", step.error))
+            items.append(Failure(step.error))
     elif step.is_tool_run:
         items.append(_result_item(step, result_chars))
     elif step.type == StepType.COMPACTION:
-        items.append(("note", step.content or "history compacted"))
+        items.append(Note(step.content or "history compacted"))
     elif step.type == StepType.FINISH:
         if step.error:
-            items.append(("error", step.error))
+            items.append(Failure(step.error))
         elif step.content or step.refusal:
-            items.append(("note", step.content or step.refusal))
+            items.append(Note(step.content or step.refusal))
     if step.status == StepStatus.CANCELED and step.source == StepSource.MODEL:
-        items.append(("note", "stopped"))
+        items.append(Note("stopped"))
     return items
 
 
@@ -70,27 +71,28 @@ def _args(args: Any) -> str:
         return str(args)
 
 
-def _result_item(step: Step, limit: int) -> tuple:
+def _result_item(step: Step, limit: int) -> Waiting | Result:
     name = step.tool_calls[0].name if step.tool_calls else "tool"
     if step.tool_server:
         name += f" (MCP {step.tool_server})"
     if step.status == StepStatus.WAITING_FOR_USER:
-        return ("waiting", name)
+        return Waiting(name)
     text = step.error or step.content
     if len(text) > limit:
         text = text[:limit] + f" … ({len(text) - limit:,} more characters)"
     why = _DENIED.get(step.approval, "") if step.approval is not None else ""
-    return ("result", name, text, bool(step.error) or step.status == StepStatus.ERROR, why)
+    return Result(name, text, bool(step.error) or step.status == StepStatus.ERROR, why)
 
 
-def _dedup_errors(items: Iterable[tuple]) -> list[tuple]:
+def _dedup_errors(items: Iterable[TranscriptItem]) -> list[TranscriptItem]:
     """A failed model call and the turn's end carry the same error: show it once."""
-    out, seen = [], set()
+    out: list[TranscriptItem] = []
+    seen: set[str] = set()
     for item in items:
-        if item[0] == "error":
-            if item[1] in seen:
+        if isinstance(item, Failure):
+            if item.text in seen:
                 continue
-            seen.add(item[1])
+            seen.add(item.text)
         out.append(item)
     return out
 
@@ -98,30 +100,30 @@ def _dedup_errors(items: Iterable[tuple]) -> list[tuple]:
 # --- markdown ------------------------------------------------------------------------
 
 
-def item_markdown(item: tuple) -> str:
-    kind = item[0]
-    if kind == "prompt":
-        text = prose(item[1].strip())
-        return "**You:**" + ("\n\n" if "\n" in text or text.startswith(("<pre>", "```")) else " ") + text
-    if kind == "thinking":
-        return quote("💭 *thinking*\n\n" + prose(item[1].strip()))
-    if kind == "answer":
-        return prose(item[1])
-    if kind == "call":
-        return f"🔧 **{plain(item[1])}** {code_span(item[2])}"
-    if kind == "cut":
-        return f"✂️ **{plain(item[1])}** (cut at the token limit, not run) {code_span(item[2])}"
-    if kind == "waiting":
-        return f"⏸ **{plain(item[1])}** is waiting for approval or a result"
-    if kind == "result":
-        _, name, text, failed, why = item
-        head = f"↳ **{plain(name)}** " + (f"({why}) " if why else "") + ("failed:" if failed else "returned:")
-        if "\n" not in text and len(text) <= 120:
-            return f"{head} {code_span(text)}"
-        return f"{head}\n\n{code_block(text)}"
-    if kind == "error":
-        return "**Error:** " + (code_span(item[1]) if "\n" not in item[1] else "\n\n" + code_block(item[1]))
-    return f"*— {plain(item[1])} —*"  # a note
+def item_markdown(item: TranscriptItem) -> str:
+    match item:
+        case Prompt(text):
+            shown = prose(text.strip())
+            return "**You:**" + ("\n\n" if "\n" in shown or shown.startswith(("<pre>", "```")) else " ") + shown
+        case Thinking(text):
+            return quote("💭 *thinking*\n\n" + prose(text.strip()))
+        case Answer(text):
+            return prose(text)
+        case Call(name, args, cut=False):
+            return f"🔧 **{plain(name)}** {code_span(args)}"
+        case Call(name, args):
+            return f"✂️ **{plain(name)}** (cut at the token limit, not run) {code_span(args)}"
+        case Waiting(name):
+            return f"⏸ **{plain(name)}** is waiting for approval or a result"
+        case Result(name, text, failed, why):
+            head = f"↳ **{plain(name)}** " + (f"({why}) " if why else "") + ("failed:" if failed else "returned:")
+            if "\n" not in text and len(text) <= 120:
+                return f"{head} {code_span(text)}"
+            return f"{head}\n\n{code_block(text)}"
+        case Failure(text):
+            return "**Error:** " + (code_span(text) if "\n" not in text else "\n\n" + code_block(text))
+        case Note(text):
+            return f"*— {plain(text)} —*"
 
 
 def transcript_markdown(steps: list[Step], limit: int = 200) -> str:
@@ -130,23 +132,25 @@ def transcript_markdown(steps: list[Step], limit: int = 200) -> str:
     return "\n\n".join(item_markdown(i) for i in items) if items else "*(empty conversation)*"
 
 
-def item_text(item: tuple) -> str:
+def item_text(item: TranscriptItem) -> str:
     """One item as plain text (for a view that escapes it whole, e.g. inside ``<pre>``)."""
-    kind = item[0]
-    if kind == "prompt":
-        return "You: " + item[1]
-    if kind == "thinking":
-        return "\n".join("> " + ln for ln in ("💭 thinking\n" + item[1].strip()).split("\n"))
-    if kind in ("answer", "note"):
-        return item[1] if kind == "answer" else f"— {item[1]} —"
-    if kind in ("call", "cut"):
-        return f"🔧 {item[1]}({item[2]})" + (" [cut at the token limit, not run]" if kind == "cut" else "")
-    if kind == "waiting":
-        return f"⏸ {item[1]} is waiting for approval or a result"
-    if kind == "result":
-        _, name, text, failed, why = item
-        return f"↳ {name}" + (f" ({why})" if why else "") + (" failed: " if failed else " returned: ") + text
-    return "Error: " + item[1]
+    match item:
+        case Prompt(text):
+            return "You: " + text
+        case Thinking(text):
+            return "\n".join("> " + ln for ln in ("💭 thinking\n" + text.strip()).split("\n"))
+        case Answer(text):
+            return text
+        case Note(text):
+            return f"— {text} —"
+        case Call(name, args, cut):
+            return f"🔧 {name}({args})" + (" [cut at the token limit, not run]" if cut else "")
+        case Waiting(name):
+            return f"⏸ {name} is waiting for approval or a result"
+        case Result(name, text, failed, why):
+            return f"↳ {name}" + (f" ({why})" if why else "") + (" failed: " if failed else " returned: ") + text
+        case Failure(text):
+            return "Error: " + text
 
 
 def transcript_text(steps: list[Step], limit: int = 200) -> str:

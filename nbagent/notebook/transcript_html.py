@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from ..core.safe_markdown import safe_url
+from .transcript_items import Answer, Call, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
 
 __all__ = ["html_page", "markdown_html", "render_items_html", "small_markdown_html"]
 
@@ -61,34 +62,34 @@ def html_page(title: str, summary: str, body: str) -> str:
     )
 
 
-def render_items_html(items: list[tuple]) -> str:
-    """HTML for the ``(kind, ...)`` items of ``transcript.step_items``."""
+def render_items_html(items: list[TranscriptItem]) -> str:
+    """HTML for the items of ``transcript.step_items``."""
     return "\n".join(_item_html(item) for item in items)
 
 
-def _item_html(item: tuple) -> str:
-    kind = item[0]
-    if kind == "prompt":
-        return f'<div class="prompt"><strong>You:</strong><div class="text">{escape(item[1])}</div></div>'
-    if kind == "thinking":
-        return f'<details class="thinking"><summary>💭 thinking</summary>{markdown_html(item[1])}</details>'
-    if kind == "answer":
-        return f'<div class="answer">{markdown_html(item[1])}</div>'
-    if kind in ("call", "cut"):
-        label = "🔧" if kind == "call" else "✂️ cut at the token limit, not run:"
-        return (f'<div class="tool">{label} <strong>{escape(item[1])}</strong>'
-                f"<pre><code>{escape(item[2])}</code></pre></div>")
-    if kind == "waiting":
-        return f'<p class="note">⏸ <strong>{escape(item[1])}</strong> is waiting for approval or a result</p>'
-    if kind == "result":
-        _, name, text, failed, why = item
-        head = f"↳ <strong>{escape(name)}</strong> " + (f"({escape(why)}) " if why else "")
-        head += "failed:" if failed else "returned:"
-        return (f'<div class="tool{" failed" if failed else ""}">{head}'
-                f"<pre><code>{escape(text)}</code></pre></div>")
-    if kind == "error":
-        return f'<div class="error"><strong>Error:</strong><pre><code>{escape(item[1])}</code></pre></div>'
-    return f'<p class="note">— {escape(item[1])} —</p>'
+def _item_html(item: TranscriptItem) -> str:
+    match item:
+        case Prompt(text):
+            return f'<div class="prompt"><strong>You:</strong><div class="text">{escape(text)}</div></div>'
+        case Thinking(text):
+            return f'<details class="thinking"><summary>💭 thinking</summary>{markdown_html(text)}</details>'
+        case Answer(text):
+            return f'<div class="answer">{markdown_html(text)}</div>'
+        case Call(name, args, cut):
+            label = "✂️ cut at the token limit, not run:" if cut else "🔧"
+            return (f'<div class="tool">{label} <strong>{escape(name)}</strong>'
+                    f"<pre><code>{escape(args)}</code></pre></div>")
+        case Waiting(name):
+            return f'<p class="note">⏸ <strong>{escape(name)}</strong> is waiting for approval or a result</p>'
+        case Result(name, text, failed, why):
+            head = f"↳ <strong>{escape(name)}</strong> " + (f"({escape(why)}) " if why else "")
+            head += "failed:" if failed else "returned:"
+            return (f'<div class="tool{" failed" if failed else ""}">{head}'
+                    f"<pre><code>{escape(text)}</code></pre></div>")
+        case Failure(text):
+            return f'<div class="error"><strong>Error:</strong><pre><code>{escape(text)}</code></pre></div>'
+        case Note(text):
+            return f'<p class="note">— {escape(text)} —</p>'
 
 
 # --- markdown through markdown-it-py --------------------------------------------------------
