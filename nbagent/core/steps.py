@@ -298,39 +298,7 @@ class Step:
         """
         if compact:
             return self._compact_dict()
-        return {
-            "id": self.id,
-            "step_index": self.step_index,
-            "type": self.type._value_,
-            "source": self.source._value_,
-            "target": self.target._value_,
-            "status": self.status._value_,
-            "content": self.content,
-            "thinking": self.thinking,
-            "tool_calls": [c.to_dict() for c in self.tool_calls],
-            "error": self.error,
-            "is_complete_response": self.is_complete_response,
-            "structured_output": self.structured_output,
-            "usage_metadata": None if self.usage_metadata is None else self.usage_metadata.to_dict(),
-            "cascade_id": self.cascade_id,
-            "trajectory_id": self.trajectory_id,
-            "http_code": self.http_code,
-            "created_at": self.created_at,
-            "finished_at": self.finished_at,
-            "turn": self.turn,
-            "finish_reason": None if self.finish_reason is None else self.finish_reason._value_,
-            "model": self.model,
-            "approval": None if self.approval is None else self.approval._value_,
-            "run_seconds": self.run_seconds,
-            "preparing_tool": self.preparing_tool,
-            "compaction": None if self.compaction is None else self.compaction.to_dict(),
-            "raw_usage": self.raw_usage,
-            "refusal": self.refusal,
-            "cut_tool_calls": [c.to_dict() for c in self.cut_tool_calls],
-            "display": self.display,
-            "prefix_change": None if self.prefix_change is None else self.prefix_change._value_,
-            "decided_at": self.decided_at, "decided_by": self.decided_by, "tool_server": self.tool_server,
-        }
+        return {name: _json_value(getattr(self, name)) for name in _SAVED_FIELDS}
 
     def _compact_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()
@@ -431,6 +399,18 @@ _FIELD_FACTORIES = tuple((f.name, f.default_factory) for f in dataclasses.fields
 _EMPTY_DEFAULTS = frozenset(f.name for f in dataclasses.fields(Step) if f.name in _READERS and (
     f.default in ("", 0) or f.default_factory is list) and f.name != "created_at")
 _COMPACT_ENUMS = frozenset(("finish_reason", "approval", "prefix_change"))
+_SAVED_FIELDS = tuple(f.name for f in dataclasses.fields(Step) if f.name in _READERS)  # the deltas are transient
+
+
+def _json_value(value: Any) -> Any:
+    """A Step field's value as JSON: enums by value, nested records by their ``to_dict``."""
+    if isinstance(value, Enum):
+        return value._value_
+    if isinstance(value, (UsageMetadata, CompactionStats)):
+        return value.to_dict()
+    if isinstance(value, list) and value and isinstance(value[0], (ToolCall, CutToolCall)):
+        return [c.to_dict() for c in value]
+    return value
 _COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls"}
 
 
