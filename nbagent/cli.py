@@ -25,7 +25,7 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
     "widget": [("anywidget", "anywidget"), ("IPython", "ipython")],
     "frames": [("pandas", "pandas"), ("genai_prices", "genai-prices"), ("pyarrow", "pyarrow")],
     "plot": [("matplotlib", "matplotlib")],
-    "tokens": [("tiktoken", "tiktoken")],
+    "tokens": [("bpe_openai", "bpe-openai"), ("tiktoken", "tiktoken")],
     "html": [("markdown_it", "markdown-it-py")],
     "local": [("xllamacpp", "xllamacpp")],
 }

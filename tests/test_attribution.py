@@ -53,15 +53,14 @@ async def test_a_tokenizer_can_be_given_and_the_estimate_is_labelled(monkeypatch
     read = df[df.tool == "read_file"].iloc[0]
     assert read.tokens == len(BIG.split()) and read.counted_by == "Words"
 
-    class Unavailable:
-        def __init__(self, encoding):
-            raise NbagentError("offline", kind="config")
+    def unavailable(encoding):
+        raise NbagentError("offline", kind="config")
 
     monkeypatch.setattr(attribution, "_estimator", None)
-    monkeypatch.setattr(attribution, "TiktokenTokenizer", Unavailable)
+    monkeypatch.setattr(attribution, "exact_tokenizer", unavailable)
     assert estimator()[1] == "chars/4"
     monkeypatch.setattr(attribution, "_estimator", None)
-    monkeypatch.setattr(attribution, "TiktokenTokenizer", lambda encoding: Words())
+    monkeypatch.setattr(attribution, "exact_tokenizer", lambda encoding: Words())
     assert estimator()[1] == "tiktoken o200k_base"
     df = conv.usage_df(by="tool")
     assert df[df.tool == "read_file"].tokens.iloc[0] == len(BIG.split())

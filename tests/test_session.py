@@ -7,7 +7,13 @@ import json
 import pytest
 
 from nbagent import ChatSession, NbagentError
-from nbagent.core.compression import ApproxTokenizer, DropOldestTurns, ShrinkToolResults, TiktokenTokenizer
+from nbagent.core.compression import (
+    ApproxTokenizer,
+    BpeOpenaiTokenizer,
+    DropOldestTurns,
+    ShrinkToolResults,
+    exact_tokenizer,
+)
 from nbagent.core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 
 from support.scripted import assert_history_valid
@@ -114,13 +120,48 @@ def test_missing_file_is_an_io_error(tmp_path):
     assert info.value.kind == "io"
 
 
-def test_tiktoken_tokenizer_counts_when_available():
-    try:
-        tok = TiktokenTokenizer()
-    except NbagentError as exc:
-        pytest.skip(f"tiktoken encoding unavailable offline: {exc}")
+def test_exact_tokenizer_counts_o200k_offline(monkeypatch):
+    """bpe-openai ships o200k_base: exact counts with no network (hosts made unreachable)."""
+    pytest.importorskip("bpe_openai", reason='the "tokens" extra is not installed')
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    tok = exact_tokenizer()
+    assert isinstance(tok, BpeOpenaiTokenizer)
+    # o200k_base ids checked against tiktoken (bench/bench_tokens.py compares thousands of strings)
     assert tok.count("hello world") == 2
-    assert tok.count_session(session_with(1)) > 0
+    assert tok.count("日本語のテキストです。") == 8
+    assert tok.count("<|endoftext|>") == 7  # special tokens count as the text a user wrote
+    assert tok.count("") == 0
+    assert tok.count_session(session_with(1)) > ApproxTokenizer().count_session(session_with(0))
+
+
+def test_exact_tokenizer_counts_texts_longer_than_one_call(monkeypatch):
+    """A text cut into several calls counts as one: cuts fall where o200k splits anyway."""
+    pytest.importorskip("bpe_openai", reason='the "tokens" extra is not installed')
+    tok = BpeOpenaiTokenizer()
+    text = "".join(f"line {i}: x = {i * 7919} # naïve café 🙂\n" for i in range(4000))
+    whole = tok.count(text)
+    assert whole == 62_872  # tiktoken's count of the same text
+    prose = text.replace("\n", " ")
+    assert tok.count(prose) == 62_873  # tiktoken's count: no newlines, cut at spaces
+    monkeypatch.setattr(BpeOpenaiTokenizer, "PIECE_CHARS", 1000)
+    assert tok.count(text) == whole and tok.count(prose) == 62_873
+    assert tok.count("a" * 1_200_000) > 0  # bpe-openai alone refuses a million characters
+
+
+def test_exact_tokenizer_is_a_config_error_when_nothing_can_count(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "bpe_openai", None)
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    with pytest.raises(NbagentError) as info:
+        exact_tokenizer()
+    assert info.value.kind == "config" and "nbagent[tokens]" in str(info.value)
 
 
 def test_compaction_counts_each_tools_name_description_and_schema():

@@ -8,9 +8,10 @@ one row per (turn, contributor), so ::
 answers "which tool bloats my context". Contributors (the ``tool`` column):
 
 - a tool's name: the results of its calls in the turn, as sent to the model
-  (denials and errors included), *estimated* with tiktoken's ``o200k_base``
-  when that encoding loads (it is downloaded once), else about four
-  characters a token; ``counted_by`` says which;
+  (denials and errors included), *estimated* with OpenAI's ``o200k_base``
+  (bpe-openai, offline, or tiktoken, downloaded once: the same counts) when
+  the ``tokens`` extra is installed, else about four characters a token;
+  ``counted_by`` says which;
 - ``"(prompt)"``: the user's prompt, estimated the same way;
 - ``"(thinking)"``: the reasoning tokens the provider reported for the turn
   (output; some providers send it back within a tool loop).
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 
-from ..core.compression import ApproxTokenizer, TiktokenTokenizer
+from ..core.compression import ApproxTokenizer, exact_tokenizer
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step
@@ -49,8 +50,8 @@ def estimator() -> tuple[Any, str]:
     global _estimator
     if _estimator is None:
         try:
-            _estimator = (TiktokenTokenizer("o200k_base"), TIKTOKEN)
-        except NbagentError:  # not installed, or the encoding cannot be downloaded (offline)
+            _estimator = (exact_tokenizer("o200k_base"), TIKTOKEN)
+        except NbagentError:  # not installed, or tiktoken alone cannot download the encoding (offline)
             _estimator = (ApproxTokenizer(), CHARS)
     return _estimator
 

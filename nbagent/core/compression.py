@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any, Protocol
 from collections.abc import Iterable
 
@@ -106,6 +107,53 @@ class TiktokenTokenizer(_SessionCounting):
 
     def count(self, text: str) -> int:
         return len(self._enc.encode(text, disallowed_special=())) if text else 0
+
+
+# where o200k_base's and cl100k_base's pre-tokenizers always split: before a space that follows a
+# non-space (no piece holds one), after a newline before a letter or digit
+_SAFE_CUT = re.compile(r"(?<=\S)(?= )|\n(?=[^\W_])")
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    """``text`` cut into parts of at most ``size`` characters where the pre-tokenizer splits anyway."""
+    parts, start = [], 0
+    while len(text) - start > size:
+        cuts = [m.end() for m in _SAFE_CUT.finditer(text, start + 1, start + size)]
+        end = cuts[-1] if cuts else start + size  # no safe cut in the window: may cost a token
+        parts.append(text[start:end])
+        start = end
+    parts.append(text[start:])
+    return parts
+
+
+class BpeOpenaiTokenizer(_SessionCounting):
+    """Exact OpenAI counts offline through ``bpe-openai``, which ships the vocabularies (``tokens`` extra)."""
+
+    PIECE_CHARS = 50_000  # bpe-openai refuses 200,000 tokens in one call; 50,000 characters stay below
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        try:
+            import bpe_openai
+        except ImportError:
+            raise NbagentError('bpe-openai is not installed: pip install "nbagent[tokens]"', kind="config") from None
+        try:
+            self._enc = bpe_openai.get_encoding(encoding)
+        except Exception as exc:
+            raise NbagentError(f"bpe-openai has no encoding {encoding!r}: {exc}", kind="config") from None
+
+    def count(self, text: str) -> int:
+        return sum(len(self._enc.encode_ordinary(piece)) for piece in _pieces(text, self.PIECE_CHARS)) if text else 0
+
+
+def exact_tokenizer(encoding: str = "o200k_base") -> BpeOpenaiTokenizer | TiktokenTokenizer:
+    """Exact counts: bpe-openai when installed (works offline), else tiktoken (downloads the encoding once).
+
+    Raises ``NbagentError(kind="config")`` when neither can count.
+    """
+    try:
+        return BpeOpenaiTokenizer(encoding)
+    except NbagentError:
+        return TiktokenTokenizer(encoding)
 
 
 def _user_turn_starts(messages: list[Message]) -> list[int]:
