@@ -6,7 +6,12 @@
 # taken) and then notebooks/quickstart.ipynb. Extra arguments go to `jupyter lab`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/jupyter ]; then
+  echo "nbagent: first run: installing nbagent, JupyterLab and the offline model into ./.venv" \
+       "(about 2 minutes; later runs start at once)..."
+fi
 bash scripts/setup.sh
+echo "nbagent: starting JupyterLab on notebooks/quickstart.ipynb (Ctrl+C stops it)"
 args=(--ServerApp.root_dir="$PWD")
 if [ "$(id -u)" = "0" ]; then
   args+=(--allow-root)  # Jupyter refuses to start as root without it (containers, CI machines)

@@ -671,3 +671,15 @@ def test_one_vocabulary_for_tokens():
     assert "prompt_tokens" not in hist and "prompt_tokens" not in usage
     u = UsageMetadata(prompt_token_count=10, candidates_token_count=3, thoughts_token_count=4)
     assert u.generated_token_count == 7 and not hasattr(u, "output_token_count")
+
+
+def test_plot_usage_says_free_models_cost_nothing_instead_of_an_empty_panel():
+    pytest.importorskip("matplotlib")
+    from nbagent import Agent
+
+    agent = Agent(model="demo", delay=0)
+    agent.ask("hello")
+    fig = plot_usage(agent.conversation.turns)
+    cost_panel = fig.axes[1]
+    assert [t.get_text() for t in cost_panel.texts] == ["no cost: these models are free"]
+    assert not cost_panel.patches  # no zero-height bars

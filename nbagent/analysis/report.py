@@ -206,6 +206,9 @@ def plot_usage(records: list[TurnRecord], pricing: Mapping | None = None):
     if np.isnan(cost).all():
         ax_cost.text(0.5, 0.5, "cost unknown: no price for these models", ha="center", va="center",
                      transform=ax_cost.transAxes)
+    elif not np.nan_to_num(cost).any():  # free models (local, demo): say so instead of empty axes
+        ax_cost.text(0.5, 0.5, "no cost: these models are free", ha="center", va="center",
+                     transform=ax_cost.transAxes)
     else:
         per_turn = np.nan_to_num(cost)
         ax_cost.bar(positions, per_turn, color="#c44e52", alpha=0.5, label="per turn", width=0.8 if len(df) <= 60 else 1.0)
