@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import multiprocessing
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +68,8 @@ async def run_in_process(ref: FunctionRef, kwargs: dict) -> Any:
 
     Cancelling the await (a timeout, Stop) terminates the process, then kills it.
     """
+    import multiprocessing  # only isolated tools need it: ``import nbagent`` stays light
+
     ctx = multiprocessing.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
     process = ctx.Process(target=_child, args=(ref, kwargs, sender), name=f"nbagent-tool-{ref.qualname}",
