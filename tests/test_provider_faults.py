@@ -137,7 +137,7 @@ async def test_each_retry_is_announced_before_its_wait_and_the_answer_follows(wi
     assert [(r.attempt, r.attempts) for r in retries] == [(2, 3), (3, 3)]
     assert "503" in retries[0].reason or "unavailable" in retries[0].reason.lower()
     assert retries[1].reason.startswith("no reply from 127.0.0.1")  # the silent server, named
-    assert retries[1].notice.endswith("retrying in " + f"{retries[1].wait_s:.3g}" + " s, 3 of 3")
+    assert retries[1].notice.endswith("retrying in " + f"{retries[1].wait_s:.2g}" + " s, 3 of 3")
     assert all(r.host.startswith("127.0.0.1") for r in retries)
     assert events.index(retries[1]) < min(i for i, e in enumerate(events) if not isinstance(e, Retrying))
     assert text_of(events) == "back" and isinstance(events[-1], Finish)

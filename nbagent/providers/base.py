@@ -150,7 +150,7 @@ class Retrying:
     @property
     def notice(self) -> str:
         """One line for the user, e.g. "no reply from api.openai.com within 60 s — retrying in 1 s, 2 of 3"."""
-        return f"{self.reason} — retrying in {self.wait_s:.3g} s, {self.attempt} of {self.attempts}"
+        return f"{self.reason} — retrying in {self.wait_s:.2g} s, {self.attempt} of {self.attempts}"
 
 
 Event = (TextDelta | ThinkingDelta | RefusalDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | Usage
