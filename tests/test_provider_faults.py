@@ -18,7 +18,7 @@ from email.utils import formatdate
 import pytest
 
 from nbagent.core.errors import NbagentError
-from nbagent.providers.base import Finish, ToolCallEnd, ToolCallStart
+from nbagent.providers.base import Finish, Retrying, ToolCallEnd, ToolCallStart
 from nbagent.providers.http import error_from_payload, retry_after_from_headers
 from support.fault_server import (
     FaultServer,
@@ -27,6 +27,7 @@ from support.fault_server import (
     empty_200,
     reply,
     request_for,
+    silent,
     sse,
     stall_after,
     text_of,
@@ -114,6 +115,39 @@ async def test_server_errors_exhaust_the_retries(wire, fault_server):
     assert events == []
     assert (error.kind, error.retryable, error.http_code) == ("server", True, 500)
     assert len(fault_server.requests) == 3
+
+
+async def batches_of(provider) -> list:
+    """Every batch of one call through ``stream_batches`` (the loop's path), flattened."""
+    events = []
+    try:
+        async for batch in provider.stream_batches(request_for(provider)):
+            events += batch
+    finally:
+        await provider.aclose()
+    return events
+
+
+@wire_param
+async def test_each_retry_is_announced_before_its_wait_and_the_answer_follows(wire, fault_server):
+    fault_server.push(reply(503, wire.error_body(503, "Service temporarily unavailable")),
+                      silent(5.0), sse(wire.text_body(["back"])))
+    events = await batches_of(make(wire, fault_server, first_byte_timeout=0.5, max_retries=2))
+    retries = [e for e in events if isinstance(e, Retrying)]
+    assert [(r.attempt, r.attempts) for r in retries] == [(2, 3), (3, 3)]
+    assert "503" in retries[0].reason or "unavailable" in retries[0].reason.lower()
+    assert retries[1].reason.startswith("no reply from 127.0.0.1")  # the silent server, named
+    assert retries[1].notice.endswith("retrying in " + f"{retries[1].wait_s:.2g}" + " s, 3 of 3")
+    assert all(r.host.startswith("127.0.0.1") for r in retries)
+    assert events.index(retries[1]) < min(i for i, e in enumerate(events) if not isinstance(e, Retrying))
+    assert text_of(events) == "back" and isinstance(events[-1], Finish)
+
+
+async def test_the_flat_stream_leaves_the_retry_notices_out(fault_server):
+    fault_server.push(reply(503, OPENAI_WIRE.error_body(503, "busy")), sse(OPENAI_WIRE.text_body(["ok"])))
+    events, error = await collect(make(OPENAI_WIRE, fault_server))
+    assert error is None and text_of(events) == "ok"
+    assert not any(isinstance(e, Retrying) for e in events) and len(fault_server.requests) == 2
 
 
 @wire_param

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from nbagent import Agent, Conversation, NbagentError, tool
+from nbagent import Agent, Conversation, NbagentError, StepStatus, tool
 from nbagent.core.chat_session import ChatSession
 from nbagent.core.compression import ApproxTokenizer
 from nbagent.core.messages import Message, TextPart, ToolResultPart
@@ -365,3 +365,35 @@ def test_hung_sync_tool_threads_are_bounded_with_a_clear_error(monkeypatch):
     while tool_threads.abandoned_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert tool_threads.abandoned_threads() == 0  # released threads end and free their places
+
+
+# --- issue 22, 9. a silent server means silence ------------------------------------------------
+
+
+def test_a_conversation_records_each_retry_on_its_model_step_and_the_answer_follows():
+    from nbagent.providers.openai import OpenAIProvider
+    from support.fault_server import FaultServer, reply, silent, sse
+    from support.wires import OPENAI_WIRE
+
+    with FaultServer() as server:
+        server.push(reply(503, OPENAI_WIRE.error_body(503, "overloaded")), silent(5.0),
+                    sse(OPENAI_WIRE.text_body(["finally"])))
+        provider = OpenAIProvider("gpt-fault", base_url=server.url + "/v1", api_key="sk-test-0123456789abcdef",
+                                  first_byte_timeout=0.5, retry_base_delay=0.01, max_retries=2)
+        conv = Agent(provider).conversation
+
+        async def run() -> list:
+            await conv.send("hi")
+            return [step async for step in conv.receive_steps()]
+
+        updates = asyncio.run(run())
+    model = [s for s in updates if s.is_model_call]
+    notices = [s.notice for s in model if s.notice]
+    shown = list(dict.fromkeys(notices))  # each distinct notice, in the order the updates carried them
+    assert len(shown) == 2 and shown[0].endswith("2 of 3") and shown[1].endswith("3 of 3")
+    assert shown[1].startswith("no reply from 127.0.0.1")
+    firsts = [next(s for s in model if s.notice == n) for n in shown]
+    assert all(not s.content and s.status == StepStatus.ACTIVE for s in firsts)  # shown while it waited
+    assert conv.turns[-1].status == "done" and model[-1].content.strip() == "finally"
+    saved = model[-1].to_dict(compact=True)
+    assert type(model[-1]).from_dict(saved).notice == shown[1]  # kept with the step, as saved

@@ -167,7 +167,8 @@ def _every_field_step():
                 created_at=5.0, finished_at=0.0, turn=0, finish_reason="STOP", model="m", approval="denied",
                 run_seconds=0.0, preparing_tool="p", compaction=CompactionStats(1, 2, 3), raw_usage={}, refusal="r",
                 cut_tool_calls=[CutToolCall("i", "n", "{")], display={"text/plain": "x"},
-                prefix_change=PrefixChange.TOOLS, decided_at=0.0, decided_by="user", tool_server="s")
+                prefix_change=PrefixChange.TOOLS, decided_at=0.0, decided_by="user", tool_server="s",
+                notice="retrying, 2 of 3")
 
 
 def test_compact_steps_keep_every_non_default_value():

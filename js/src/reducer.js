@@ -6,7 +6,7 @@
  * @typedef {{step_index: number, type?: string, source?: string, target?: string, status?: string,
  *   content: string, thinking?: string, tool_calls?: any[], error?: string, http_code?: number,
  *   usage_metadata?: any, approval?: string, run_seconds?: number, compaction?: any,
- *   finish_reason?: string, model?: string, preparing_tool?: string, created_at?: number, finished_at?: number, turn?: number}} Step
+ *   finish_reason?: string, model?: string, preparing_tool?: string, notice?: string, created_at?: number, finished_at?: number, turn?: number}} Step
  * @typedef {{turn: number, record: any, steps: Step[]}} Turn
  * @typedef {[number, "c"|"t", number, string]} DeltaItem
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { footerParts } from "../src/render/footer.js";
 import { toolStatus } from "../src/render/toolcard.js";
 import { fmtSeconds, fmtCost, pretty } from "../src/render/dom.js";
-import { turnErrors, compactionShown } from "../src/render/turn.js";
+import { turnErrors, compactionShown, stepNotice } from "../src/render/turn.js";
 
 test("the footer shows tokens, cost, duration, time to first token and speed", () => {
   const rec = { model: "gpt-4.1-mini", status: "done", finish_reason: "STOP", cost: 0.00123, duration: 2.5, ttft: 0.41, tps: 45.2,
@@ -60,4 +60,13 @@ test("number formats", () => {
   assert.equal(fmtCost(1.5), "$1.50");
   assert.equal(pretty('{"a":1}'), '{\n  "a": 1\n}');
   assert.equal(pretty("plain"), "plain");
+});
+
+test("a model step shows the provider's retry while it waits, and drops it once the answer starts", () => {
+  const notice = "no reply from api.openai.com within 60 s (first_byte_timeout) — retrying in 1 s, 2 of 3";
+  const waiting = { step_index: 1, source: "MODEL", type: "TEXT_RESPONSE", status: "ACTIVE", content: "", notice };
+  assert.equal(stepNotice(waiting, true), notice);
+  assert.equal(stepNotice({ ...waiting, content: "Hello" }, true), "");
+  assert.equal(stepNotice({ ...waiting, status: "DONE" }, false), "");
+  assert.equal(stepNotice({ ...waiting, notice: undefined }, true), "");
 });

@@ -25,7 +25,7 @@ Conventions used by nbagent's own connections:
 What crosses layers travels in typed fields: ``finish_reason``
 (:class:`FinishReason`), ``model``, ``approval`` (:class:`ApprovalDecision`),
 ``run_seconds``, ``preparing_tool``, ``compaction`` (:class:`CompactionStats`),
-``refusal``, ``cut_tool_calls`` (:class:`CutToolCall`), and ``raw_usage`` --
+``refusal``, ``notice`` (a provider's retry), ``cut_tool_calls`` (:class:`CutToolCall`), and ``raw_usage`` --
 the provider's own usage object, kept for analysis (saved with the session,
 never sent to the widget).
 """
@@ -234,6 +234,7 @@ class Step:
     decided_at: float | None = None  # tool execution steps: when the approval decision was made
     decided_by: str = ""  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
     tool_server: str = ""  # tool execution steps: the MCP server the tool belongs to ("": a local tool)
+    notice: str = ""  # model steps: the provider's latest retry, e.g. "no reply from … — retrying in 1 s, 2 of 3"
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -366,7 +367,7 @@ _MEMBERS = {cls: {m.value: m for m in cls} for cls in (StepType, StepSource, Ste
                                                      ApprovalDecision, PrefixChange, TurnStatus)}
 _READERS: dict[str, Any] = {
     **{k: _text_reader(k) for k in ("id", "content", "thinking", "error", "cascade_id", "trajectory_id", "model",
-                                    "preparing_tool", "decided_by", "tool_server")},
+                                    "preparing_tool", "decided_by", "tool_server", "notice")},
     "step_index": int,
     "type": partial(enum_member, StepType),
     "source": partial(enum_member, StepSource),

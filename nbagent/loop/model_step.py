@@ -13,7 +13,8 @@ from typing import Any
 from ..core.chat_session import ChatSession
 from ..core.steps import Step, StepStatus, StepType, ToolCall
 from ..core.text import clean_text
-from ..providers.base import Finish, RefusalDelta, TextDelta, ThinkingDelta, ToolCallEnd, ToolCallStart, Usage
+from ..providers.base import (Finish, RefusalDelta, Retrying, TextDelta, ThinkingDelta, ToolCallEnd, ToolCallStart,
+                              Usage)
 from .tool_runner import with_unique_call_ids
 
 
@@ -38,6 +39,9 @@ def fold_event(step: Step, event: Any, calls: list[ToolCall], session: ChatSessi
     """Fold one provider event other than a text delta into the model step; True if it changed."""
     if isinstance(event, RefusalDelta):
         step.refusal += event.text
+        return True
+    elif isinstance(event, Retrying):
+        step.notice = event.notice
         return True
     elif isinstance(event, ToolCallStart):
         step.preparing_tool = event.name

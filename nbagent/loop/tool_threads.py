@@ -85,5 +85,6 @@ async def run_in_daemon_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: 
 class ToolTimeout(Exception):
     """A tool ran longer than its time limit."""
 
-    def __init__(self, name: str, seconds: float) -> None:
-        super().__init__(f"tool {name!r} did not finish within {seconds:g} s and was abandoned")
+    def __init__(self, name: str, seconds: float, killed: bool = False) -> None:
+        fate = "its process was killed" if killed else "was abandoned"
+        super().__init__(f"tool {name!r} did not finish within {seconds:g} s and {fate}")

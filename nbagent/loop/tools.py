@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from .docstrings import parse_docstring
 from .tool_threads import ToolTimeout, run_in_daemon_thread
+from .tool_process import FunctionRef, function_ref, run_in_process
 from .tool_schema import coerce, function_schema, is_pydantic_model, json_type, jsonable, validate_value
 from ..core.errors import NbagentError
 from ..providers.base import ToolSpec
@@ -60,7 +61,7 @@ class Tool:
     def __init__(self, name: str, description: str | None, input_schema: dict | None,
                  handler: Callable[..., Any], requires_approval: bool = False, *,
                  max_result_chars: int | None = None, timeout: float | None = None,
-                 server: str = "") -> None:
+                 server: str = "", isolate: bool = False) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise NbagentError(
                 f"invalid tool name {name!r}: providers require 1-64 characters of letters, "
@@ -78,16 +79,20 @@ class Tool:
         self.timeout = timeout  # seconds; None: the connection's tool_timeout
         self.server = server  # the MCP server the tool comes from ("": the user's own tool)
         self._hints: dict[str, Any] = {}  # parameter -> annotation, for dict -> instance conversion
+        self.isolate = bool(isolate)  # each call in a subprocess that a timeout or Stop kills
+        self._ref: FunctionRef | None = function_ref(handler, name) if self.isolate else None
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
                       description: str | None = None, requires_approval: bool = False,
-                      max_result_chars: int | None = None, timeout: float | None = None) -> Tool:
+                      max_result_chars: int | None = None, timeout: float | None = None,
+                      isolate: bool = False) -> Tool:
         """Build a Tool from a function's signature, type hints and docstring."""
         summary, param_docs = parse_docstring(inspect.getdoc(fn) or "")
         schema, hints = function_schema(fn, param_docs)
         self = cls(name or str(getattr(fn, "__name__", "")), summary if description is None else description,
-                   schema, fn, requires_approval, max_result_chars=max_result_chars, timeout=timeout)
+                   schema, fn, requires_approval, max_result_chars=max_result_chars, timeout=timeout,
+                   isolate=isolate)
         self._hints = hints
         try:
             functools.update_wrapper(self, fn, updated=())
@@ -118,6 +123,7 @@ class Tool:
 
         Sync handlers run on a daemon thread of their own; past ``timeout`` seconds
         (the tool's own ``timeout`` wins) the call is abandoned and reported as an error.
+        An ``isolate`` tool runs in a subprocess instead, killed at the timeout or on Stop.
         """
         args = {} if args is None else args
         problems = self.validate(args)
@@ -134,7 +140,7 @@ class Tool:
         try:
             value = await asyncio.wait_for(self._call(kwargs), limit)
         except TimeoutError:
-            msg = str(ToolTimeout(self.name, limit or 0.0))
+            msg = str(ToolTimeout(self.name, limit or 0.0, killed=self.isolate))
             return ToolOutput(text=msg, is_error=True, error=msg)
         except Exception as exc:
             msg = f"{type(exc).__name__}: {exc}"
@@ -143,6 +149,8 @@ class Tool:
         return ToolOutput(text=format_result(value, self.max_result_chars), value=value, display=display)
 
     def _call(self, kwargs: dict) -> Any:
+        if self._ref is not None:
+            return run_in_process(self._ref, kwargs)
         return _call_handler(self.handler, kwargs)
 
 
@@ -157,15 +165,21 @@ async def _call_handler(handler: Callable[..., Any], kwargs: dict) -> Any:
 
 def tool(fn: Callable[..., Any] | str | None = None, *, name: str | None = None,
          description: str | None = None, requires_approval: bool = False,
-         max_result_chars: int | None = None, timeout: float | None = None) -> Any:
-    """Make a Tool from a function: ``@tool``, ``@tool()``, ``@tool("name")`` or ``@tool(name=...)``."""
+         max_result_chars: int | None = None, timeout: float | None = None, isolate: bool = False) -> Any:
+    """Make a Tool from a function: ``@tool``, ``@tool()``, ``@tool("name")`` or ``@tool(name=...)``.
+
+    ``isolate=True`` runs each call in a new process (``spawn``) that a timeout or Stop really kills
+    (terminate, then kill); the result or exception comes back pickled. The function must be
+    importable -- defined at the top level of a module, not a lambda, a nested function or a
+    notebook cell (a ``config`` error at decoration time) -- and its arguments and result must pickle.
+    """
     if isinstance(fn, str):
         name, fn = fn, None
 
     def wrap(f: Callable[..., Any]) -> Tool:
         return Tool.from_function(f, name=name, description=description,
                                   requires_approval=requires_approval,
-                                  max_result_chars=max_result_chars, timeout=timeout)
+                                  max_result_chars=max_result_chars, timeout=timeout, isolate=isolate)
 
     return wrap if fn is None else wrap(fn)
 

@@ -133,8 +133,28 @@ class Finish:
         return [Message("assistant", [TextPart("[empty response]")])]
 
 
+@dataclass
+class Retrying:
+    """The call failed before any output and the provider asks again after ``wait_s`` seconds.
+
+    Sent by ``stream_batches`` only (``HTTPProvider.stream``, the flat view, leaves it out):
+    the loop shows ``notice`` on the model step while it waits.
+    """
+
+    attempt: int  # the attempt about to start: 2 is the first retry
+    attempts: int  # at most this many in all
+    reason: str  # what failed, one line
+    wait_s: float  # the pause before the next attempt
+    host: str = ""  # the server asked
+
+    @property
+    def notice(self) -> str:
+        """One line for the user, e.g. "no reply from api.openai.com within 60 s — retrying in 1 s, 2 of 3"."""
+        return f"{self.reason} — retrying in {self.wait_s:.2g} s, {self.attempt} of {self.attempts}"
+
+
 Event = (TextDelta | ThinkingDelta | RefusalDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | Usage
-         | Finish)
+         | Finish | Retrying)
 
 
 class Provider(abc.ABC):

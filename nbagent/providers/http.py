@@ -24,7 +24,7 @@ import httpx
 
 from ..core.errors import NbagentError, redact
 from .credentials import clean_api_key, install_log_filter, split_base_url
-from .base import Event, ModelRequest, Provider, Usage
+from .base import Event, ModelRequest, Provider, Retrying, Usage
 from .http_errors import (classify_error, error_from_payload, is_context_length_message, parse_json,
                           retry_after_from_headers)
 from .sse import SSEDecoder, SSEEvent
@@ -200,7 +200,8 @@ class HTTPProvider(Provider):
         """POST the request, retry what may be retried, yield parsed events."""
         async for batch in self.stream_batches(request):
             for event in batch:
-                yield event
+                if not isinstance(event, Retrying):  # a notice for the loop, not part of the answer
+                    yield event
 
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Event]]:
         """The parsed events of each network read (see ``Provider.stream_batches``).
@@ -251,6 +252,7 @@ class HTTPProvider(Provider):
             delay = self._retry_delay(attempt, error.retry_after)
             in_time = asyncio.get_running_loop().time() + delay < deadline
             if error.retryable and attempt < self.max_retries and in_time:
+                yield [Retrying(attempt + 2, self.max_retries + 1, _one_line(error.message), delay, _host(url))]
                 await asyncio.sleep(delay)
                 attempt += 1
                 continue
@@ -395,6 +397,11 @@ def _apply_should_retry(error: NbagentError, headers: Mapping[str, str]) -> None
     value = (headers.get("x-should-retry") or "").lower()
     if value in ("true", "false"):
         error.retryable = value == "true"
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def _host(url: str) -> str:

@@ -47,7 +47,7 @@ from typing import Any
 from collections.abc import AsyncIterator
 
 from ..core.errors import NbagentError
-from .base import Event, ModelRequest, Usage
+from .base import Event, ModelRequest, Retrying, Usage
 from .model_files import user_model_file
 from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
 from .openai import OpenAIChatParser, OpenAIProvider
@@ -344,7 +344,7 @@ class LocalProvider(OpenAIProvider):
         started = False
         try:
             async for batch in super().stream_batches(request):
-                started = True
+                started = started or not all(isinstance(e, Retrying) for e in batch)  # a retry notice is no answer
                 yield batch
             return
         except NbagentError as exc:

@@ -168,6 +168,16 @@ def stall_after(prefix: bytes, seconds: float = 10.0) -> Behaviour:
     return behave
 
 
+def silent(seconds: float = 10.0) -> Behaviour:
+    """Take the request and answer nothing for ``seconds`` (a first-byte timeout for the client), then hang up."""
+
+    def behave(ex: Exchange) -> None:
+        ex.sleep(seconds)
+        ex.drop()
+
+    return behave
+
+
 def _unscripted(ex: Exchange) -> None:
     reply(418, {"error": {"message": "fault server: no behaviour scripted"}})(ex)
 

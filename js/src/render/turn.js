@@ -64,6 +64,12 @@ export function compactionShown(c) {
   return !(c && c.tokens_before && c.tokens_before === c.tokens_after);
 }
 
+/** The muted line a model step shows while it waits: the provider's latest retry, until the
+ * answer starts. @param {any} step @param {boolean} streaming */
+export function stepNotice(step, streaming) {
+  return streaming && !step.content && !(step.tool_calls || []).length ? String(step.notice || "") : "";
+}
+
 class StepView {
   /** @param {any} step */
   constructor(step) {
@@ -74,6 +80,7 @@ class StepView {
     this.tail = h("div", { class: "nba-step-tail" });
     this.step = null;
     this.tailKey = "";
+    /** @type {HTMLElement|null} */ this.notice = null;
   }
 
   /** @param {any} step @param {TurnView} turn */
@@ -99,6 +106,7 @@ class StepView {
   /** @param {any} step @param {TurnView} turn */
   updateModel(step, turn) {
     const streaming = step.status === "ACTIVE" && turn.running; // a failed turn leaves steps ACTIVE
+    this.showNotice(stepNotice(step, streaming));
     if (step.thinking) {
       if (!this.thinking) { this.thinking = new ThinkingBlock(); this.el.prepend(this.thinking.el); }
       const tokens = step.usage_metadata ? step.usage_metadata.thoughts_token_count : 0;
@@ -123,6 +131,17 @@ class StepView {
     }
     if (step.status === "CANCELED") this.setTail("stopped", () => h("div", { class: "nba-stopped" }, stopIcon(), " stopped"));
     this.el.classList.toggle("nba-active", streaming);
+  }
+
+  /** @param {string} text */
+  showNotice(text) {
+    if (!this.notice) {
+      if (!text) return;
+      this.notice = h("div", { class: "nba-step-notice", role: "status" });
+      this.el.prepend(this.notice);
+    }
+    if (this.notice.textContent !== text) this.notice.textContent = text;
+    this.notice.style.display = text ? "" : "none";
   }
 
   /** @param {string} key @param {() => HTMLElement} make */
