@@ -202,7 +202,15 @@ def plot_usage(records: list[TurnRecord], pricing: Mapping | None = None):
         positions = x
     ax_tokens.set_ylabel("tokens")
     ax_tokens.legend(loc="upper left", fontsize="small")
-    cost = df["cost_usd"].to_numpy(dtype=np.float64)
+    _plot_cost(ax_cost, df["cost_usd"].to_numpy(dtype=np.float64), positions, many=len(df) > 60)
+    ax_cost.set_xlabel("turn")
+    return fig
+
+
+def _plot_cost(ax_cost: Any, cost: Any, positions: Any, *, many: bool) -> None:
+    """The cost panel: per turn and cumulative, or why there is nothing to draw."""
+    import numpy as np
+
     if np.isnan(cost).all():
         ax_cost.text(0.5, 0.5, "cost unknown: no price for these models", ha="center", va="center",
                      transform=ax_cost.transAxes)
@@ -211,18 +219,16 @@ def plot_usage(records: list[TurnRecord], pricing: Mapping | None = None):
                      transform=ax_cost.transAxes)
     else:
         per_turn = np.nan_to_num(cost)
-        ax_cost.bar(positions, per_turn, color="#c44e52", alpha=0.5, label="per turn", width=0.8 if len(df) <= 60 else 1.0)
+        ax_cost.bar(positions, per_turn, color="#c44e52", alpha=0.5, label="per turn", width=1.0 if many else 0.8)
         ax_cost.set_ylabel("USD per turn")
         ax_cum = ax_cost.twinx()
-        ax_cum.plot(positions, np.cumsum(per_turn), color="#333333", marker="." if len(df) <= 60 else None,
+        ax_cum.plot(positions, np.cumsum(per_turn), color="#333333", marker=None if many else ".",
                     label="cumulative")
         ax_cum.set_ylabel("cumulative USD")
         ax_cum.set_ylim(bottom=0)
         h1, l1 = ax_cost.get_legend_handles_labels()
         h2, l2 = ax_cum.get_legend_handles_labels()
         ax_cost.legend(h1 + h2, l1 + l2, loc="upper left", fontsize="small")
-    ax_cost.set_xlabel("turn")
-    return fig
 
 
 # --- export and many sessions ----------------------------------------------------------
