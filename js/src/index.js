@@ -11,7 +11,8 @@
 // and `resyncs` — how many times a view found text missing and asked the kernel for the full turn.
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
-import { loadMath, setMathRequester } from "./mathtext.js";
+import { loadMath, setMathRequester, watchMath } from "./mathtext.js";
+import { hideTranscriptBeside } from "./transcript_beside.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
@@ -155,6 +156,8 @@ export default {
     store.checkLive();
     view.update(store.state);
     const unmountBar = mountSessionBar(model, view.root, store.send); // New chat, History, Next
-    return () => { store.views.delete(view); unmountBar(); };
+    const unwatchMath = watchMath(view.root); // also inside a shadow root (marimo)
+    const stopHiding = hideTranscriptBeside(el); // the saved transcript is for readers without a kernel
+    return () => { store.views.delete(view); unmountBar(); unwatchMath(); stopHiding(); };
   },
 };

@@ -93,17 +93,29 @@ export function split(text) {
 // one Temml module per page, shared by every widget (and every copy of this bundle)
 const G = /** @type {any} */ (globalThis);
 const math = G.__nbagentMath || (G.__nbagentMath = { mod: null, asked: false, request: null });
+// the widgets' own elements: a host may render them inside a shadow root (marimo), which
+// `document.querySelectorAll` never searches
+/** @type {Set<HTMLElement>} */
+const roots = math.roots || (math.roots = new Set());
+
+/** Typeset `el` when the module arrives (a view's root); returns the unwatch. @param {HTMLElement} el */
+export function watchMath(el) {
+  roots.add(el);
+  return () => { roots.delete(el); };
+}
 
 /** How to ask the kernel for the module (set by a live widget). @param {() => boolean} fn */
 export function setMathRequester(fn) { math.request = fn; }
 
-/** The module's code arrived from the kernel: load it and typeset the page's pending math.
+/** The module's code arrived from the kernel: load it and typeset the pending math of every widget
+ * on the page, in the document or in a shadow root.
  * @param {string} code */
 export async function loadMath(code) {
   if (math.mod) return;
   const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
   try { math.mod = await import(/* webpackIgnore: true */ url); } finally { URL.revokeObjectURL(url); }
-  document.querySelectorAll(".nba-chat").forEach((el) => typeset(/** @type {HTMLElement} */ (el)));
+  for (const el of roots) typeset(el);
+  if (typeof document !== "undefined") document.querySelectorAll(".nba-chat").forEach((el) => typeset(/** @type {HTMLElement} */ (el)));
 }
 
 const MATHML = { USE_PROFILES: { mathMl: true }, FORBID_ATTR: ["style", "href", "xlink:href"] };

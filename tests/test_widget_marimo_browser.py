@@ -1,0 +1,121 @@
+"""The chat widget in marimo (headless ``marimo run`` and Chromium): marimo renders anywidgets inside a
+shadow root, where the page's stylesheets don't reach and ``document.querySelectorAll`` doesn't
+search. A scripted answer with math and a bullet list must show typeset and with its bullets."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from support.jupyter import CHROMIUM, CHROMIUM_ARGS, descendants, die_with_parent, free_port, isolated_env
+
+pytestmark = pytest.mark.browser
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+pytest.importorskip("marimo", reason="marimo is not installed")
+
+APP = textwrap.dedent('''
+    import marimo
+
+    app = marimo.App()
+
+
+    @app.cell
+    def _():
+        import marimo as mo
+        from nbagent import Conversation
+        from support.streams import StreamConnection
+
+        answer = ["The area is $\\\\pi r^2$, and\\n\\n", "- first point\\n", "- second point\\n"]
+        conv = Conversation(StreamConnection(answer, pace=0.01))
+        chat = mo.ui.anywidget(conv.widget())
+        chat
+        return
+
+
+    if __name__ == "__main__":
+        app.run()
+''')
+
+
+@pytest.fixture(scope="module")
+def marimo_app(tmp_path_factory):
+    """``marimo run app.py`` on a free loopback port, no token; its process group is killed at the end."""
+    tmp = tmp_path_factory.mktemp("marimo")
+    (tmp / "app.py").write_text(APP)
+    env = isolated_env(tmp)
+    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        env[var] = str(tmp / var.lower())
+    port = free_port()
+    cmd = [str(Path(sys.executable).with_name("marimo")), "run", "app.py", "--headless", "--host", "127.0.0.1",
+           "--port", str(port), "--no-token", "--no-sandbox"]
+    log_path = tmp / "marimo.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        url = f"http://127.0.0.1:{port}/"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"marimo exited rc={proc.returncode}:\n{log_path.read_text()[-3000:]}")
+                try:
+                    if urllib.request.urlopen(url, timeout=1).status == 200:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError("marimo run not ready after 60 s")
+                time.sleep(0.1)
+            yield url
+        finally:
+            kids = descendants(proc.pid)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(5)
+            for pid in kids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def test_marimo_answer_shows_typeset_math_and_bullets(marimo_app):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(marimo_app)
+            box = page.locator(".nba-input")  # Playwright's CSS locators pierce open shadow roots
+            box.wait_for(timeout=60_000)
+            assert page.locator(".nba-chat").first.evaluate("e => e.getRootNode() !== document"), \
+                "marimo no longer renders the widget in a shadow root: this test checks nothing special"
+            box.fill("What is the area of a circle?")
+            box.press("Enter")
+            items = page.locator(".nba-md li")
+            items.nth(1).wait_for(timeout=30_000)
+            # the math placeholder was on the page before the Temml module arrived from the kernel
+            page.locator(".nba-md .nba-math math").first.wait_for(timeout=30_000)
+            assert page.locator(".nba-md .nba-math:not(.nba-math-done)").count() == 0
+            assert items.all_inner_texts() == ["first point", "second point"]
+            for li in items.all():
+                style = li.evaluate("e => [getComputedStyle(e).display, getComputedStyle(e).listStyleType]")
+                assert style[0] == "list-item" and style[1] not in ("none", ""), style
+            assert errors == []
+        finally:
+            browser.close()
