@@ -2,8 +2,10 @@
 // them from a marked extension (code spans and code blocks are tokenized first, so their `$` is
 // never math); plain text (thoughts) from split(). Both leave placeholders —
 // <span class="nba-math">TeX</span> — that typeset() turns into MathML once the Temml module
-// (static/math.js) is loaded; it is asked of the kernel once per page, when math first appears.
+// (static/math.js) is loaded; it is asked of the kernel once per page, when math first appears
+// (see assets.js).
 import DOMPurify from "dompurify";
+import { asset, onAsset } from "./assets.js";
 
 // inline `$x$`: no space inside the dollars, no digit after the closing one ("$5 and $10" is money)
 const DOLLAR = /^\$(?!\s)((?:\\.|[^$\\\n])+?)(?<!\s)\$(?!\d)/;
@@ -90,21 +92,7 @@ export function split(text) {
   return out;
 }
 
-// one Temml module per page, shared by every widget (and every copy of this bundle)
-const G = /** @type {any} */ (globalThis);
-const math = G.__nbagentMath || (G.__nbagentMath = { mod: null, asked: false, request: null });
-
-/** How to ask the kernel for the module (set by a live widget). @param {() => boolean} fn */
-export function setMathRequester(fn) { math.request = fn; }
-
-/** The module's code arrived from the kernel: load it and typeset the page's pending math.
- * @param {string} code */
-export async function loadMath(code) {
-  if (math.mod) return;
-  const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
-  try { math.mod = await import(/* webpackIgnore: true */ url); } finally { URL.revokeObjectURL(url); }
-  document.querySelectorAll(".nba-chat").forEach((el) => typeset(/** @type {HTMLElement} */ (el)));
-}
+onAsset("math", () => document.querySelectorAll(".nba-chat").forEach((el) => typeset(/** @type {HTMLElement} */ (el))));
 
 const MATHML = { USE_PROFILES: { mathMl: true }, FORBID_ATTR: ["style", "href", "xlink:href"] };
 
@@ -112,15 +100,13 @@ const MATHML = { USE_PROFILES: { mathMl: true }, FORBID_ATTR: ["style", "href", 
 export function typeset(root) {
   const pending = root.querySelectorAll(".nba-math:not(.nba-math-done)");
   if (!pending.length) return;
-  if (!math.mod) {
-    if (!math.asked && math.request) math.asked = math.request();
-    return;
-  }
+  const mod = asset("math");
+  if (!mod) return;
   for (const el of pending) {
     const tex = el.textContent || "";
     el.classList.add("nba-math-done");
     try {
-      el.innerHTML = DOMPurify.sanitize(math.mod.tex(tex, el.classList.contains("nba-math-display")), MATHML);
+      el.innerHTML = DOMPurify.sanitize(mod.tex(tex, el.classList.contains("nba-math-display")), MATHML);
       el.setAttribute("title", tex);
     } catch { el.textContent = tex; }
   }
