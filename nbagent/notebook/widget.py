@@ -69,7 +69,12 @@ LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top
 _STATIC = Path(__file__).parent / "static"
 ASSETS = {"math": "math.js", "grammars": "grammars.js"}  # modules a view loads when it first needs them
 TRANSCRIPT_CHARS = 200_000  # the saved transcript keeps the newest steps up to about this size
-__all__ = ["ChatWidget", "FLUSH_INTERVAL", "LEVELS", "record_dict", "step_dict"]
+__all__ = ["ASSETS", "asset_code", "ChatWidget", "FLUSH_INTERVAL", "LEVELS", "record_dict", "step_dict"]
+
+
+def asset_code(name: object) -> str | None:
+    """The code of the module a view asked for by name (ASSETS), or None for any other name."""
+    return (_STATIC / ASSETS[name]).read_text(encoding="utf-8") if isinstance(name, str) and name in ASSETS else None
 
 
 class ChatWidget(anywidget.AnyWidget):
@@ -338,9 +343,8 @@ class ChatWidget(anywidget.AnyWidget):
                 self.conversation.approve(str(content["call_id"]))
             elif kind == "deny":
                 self.conversation.deny(str(content["call_id"]), content.get("reason") or "denied by the user")
-            elif kind == "asset" and content.get("name") in ASSETS:  # math or grammars, once per page
-                name = str(content["name"])
-                self.send({"type": "asset", "name": name, "code": (_STATIC / ASSETS[name]).read_text(encoding="utf-8")})
+            elif kind == "asset" and (code := asset_code(content.get("name"))) is not None:  # once per page
+                self.send({"type": "asset", "name": content["name"], "code": code})
             elif kind == "names":  # @ in the box: the user's variables, for autocomplete
                 from .variables import variable_names
 
