@@ -88,6 +88,15 @@ def test_open_answers_the_chat_widgets_turns_and_usage_and_refuses_unlisted_path
     assert not outside.with_suffix(".md").exists()
 
 
+def test_a_shown_session_gets_the_grammars_and_math_modules_and_nothing_else(tmp_path):
+    browser = nbagent.session_browser(tmp_path)
+    box = Outbox(browser)
+    assert "export" in ask(browser, box, "a1", type="asset", name="grammars")["code"]
+    assert "MathML" in ask(browser, box, "a2", type="asset", name="math")["code"]
+    refused = ask(browser, box, "a3", type="asset", name="../widget.js")
+    assert refused["ok"] is False and "code" not in refused
+
+
 def test_search_export_trash_and_refresh(tmp_path):
     first, second = two_chats(tmp_path)
     browser = nbagent.session_browser(tmp_path)

@@ -282,10 +282,20 @@ async def test_a_prompt_the_kernel_does_not_run_is_answered_so_no_view_waits():
 def test_a_view_that_meets_math_gets_the_temml_module():
     w = ChatWidget(Conversation(MockConnection([])))
     rec = Recorder(w)
-    w._on_msg(w, {"type": "math"})
+    w._on_msg(w, {"type": "asset", "name": "math"})
     (kind, body), = [(k, b) for _, k, b in rec.log]
-    assert kind == "custom" and body["type"] == "math"
+    assert kind == "custom" and body["type"] == "asset" and body["name"] == "math"
     assert "export" in body["code"] and "MathML" in body["code"] and len(body["code"]) > 50_000
+
+
+def test_a_view_that_meets_a_sql_block_gets_the_grammars_and_unknown_assets_get_nothing():
+    w = ChatWidget(Conversation(MockConnection([])))
+    rec = Recorder(w)
+    w._on_msg(w, {"type": "asset", "name": "grammars"})
+    w._on_msg(w, {"type": "asset", "name": "../widget.js"})  # only the named modules are ever sent
+    (kind, body), = [(k, b) for _, k, b in rec.log]
+    assert kind == "custom" and body["type"] == "asset" and body["name"] == "grammars"
+    assert "SELECT" in body["code"].upper() and "export" in body["code"]
 
 
 @pytest.mark.parametrize("steps_between", [0, 1, 2, 3, 5])

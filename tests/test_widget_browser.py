@@ -83,6 +83,11 @@ NOTEBOOKS = {
         "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
         " r'Code `$x$` stays code and \\(a<b\\) is math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
         "conv = Conversation(StreamConnection(answer, thinking=['Let ', r'$a^2+b^2=c^2$', ' hold.']))\nconv.widget()"],
+    # SQL and YAML grammars are not in widget.js: these blocks show plain, then highlighted (static/grammars.js)
+    "grammars.ipynb": [
+        "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
+        "answer = ['```sql\\nSELECT name', ' FROM users\\n```', '\\n\\n', '```yaml\\nkey: 1\\n```', '\\n\\nDone.']\n"
+        "conv = Conversation(StreamConnection(answer))\nconv.widget()"],
     "failing.ipynb": [
         "from nbagent import Agent, NbagentError\nfrom nbagent.providers.base import TextDelta\n"
         "from support.scripted import ScriptedProvider\n"
@@ -556,6 +561,22 @@ def test_saved_notebook_shows_the_conversation_without_its_kernel(lab, notebook,
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Hello there" in out.stdout and "What is 12 * 7?" in out.stdout
     assert "nbagent chat widget" not in out.stdout and "Out[1]" not in out.stdout
+    no_errors(lab)
+
+
+def test_sql_and_yaml_blocks_are_highlighted_once_the_grammars_arrive(lab, notebook):
+    nb = notebook("grammars.ipynb")
+    chat = show_widget(lab, nb)
+    send_prompt(lab, chat, "Some SQL please")
+    wait_turn_done(lab, chat, 1)
+    lab.wait_for_function("(s) => document.querySelectorAll(s + ' .nba-md code.hljs .hljs-keyword').length >= 2"
+                          " && !document.querySelector(s + ' .nba-md .nba-hl-pending')", arg=chat, polling=50)
+    md = lab.locator(chat).locator(".nba-md")
+    sql = md.locator("code.language-sql")
+    assert sql.count() == 1 and sql.inner_text().strip() == "SELECT name FROM users"  # once, text intact
+    assert sql.locator(".hljs-keyword", has_text="SELECT").count() == 1
+    assert md.locator("code.language-yaml .hljs-attr").count() == 1
+    assert "Done." in md.inner_text()
     no_errors(lab)
 
 

@@ -11,8 +11,9 @@
 // and `resyncs` — how many times a view found text missing and asked the kernel for the full turn.
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
-import { loadMath, setMathRequester, watchMath } from "./mathtext.js";
+import { watchMath } from "./mathtext.js";
 import { hideTranscriptBeside } from "./transcript_beside.js";
+import { loadAsset, setAssetRequester } from "./assets.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
@@ -125,14 +126,17 @@ function storeFor(model) {
   model.on("msg:custom", (/** @type {any} */ msg) => {
     if (msg && (msg.type === "refused" || msg.type === "confirm")) { dispatch(msg); return; }
     if (msg && msg.type === "names") { for (const v of s.views) v.mentions.receive(msg); return; } // @name: the kernel's variables
-    if (msg && msg.type === "math" && typeof msg.code === "string") { loadMath(msg.code).catch((e) => console.warn("nbagent: math", e)); return; }
+    if (msg && msg.type === "asset" && typeof msg.name === "string" && typeof msg.code === "string") { // math.js, grammars.js
+      loadAsset(msg.name, msg.code).catch((e) => console.warn(`nbagent: ${msg.name}`, e));
+      return;
+    }
     if (!msg || msg.type !== "deltas") return;
     const debug = debugLog();
     if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
       msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
     dispatch(msg);
   });
-  setMathRequester(() => s.send({ type: "math" })); // the newest widget asks for the math module
+  setAssetRequester((name) => s.send({ type: "asset", name })); // the newest widget asks for lazy modules
   s.state = apply(s.state, traits());
   return s;
 }

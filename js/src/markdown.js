@@ -1,22 +1,56 @@
-// Markdown for model output: marked (raw HTML shown as text) + highlight.js + DOMPurify + math
+// Markdown for model output: marked (raw HTML shown as text) + highlight.js (grammars: see below) + DOMPurify + math
 // (see mathtext.js), rendered incrementally: finished top-level blocks once, only the growing tail again.
 import { Marked } from "marked";
 import DOMPurify from "dompurify";
 import hljs from "highlight.js/lib/core";
 import python from "highlight.js/lib/languages/python";
-import json from "highlight.js/lib/languages/json";
-import bash from "highlight.js/lib/languages/bash";
-import sql from "highlight.js/lib/languages/sql";
-import yaml from "highlight.js/lib/languages/yaml";
 import { mathExtension, typeset } from "./mathtext.js";
+import { asset, onAsset } from "./assets.js";
 
-for (const [name, lang] of Object.entries({ python, json, bash, sql, yaml })) {
-  hljs.registerLanguage(name, lang);
-}
+// Python is here (the run_python card shows it at once); the other grammars are static/grammars.js,
+// asked of the kernel when a code block first needs one (see assets.js). Until they arrive such a
+// block shows plain, marked `nba-hl-pending`, and is highlighted once when they do.
+hljs.registerLanguage("python", python);
 hljs.registerAliases(["py"], { languageName: "python" });
 // No JavaScript / TypeScript grammar (~6.5 KB of bundle each): such blocks show as plain code.
-hljs.registerAliases(["sh", "shell", "console", "zsh"], { languageName: "bash" });
-hljs.registerAliases(["yml"], { languageName: "yaml" });
+const LAZY = { sql: "sql", bash: "bash", sh: "bash", shell: "bash", console: "bash", zsh: "bash", yaml: "yaml",
+  yml: "yaml", json: "json" };
+
+/** Register the grammars module's languages (once). @param {any} mod */
+export function registerGrammars(mod) {
+  if (hljs.getLanguage("sql")) return;
+  for (const name of ["sql", "bash", "yaml", "json"]) hljs.registerLanguage(name, mod[name]);
+  hljs.registerAliases(["sh", "shell", "console", "zsh"], { languageName: "bash" });
+  hljs.registerAliases(["yml"], { languageName: "yaml" });
+}
+
+onAsset("grammars", (mod) => {
+  registerGrammars(mod);
+  if (typeof document === "undefined") return;
+  for (const el of document.querySelectorAll("code.nba-hl-pending")) { // only the blocks shown plain
+    const lang = [...el.classList].find((c) => c.startsWith("language-"))?.slice(9);
+    el.classList.remove("nba-hl-pending");
+    el.innerHTML = highlight(el.textContent || "", lang); // escaped text in highlight.js spans
+  }
+});
+
+/** @param {string} [lang] */
+const langName = (lang) => (lang || "").trim().split(/\s+/)[0].toLowerCase();
+
+/** Whether a block in `lang` waits for the grammars module (asks for it, once per page). @param {string} [lang] */
+function pending(lang) {
+  const name = langName(lang);
+  if (!Object.hasOwn(LAZY, name) || hljs.getLanguage(name)) return false;
+  const mod = asset("grammars");
+  if (mod) registerGrammars(mod);
+  return !mod;
+}
+
+/** The class of a `<code>` element showing `lang`. @param {string} [lang] */
+export function codeClass(lang) {
+  const name = escapeHtml((lang || "").trim().split(/\s+/)[0]);
+  return `hljs${name ? " language-" + name : ""}${pending(lang) ? " nba-hl-pending" : ""}`;
+}
 
 /** @param {string} s */
 export function escapeHtml(s) {
@@ -27,7 +61,7 @@ const SAFE_URL = /^(https?:|mailto:|#|\/|\.\/|\.\.\/|[^:]*$)/i;
 
 /** @param {string} code @param {string} [lang] */
 export function highlight(code, lang) {
-  const name = (lang || "").trim().split(/\s+/)[0].toLowerCase();
+  const name = langName(lang);
   if (name && hljs.getLanguage(name)) {
     try { return hljs.highlight(code, { language: name, ignoreIllegals: true }).value; } catch { /* plain */ }
   }
@@ -44,7 +78,7 @@ const marked = new Marked({
       const name = escapeHtml((lang || "").trim().split(/\s+/)[0]);
       return `<div class="nba-code"><div class="nba-code-head"><span class="nba-code-lang">${name}</span>` +
         `<button type="button" class="nba-copy" title="Copy code">Copy</button></div>` +
-        `<pre><code class="hljs${name ? " language-" + name : ""}">${highlight(text, lang)}</code></pre></div>`;
+        `<pre><code class="${codeClass(lang)}">${highlight(text, lang)}</code></pre></div>`;
     },
     link({ href, title, tokens }) {
       const text = this.parser.parseInline(tokens);

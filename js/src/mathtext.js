@@ -2,8 +2,10 @@
 // them from a marked extension (code spans and code blocks are tokenized first, so their `$` is
 // never math); plain text (thoughts) from split(). Both leave placeholders —
 // <span class="nba-math">TeX</span> — that typeset() turns into MathML once the Temml module
-// (static/math.js) is loaded; it is asked of the kernel once per page, when math first appears.
+// (static/math.js) is loaded; it is asked of the kernel once per page, when math first appears
+// (see assets.js).
 import DOMPurify from "dompurify";
+import { asset, onAsset } from "./assets.js";
 
 // inline `$x$`: no space inside the dollars, no digit after the closing one ("$5 and $10" is money)
 const DOLLAR = /^\$(?!\s)((?:\\.|[^$\\\n])+?)(?<!\s)\$(?!\d)/;
@@ -90,33 +92,22 @@ export function split(text) {
   return out;
 }
 
-// one Temml module per page, shared by every widget (and every copy of this bundle)
-const G = /** @type {any} */ (globalThis);
-const math = G.__nbagentMath || (G.__nbagentMath = { mod: null, asked: false, request: null });
 // the widgets' own elements: a host may render them inside a shadow root (marimo), which
-// `document.querySelectorAll` never searches
+// `document.querySelectorAll` never searches; shared by every copy of this bundle on the page
+const G = /** @type {any} */ (globalThis);
 /** @type {Set<HTMLElement>} */
-const roots = math.roots || (math.roots = new Set());
+const roots = G.__nbagentMathRoots || (G.__nbagentMathRoots = new Set());
 
-/** Typeset `el` when the module arrives (a view's root); returns the unwatch. @param {HTMLElement} el */
+/** Typeset `el` when the math module arrives (a view's root); returns the unwatch. @param {HTMLElement} el */
 export function watchMath(el) {
   roots.add(el);
   return () => { roots.delete(el); };
 }
 
-/** How to ask the kernel for the module (set by a live widget). @param {() => boolean} fn */
-export function setMathRequester(fn) { math.request = fn; }
-
-/** The module's code arrived from the kernel: load it and typeset the pending math of every widget
- * on the page, in the document or in a shadow root.
- * @param {string} code */
-export async function loadMath(code) {
-  if (math.mod) return;
-  const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
-  try { math.mod = await import(/* webpackIgnore: true */ url); } finally { URL.revokeObjectURL(url); }
+onAsset("math", () => {
   for (const el of roots) typeset(el);
   if (typeof document !== "undefined") document.querySelectorAll(".nba-chat").forEach((el) => typeset(/** @type {HTMLElement} */ (el)));
-}
+});
 
 const MATHML = { USE_PROFILES: { mathMl: true }, FORBID_ATTR: ["style", "href", "xlink:href"] };
 
@@ -124,15 +115,13 @@ const MATHML = { USE_PROFILES: { mathMl: true }, FORBID_ATTR: ["style", "href", 
 export function typeset(root) {
   const pending = root.querySelectorAll(".nba-math:not(.nba-math-done)");
   if (!pending.length) return;
-  if (!math.mod) {
-    if (!math.asked && math.request) math.asked = math.request();
-    return;
-  }
+  const mod = asset("math");
+  if (!mod) return;
   for (const el of pending) {
     const tex = el.textContent || "";
     el.classList.add("nba-math-done");
     try {
-      el.innerHTML = DOMPurify.sanitize(math.mod.tex(tex, el.classList.contains("nba-math-display")), MATHML);
+      el.innerHTML = DOMPurify.sanitize(mod.tex(tex, el.classList.contains("nba-math-display")), MATHML);
       el.setAttribute("title", tex);
     } catch { el.textContent = tex; }
   }

@@ -1,7 +1,8 @@
 import { split } from "../src/mathtext.js";
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { splitBlocks, renderMarkdown, highlight } from "../src/markdown.js";
+import { splitBlocks, renderMarkdown, highlight, registerGrammars } from "../src/markdown.js";
+import * as grammars from "../src/grammars.js";
 
 test("finished blocks and the growing tail cover the text exactly", () => {
   const text = "# Title\n\nFirst paragraph.\n\n- a\n- b\n\n```py\nx = 1\n```\n\nthe tail is still gro";
@@ -84,4 +85,16 @@ test("TeX that does not parse throws (the widget then shows the TeX, not Temml's
   const { tex } = await import("../src/math.js");
   assert.match(tex("x^2", false), /<math/);
   assert.throws(() => tex("\\frac{1}{", false), /ParseError/);
+});
+
+test("sql/shell/yaml/json blocks show plain (marked pending) until the grammars module arrives", () => {
+  const before = renderMarkdown("```sql\nSELECT a FROM t\n```");
+  assert.match(before, /class="hljs language-sql nba-hl-pending">SELECT a FROM t</);
+  assert.doesNotMatch(renderMarkdown("```python\npass\n```"), /nba-hl-pending/); // Python is in widget.js
+  registerGrammars(grammars);
+  const after = renderMarkdown("```sql\nSELECT a FROM t\n```");
+  assert.match(after, /class="hljs language-sql">/);
+  assert.match(after, /hljs-keyword">SELECT</);
+  assert.match(highlight("ls -la", "sh"), /hljs-built_in">ls</);
+  assert.match(highlight("a: 1", "yml"), /hljs-attr">a:</);
 });

@@ -146,6 +146,13 @@ class SessionBrowser(anywidget.AnyWidget):
         if kind == "search":
             text = str(content.get("text", "")).lower().strip()
             return {"paths": [r["path"] for r in self.sessions if text and not r["error"] and _contains(r["path"], text)]}
+        if kind == "asset":  # a shown session met math or a code block needing a grammar (see widget.py)
+            from .widget import asset_code
+
+            code = asset_code(content.get("name"))
+            if code is None:
+                raise NbagentError(f"no asset {content.get('name')!r}", kind="invalid_request")
+            return {"code": code}
         path = self._listed(content)
         if kind == "open":
             turns, usage = session_turns(path)

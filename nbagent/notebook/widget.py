@@ -24,8 +24,9 @@ Wire protocol (kernel -> front end):
 
 Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": "stop"}``,
 ``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
-``{"type": "resync"}``, ``{"type": "math"}`` (the view met math: the kernel
-answers ``{"type": "math", "code"}`` with static/math.js, Temml, once per page),
+``{"type": "resync"}``, ``{"type": "asset", "name"}`` (the view met math or a code block
+needing a grammar: the kernel answers ``{"type": "asset", "name", "code"}`` with a module of
+ASSETS, static/math.js (Temml) or static/grammars.js (highlight.js grammars), once per page),
 ``{"type": "names", "id"}`` (``@`` typed in the box: the kernel answers ``{"type": "names",
 "id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py);
 ``{"type": "new_chat"}``, ``{"type": "history", "id"}``, ``{"type": "open_session", "path"}`` and
@@ -66,8 +67,14 @@ from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top one the rest)
 _STATIC = Path(__file__).parent / "static"
+ASSETS = {"math": "math.js", "grammars": "grammars.js"}  # modules a view loads when it first needs them
 TRANSCRIPT_CHARS = 200_000  # the saved transcript keeps the newest steps up to about this size
-__all__ = ["ChatWidget", "FLUSH_INTERVAL", "LEVELS", "record_dict", "step_dict"]
+__all__ = ["ASSETS", "asset_code", "ChatWidget", "FLUSH_INTERVAL", "LEVELS", "record_dict", "step_dict"]
+
+
+def asset_code(name: object) -> str | None:
+    """The code of the module a view asked for by name (ASSETS), or None for any other name."""
+    return (_STATIC / ASSETS[name]).read_text(encoding="utf-8") if isinstance(name, str) and name in ASSETS else None
 
 
 class ChatWidget(anywidget.AnyWidget):
@@ -336,8 +343,8 @@ class ChatWidget(anywidget.AnyWidget):
                 self.conversation.approve(str(content["call_id"]))
             elif kind == "deny":
                 self.conversation.deny(str(content["call_id"]), content.get("reason") or "denied by the user")
-            elif kind == "math":  # a page met math: the TeX -> MathML module, once per page
-                self.send({"type": "math", "code": (_STATIC / "math.js").read_text(encoding="utf-8")})
+            elif kind == "asset" and (code := asset_code(content.get("name"))) is not None:  # once per page
+                self.send({"type": "asset", "name": content["name"], "code": code})
             elif kind == "names":  # @ in the box: the user's variables, for autocomplete
                 from .variables import variable_names
 

@@ -8,6 +8,7 @@ import { TurnView } from "../render/turn.js";
 import { apply, initialState } from "../reducer.js";
 import { shortDate } from "../sessionbar.js";
 import { filterSessions, distinct } from "./filter.js";
+import { loadAsset, setAssetRequester } from "../assets.js";
 
 const SEARCH_DELAY_MS = 250;
 const REPLY_TIMEOUT_MS = 30000;
@@ -65,6 +66,13 @@ class BrowserView {
     this.model = model;
     this.host = host;
     this.rpc = requester(model);
+    const rpc = this.rpc;
+    setAssetRequester((name) => { // math.js, grammars.js for the shown session (see ../assets.js)
+      rpc.call({ type: "asset", name })
+        .then((r) => (r.ok && typeof r.code === "string" ? loadAsset(name, r.code) : undefined))
+        .catch((e) => console.warn(`nbagent: ${name}`, e));
+      return true;
+    });
     this.selected = "";
     /** @type {Set<string>|null} */ this.fullText = null;
     this.search = /** @type {HTMLInputElement} */ (h("input", { type: "search", class: "nbb-search", placeholder: "Search titles…", "aria-label": "Search" }));

@@ -6,7 +6,7 @@
 // with Copy and, where the host allows (see ../host.js), Insert as cell below.
 import DOMPurify from "dompurify";
 import { h, fmtSeconds, pretty } from "./dom.js";
-import { highlight } from "../markdown.js";
+import { highlight, codeClass } from "../markdown.js";
 import { hostOf, copyText } from "../host.js";
 
 /** Tools whose call carries code: tool name -> the argument holding it and its language. */
@@ -135,7 +135,7 @@ export class ToolCard {
     if (code && code.code !== this.code) {
       this.code = code.code;
       this.codeLang.textContent = code.language;
-      this.codeEl.className = `hljs language-${code.language}`;
+      this.codeEl.className = codeClass(code.language);
       this.codeEl.innerHTML = highlight(code.code, code.language); // escaped text in highlight.js spans
     }
     const rest = code ? code.rest : call.args ?? {};
