@@ -155,10 +155,11 @@ class Agent:
         else:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
         self._budget = (budget_usd, pricing)
-        self._apply_budget(self._conversation)
+        self._adopt(self._conversation)
         self._init_sessions(save_to, user, notebook=notebook, tool_timeout=tool_timeout)
 
-    def _apply_budget(self, conv: Conversation) -> None:
+    def _adopt(self, conv: Conversation) -> None:
+        """Give a conversation of this agent its budget, prices and autosave."""
         conv.budget_usd, conv.pricing = self._budget
         conv.add_listener(self._autosaver(conv))
 
@@ -209,7 +210,7 @@ class Agent:
             self.provider = resolve_model(model, **options)
         connection = self._connection = ModelConnection(self.provider, **self._connection_options)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
-        self._apply_budget(self._conversation)
+        self._adopt(self._conversation)
         self.session_path = None
         return self._conversation
 
@@ -341,7 +342,7 @@ class Agent:
         connection = ModelConnection(self.provider, **self._connection_options)
         conv = Conversation.load(path, connection=connection, max_history_size=self._max_history_size)
         self._connection, self._conversation = connection, conv
-        self._apply_budget(conv)
+        self._adopt(conv)
         self.session_path = path
         return conv
 
