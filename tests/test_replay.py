@@ -148,6 +148,7 @@ async def test_step_mode_waits_for_next_before_each_model_call(tmp_path):
     await wait_until(lambda: provider.waiting, "waiting before the first call")
     assert not any(s.content or s.thinking or s.tool_calls for s in conv.history[1:])  # nothing played yet
     provider.next_step()
+    assert not provider.waiting  # released at once: a Next button hides without waiting for the replay to wake
     await wait_until(lambda: provider.waiting and any(s.content == "Sunny in Paris today" for s in conv.history),
                      "the tool call ran, waiting again")
     assert conv.history[1].tool_calls[0].name == "lookup"

@@ -161,6 +161,7 @@ class ReplayProvider(Provider):
                 self._released += 1
                 return
             loop, event = self._gate
+            self._gate = None  # released: no longer waiting, even before the waiter wakes
         loop.call_soon_threadsafe(event.set)
 
     async def _wait_for_next(self) -> None:
@@ -174,7 +175,8 @@ class ReplayProvider(Provider):
             await event.wait()
         finally:
             with self._lock:
-                self._gate = None
+                if self._gate is not None and self._gate[1] is event:  # stopped while waiting
+                    self._gate = None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Event]:
         last = request.messages[-1] if request.messages else Message("user", [])
