@@ -4,8 +4,6 @@ search. A scripted answer with math and a bullet list must show typeset and with
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -15,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, CHROMIUM_ARGS, descendants, die_with_parent, free_port, isolated_env
+from support.jupyter import CHROMIUM, CHROMIUM_ARGS, die_with_parent, free_port, isolated_env, stop_process_group
 
 pytestmark = pytest.mark.browser
 
@@ -78,19 +76,7 @@ def marimo_app(tmp_path_factory):
                 time.sleep(0.1)
             yield url
         finally:
-            kids = descendants(proc.pid)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(5)
-            for pid in kids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            stop_process_group(proc)
 
 
 def test_marimo_answer_shows_typeset_math_and_bullets(marimo_app):

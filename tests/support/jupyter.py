@@ -46,6 +46,24 @@ def free_port():
         return s.getsockname()[1]
 
 
+def stop_process_group(proc: subprocess.Popen) -> None:
+    """Stop a server started in its own session: TERM its process group (KILL after 15 s), then
+    kill whatever children it had started (kernels run in sessions of their own)."""
+    kids = descendants(proc.pid)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+    for pid in kids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def descendants(pid):
     children: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
@@ -116,19 +134,7 @@ def jupyter_server(app: str, tmp: Path, root: Path, extra_args=(), ready_timeout
             time.sleep(0.05)
         yield {"base": base, "token": token, "root": root, "log": log_path, "proc": proc}
     finally:
-        kids = descendants(proc.pid)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-        for pid in kids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_process_group(proc)
         log.close()
         if show_log_on_error and show_log_on_error():
             print(f"\n--- tail of {log_path} ---\n" + log_path.read_text()[-4000:])
