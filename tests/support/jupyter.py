@@ -162,6 +162,14 @@ def lab_with_notebooks(tmp_path_factory, request, notebooks: dict):
 @contextlib.contextmanager
 def lab_page(srv: dict):
     """One Chromium page on ``srv``'s JupyterLab, restored; ``page.errors`` collects page errors."""
+    with chromium_page(f"{srv['base']}/lab?reset&token={srv['token']}") as page:
+        wait_restored(page)
+        yield page
+
+
+@contextlib.contextmanager
+def chromium_page(url: str):
+    """Debian's Chromium (headless) on one page at ``url``; ``page.errors`` collects page errors."""
     from playwright import sync_api
 
     with sync_api.sync_playwright() as p:
@@ -171,8 +179,7 @@ def lab_page(srv: dict):
             page.set_default_timeout(60_000)
             page.errors = []
             page.on("pageerror", lambda e: page.errors.append(str(e)))
-            page.goto(f"{srv['base']}/lab?reset&token={srv['token']}")
-            wait_restored(page)
+            page.goto(url)
             yield page
         finally:
             browser.close()
@@ -254,29 +261,18 @@ def notebook7_page(tmp_path_factory, request, notebooks: dict, path: str):
     """A Notebook 7 server whose root holds ``notebooks`` (file name -> code cells) and one Chromium
     page showing ``path`` with an idle kernel (its panel: ``.jp-NotebookPanel``); ``page.errors``
     collects page errors. For module fixtures."""
-    from playwright import sync_api
-
     tmp = tmp_path_factory.mktemp("nb7")
     root = tmp / "root"
     root.mkdir()
     for name, cells in notebooks.items():
         (root / name).write_text(json.dumps(nb_json(cells)))
     with jupyter_server("notebook", tmp, root, NB7_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_context(viewport={"width": 1100, "height": 900}).new_page()
-                page.set_default_timeout(60_000)
-                page.errors = []
-                page.on("pageerror", lambda e: page.errors.append(str(e)))
-                page.goto(f"{srv['base']}/notebooks/{path}?token={srv['token']}")
-                wait_restored(page)
-                page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
-                    return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
-                                       arg=path, polling=50)
-                yield page
-            finally:
-                browser.close()
+        with chromium_page(f"{srv['base']}/notebooks/{path}?token={srv['token']}") as page:
+            wait_restored(page)
+            page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
+                return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
+                                   arg=path, polling=50)
+            yield page
 
 
 # --- cells of the current notebook -------------------------------------------------------
