@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from .atomic_file import atomic_write_text
 from .errors import NbagentError
-from .messages import Message, TextPart, ToolResultPart, clean_parts
+from .messages import Message, TextPart, ToolResultPart, clean_parts, note_edit
 from .text import clean_text
 
 CHAT_SESSION_FORMAT = "nbagent.chat_session"
@@ -119,6 +119,7 @@ class ChatSession:
         tokenizer = tokenizer or ApproxTokenizer()
         compressor = compressor or default_compressor()
         compressor.compress(self, int(target_tokens), tokenizer)
+        note_edit()  # a compressor may have edited messages in place: count them afresh
         return tokenizer.count_session(self)
 
     # --- persistence -----------------------------------------------------------------

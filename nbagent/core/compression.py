@@ -11,10 +11,12 @@ import dataclasses
 import json
 import math
 import re
+import weakref
 from typing import Any, Protocol
 from collections.abc import Iterable
 
 from .errors import NbagentError
+from .message_memo import MessageMemo
 from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 
 MESSAGE_OVERHEAD = 4  # role and framing tokens per message
@@ -60,22 +62,45 @@ class _SessionCounting:
         return total
 
     def count_session(self, session) -> int:
-        """Tokens of the system prompt and every message; unchanged messages are not recounted.
+        """Tokens of the system prompt and every message; a message is counted once while it is
+        unchanged (see :class:`~nbagent.core.message_memo.MessageMemo`), and a call costs the
+        messages added since the previous one, not the whole history."""
+        system = session.system
+        if not system:
+            return self._history_tokens(session)
+        cached = self.__dict__.get("_system_count")
+        if cached is None or cached[0] is not system:
+            cached = self.__dict__["_system_count"] = (system, self.count(system))
+        return cached[1] + self._history_tokens(session)
 
-        Messages only grow by parts; every other change (compression) replaces the message.
-        """
-        cache: dict[int, tuple] = self.__dict__.setdefault("_message_counts", {})
-        total = self.count(session.system) if session.system else 0
-        for message in session.messages:
-            hit = cache.get(id(message))
-            if hit is None or hit[0] is not message or hit[1] != len(message.parts):
-                hit = cache[id(message)] = (message, len(message.parts), self.count_message(message))
-            total += hit[2]
-        if len(cache) > 2 * len(session.messages) + 64:  # forget messages that left the history
-            live = {id(m) for m in session.messages}
-            for key in [k for k in cache if k not in live]:
-                del cache[key]
+    def _history_tokens(self, session) -> int:
+        running = self._running(session)
+        if running is None:
+            return sum(self.count_message(m) for m in session.messages)
+        memo, totals = running
+        kept, _ = memo.update(session.messages)
+        del totals[kept:]
+        total = totals[-1] if totals else 0
+        for tokens in memo.values[kept:]:
+            total += tokens
+            totals.append(total)
         return total
+
+    def _running(self, session) -> tuple[MessageMemo[int], list[int]] | None:
+        """The per-message counts and running totals kept for ``session`` (the last few sessions)."""
+        kept: dict[int, tuple] = self.__dict__.setdefault("_sessions", {})
+        hit = kept.get(id(session))
+        if hit is not None and hit[0]() is session:
+            return hit[1]
+        try:
+            ref = weakref.ref(session)
+        except TypeError:  # not a ChatSession: count it all
+            return None
+        if len(kept) >= 8:
+            kept.pop(next(iter(kept)))
+        running: tuple[MessageMemo[int], list[int]] = (MessageMemo(self.count_message), [])
+        kept[id(session)] = (ref, running)
+        return running
 
 
 class ApproxTokenizer(_SessionCounting):
@@ -206,7 +231,7 @@ class DropOldestTurns:
         if dropped and session.messages:
             first = session.messages[0]
             if not any(isinstance(p, TextPart) and p.text == self.NOTE for p in first.parts):
-                first.parts.insert(0, TextPart(self.NOTE))
+                session.messages[0] = Message(first.role, [TextPart(self.NOTE), *first.parts])
 
 
 class Chain:

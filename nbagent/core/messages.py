@@ -14,16 +14,41 @@ from dataclasses import dataclass, field
 
 from .text import clean_text
 
+_edits = [0]  # how many times a field of a message or part already set was assigned again
+
+
+def edit_count() -> int:
+    """How many in-place field edits messages and parts have seen (``part.text = ...``): a history
+    observer (token counts, prompt-cache prefixes) rechecks everything when this moved."""
+    return _edits[0]
+
+
+def note_edit() -> None:
+    """Say that messages were edited where observers cannot see it (a parts list of an older message
+    changed in place): the next token count and prefix check recheck the whole history."""
+    _edits[0] += 1
+
+
+class _EditCounted:
+    """Counts assignments to fields already set; setting fields in ``__init__`` is not an edit."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in self.__dict__:
+            _edits[0] += 1
+        object.__setattr__(self, name, value)
+
 
 @dataclass
-class TextPart:
+class TextPart(_EditCounted):
     text: str
     provider_details: dict = field(default_factory=dict)
     type: str = field(default="text", init=False)
 
 
 @dataclass
-class ThinkingPart:
+class ThinkingPart(_EditCounted):
     """Model reasoning. Shown to the user, never replayed as assistant text."""
 
     text: str
@@ -32,7 +57,7 @@ class ThinkingPart:
 
 
 @dataclass
-class ToolUsePart:
+class ToolUsePart(_EditCounted):
     id: str
     name: str
     args: dict = field(default_factory=dict)
@@ -41,7 +66,7 @@ class ToolUsePart:
 
 
 @dataclass
-class ToolResultPart:
+class ToolResultPart(_EditCounted):
     tool_use_id: str
     content: str
     is_error: bool = False
@@ -51,7 +76,7 @@ class ToolResultPart:
 
 
 @dataclass
-class ImagePart:
+class ImagePart(_EditCounted):
     media_type: str
     data: str  # base64
     provider_details: dict = field(default_factory=dict)
@@ -70,7 +95,7 @@ _PART_TYPES = {
 
 
 @dataclass
-class Message:
+class Message(_EditCounted):
     role: str  # "user" | "assistant"
     parts: list = field(default_factory=list)
 

@@ -10,6 +10,7 @@ the log. State is guarded by a lock so a widget can read it while a turn streams
 from __future__ import annotations
 
 import asyncio
+import bisect
 import threading
 import time
 import warnings
@@ -37,6 +38,7 @@ class TurnLog:
         self._steps: list[Step] = []
         self._trimmed = 0  # steps drained from the front so far
         self._turn_positions: dict[int, int] = {}  # step_index -> absolute position, this turn
+        # absolute positions (trimmed steps included), so a trim shifts nothing: see _relative
         self._turn_starts: list[int] = []
         self._compactions: list[int] = []
         self._total = UsageMetadata()
@@ -75,7 +77,7 @@ class TurnLog:
     def open_turn(self, prompt: str, *, model: str, provider: str, context_window: int | None) -> TurnRecord:
         """Record the start of a turn: its boundary in the history and its ledger record."""
         with self.lock:
-            self._turn_starts.append(len(self._steps))
+            self._turn_starts.append(self._trimmed + len(self._steps))
             self._turn_positions = {}
             self._seen_call_ids = set()
             record = TurnRecord(turn=len(self._ledger), prompt=prompt, model=model, provider=provider,
@@ -98,7 +100,7 @@ class TurnLog:
                 self._turn_positions[step.step_index] = self._trimmed + len(self._steps)
                 self._steps.append(step)
                 if step.type == StepType.COMPACTION:
-                    self._compactions.append(len(self._steps) - 1)
+                    self._compactions.append(self._trimmed + len(self._steps) - 1)
             if self._tally is not None:
                 added = self._tally.observe(step, time.time())
                 if added is not None:
@@ -123,8 +125,7 @@ class TurnLog:
         now = time.time()
         settled = []
         with self.lock:
-            start = self._turn_starts[-1] if self._turn_starts else 0
-            for i in range(start, len(self._steps)):
+            for i in range(self._turn_start(), len(self._steps)):
                 step = self._steps[i]
                 if step.status != StepStatus.ACTIVE:
                     continue
@@ -178,8 +179,15 @@ class TurnLog:
     def turn_steps(self) -> list[Step]:
         """The steps of the current (or last) turn."""
         with self.lock:
-            start = self._turn_starts[-1] if self._turn_starts else 0
-            return self._steps[max(start, 0):]
+            return self._steps[self._turn_start():]
+
+    def _turn_start(self) -> int:
+        """Where the current (or last) turn starts in ``_steps`` (0: trimmed away, or no turn yet)."""
+        return self._turn_starts[-1] - self._trimmed if self._turn_starts else 0
+
+    def _relative(self, positions: list[int]) -> list[int]:
+        """Absolute positions as indices into the kept steps."""
+        return [i - self._trimmed for i in positions]
 
     def _trim(self) -> None:
         if not self.max_history_size or len(self._steps) <= self.max_history_size:
@@ -187,8 +195,8 @@ class TurnLog:
         drop = len(self._steps) - self.max_history_size
         del self._steps[:drop]
         self._trimmed += drop
-        self._turn_starts = [i - drop for i in self._turn_starts if i - drop >= 0]
-        self._compactions = [i - drop for i in self._compactions if i - drop >= 0]
+        del self._turn_starts[:bisect.bisect_left(self._turn_starts, self._trimmed)]
+        del self._compactions[:bisect.bisect_left(self._compactions, self._trimmed)]
 
     def clear(self) -> None:
         with self.lock:
@@ -210,12 +218,12 @@ class TurnLog:
     @property
     def turn_start_indices(self) -> list[int]:
         with self.lock:
-            return list(self._turn_starts)
+            return self._relative(self._turn_starts)
 
     @property
     def compaction_indices(self) -> list[int]:
         with self.lock:
-            return list(self._compactions)
+            return self._relative(self._compactions)
 
     @property
     def last_response(self) -> str:
@@ -234,8 +242,8 @@ class TurnLog:
         with self.lock:
             return ConversationState(
                 conversation_id=conversation_id, max_history_size=self.max_history_size,
-                steps=list(self._steps), trimmed=self._trimmed, turn_starts=list(self._turn_starts),
-                compactions=list(self._compactions), turns=list(self._ledger),
+                steps=list(self._steps), trimmed=self._trimmed, turn_starts=self._relative(self._turn_starts),
+                compactions=self._relative(self._compactions), turns=list(self._ledger),
                 total_usage=UsageMetadata(**self._total.to_dict()), last_response=self._last_response,
                 chat_session=chat_session,
             )
@@ -246,7 +254,7 @@ class TurnLog:
             self._steps = list(state.steps)
             self._trimmed = state.trimmed
             self._ledger = list(state.turns)
-            self._turn_starts = list(state.turn_starts)
-            self._compactions = list(state.compactions)
+            self._turn_starts = [i + state.trimmed for i in state.turn_starts]
+            self._compactions = [i + state.trimmed for i in state.compactions]
             self._total = state.total_usage
             self._last_response = state.last_response

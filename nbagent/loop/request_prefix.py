@@ -8,23 +8,26 @@ model), ``COMPACTION`` (a compaction ran since), ``SYSTEM``, ``TOOLS``, then
 ``HISTORY`` (the previous request's messages plus the reply it got are no
 longer a prefix of this request's messages: edited, cleared or trimmed).
 
-Messages are compared part by part, each part fingerprinted once and cached
-by identity (re-fingerprinted when its text length changes), so a request
-costs a pass over part ids, not a re-serialisation of the history.
+Messages are compared part by part, each part fingerprinted once: the fingerprints are kept per
+message in a :class:`~nbagent.core.message_memo.MessageMemo`, so a request costs the messages added
+since the previous one (and the newest user message's parts), not a pass over the whole history.
 """
 
 from __future__ import annotations
 
 import json
+from itertools import chain
 from typing import Any
 from collections.abc import Sequence
 
+from ..core.message_memo import MessageMemo
 from ..core.messages import Message
 from ..core.steps import PrefixChange
 
 
-def _size(part: Any) -> int:
-    return len(getattr(part, "text", None) or getattr(part, "content", None) or getattr(part, "data", None) or "")
+def part_fingerprints(message: Message) -> tuple[int, ...]:
+    """One fingerprint per part of ``message`` (its role and the part's repr)."""
+    return tuple(hash((message.role, repr(part))) for part in message.parts)
 
 
 class PrefixTracker:
@@ -32,9 +35,9 @@ class PrefixTracker:
         self._model: str | None = None
         self._system: str | None = None
         self._tools: str | None = None
-        self._parts: list[int] | None = None  # fingerprints of the previous request's parts (+ its reply)
+        self._seen = False  # a request was observed: later ones are compared with it
         self._compacted = False
-        self._cache: dict[int, tuple[Any, int, int]] = {}  # id(part) -> (part, size, fingerprint)
+        self._parts: MessageMemo[tuple[int, ...]] = MessageMemo(part_fingerprints)  # previous request + reply
 
     def compacted(self) -> None:
         """A compaction rewrote the history: the next request reports ``COMPACTION``."""
@@ -44,9 +47,8 @@ class PrefixTracker:
                 messages: Sequence[Message]) -> PrefixChange | None:
         """The change since the previous request (None: intact, or the first request)."""
         tools_key = json.dumps([(t.name, t.description, t.input_schema) for t in tools], sort_keys=True, default=str)
-        parts = self.fingerprints(messages)
-        previous = self._parts
-        if previous is None:
+        history_kept = self._history_kept(messages)
+        if not self._seen:
             change = None
         elif model != self._model:
             change = PrefixChange.MODEL
@@ -56,31 +58,23 @@ class PrefixTracker:
             change = PrefixChange.SYSTEM
         elif tools_key != self._tools:
             change = PrefixChange.TOOLS
-        elif parts[:len(previous)] != previous:
+        elif not history_kept:
             change = PrefixChange.HISTORY
         else:
             change = None
-        self._model, self._system, self._tools, self._parts = model, system, tools_key, parts
+        self._model, self._system, self._tools, self._seen = model, system, tools_key, True
         self._compacted = False
         return change
 
     def replied(self, messages: Sequence[Message]) -> None:
         """The call's reply is in the history: the next request should start with it too."""
-        if self._parts is not None:
-            self._parts = self.fingerprints(messages)
+        if self._seen:
+            self._parts.update(messages)
 
-    def fingerprints(self, messages: Sequence[Message]) -> list[int]:
-        out = []
-        cache = self._cache
-        for message in messages:
-            for part in message.parts:
-                size = _size(part)
-                hit = cache.get(id(part))
-                if hit is None or hit[0] is not part or hit[1] != size:
-                    hit = cache[id(part)] = (part, size, hash((message.role, repr(part))))
-                out.append(hit[2])
-        if len(cache) > 2 * len(out) + 64:  # forget parts that left the history
-            live = {id(p) for m in messages for p in m.parts}
-            for key in [k for k in cache if k not in live]:
-                del cache[key]
-        return out
+    def _history_kept(self, messages: Sequence[Message]) -> bool:
+        """Whether the previous request's parts (and its reply's) still open ``messages``."""
+        kept, before = self._parts.update(messages)
+        previous = list(chain.from_iterable(before))
+        now = list(chain.from_iterable(self._parts.values[kept:]))
+        return now[:len(previous)] == previous
+

@@ -1,0 +1,104 @@
+"""Per-message values of a growing history, computed once per message.
+
+A conversation's wire history grows at its end, and the loop needs a value of every message each
+model call (its token count for compaction, its part fingerprints for prompt-cache analytics).
+:class:`MessageMemo` keeps those values between calls and tells how many leading messages are
+unchanged, so a call costs the new messages, not the whole history.
+
+A message counts as unchanged while it is the same object with the same parts (the same part
+objects, each of the same size). Checking that for every message each call would walk the whole
+history again, so a call checks:
+
+- the message list against the previous one, object by object (one C-speed list comparison);
+- the parts of the messages from the newest user message on (``push_user``,
+  ``push_tool_results`` and ``append_to_last_user`` add parts there);
+- everything, when a field of any message or part was assigned in place since the previous call
+  (``part.text = ...``, counted by :func:`~nbagent.core.messages.edit_count`), after
+  ``ChatSession.compress``, or when the list is not the previous one grown at its end (messages
+  replaced, deleted, inserted: compaction, a trim).
+
+Not seen by itself: parts added to, removed from or replaced in the parts list of a message older
+than the newest user message. Replace the message instead (``messages[i] = Message(role, parts)``),
+or call :func:`~nbagent.core.messages.note_edit` after such an edit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Sequence
+
+from .messages import Message, edit_count
+
+T = TypeVar("T")
+
+
+def _size(part: Any) -> int:
+    return len(getattr(part, "text", None) or getattr(part, "content", None) or getattr(part, "data", None) or "")
+
+
+def shape(message: Message) -> tuple:
+    """What identifies a message's state: its part objects and their sizes."""
+    return tuple((part, _size(part)) for part in message.parts)
+
+
+class MessageMemo(Generic[T]):
+    """``values[i]`` is ``compute(messages[i])`` for the history last given to :meth:`update`."""
+
+    def __init__(self, compute: Callable[[Message], T]) -> None:
+        self.compute = compute
+        self.values: list[T] = []
+        self._seen: list[Message] = []
+        self._shapes: list[tuple] = []
+        self._edits = edit_count()
+        self._newest_user = -1
+
+    def update(self, messages: Sequence[Message]) -> tuple[int, list[T]]:
+        """Take ``messages`` as the history; return how many leading messages kept their values
+        and the values the messages after those had before (what the caller may compare)."""
+        edits, old = edit_count(), len(self._seen)
+        kept = self._kept(messages, old, edits != self._edits)
+        self._edits = edits
+        before = self.values[kept:]
+        self._recompute(messages, kept, old)
+        return kept, before
+
+    def _kept(self, messages: Sequence[Message], old: int, edited: bool) -> int:
+        seen = self._seen
+        if not edited and len(messages) >= old:
+            seen.extend(messages[old:])  # new messages: trivially the same objects
+            if seen == messages:  # the old part unchanged, object by object (values when not the same)
+                del seen[old:]
+                return self._kept_tail(messages, old)
+            del seen[old:]
+        shapes = self._shapes
+        for i in range(min(old, len(messages))):
+            if seen[i] is not messages[i] or shape(messages[i]) != shapes[i]:
+                return i
+        return min(old, len(messages))
+
+    def _kept_tail(self, messages: Sequence[Message], old: int) -> int:
+        """The unchanged count when only parts of the newest messages may have grown."""
+        for i in range(max(self._newest_user, 0), old):
+            if shape(messages[i]) != self._shapes[i]:
+                return i
+        return old
+
+    def _recompute(self, messages: Sequence[Message], kept: int, old: int) -> None:
+        seen, shapes, values = self._seen, self._shapes, self.values
+        index = {id(seen[j]): j for j in range(kept, old)}
+        new_seen, new_shapes, new_values = [], [], []
+        for message in messages[kept:]:
+            form = shape(message)
+            j = index.get(id(message))
+            if j is not None and seen[j] is message and shapes[j] == form:
+                value = values[j]  # moved (a compaction dropped turns before it), not changed
+            else:
+                value = self.compute(message)
+            new_seen.append(message)
+            new_shapes.append(form)
+            new_values.append(value)
+        del seen[kept:], shapes[kept:], values[kept:]
+        seen += new_seen
+        shapes += new_shapes
+        values += new_values
+        self._newest_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), -1)
