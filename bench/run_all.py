@@ -101,6 +101,20 @@ def memory(quick: bool) -> list[dict]:
                 f"holds {n:,} delta objects)")]
 
 
+def turns(quick: bool) -> list[dict]:
+    """Mean turn time late in a long session vs early in it (bench_turns.py)."""
+    import bench_turns
+
+    n = 2_500 if quick else 5_000
+    means = bench_turns.turn_ms(n, block=n // 5)
+    ratio = means[-1] / means[0]
+    body = bench_turns.request_body_ms(2 * n)
+    return [row(f"mean turn in the last fifth of {n:,} turns vs the first fifth (a model that answers at once)",
+                ratio, f"<= {bench_turns.GOAL_RATIO}", ratio <= bench_turns.GOAL_RATIO,
+                f"{bench_turns.summary(means, n // 5)}; building one OpenAI request body of {2 * n:,} messages "
+                f"takes {body:.1f} ms (the wire carries the whole history: not in these figures)")]
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| measure | ratio | goal | met | detail |", "|---|---|---|---|---|"]
     for r in rows:
@@ -121,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     small, large = bench_sse.decode_seconds(2_000_000), bench_sse.decode_seconds(8_000_000)
     rows.append(row("SSE decoding of one 8 MB event vs one 2 MB event (linear: 4)", large / small, "<= 6",
                     large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
-    for part in (frames, lambda q: sessions(q, tmp), widget, memory):
+    for part in (frames, lambda q: sessions(q, tmp), widget, memory, turns):
         try:
             rows += part(args.quick)
         except Exception as exc:  # one broken measure must not hide the others

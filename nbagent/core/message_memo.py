@@ -6,7 +6,7 @@ model call (its token count for compaction, its part fingerprints for prompt-cac
 unchanged, so a call costs the new messages, not the whole history.
 
 A message counts as unchanged while it is the same object with the same parts (the same part
-objects, each of the same size). Checking that for every message each call would walk the whole
+objects, each with the same content). Checking that for every message each call would walk the whole
 history again, so a call checks:
 
 - the message list against the previous one, object by object (one C-speed list comparison);
@@ -32,13 +32,18 @@ from .messages import Message, edit_count
 T = TypeVar("T")
 
 
-def _size(part: Any) -> int:
-    return len(getattr(part, "text", None) or getattr(part, "content", None) or getattr(part, "data", None) or "")
+def _content(part: Any) -> Any:
+    for name in ("text", "content", "data", "args"):
+        value = getattr(part, name, None)
+        if value is not None:
+            return value
+    return None
 
 
 def shape(message: Message) -> tuple:
-    """What identifies a message's state: its part objects and their sizes."""
-    return tuple((part, _size(part)) for part in message.parts)
+    """What identifies a message's state: its part objects and their contents (the text objects
+    themselves: an edit assigns a new one, whatever its length)."""
+    return tuple((part, _content(part)) for part in message.parts)
 
 
 class MessageMemo(Generic[T]):
