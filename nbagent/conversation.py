@@ -303,14 +303,17 @@ class Conversation:
 
         conn = self._connection
         turns = self.turns
+        chat_session = conn.chat_session if conn else self._loaded_session
         return RequestInputs(
             turns=turns, model=str(conn.model_name or "") if conn else "",
             provider=str(conn.provider_name or "") if conn else "",
             tokenizer=conn.tokenizer if conn else ApproxTokenizer(),
             tools=conn.tool_descriptions() if conn else [],
-            chat_session=conn.chat_session if conn else self._loaded_session,
-            history=self.history, declared_window=conn.context_window if conn else None,
+            chat_session=chat_session,
+            history=self.history if chat_session is None else [],  # the steps count only without one
+            declared_window=conn.context_window if conn else None,
             budget_usd=self.budget_usd, pricing=self._prices(pricing),
+            ledger=self._budget.ledger if pricing is None else None,  # kept for the conversation's own prices
         )
 
     def _prices(self, pricing: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

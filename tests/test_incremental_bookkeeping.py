@@ -7,14 +7,20 @@ computation over the whole history each call and compare every result.
 
 from __future__ import annotations
 
+import math
 import random
 
+import pytest
+
 from nbagent import Agent, tool
+from nbagent.analysis.estimate import LedgerMemo, turn_cost
+from nbagent.analysis.pricing import reset_prices, set_price
 from nbagent.core.chat_session import ChatSession
 from nbagent.core.compression import ApproxTokenizer
+from nbagent.core.ledger import TurnRecord
 from nbagent.core.message_memo import MessageMemo
 from nbagent.core.messages import Message, TextPart, ToolResultPart, ToolUsePart, note_edit
-from nbagent.core.steps import PrefixChange, StepSource, StepType
+from nbagent.core.steps import PrefixChange, StepSource, StepType, UsageMetadata
 from nbagent.loop import request_prefix
 from nbagent.loop.request_prefix import PrefixTracker, part_fingerprints
 
@@ -260,3 +266,81 @@ def test_the_loop_walks_only_new_messages_per_call(monkeypatch):
         agent.conversation.ask(f"q {i}")
     assert len(calls) <= 3 * 200  # each prompt at its request and again with its reply; each reply once
     assert [s.source for s in agent.conversation.history].count(StepSource.MODEL) == 200
+
+
+# --- the ledger: spend and expected output, kept between estimates ----------------------------
+
+
+def scratch_ledger(turns, pricing) -> tuple[float, int, int]:
+    """Spend, unpriced turns and mean generated tokens over every turn, priced afresh."""
+    total, unpriced = 0.0, 0
+    for rec in turns:
+        if not rec.usage.total_token_count and not rec.usage.prompt_token_count:
+            continue
+        cost = turn_cost(rec, pricing)
+        if math.isnan(cost):
+            unpriced += 1
+        else:
+            total += cost
+    generated = [t.usage.candidates_token_count + t.usage.thoughts_token_count for t in turns
+                 if t.usage.candidates_token_count or t.usage.thoughts_token_count]
+    return total, unpriced, round(sum(generated) / len(generated)) if generated else 0
+
+
+def test_spend_and_expected_output_match_a_from_scratch_pass_through_price_changes():
+    script = [text_call("ok " * (i % 7 + 1), usage=(100 + 40 * i, 3 + i % 4)) for i in range(40)]
+    script[3:3] = [tool_call(("k1", "lookup", {"key": "a"}), usage=(500, 50))]  # the budget is checked mid-turn
+    provider = ScriptedProvider(script)
+    provider.model = "ledger-model-a"
+    prices = {"ledger-model-a": {"input": 1.0, "output": 4.0}}
+    agent = Agent(model=provider, budget_usd=1e6, pricing=prices, tools=[lookup])
+    conv = agent.conversation
+    checks = []
+
+    def check():
+        est = conv.estimate("next")
+        ours = (est.spent_usd, est.unpriced_turns, est.expected_output_tokens)
+        checks.append((ours, scratch_ledger(conv.turns, conv.pricing)))
+        checks.append(((conv.spent_usd, 0, 0), (scratch_ledger(conv.turns, conv.pricing)[0], 0, 0)))
+
+    try:
+        for i in range(40):
+            conv.ask(f"question {i}")
+            check()
+            if i == 8:
+                prices["ledger-model-a"] = {"input": 2.0, "output": 4.0}  # the override edited in place
+            elif i == 14:
+                set_price("ledger-model-b", input=3.0, output=9.0)
+                provider.model = "ledger-model-b"  # later turns on another model, priced by set_price
+            elif i == 20:
+                set_price("ledger-model-b", input=5.0, output=9.0)  # its price changes
+            elif i == 26:
+                provider.model = "ledger-model-unpriced"  # turns without a price
+            elif i == 30:
+                conv.pricing = {"ledger-model-a": {"input": 0.5, "output": 1.0}}  # new overrides
+            elif i == 34:
+                conv.clear_history()
+    finally:
+        reset_prices("ledger-model-b")
+    assert all(ours == scratch for ours, scratch in checks), [c for c in checks if c[0] != c[1]]
+    spent = [ours[0] for ours, _ in checks[::2]]
+    assert spent[9] > 2 * spent[8] - spent[7] and checks[-2][0][1] > 0  # the edits moved the figures
+    assert len({ours[0] for ours, _ in checks[::2]}) > 20
+
+
+def test_a_ledger_prices_each_finished_turn_once():
+    priced = []
+
+    class Counted(dict):  # a pricing mapping that counts how often a model's price is looked up
+        def __contains__(self, key):
+            priced.append(key)
+            return super().__contains__(key)
+
+    records = []
+    memo = LedgerMemo()
+    pricing = Counted({"m": {"input": 1.0, "output": 2.0}})
+    for i in range(300):
+        records.append(TurnRecord(turn=i, model="m", usage=UsageMetadata(100, 10, 110), model_calls=1))
+        memo.totals(list(records), pricing)
+    assert len(priced) < 3 * 300  # one price check per call, not one per turn per call
+    assert memo.totals(records, pricing).spent.usd == pytest.approx(scratch_ledger(records, pricing)[0])

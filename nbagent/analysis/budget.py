@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
-from .estimate import RequestEstimate, spend, usd
+from .estimate import LedgerMemo, RequestEstimate, usd
 
 
 class Budget:
@@ -31,6 +31,7 @@ class Budget:
         self._usd: float | None = None
         self.usd = budget_usd
         self.pricing = pricing  # price overrides for estimates, budgets and the widget
+        self.ledger = LedgerMemo()  # the spend so far, kept between checks (a check costs the new turns)
         self._over_once = False
 
     @property
@@ -48,7 +49,7 @@ class Budget:
 
     def spent(self, turns: Sequence[TurnRecord]) -> float:
         """Dollars the turns cost (turns without a known price count 0)."""
-        return spend(turns, self.pricing).usd
+        return self.ledger.totals(turns, self.pricing).spent.usd
 
     def allow_over_once(self) -> None:
         """Let the next turn start even if it would exceed the budget (once)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from collections.abc import Mapping, Sequence
 
 from ..core.chat_session import ChatSession
@@ -18,6 +19,9 @@ from ..core.compression import MESSAGE_OVERHEAD, Tokenizer, ToolDescription, cou
 from ..core.ledger import TurnRecord
 from ..core.steps import Step
 from ..core.mathtext import escape_dollars
+
+if TYPE_CHECKING:
+    from .pricing import Price
 
 OVERFLOW_FILL = 0.9  # the gauge turns amber from here; over 1.0 it is red
 
@@ -117,7 +121,11 @@ def turn_cost(rec: TurnRecord, pricing: Mapping | None = None) -> float:
     """USD of one turn from its usage (NaN when the model has no known price)."""
     from .pricing import get_price
 
-    price = get_price(rec.model, rec.provider, pricing)
+    return priced_turn_cost(rec, get_price(rec.model, rec.provider, pricing))
+
+
+def priced_turn_cost(rec: TurnRecord, price: Price | None) -> float:
+    """USD of one turn at ``price`` (its model's; NaN when None)."""
     if price is None:
         return math.nan
     per_call = rec.usage.prompt_token_count / max(rec.model_calls, 1)  # the tier rule of usage_df
@@ -126,16 +134,77 @@ def turn_cost(rec: TurnRecord, pricing: Mapping | None = None) -> float:
 
 def spend(turns: Sequence[TurnRecord], pricing: Mapping | None = None) -> Spend:
     """Sum of the turns' costs; turns without a known price count 0 and are counted."""
-    total, unpriced = 0.0, 0
-    for rec in turns:
-        if not rec.usage.total_token_count and not rec.usage.prompt_token_count:
-            continue  # nothing reported: nothing to price
-        c = turn_cost(rec, pricing)
-        if math.isnan(c):
-            unpriced += 1
-        else:
-            total += c
-    return Spend(total, unpriced)
+    return LedgerMemo().totals(turns, pricing).spent
+
+
+@dataclass(frozen=True)
+class LedgerTotals:
+    """What estimates and budgets read of a whole ledger."""
+
+    spent: Spend
+    expected_output_tokens: int  # the mean generated tokens of the turns that generated any (0: none)
+
+
+class LedgerMemo:
+    """:class:`LedgerTotals` of a growing ledger, kept between calls so a call costs the new turns.
+
+    Each turn is priced once, and kept while it stays in the ledger and the prices of the ledger's
+    models stay the same (looked up again each call, one per model: overrides and ``set_price``
+    are seen). The newest turn is always recomputed (it may still be running); a ledger that is not
+    the previous one grown at its end (cleared, loaded) is computed afresh.
+    """
+
+    def __init__(self) -> None:
+        self._reset(None)
+
+    def _reset(self, pricing: Mapping | None) -> None:
+        self._turns: list[TurnRecord] = []
+        self._sums: list[tuple[float, int, int, int]] = []  # running (usd, unpriced, generated, generating turns)
+        self._pricing = pricing
+        self._prices: dict[tuple[str, str], Price | None] = {}
+
+    def totals(self, turns: Sequence[TurnRecord], pricing: Mapping | None = None) -> LedgerTotals:
+        if pricing is not self._pricing or self._prices_changed(pricing):
+            self._reset(pricing)
+        kept = self._kept(turns)
+        del self._turns[kept:], self._sums[kept:]
+        usd, unpriced, generated, generating = self._sums[-1] if self._sums else (0.0, 0, 0, 0)
+        for rec in turns[kept:]:
+            usage = rec.usage
+            if usage.total_token_count or usage.prompt_token_count:  # else nothing reported: nothing to price
+                cost = priced_turn_cost(rec, self._price(rec.model, rec.provider))
+                if math.isnan(cost):
+                    unpriced += 1
+                else:
+                    usd += cost
+            out = usage.candidates_token_count + usage.thoughts_token_count
+            if usage.candidates_token_count or usage.thoughts_token_count:
+                generated, generating = generated + out, generating + 1
+            self._turns.append(rec)
+            self._sums.append((usd, unpriced, generated, generating))
+        return LedgerTotals(Spend(usd, unpriced), round(generated / generating) if generating else 0)
+
+    def _kept(self, turns: Sequence[TurnRecord]) -> int:
+        """How many leading turns keep their sums: all but the newest of the previous call's, when
+        ``turns`` starts with them (compared object by object at C speed)."""
+        seen, old = self._turns, len(self._turns)
+        head = turns[:old]
+        if len(turns) >= old and seen == (head if isinstance(head, list) else list(head)):
+            return max(old - 1, 0)
+        return 0
+
+    def _price(self, model: str, provider: str) -> Price | None:
+        key = (model, provider)
+        if key not in self._prices:
+            from .pricing import get_price
+
+            self._prices[key] = get_price(model, provider, self._pricing)
+        return self._prices[key]
+
+    def _prices_changed(self, pricing: Mapping | None) -> bool:
+        from .pricing import get_price
+
+        return any(get_price(model, provider, pricing) != price for (model, provider), price in self._prices.items())
 
 
 @dataclass(frozen=True)
@@ -152,6 +221,7 @@ class RequestInputs:
     declared_window: int | None  # the window the connection reports, if any
     budget_usd: float | None
     pricing: Mapping | None
+    ledger: LedgerMemo | None = None  # kept between estimates of one conversation (None: computed afresh)
 
 
 def context_window_of(turns: Sequence[TurnRecord], declared: int | None, model: str,
@@ -188,12 +258,6 @@ def _context_tokens(inputs: RequestInputs) -> tuple[int, bool]:
     return total + sum(tokenizer.count(s.content) + MESSAGE_OVERHEAD for s in inputs.history if s.content), False
 
 
-def _expected_output(turns: Sequence[TurnRecord]) -> int:
-    generated = [t.usage.candidates_token_count + t.usage.thoughts_token_count for t in turns
-                 if t.usage.candidates_token_count or t.usage.thoughts_token_count]
-    return round(sum(generated) / len(generated)) if generated else 0
-
-
 def estimate_request(inputs: RequestInputs, prompt: str) -> RequestEstimate:
     """The :class:`RequestEstimate` of sending ``prompt`` with ``inputs`` now (nothing is sent)."""
     from .pricing import get_price
@@ -203,14 +267,14 @@ def estimate_request(inputs: RequestInputs, prompt: str) -> RequestEstimate:
     context, anchored = _context_tokens(inputs)
     model, provider = identity(inputs)
     turns = inputs.turns
-    out = _expected_output(turns)
+    ledger = (inputs.ledger or LedgerMemo()).totals(turns, inputs.pricing)
+    out, spent = ledger.expected_output_tokens, ledger.spent
     price = get_price(model, provider, inputs.pricing) if model else None
     if price is None:
         cost = expected = math.nan
     else:
         cost = float(price.cost(input_tokens=context + prompt_tokens))
         expected = cost + float(price.cost(output_tokens=out))
-    spent = spend(turns, inputs.pricing)
     return RequestEstimate(
         model=model, prompt_tokens=prompt_tokens, context_tokens=context,
         context_window=context_window_of(turns, inputs.declared_window, model, provider), cost_usd=cost,

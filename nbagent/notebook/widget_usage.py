@@ -16,19 +16,18 @@ from .conversation_view import ConversationView
 
 def gauge_dict(conv: ConversationView) -> dict:
     """The footer's gauge: context tokens and window, spend and budget (JSON-ready)."""
-    from ..analysis.estimate import spend
-
     turns = conv.turns
     tokens = turns[-1].context_tokens if turns else 0
+    try:
+        est = conv.estimate("")  # the spend so far, kept between calls (not a pass over every turn)
+    except Exception:  # a broken price override: the gauge still shows tokens
+        est = None
     if not tokens and conv.history:  # the last turn reported none (stopped, failed): estimate it
-        try:
-            tokens = conv.estimate("").input_tokens
-        except Exception:  # no estimate: the last figure reported, if any
-            tokens = next((t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
+        tokens = est.input_tokens if est is not None else next(
+            (t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
     try:
         window = conv.context_window
-        spent = spend(turns, conv.pricing)
-        usd, unpriced = spent.usd, spent.unpriced_turns
+        usd, unpriced = (est.spent_usd, est.unpriced_turns) if est is not None else (0.0, 0)
     except Exception:  # a broken price override: the gauge still shows tokens
         window, usd, unpriced = None, 0.0, 0
     return {"tokens": int(tokens), "window": window, "spent": round(usd, 8),
