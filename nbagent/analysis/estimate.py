@@ -10,6 +10,7 @@ by default). Nothing is sent.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from collections.abc import Mapping, Sequence
@@ -155,6 +156,7 @@ class LedgerMemo:
     """
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._reset(None)
 
     def _reset(self, pricing: Mapping | None) -> None:
@@ -164,6 +166,10 @@ class LedgerMemo:
         self._prices: dict[tuple[str, str], Price | None] = {}
 
     def totals(self, turns: Sequence[TurnRecord], pricing: Mapping | None = None) -> LedgerTotals:
+        with self._lock:  # the loop checks the budget while a widget may ask for an estimate
+            return self._totals(turns, pricing)
+
+    def _totals(self, turns: Sequence[TurnRecord], pricing: Mapping | None) -> LedgerTotals:
         if pricing is not self._pricing or self._prices_changed(pricing):
             self._reset(pricing)
         kept = self._kept(turns)

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import re
+import threading
 import weakref
 from typing import Any, Protocol
 from collections.abc import Iterable
@@ -74,17 +75,18 @@ class _SessionCounting:
         return cached[1] + self._history_tokens(session)
 
     def _history_tokens(self, session) -> int:
-        running = self._running(session)
-        if running is None:
-            return sum(self.count_message(m) for m in session.messages)
-        memo, totals = running
-        kept, _ = memo.update(session.messages)
-        del totals[kept:]
-        total = totals[-1] if totals else 0
-        for tokens in memo.values[kept:]:
-            total += tokens
-            totals.append(total)
-        return total
+        with self.__dict__.setdefault("_lock", threading.RLock()):  # a widget may count while a turn runs
+            running = self._running(session)
+            if running is None:
+                return sum(self.count_message(m) for m in session.messages)
+            memo, totals = running
+            kept, _ = memo.update(session.messages)
+            del totals[kept:]
+            total = totals[-1] if totals else 0
+            for tokens in memo.values[kept:]:
+                total += tokens
+                totals.append(total)
+            return total
 
     def _running(self, session) -> tuple[MessageMemo[int], list[int]] | None:
         """The per-message counts and running totals kept for ``session`` (the last few sessions)."""

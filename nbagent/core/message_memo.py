@@ -47,7 +47,9 @@ def shape(message: Message) -> tuple:
 
 
 class MessageMemo(Generic[T]):
-    """``values[i]`` is ``compute(messages[i])`` for the history last given to :meth:`update`."""
+    """``values[i]`` is ``compute(messages[i])`` for the history last given to :meth:`update`.
+
+    Not thread-safe: a memo shared by threads needs its caller's lock."""
 
     def __init__(self, compute: Callable[[Message], T]) -> None:
         self.compute = compute
