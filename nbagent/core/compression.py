@@ -98,6 +98,8 @@ class _SessionCounting:
             ref = weakref.ref(session)
         except TypeError:  # not a ChatSession: count it all
             return None
+        for key in [k for k, (r, _) in kept.items() if r() is None]:  # sessions gone: free their messages
+            del kept[key]
         if len(kept) >= 8:
             kept.pop(next(iter(kept)))
         running: tuple[MessageMemo[int], list[int]] = (MessageMemo(self.count_message), [])
