@@ -7,8 +7,9 @@ answer with no delay, so the time is nbagent's own bookkeeping (the agent loop, 
 count, the prefix fingerprints, the turn log). The history only grows (a context window large
 enough that compaction never runs), so any per-turn walk of the whole history shows as a mean
 turn time that rises from one thousand turns to the next. Prints ms/turn per thousand and the
-ratio of the last thousand to the first (goal: <= 2). Times are this process's CPU time: on a busy
-machine other processes move them much less than wall time.
+ratio of the last thousand to the first (goal: <= 2). Times are this process's CPU time, and a
+thousand's figure is the median of its ten hundreds: on a busy machine other processes move them
+much less than wall time and single means.
 
 ``--budget`` also sets a budget and prices (the budget check before each turn and each further
 model call). The wire request body itself must carry the whole history: ``request_body_ms``
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -54,21 +56,27 @@ def instant_provider():
 
 
 def turn_ms(turns: int, *, budget: bool = False, block: int = BLOCK) -> list[float]:
-    """Mean ms per turn of each block of ``block`` turns, over ``turns`` turns of one conversation."""
+    """Mean ms per turn of each block of ``block`` turns, over ``turns`` turns of one conversation:
+    the median of its ten sub-blocks' means (a busy machine's spikes do not decide a block)."""
     from nbagent import Agent
 
     options = dict(budget_usd=1e9, pricing={"instant-1": {"input": 1.0, "output": 2.0}}) if budget else {}
     conv = Agent(model=instant_provider(), **options).conversation
+    sub = max(block // 10, 1)
     means: list[float] = []
+    parts: list[float] = []
 
     async def run() -> None:
         started = time.process_time()
         for i in range(turns):
             await conv.chat_to_completion(f"question {i}: what is next?")
-            if (i + 1) % block == 0:
+            if (i + 1) % sub == 0:
                 now = time.process_time()
-                means.append((now - started) * 1000 / block)
+                parts.append((now - started) * 1000 / sub)
                 started = now
+            if (i + 1) % block == 0:
+                means.append(statistics.median(parts))
+                parts.clear()
 
     asyncio.run(run())
     return means
