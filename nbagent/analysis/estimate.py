@@ -194,10 +194,12 @@ class LedgerMemo:
         """How many leading turns keep their sums: all but the newest of the previous call's, when
         ``turns`` starts with them (compared object by object at C speed)."""
         seen, old = self._turns, len(self._turns)
-        head = turns[:old]
-        if len(turns) >= old and seen == (head if isinstance(head, list) else list(head)):
-            return max(old - 1, 0)
-        return 0
+        if len(turns) < old:
+            return 0
+        seen.extend(turns[old:])  # the new turns: trivially the same objects
+        same = seen == (turns if isinstance(turns, list) else list(turns))
+        del seen[old:]
+        return max(old - 1, 0) if same else 0
 
     def _price(self, model: str, provider: str) -> Price | None:
         key = (model, provider)
