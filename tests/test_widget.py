@@ -469,6 +469,26 @@ async def test_each_finished_turn_is_appended_once_to_the_cell_that_showed_the_w
     assert "third question" in fake.shown[-1][0]["text/markdown"] and len(fake.shown) == 5
 
 
+async def test_another_conversation_in_the_widget_replaces_the_transcript(monkeypatch):
+    """New chat / History rebind the widget: the old conversation's outputs are blanked, and a
+    new head holds the other conversation's turns (sent once, as one output)."""
+    fake = FakeDisplay(monkeypatch)
+    conv = Conversation(StreamConnection(words(20)))
+    w = ChatWidget(conv)
+    w._repr_mimebundle_()
+    await conv.chat_to_completion("old question")
+    other = Conversation(StreamConnection(words(20)))
+    await other.chat_to_completion("loaded question")
+    fake.now_in("widget-message")
+    w.rebind(other)
+    assert sorted(display_id for _, display_id in fake.updates) == sorted(display_id for _, display_id in fake.shown[:2])
+    head = fake.shown[-1][0]["text/markdown"]
+    assert "loaded question" in head and "old question" not in head and fake.parents[-1] == "cell-1"
+    await other.chat_to_completion("new question")
+    await settle(w)
+    assert "new question" in fake.shown[-1][0]["text/markdown"] and "loaded" not in fake.shown[-1][0]["text/markdown"]
+
+
 async def test_a_widget_shown_in_two_cells_gets_each_turn_in_both(monkeypatch):
     fake = FakeDisplay(monkeypatch)
     conv = Conversation(StreamConnection(words(50)))
