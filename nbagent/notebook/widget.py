@@ -60,7 +60,7 @@ from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
 from .conversation_view import ConversationView
-from .transcript_output import TranscriptOutput
+from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SESSION_REQUESTS, SessionControls
 from .widget_usage import gate, gauge_dict
 from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape
@@ -441,8 +441,6 @@ class ChatWidget(anywidget.AnyWidget):
     def transcript_bundle(self) -> dict:
         """What the transcript output shown now holds: the head line and every finished turn, as
         safe markdown (transcript_output.py)."""
-        from .transcript_output import TranscriptOutput, transcript_piece
-
         return transcript_piece(TranscriptOutput.finished_steps(self.conversation), head=True)
 
     def _show_transcript(self) -> bool:
