@@ -11,6 +11,10 @@ once however long the conversation, and a saved notebook keeps every turn.
 
 Every output has its own display id: a cleared history or another conversation blanks the old
 outputs (one ``update_display`` each) and starts again with a new head.
+
+A front end that keeps only the outputs of the request running now (nbclient, so
+``nbconvert --execute`` and papermill) drops a turn appended to an earlier cell: there, turns
+asked from later cells show in those cells' own outputs, not in the widget's transcript.
 """
 
 from __future__ import annotations
