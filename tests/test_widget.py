@@ -489,6 +489,31 @@ async def test_another_conversation_in_the_widget_replaces_the_transcript(monkey
     assert "new question" in fake.shown[-1][0]["text/markdown"] and "loaded" not in fake.shown[-1][0]["text/markdown"]
 
 
+async def test_a_manual_result_given_after_its_turn_updates_that_turns_output(monkeypatch):
+    from support.scripted import ScriptedProvider, text_call, tool_call
+
+    @tool
+    def lookup(q: str) -> str:
+        """Looks up."""
+        raise AssertionError("manual mode runs no tools")
+
+    fake = FakeDisplay(monkeypatch)
+    agent = Agent(model=ScriptedProvider([tool_call(("m1", "lookup", {"q": "x"})), text_call("the answer is 42")]),
+                  tools=[lookup], auto_execute_tools=False)
+    w = agent.widget()
+    w._repr_mimebundle_()
+    await agent.conversation.chat_to_completion("find x")
+    await settle(w)
+    (piece, piece_id), = fake.shown[1:]
+    assert "waiting" in piece["text/markdown"] and not fake.updates
+    agent.conversation.add_tool_result("m1", "forty-two")
+    (update, update_id), = fake.updates  # that turn's output once more, with the result
+    assert update_id == piece_id and "forty-two" in update["text/markdown"] and "find x" in update["text/markdown"]
+    await agent.conversation.chat_to_completion("")
+    await settle(w)
+    assert len(fake.updates) == 1 and "the answer is 42" in fake.shown[-1][0]["text/markdown"]
+
+
 async def test_a_widget_shown_in_two_cells_gets_each_turn_in_both(monkeypatch):
     fake = FakeDisplay(monkeypatch)
     conv = Conversation(StreamConnection(words(50)))

@@ -9,8 +9,10 @@ JupyterLab, Notebook 7 and VS Code put such a late output in that cell (as they 
 background thread's). No output is ever re-sent, so each turn's markdown crosses to the browser
 once however long the conversation, and a saved notebook keeps every turn.
 
-Every output has its own display id: a cleared history or another conversation blanks the old
-outputs (one ``update_display`` each) and starts again with a new head.
+Every output has its own display id: a step of a turn already out that changes later (a manual
+tool's result given after its turn stopped) re-sends that turn's output once (``update_display``),
+and a cleared history or another conversation blanks the old outputs and starts again with a new
+head.
 
 A front end that keeps only the outputs of the request running now (nbclient, so
 ``nbconvert --execute`` and papermill) drops a turn appended to an earlier cell: there, turns
@@ -62,6 +64,7 @@ class TranscriptOutput:
         self._cells: list[dict] = []  # parent headers of the cells that showed the widget
         self._ids: list[str] = []  # display ids of the outputs shown since the last reset
         self._written = -1  # the newest turn number whose steps went out
+        self._pieces: dict[int, tuple[str, int, int]] = {}  # turn -> its output's id, first and last turn
         self._epoch = 0
 
     @property
@@ -91,13 +94,27 @@ class TranscriptOutput:
         with self._lock:
             if not self._cells or turn <= self._written:
                 return
-            steps = self._steps_after(conversation, self._written, turn)
-            self._written = turn
+            first, self._written = self._written + 1, turn
+            steps = self._steps_after(conversation, first - 1, turn)
             if not steps:
                 return
             bundle, display_id = transcript_piece(steps), self._new_id(f"t{turn}")
+            self._pieces.update((n, (display_id, first, turn)) for n in {s.turn for s in steps})
             for parent in self._cells:
                 self._display(parent, bundle, display_id)
+
+    def step_changed(self, conversation: ConversationView, step: Step) -> None:
+        """A step changed: if its turn's output is out already, send that output again (rare: the
+        steps of the running turn are not out yet, and cost nothing here)."""
+        if not 0 <= step.turn <= self._written:
+            return
+        with self._lock:
+            piece = self._pieces.get(step.turn)
+            if piece is None:  # in a head: kept as it was
+                return
+            display_id, first, last = piece
+            steps = [s for s in self._steps_after(conversation, first - 1, last) if s.turn >= first]
+            self._update(transcript_piece(steps), display_id)
 
     def reset(self, conversation: ConversationView) -> None:
         """The history was cleared or replaced: blank every output shown so far and show a new
@@ -108,6 +125,7 @@ class TranscriptOutput:
             for display_id in dict.fromkeys(self._ids):
                 self._update(_BLANK, display_id)
             self._ids, self._written = [], -1
+            self._pieces.clear()
             self._epoch += 1
             steps = self.finished_steps(conversation)
             self._written = max([-1] + [s.turn for s in steps])

@@ -204,6 +204,8 @@ class ChatWidget(anywidget.AnyWidget):
             self._flush()
         if event == ConversationEvent.CLEARED:
             self._update_transcript()
+        elif event == ConversationEvent.STEP:  # a turn already in the transcript may change (a manual result)
+            self.transcript.step_changed(self.conversation, payload)
 
     def _on_turn_finished(self, record: TurnRecord) -> None:
         turn = self._turns.setdefault(record.turn, TurnBuffer(record))
