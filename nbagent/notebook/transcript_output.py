@@ -146,7 +146,7 @@ class TranscriptOutput:
         """The conversation's steps but those of a running turn."""
         turns = conversation.turns
         running = turns[-1].turn if turns and turns[-1].status == TurnStatus.RUNNING else None
-        return [s for s in conversation.history if s.turn != running or running is None]
+        return [s for s in conversation.history if s.turn != running]
 
     @staticmethod
     def _steps_after(conversation: ConversationView, written: int, turn: int) -> list[Step]:
