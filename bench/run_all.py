@@ -74,6 +74,13 @@ def widget(quick: bool) -> list[dict]:
                 f"{bundle / 1000:.0f} KB (widget.js)")]
 
 
+def transcript(quick: bool) -> list[dict]:
+    """The saved transcript's bytes over a long chat in a real kernel (bench_transcript.py)."""
+    import bench_transcript
+
+    return bench_transcript.rows(quick)
+
+
 def memory(quick: bool) -> list[dict]:
     from nbagent import Agent
     from nbagent.core.steps import FinishReason
@@ -139,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     small, large = bench_sse.decode_seconds(2_000_000), bench_sse.decode_seconds(8_000_000)
     rows.append(row("SSE decoding of one 8 MB event vs one 2 MB event (linear: 4)", large / small, "<= 6",
                     large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
-    for part in (frames, lambda q: sessions(q, tmp), widget, memory, turns):
+    for part in (frames, lambda q: sessions(q, tmp), widget, transcript, memory, turns):
         try:
             rows += part(args.quick)
         except Exception as exc:  # one broken measure must not hide the others

@@ -381,19 +381,44 @@ async def test_demo_agent_turn_under_ask_policy():
 
 
 class FakeDisplay:
-    """Stands in for IPython's display machinery in a kernel: records display / update_display."""
+    """Stands in for IPython's display machinery in a kernel: records display / update_display,
+    each display with the parent (the cell's request) it was sent under."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, cell: str = "cell-1"):
         import IPython
         import IPython.display
 
         self.shown: list[tuple[dict, str]] = []
+        self.parents: list[str] = []  # the cell each shown output went to
         self.updates: list[tuple[dict, str]] = []
-        monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
-        monkeypatch.setattr(IPython.display, "display",
-                            lambda data, raw=False, display_id=None, **_kw: self.shown.append((data, display_id)))
+        fake = self
+
+        class Publisher:
+            parent_header = {"msg_id": cell}
+            current = parent_header
+
+            def set_thread_parent(self, parent):
+                old, fake.pub.current = fake.pub.current, parent
+                return old
+
+            def reset_thread_parent(self, token):
+                fake.pub.current = token
+
+        self.pub = Publisher()
+        shell = type("Shell", (), {"kernel": object(), "display_pub": self.pub})()
+        monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+
+        def display(data, raw=False, display_id=None, **_kw):
+            self.shown.append((data, display_id))
+            self.parents.append(self.pub.current["msg_id"])
+
+        monkeypatch.setattr(IPython.display, "display", display)
         monkeypatch.setattr(IPython.display, "update_display",
                             lambda data, raw=False, display_id=None: self.updates.append((data, display_id)))
+
+    def now_in(self, cell: str) -> None:
+        """The kernel now runs another request (a later cell, or the widget's own message)."""
+        self.pub.parent_header = self.pub.current = {"msg_id": cell}
 
 
 def test_showing_the_widget_also_shows_its_transcript_output(monkeypatch):
@@ -408,44 +433,115 @@ def test_showing_the_widget_also_shows_its_transcript_output(monkeypatch):
     assert display_id and "**bold** answer" in shown["text/markdown"] and "hello" in shown["text/markdown"]
     assert shown["text/markdown"].startswith('<div class="nbagent-transcript">')
     assert "<b>" not in shown["text/markdown"]  # the prompt's HTML is text
-    w._repr_mimebundle_()  # shown again (another cell): the same display id, so both stay current
-    assert fake.shown[1][1] == display_id
+    fake.now_in("cell-2")
+    w._repr_mimebundle_()  # shown again (another cell): a head of its own there, with the turn too
+    assert fake.parents == ["cell-1", "cell-2"] and fake.shown[1][1] != display_id
+    assert "**bold** answer" in fake.shown[1][0]["text/markdown"]
     for owner in (conv, Agent(model="demo")):
         bundle = owner._repr_mimebundle_()
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         assert "application/vnd.jupyter.widget-view+json" in data
 
 
-async def test_the_transcript_output_follows_finished_turns_not_tokens(monkeypatch):
+async def test_each_finished_turn_is_appended_once_to_the_cell_that_showed_the_widget(monkeypatch):
     fake = FakeDisplay(monkeypatch)
     pieces = words(2_000)
     conv = Conversation(StreamConnection(pieces, pace=0.001, batch=50))
     w = ChatWidget(conv)
     w._repr_mimebundle_()
-    assert "no messages yet" in fake.shown[0][0]["text/markdown"]
+    fake.now_in("widget-message")  # turns come from the widget's box, long after its cell ran
     await conv.chat_to_completion("first question")
     await conv.chat_to_completion("second question")
     await settle(w)
-    assert len(fake.updates) == 2  # one per finished turn, none per token
-    last, display_id = fake.updates[-1]
-    assert display_id == fake.shown[0][1]
-    md = last["text/markdown"]
-    assert "first question" in md and "second question" in md and "w01999" in md and "2 turns" in md
-    conv.clear_history()
-    assert "no messages yet" in fake.updates[-1][0]["text/markdown"]
+    assert len(fake.shown) == 3 and not fake.updates  # the head, then one output per turn, none per token
+    assert fake.parents == ["cell-1"] * 3  # all in the widget's cell
+    first, second = (data["text/markdown"] for data, _ in fake.shown[1:])
+    assert "first question" in first and "w01999" in first and "second question" not in first
+    assert "second question" in second and "first question" not in second  # nothing is re-sent
+    ids = [display_id for _, display_id in fake.shown]
+    assert len(set(ids)) == 3
+    conv.clear_history()  # the old outputs are blanked, a new head starts the transcript again
+    assert [display_id for _, display_id in fake.updates] == ids
+    assert all("question" not in data["text/markdown"] for data, _ in fake.updates)
+    assert len(fake.shown) == 4 and fake.parents[-1] == "cell-1" and fake.shown[-1][1] not in ids
+    await conv.chat_to_completion("third question")
+    await settle(w)
+    assert "third question" in fake.shown[-1][0]["text/markdown"] and len(fake.shown) == 5
 
 
-async def test_a_long_conversation_keeps_the_newest_steps_in_the_transcript(monkeypatch):
-    from nbagent.notebook import widget as widget_module
-
-    monkeypatch.setattr(widget_module, "TRANSCRIPT_CHARS", 5_000)
-    conv = Conversation(StreamConnection(words(300)))
+async def test_another_conversation_in_the_widget_replaces_the_transcript(monkeypatch):
+    """New chat / History rebind the widget: the old conversation's outputs are blanked, and a
+    new head holds the other conversation's turns (sent once, as one output)."""
+    fake = FakeDisplay(monkeypatch)
+    conv = Conversation(StreamConnection(words(20)))
     w = ChatWidget(conv)
-    for i in range(8):
+    w._repr_mimebundle_()
+    await conv.chat_to_completion("old question")
+    other = Conversation(StreamConnection(words(20)))
+    await other.chat_to_completion("loaded question")
+    fake.now_in("widget-message")
+    w.rebind(other)
+    assert sorted(display_id for _, display_id in fake.updates) == sorted(display_id for _, display_id in fake.shown[:2])
+    head = fake.shown[-1][0]["text/markdown"]
+    assert "loaded question" in head and "old question" not in head and fake.parents[-1] == "cell-1"
+    await other.chat_to_completion("new question")
+    await settle(w)
+    assert "new question" in fake.shown[-1][0]["text/markdown"] and "loaded" not in fake.shown[-1][0]["text/markdown"]
+
+
+async def test_a_manual_result_given_after_its_turn_updates_that_turns_output(monkeypatch):
+    from support.scripted import ScriptedProvider, text_call, tool_call
+
+    @tool
+    def lookup(q: str) -> str:
+        """Looks up."""
+        raise AssertionError("manual mode runs no tools")
+
+    fake = FakeDisplay(monkeypatch)
+    agent = Agent(model=ScriptedProvider([tool_call(("m1", "lookup", {"q": "x"})), text_call("the answer is 42")]),
+                  tools=[lookup], auto_execute_tools=False)
+    w = agent.widget()
+    w._repr_mimebundle_()
+    await agent.conversation.chat_to_completion("find x")
+    await settle(w)
+    (piece, piece_id), = fake.shown[1:]
+    assert "waiting" in piece["text/markdown"] and not fake.updates
+    agent.conversation.add_tool_result("m1", "forty-two")
+    (update, update_id), = fake.updates  # that turn's output once more, with the result
+    assert update_id == piece_id and "forty-two" in update["text/markdown"] and "find x" in update["text/markdown"]
+    await agent.conversation.chat_to_completion("")
+    await settle(w)
+    assert len(fake.updates) == 1 and "the answer is 42" in fake.shown[-1][0]["text/markdown"]
+
+
+async def test_a_widget_shown_in_two_cells_gets_each_turn_in_both(monkeypatch):
+    fake = FakeDisplay(monkeypatch)
+    conv = Conversation(StreamConnection(words(50)))
+    w = ChatWidget(conv)
+    w._repr_mimebundle_()
+    fake.now_in("cell-2")
+    w._repr_mimebundle_()
+    fake.now_in("cell-3")  # turns driven from code in a later cell
+    await conv.chat_to_completion("a question")
+    await settle(w)
+    assert fake.parents == ["cell-1", "cell-2", "cell-1", "cell-2"]
+    assert fake.shown[2] == fake.shown[3] and "a question" in fake.shown[2][0]["text/markdown"]
+
+
+async def test_a_long_conversation_keeps_every_turn_each_sent_once(monkeypatch):
+    """No cap drops the oldest turns: 30 turns of 3,000 words, about 600 KB of answers."""
+    fake = FakeDisplay(monkeypatch)
+    conv = Conversation(StreamConnection(words(3_000)))
+    w = ChatWidget(conv)
+    w._repr_mimebundle_()
+    for i in range(30):
         await conv.chat_to_completion(f"question {i}")
-    md = w.transcript_bundle()["text/markdown"]
-    assert "question 7" in md and "question 0" not in md and "8 turns" in md and "of 24 steps" in md
-    assert len(md) < 12_000
+    await settle(w)
+    mds = [data["text/markdown"] for data, _ in fake.shown]
+    assert len(mds) == 31 and all(f"question {i}" in mds[i + 1] for i in range(30))
+    text = sum(len(s.content) for s in conv.history)
+    assert text > 500_000 and sum(len(md) for md in mds) < 1.05 * text
+    assert "question 0" in w.transcript_bundle()["text/markdown"]  # the transcript as a whole, too
 
 
 def test_model_html_in_the_transcript_output_is_text():
@@ -459,12 +555,12 @@ def test_model_html_in_the_transcript_output_is_text():
 
 
 def test_displaying_an_agent_gives_display_data_without_an_out_prompt(monkeypatch):
-    """``agent`` as a cell's last line: the transcript and the widget as display data (no
+    """``agent`` as a cell's last line: the widget and its transcript as display data (no
     execute_result, so no ``Out[n]:`` beside a saved transcript), the widget naming its model."""
     fake = FakeDisplay(monkeypatch)
     agent = Agent(model="demo")
     agent._ipython_display_()
-    (transcript, tid), (view, vid) = fake.shown
+    (view, vid), (transcript, tid) = fake.shown
     assert "text/markdown" in transcript and tid and vid is None
     assert view["text/plain"] == ""
     widget = agent.widget()
@@ -475,7 +571,7 @@ def test_no_transcript_output_outside_a_kernel():
     conv = Conversation(MockConnection([]))
     w = ChatWidget(conv)
     data, _meta = w._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in data and w._display_id is None
+    assert "application/vnd.jupyter.widget-view+json" in data and not w.transcript.shown
 
 
 async def test_no_secrets_in_widget_state():

@@ -230,7 +230,8 @@ def test_restart_save_reopen_and_keys_in_notebook7(nb7_page, nb7_server):
     _goto(page, nb7_server, LIFE)
     page.wait_for_selector(".nbagent-transcript")
     shown = page.evaluate("() => [...document.querySelectorAll('.nbagent-transcript')].filter(e => e.offsetParent).map(e => e.innerText)")
-    assert len(shown) == 1 and "What is 6 * 7?" in shown[0] and "42" in shown[0]
+    assert len(shown) == 2 and "saved transcript" in shown[0]  # the head, then the turn's output
+    assert "What is 6 * 7?" in shown[1] and "42" in shown[1]
     # the widget's output settles on the blank stand-in it saved, not "model not found"
     page.wait_for_function("""() => { const a = document.querySelector('.jp-Cell .jp-OutputArea');
         return !a.textContent.includes('Loading widget')

@@ -1,6 +1,7 @@
 """The chat widget in a page of the standard HTML widget manager (``ipywidgets.embed``), without
 JupyterLab's CSS: the saved-transcript output displayed right after the widget (as in VS Code or
-Colab, where only JupyterLab's stylesheet used to hide it) is hidden by the widget itself.
+Colab, where only JupyterLab's stylesheet used to hide it) is hidden by the widget itself: the head
+and each finished turn's output after it.
 
 The page's scripts (require.js, the HTML manager, anywidget's AMD module) come from js/node_modules
 and the installed anywidget, served in place of their CDN addresses: no network."""
@@ -30,7 +31,8 @@ SCRIPTS = {  # a part of the CDN address -> the local file
 
 
 def static_page(tmp_path: Path) -> str:
-    """embed_minimal_html of a chat with one finished turn, its transcript output displayed after it."""
+    """embed_minimal_html of a chat with one finished turn, its transcript outputs displayed after it:
+    the head, shown before the turn, then the turn's."""
     from ipywidgets.embed import embed_minimal_html
     from nbagent import Conversation
     from support.streams import StreamConnection
@@ -42,10 +44,14 @@ def static_page(tmp_path: Path) -> str:
     embed_minimal_html(path, views=[widget], drop_defaults=False, title="nbagent")
     html = path.read_text()
     html = re.sub(r' integrity="[^"]*"', "", html)  # the local require.js is not the CDN's build
-    transcript = widget.transcript_bundle()["text/markdown"].replace("\n\n", "<br>")
+    from nbagent.notebook.transcript_output import transcript_piece
+
+    head = transcript_piece([], head=True)["text/markdown"].replace("\n\n", "<br>")
+    turn = transcript_piece(conv.history)["text/markdown"].replace("\n\n", "<br>")
     # each output in its own box, the transcript's right after the widget's, as a notebook front end shows them
     return re.sub(r'(<script type="application/vnd.jupyter.widget-view\+json">.*?</script>)',
-                  lambda m: f'<div class="output">{m.group(1)}</div><div class="output">{transcript}</div>',
+                  lambda m: f'<div class="output">{m.group(1)}</div><div class="output">{head}</div>'
+                            f'<div class="output">{turn}</div>',
                   html, count=1, flags=re.S)
 
 
@@ -76,8 +82,10 @@ def test_the_live_widget_hides_the_transcript_output_beside_it_without_jupyterla
             chat.wait_for(timeout=30_000)
             assert "The answer is 42." in chat.inner_text()  # the chat shows the conversation
             transcript = page.locator(".nbagent-transcript")
-            sync_api.expect(transcript).to_be_hidden(timeout=10_000)
-            assert "The answer is 42." in transcript.text_content()  # it is the saved copy, hidden
+            assert transcript.count() == 2
+            for i in range(2):
+                sync_api.expect(transcript.nth(i)).to_be_hidden(timeout=10_000)
+            assert "The answer is 42." in transcript.nth(1).text_content()  # it is the saved copy, hidden
             assert errors == []
         finally:
             browser.close()

@@ -1,27 +1,38 @@
-// The saved-transcript output (`<div class="nbagent-transcript">`, see nbagent/notebook/widget.py) is
-// displayed right after the widget, for notebooks read without a kernel. JupyterLab and Notebook 7
-// hide it with CSS (styles.css); other hosts (VS Code, Colab, a page of the standard HTML widget
-// manager) have other output classes, so the live widget hides it itself: walking up from the
+// The saved-transcript outputs (`<div class="nbagent-transcript">`, see
+// nbagent/notebook/transcript_output.py) follow the widget in its cell, for notebooks read without a
+// kernel: one with the turns so far, then one more per finished turn. JupyterLab and Notebook 7
+// hide them with CSS (styles.css); other hosts (VS Code, Colab, a page of the standard HTML widget
+// manager) have other output classes, so the live widget hides them itself: walking up from the
 // widget's element a few levels, the first ancestor whose next element sibling holds a transcript
-// and no chat widget; that sibling is the transcript's output.
+// and no chat widget; that sibling and the later ones holding a transcript (up to another chat
+// widget's output) are the transcript's outputs.
 
 const LEVELS = 5; // from the widget's element up to its output in the hosts' output lists
 const TRANSCRIPT = ".nbagent-transcript";
 
-/** The transcript output displayed next to the widget at `el`, or null.
- * @param {Element} el @returns {HTMLElement|null} */
-export function transcriptBeside(el) {
+/** @param {Element} node */
+const holdsTranscript = (node) => node.matches(TRANSCRIPT) || (!!node.querySelector(TRANSCRIPT) && !node.querySelector(".nba-chat"));
+
+/** The transcript outputs displayed after the widget at `el` (none: an empty list).
+ * @param {Element} el @returns {HTMLElement[]} */
+export function transcriptsBeside(el) {
   let node = el;
   for (let level = 0; level < LEVELS && node; level++) {
-    const next = /** @type {HTMLElement|null} */ (node.nextElementSibling);
-    if (next && (next.matches(TRANSCRIPT) || (next.querySelector(TRANSCRIPT) && !next.querySelector(".nba-chat")))) return next;
+    let next = /** @type {HTMLElement|null} */ (node.nextElementSibling);
+    if (next && holdsTranscript(next)) {
+      const found = [];
+      for (; next && !(next.matches(".nba-chat") || next.querySelector(".nba-chat")); next = /** @type {HTMLElement|null} */ (next.nextElementSibling)) {
+        if (holdsTranscript(next)) found.push(next);
+      }
+      return found;
+    }
     node = /** @type {Element} */ (node.parentElement);
   }
-  return null;
+  return [];
 }
 
-/** Hide the transcript output beside the live widget at `el`, now and when it arrives or is
- * re-displayed (it comes after the widget, and is replaced at each turn's end). Returns the stop.
+/** Hide the transcript outputs beside the live widget at `el`, now and as they arrive (they come
+ * after the widget, one more at each turn's end). Returns the stop.
  * @param {HTMLElement} el @returns {() => void} */
 export function hideTranscriptBeside(el) {
   if (typeof MutationObserver === "undefined") return () => {};
@@ -29,8 +40,9 @@ export function hideTranscriptBeside(el) {
   let stopped = false;
   const check = () => {
     queued = false;
-    const out = transcriptBeside(el);
-    if (out && out.style.display !== "none") { out.style.display = "none"; out.dataset.nbagentHidden = "live widget"; }
+    for (const out of transcriptsBeside(el)) {
+      if (out.style.display !== "none") { out.style.display = "none"; out.dataset.nbagentHidden = "live widget"; }
+    }
   };
   const watcher = new MutationObserver((records) => {
     if (queued || records.every((r) => el.contains(r.target))) return; // the chat's own streaming

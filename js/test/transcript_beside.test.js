@@ -1,9 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { transcriptBeside } from "../src/transcript_beside.js";
+import { transcriptsBeside } from "../src/transcript_beside.js";
 
 // A tiny element tree: class names, children, parent and next sibling, and the two selector
-// queries transcriptBeside makes (one class name each).
+// queries transcriptsBeside makes (one class name each).
 class El {
   /** @param {string} cls @param {El[]} kids */
   constructor(cls = "", kids = []) {
@@ -34,31 +34,41 @@ test("the transcript output displayed after the widget is found: VS Code-like an
   const el = new El("widget-el");
   const transcriptOut = new El("output", [new El("markdown", [new El("nbagent-transcript")])]);
   new El("cell-outputs", [new El("output", [new El("output-inner", [el])]), transcriptOut]);
-  assert.equal(transcriptBeside(el), transcriptOut);
+  assert.deepEqual(transcriptsBeside(el), [transcriptOut]);
   // the transcript div itself right after the widget's element (a static page)
   const el2 = new El("widget-el");
   const div = new El("nbagent-transcript");
   new El("page", [el2, div]);
-  assert.equal(transcriptBeside(el2), div);
+  assert.deepEqual(transcriptsBeside(el2), [div]);
 });
 
 test("nothing else is taken for the transcript: another chat's output, an output before the widget, a far one", () => {
   // the next output holds a chat widget too (a second widget with its own transcript)
   const el = new El("widget-el");
   new El("cell-outputs", [new El("output", [el]), new El("output", [new El("nba-chat"), new El("nbagent-transcript")])]);
-  assert.equal(transcriptBeside(el), null);
+  assert.deepEqual(transcriptsBeside(el), []);
   // the transcript comes before the widget: not the live widget's (it is displayed after it)
   const el2 = new El("widget-el");
   new El("cell-outputs", [new El("output", [new El("nbagent-transcript")]), new El("output", [el2])]);
-  assert.equal(transcriptBeside(el2), null);
+  assert.deepEqual(transcriptsBeside(el2), []);
   // a transcript more than five levels up (another cell's output): left alone
   const el3 = new El("widget-el");
   let node = el3;
   for (let i = 0; i < 6; i++) node = new El("wrap", [node]);
   new El("notebook", [node, new El("cell", [new El("nbagent-transcript")])]);
-  assert.equal(transcriptBeside(el3), null);
+  assert.deepEqual(transcriptsBeside(el3), []);
   // no transcript at all (marimo, a console)
   const el4 = new El("widget-el");
   new El("page", [new El("wrap", [el4]), new El("other")]);
-  assert.equal(transcriptBeside(el4), null);
+  assert.deepEqual(transcriptsBeside(el4), []);
+});
+
+test("every transcript output after the widget is found: the head and one per finished turn, up to another chat", () => {
+  const el = new El("widget-el");
+  const md = () => new El("output", [new El("markdown", [new El("nbagent-transcript")])]);
+  const head = md(), turn1 = md(), turn2 = md(), other = md();
+  const printed = new El("output", [new El("stream")]); // something the cell printed between them
+  new El("cell-outputs", [new El("output", [new El("output-inner", [el])]), head, turn1, printed, turn2,
+    new El("output", [new El("nba-chat")]), other]);
+  assert.deepEqual(transcriptsBeside(el), [head, turn1, turn2]); // not the next chat's transcript
 });

@@ -36,11 +36,11 @@ A prompt runs as an asyncio task on the kernel's loop,
 so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
 
-Display: showing the widget also shows a second output, the transcript (safe
-markdown in ``<div class="nbagent-transcript">``), under a display id; it is
-updated when a turn finishes (never per token), so a saved notebook shows the
-conversation as it was when saved — on GitHub, nbviewer, nbconvert, or in
-Jupyter without the kernel. The widget's CSS hides it next to a live chat.
+Display: showing the widget also shows the transcript (safe markdown in
+``<div class="nbagent-transcript">``) after it: one output with the turns so far, then one
+output appended per finished turn, each sent once (transcript_output.py), so a saved notebook
+shows the whole conversation as it was when saved — on GitHub, nbviewer, nbconvert, or in
+Jupyter without the kernel. The widget's CSS hides them next to a live chat.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
 from .conversation_view import ConversationView
+from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SESSION_REQUESTS, SessionControls
 from .widget_usage import gate, gauge_dict
 from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape
@@ -68,7 +69,6 @@ FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the 
 LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top one the rest)
 _STATIC = Path(__file__).parent / "static"
 ASSETS = {"math": "math.js", "grammars": "grammars.js"}  # modules a view loads when it first needs them
-TRANSCRIPT_CHARS = 200_000  # the saved transcript keeps the newest steps up to about this size
 __all__ = ["ASSETS", "asset_code", "ChatWidget", "FLUSH_INTERVAL", "LEVELS", "record_dict", "step_dict"]
 
 
@@ -118,7 +118,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._armed: asyncio.AbstractEventLoop | None = None  # where a flush is scheduled
         self._last_flush = 0.0
         self._task: asyncio.Task | None = None
-        self._display_id: str | None = None  # the transcript output's, once shown
+        self.transcript = TranscriptOutput(self._key)  # the saved transcript's outputs, once shown
         self.stats = {"messages": 0, "delta_items": 0, "syncs": 0}
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -182,7 +182,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self._on_turn_finished(payload)
                 self._dirty.add("gauge")
             self._flush()
-            self._update_transcript()
+            self._update_transcript(payload.turn)
             return
         with self._lock:
             if event == ConversationEvent.TURN_STARTED:
@@ -204,6 +204,8 @@ class ChatWidget(anywidget.AnyWidget):
             self._flush()
         if event == ConversationEvent.CLEARED:
             self._update_transcript()
+        elif event == ConversationEvent.STEP:  # a turn already in the transcript may change (a manual result)
+            self.transcript.step_changed(self.conversation, payload)
 
     def _on_turn_finished(self, record: TurnRecord) -> None:
         turn = self._turns.setdefault(record.turn, TurnBuffer(record))
@@ -416,71 +418,49 @@ class ChatWidget(anywidget.AnyWidget):
 
     # --- display -----------------------------------------------------------------------
 
-    def _repr_mimebundle_(self, **kwargs: Any):
+    def _widget_bundle(self, in_kernel: bool, **kwargs: Any) -> Any:
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if isinstance(data, dict):
-            # in a kernel the transcript output says it all where widgets do not render (nbconvert,
+            # in a kernel the transcript outputs say it all where widgets do not render (nbconvert,
             # GitHub): the widget's own text stays empty there, instead of a stray line
-            shown = self._show_transcript()
-            data["text/plain"] = "" if shown else "nbagent chat widget (shows in Jupyter with its kernel)"
+            data["text/plain"] = "" if in_kernel else "nbagent chat widget (shows in Jupyter with its kernel)"
         return bundle
 
+    def _repr_mimebundle_(self, **kwargs: Any):
+        return self._widget_bundle(self._show_transcript(), **kwargs)
+
     def _ipython_display_(self) -> None:
-        """Shown as display data (the transcript, then the widget): no ``Out[n]:`` prompt beside
+        """Shown as display data (the widget, then its transcript): no ``Out[n]:`` prompt beside
         a saved notebook's transcript."""
         from IPython.display import display
 
-        bundle = self._repr_mimebundle_()
+        bundle = self._widget_bundle(self.transcript.available())
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
         display(data, raw=True, metadata=metadata or None)
+        self._show_transcript()
 
     def transcript_bundle(self) -> dict:
-        """The transcript output's data: safe markdown (see transcript.py: what a model wrote is
-        never HTML) of the newest steps, about TRANSCRIPT_CHARS at most."""
-        from .transcript import transcript_markdown
-
-        history = self.conversation.history
-        steps: list[Step] = []
-        size = 0
-        for step in reversed(history):
-            size += len(step.content) + len(step.thinking) + 200
-            if steps and size > TRANSCRIPT_CHARS:
-                break
-            steps.append(step)
-        steps.reverse()
-        turns = len(self.conversation.turns)
-        head = f"nbagent chat · {turns} turn{'s' if turns != 1 else ''}"
-        head += f" · the last {len(steps)} of {len(history)} steps" if len(steps) < len(history) else ""
-        head += " · saved transcript: re-run the cell to chat again"
-        body = transcript_markdown(steps) if steps else "*(no messages yet)*"
-        md = f'<div class="nbagent-transcript">\n\n*{head}*\n\n{body}\n\n</div>'
-        return {"text/markdown": md, "text/plain": head}
+        """What the transcript output shown now holds: the head line and every finished turn, as
+        safe markdown (transcript_output.py)."""
+        return transcript_piece(TranscriptOutput.finished_steps(self.conversation), head=True)
 
     def _show_transcript(self) -> bool:
-        """Display the transcript output (in a kernel only); all of them share one display id.
+        """Display the transcript output (in a kernel only); later turns are appended to it.
         Whether it was shown."""
         try:
-            from IPython import get_ipython
-            from IPython.display import display
-
-            if getattr(get_ipython(), "kernel", None) is None:
-                return False
-            self._display_id = self._display_id or f"nbagent-{self._key}"
-            display(self.transcript_bundle(), raw=True, display_id=self._display_id)
-            return True
+            return self.transcript.show(self.conversation)
         except Exception:  # the widget still shows; only the saved transcript is missing
-            self._display_id = None
             return False
 
-    def _update_transcript(self) -> None:
-        """Bring the transcript output up to date (at a turn's end, never per token)."""
-        if self._display_id is None:
-            return
+    def _update_transcript(self, turn: int | None = None) -> None:
+        """A turn finished (``turn``): append it to the transcript outputs; None: the history was
+        cleared or replaced, the transcript starts again. Never per token."""
         try:
-            from IPython.display import update_display
-
-            update_display(self.transcript_bundle(), raw=True, display_id=self._display_id)
+            if turn is None:
+                self.transcript.reset(self.conversation)
+            else:
+                self.transcript.turn_finished(self.conversation, turn)
         except Exception:  # a closed kernel channel: nothing to update
             pass
 

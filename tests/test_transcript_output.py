@@ -1,0 +1,33 @@
+"""The widget's saved transcript in a real kernel: a long chat driven from the widget's box (as a
+browser does, over its comm) keeps every turn in the cell's outputs, and what a turn costs on the
+wire does not grow with the conversation (bytes, not times). See tests/support/kernel_chat.py for
+the front end's rules the outputs follow."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.kernel_chat import KernelChat, answer_text
+
+pytest.importorskip("ipykernel")
+pytest.importorskip("anywidget")
+
+TURNS, WORDS = 24, 1_500  # about 250 KB of answers: beyond the old 200 KB cap
+
+
+def test_a_long_chat_keeps_every_turn_and_each_turn_costs_the_same():
+    answers = [answer_text(i, WORDS) for i in range(TURNS)]
+    with KernelChat(answers) as chat:
+        costs = [chat.turn(f"question {i}") for i in range(TURNS)]
+        saved = chat.outputs.markdown(chat.cell)
+        assert sum(len(a) for a in answers) > 200_000
+        missing = [i for i in range(TURNS) if f"begin{i:03d}" not in saved or f"end{i:03d}" not in saved]
+        assert not missing  # the first turn too
+        assert all(f"question {i}" in saved for i in range(TURNS))
+        display = [c.display for c in costs]
+        assert max(display) <= 1.05 * min(display)  # the last turn's transcript costs what the first's did
+        assert display[0] <= 1.2 * len(answers[0].encode())  # each turn's text goes out once
+        # clearing the history blanks the old outputs (from another cell, by display id)
+        chat.execute("agent.conversation.clear_history()")
+        saved = chat.outputs.markdown(chat.cell)
+        assert "begin000" not in saved and "question" not in saved and "saved transcript" in saved
