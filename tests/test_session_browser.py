@@ -14,7 +14,7 @@ pytest.importorskip("anywidget")
 import nbagent  # noqa: E402
 from nbagent import Agent, list_sessions, tool  # noqa: E402
 from nbagent.notebook.session_browser import SessionBrowser  # noqa: E402
-from nbagent.notebook.widget import LEVELS, ChatWidget  # noqa: E402
+from nbagent.notebook.widget import ChatWidget  # noqa: E402
 from nbagent.session_folder import TRASH  # noqa: E402
 
 STATIC = Path(nbagent.__file__).parent / "notebook" / "static"
@@ -47,7 +47,7 @@ def calculator(expression: str) -> str:
 
 
 def finished(w: ChatWidget) -> list:
-    return [t for k in range(LEVELS) for t in getattr(w, f"turns_{k}")]
+    return w.finished_turns()
 
 
 def ask(browser: SessionBrowser, box: Outbox, rid: str, **msg) -> dict:

@@ -31,3 +31,16 @@ def test_a_long_chat_keeps_every_turn_and_each_turn_costs_the_same():
         chat.execute("agent.conversation.clear_history()")
         saved = chat.outputs.markdown(chat.cell)
         assert "begin000" not in saved and "question" not in saved and "saved transcript" in saved
+
+
+def test_in_a_long_chat_the_widget_comm_carries_each_answer_once():
+    """Finished turns are not traits: the comm carries each answer's text once (as deltas), and a
+    late turn costs what an early one does (the old trait levels re-sent turns as they merged)."""
+    answers = [answer_text(i, 400) for i in range(33)]
+    with KernelChat(answers) as chat:
+        costs = [chat.turn(f"question {i}") for i in range(33)]
+        wire = "".join(chat.comm_log)
+    assert [i for i in range(33) if wire.count(f"end{i:03d}") != 1] == []
+    comm = [c.comm for c in costs]
+    assert comm[32] <= 2 * comm[2], comm
+    assert sum(comm) <= 2 * sum(len(a.encode()) for a in answers)

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("anywidget")
 
 from nbagent import Agent  # noqa: E402
-from nbagent.notebook.widget import FLUSH_INTERVAL, LEVELS, ChatWidget  # noqa: E402
+from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
 
 from support.scripted import ScriptedProvider, text_call  # noqa: E402
 
@@ -46,7 +46,7 @@ async def test_the_gauge_shows_context_window_and_spend_after_each_turn():
     assert w.gauge["tokens"] == 750 and w.gauge["spent"] == pytest.approx((340 + 800) / 1e6)
     assert len(json.dumps(w.gauge)) < 120  # a few numbers per turn
     # the turn footer's cost uses the conversation's prices too
-    records = {t["record"]["turn"]: t["record"] for k in range(LEVELS) for t in getattr(w, f"turns_{k}")}
+    records = {t["record"]["turn"]: t["record"] for t in w.finished_turns()}
     assert records[1]["cost"] == pytest.approx(800 / 1e6)
 
 
@@ -71,7 +71,7 @@ async def test_an_over_budget_send_asks_and_send_anyway_sends_that_one_turn():
     assert agent.conversation.budget_usd == 1e-9  # the budget stays; only that turn went through
     w._on_msg(w, {"type": "send", "prompt": "more"})
     await until_idle(w)
-    assert [m["type"] for m in sent if m["type"] != "deltas"] == ["confirm"] * 3 and len(provider.requests) == 1
+    assert [m["type"] for m in sent if m["type"] not in ("deltas", "turn")] == ["confirm"] * 3 and len(provider.requests) == 1
 
 
 async def test_a_likely_overflow_is_a_notice_before_the_turn():

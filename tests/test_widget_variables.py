@@ -138,7 +138,7 @@ async def test_a_code_tool_call_reaches_the_card_with_its_code_before_and_after_
     assert calls == [("c1", "run_python", {"code": code})]
     w._on_msg(w, {"type": "approve", "call_id": "c1"})
     await until_idle(w)
-    turn = [t for k in range(12) for t in getattr(w, f"turns_{k}")][-1]
+    turn = w.finished_turns()[-1]
     run = next(s for s in turn["steps"] if s.get("target") == "ENVIRONMENT" and s["type"] == "TOOL_CALL")
     assert run["status"] == "DONE" and "<table" in run["display"]["text/html"]
     assert "&lt;script&gt;" in run["display"]["text/html"] and "<script>" not in run["display"]["text/html"]

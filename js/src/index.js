@@ -90,28 +90,32 @@ function storeFor(model) {
     }
   };
   if (key) stores.set(key, s);
-  // finished turns live in the levels turns_0, turns_1, ... (see nbagent/notebook/widget.py)
-  const levels = [];
-  for (let k = 0; model.get(`turns_${k}`) !== undefined; k++) levels.push(`turns_${k}`);
-  const traits = () => ({ type: "traits", history: levels.flatMap((name) => model.get(name) || []),
-    current: model.get("current"), running: model.get("running"), notice: model.get("notice"), gauge: model.get("gauge") });
+  // finished turns come as custom messages ("turn", "turns"), the running one in `current`, the
+  // text as deltas (see nbagent/notebook/widget.py); `finished` says how many finished turns there are
+  const traits = () => ({ type: "traits", current: model.get("current"), running: model.get("running"),
+    notice: model.get("notice"), gauge: model.get("gauge"), finished: model.get("finished") || 0 });
+  /** Text or turns missing (a page reloaded, a late view, a new conversation): ask for all, once
+   * the syncs in flight had a moment to arrive, and at most every 2 s. @param {number} wait */
+  const askIfGap = (wait) => {
+    if (!s.state.gap || s.timer || s.state.dead) return;
+    s.timer = setTimeout(() => {
+      s.timer = null;
+      if (!s.state.gap) return;
+      const since = performance.now() - s.resyncAt;
+      if (since < 2000) { askIfGap(2000 - since); return; }
+      s.resyncAt = performance.now();
+      const debug = debugLog();
+      if (debug) debug.resyncs = (debug.resyncs || 0) + 1;
+      s.send({ type: "resync" });
+    }, wait);
+  };
   /** @param {any} event */
   const dispatch = (event) => {
     const next = apply(s.state, event);
     if (next === s.state) return;
     s.state = next;
     for (const v of s.views) v.update(next);
-    if (next.gap && !s.timer) { // text missing (e.g. the page was reloaded mid-stream): ask once
-      s.timer = setTimeout(() => {
-        s.timer = null;
-        if (s.state.gap && performance.now() - s.resyncAt > 2000) {
-          s.resyncAt = performance.now();
-          const debug = debugLog();
-          if (debug) debug.resyncs = (debug.resyncs || 0) + 1;
-          s.send({ type: "resync" });
-        }
-      }, 300);
-    }
+    askIfGap(300);
   };
   let queued = false;
   const onTraits = () => {
@@ -119,12 +123,12 @@ function storeFor(model) {
     queued = true;
     queueMicrotask(() => { queued = false; dispatch(traits()); });
   };
-  for (const name of [...levels, "current", "running", "notice", "gauge"]) model.on(`change:${name}`, onTraits);
+  for (const name of ["current", "running", "notice", "gauge", "finished"]) model.on(`change:${name}`, onTraits);
   model.on("change:conversation_key", () => { resetViews(s); onTraits(); }); // rebound: New chat, History
   model.on("comm_live_update", () => queueMicrotask(s.checkLive));
   s.unwatch = watchKernel(model, (why) => dispatch({ type: "dead", reason: why }));
   model.on("msg:custom", (/** @type {any} */ msg) => {
-    if (msg && (msg.type === "refused" || msg.type === "confirm")) { dispatch(msg); return; }
+    if (msg && (msg.type === "refused" || msg.type === "confirm" || msg.type === "turn" || msg.type === "turns")) { dispatch(msg); return; }
     if (msg && msg.type === "names") { for (const v of s.views) v.mentions.receive(msg); return; } // @name: the kernel's variables
     if (msg && msg.type === "asset" && typeof msg.name === "string" && typeof msg.code === "string") { // math.js, grammars.js
       loadAsset(msg.name, msg.code).catch((e) => console.warn(`nbagent: ${msg.name}`, e));
@@ -138,6 +142,7 @@ function storeFor(model) {
   });
   setAssetRequester((name) => s.send({ type: "asset", name })); // the newest widget asks for lazy modules
   s.state = apply(s.state, traits());
+  askIfGap(0); // a late view (a page reload, another page): the finished turns are asked for
   return s;
 }
 

@@ -6,31 +6,44 @@
  * @typedef {{step_index: number, type?: string, source?: string, target?: string, status?: string,
  *   content: string, thinking?: string, tool_calls?: any[], error?: string, http_code?: number,
  *   usage_metadata?: any, approval?: string, run_seconds?: number, compaction?: any,
- *   finish_reason?: string, model?: string, preparing_tool?: string, notice?: string, created_at?: number, finished_at?: number, turn?: number}} Step
- * @typedef {{turn: number, record: any, steps: Step[]}} Turn
- * @typedef {[number, "c"|"t", number, string]} DeltaItem
+ *   finish_reason?: string, model?: string, preparing_tool?: string, notice?: string, created_at?: number,
+ *   finished_at?: number, turn?: number, n?: [number, number]}} Step
+ *   `n`: the lengths of content and thinking the kernel has (a bare step: its text came as deltas)
+ * @typedef {{turn: number, record: any, steps: Step[], done?: boolean}} Turn
+ *   `done`: its end came ("turn" or "turns"): a late `current` trait of it is stale
+ * @typedef {[number, "c"|"t", number, string, boolean?]} DeltaItem  a 5th `true`: replace from offset
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
- *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null}} State
+ *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null,
+ *   finished: number}} State
  *   `dead`: why the kernel can no longer be reached ("" while it can); `refusals` counts the
  *   prompts the kernel declined (a view that sent one stops waiting); `gauge` is the context and
- *   spend trait; `confirm` an over-budget prompt the kernel asks about (`seq` counts the asks).
- * @typedef {{type: "traits", history?: any[], current?: any, running?: boolean, notice?: string, gauge?: any}
- *   | {type: "deltas", items: DeltaItem[]} | {type: "dead", reason: string} | {type: "refused", text: string}
+ *   spend trait; `confirm` an over-budget prompt the kernel asks about (`seq` counts the asks);
+ *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
+ *   view asks for a resync).
+ * @typedef {{type: "traits", current?: any, running?: boolean, notice?: string, gauge?: any, finished?: number}
+ *   | {type: "deltas", items: DeltaItem[]} | {type: "turn", turn: any} | {type: "turns", turns: any[], first?: boolean}
+ *   | {type: "dead", reason: string} | {type: "refused", text: string}
  *   | {type: "confirm", prompt: string, text: string}} Event
+ * The kernel's messages: nbagent/notebook/widget.py. Finished turns arrive as events ("turn" bare,
+ * "turns" whole), the running one as the `current` trait (bare), the text as deltas.
  */
 
 /** @returns {State} */
 export function initialState() {
-  return { turns: [], running: false, notice: "", pending: [], gap: false, dead: "", refusals: 0, gauge: null, confirm: null };
+  return { turns: [], running: false, notice: "", pending: [], gap: false, dead: "", refusals: 0, gauge: null, confirm: null, finished: 0 };
 }
 
 const FIELD = { c: "content", t: "thinking" };
 
-/** Merge a step from the traits with the local one: a finished step from the kernel wins; while
- * it streams, the longer text (local deltas may be ahead of the last trait sync) wins. */
+/** Merge a step from the kernel with the local one. A bare step (`n`) keeps the local text (it came
+ * as deltas); a whole finished step wins; while it streams, the longer text wins (local deltas
+ * may be ahead of the last sync). */
 function mergeStep(/** @type {Step|undefined} */ local, /** @type {Step} */ remote) {
   const step = { ...remote, content: remote.content || "", thinking: remote.thinking || "" };
-  if (local && (remote.status || "ACTIVE") === "ACTIVE") {
+  if (remote.n) {
+    step.content = local ? local.content || "" : "";
+    step.thinking = local ? local.thinking || "" : "";
+  } else if (local && (remote.status || "ACTIVE") === "ACTIVE") {
     for (const f of ["content", "thinking"]) {
       // @ts-ignore
       if ((local[f] || "").length > step[f].length) step[f] = local[f];
@@ -44,53 +57,91 @@ function sameStep(/** @type {any} */ a, /** @type {any} */ b) {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-/** remote turn object -> [the local turn it was merged with, the result]: unchanged traits keep
- * their objects, so a long history is not compared again on every sync. @type {WeakMap<any, [any, Turn]>} */
+/** remote turn object -> [the local turn it was merged with, the result]: an unchanged trait keeps
+ * its object, so it is not compared again on every sync. @type {WeakMap<any, [any, Turn]>} */
 const merged = new WeakMap();
 
-/** @param {Turn|undefined} local @param {any} remote @param {Set<number>} known @returns {Turn} */
-function mergeTurn(local, remote, known) {
+/** @param {Turn|undefined} local @param {any} remote @param {boolean} done @returns {Turn} */
+function mergeTurn(local, remote, done) {
   const hit = merged.get(remote);
-  if (hit && hit[0] === local && local === hit[1]) return local;
-  const turn = mergeTurnSlow(local, remote, known);
+  if (hit && hit[0] === local && local === hit[1] && !!local.done === done) return local;
+  const turn = mergeTurnSlow(local, remote, done);
   merged.set(remote, [turn, turn]);
   return turn;
 }
 
-/** @param {Turn|undefined} local @param {any} remote @param {Set<number>} known @returns {Turn} */
-function mergeTurnSlow(local, remote, known) {
+/** @param {Turn|undefined} local @param {any} remote @param {boolean} done @returns {Turn} */
+function mergeTurnSlow(local, remote, done) {
   const byIndex = new Map((local ? local.steps : []).map((s) => [s.step_index, s]));
   const steps = (remote.steps || []).map((/** @type {Step} */ s) => mergeStep(byIndex.get(s.step_index), s));
-  // steps only known from deltas (their structural sync is on its way) are kept
-  for (const s of local ? local.steps : []) {
-    if (!known.has(s.step_index)) steps.push(s);
-  }
   steps.sort((a, b) => a.step_index - b.step_index);
-  const turn = remote.record ? remote.record.turn : (local ? local.turn : -1);
+  const turn = turnOf(remote);
   const record = local && sameStep(local.record, remote.record) ? local.record : remote.record;
-  if (local && local.record === record && local.steps.length === steps.length && local.steps.every((s, i) => s === steps[i])) {
+  if (local && local.record === record && !!local.done === done && local.steps.length === steps.length
+      && local.steps.every((s, i) => s === steps[i])) {
     return local;
   }
-  return { turn, record, steps };
+  return done ? { turn, record, steps, done } : { turn, record, steps };
+}
+
+const turnOf = (/** @type {any} */ r) => (r.record ? r.record.turn : -1);
+
+/** The turns with `remote` merged in at its place (by turn number). @param {Turn[]} turns @param {any} remote
+ * @param {boolean} done @returns {Turn[]} */
+function upsert(turns, remote, done) {
+  const n = turnOf(remote);
+  const i = turns.findIndex((t) => t.turn === n);
+  if (i >= 0 && turns[i].done && !done) return turns; // a late sync of a turn that has ended
+  const turn = mergeTurn(i >= 0 ? turns[i] : undefined, remote, done);
+  if (i >= 0) {
+    if (turn === turns[i]) return turns;
+    const next = [...turns];
+    next[i] = turn;
+    return next;
+  }
+  return [...turns, turn].sort((a, b) => a.turn - b.turn);
+}
+
+/** Some text or some finished turns the kernel has are missing here. @param {State} state */
+function missing(state) {
+  if (state.pending.length) return true;
+  if (state.turns.filter((t) => t.done).length < state.finished) return true;
+  return state.turns.some((t) => t.steps.some((s) => s.n && ((s.content || "").length < s.n[0] || (s.thinking || "").length < s.n[1])));
+}
+
+/** Deltas that ran ahead of the turn they belong to apply now; `gap` says what is still missing.
+ * @param {State} state @returns {State} */
+function settle(state) {
+  const pending = state.pending;
+  const next = pending.length ? applyDeltas({ ...state, pending: [] }, pending) : state;
+  const gap = missing(next);
+  return gap === next.gap ? next : { ...next, gap };
 }
 
 /** @param {State} state @param {Event} event @returns {State} */
 export function apply(state, event) {
   if (event.type === "traits") {
-    const byTurn = new Map(state.turns.map((t) => [t.turn, t]));
-    const remote = [...(event.history || [])];
-    if (event.current) remote.push(event.current);
-    const turnOf = (/** @type {any} */ r) => (r.record ? r.record.turn : -1);
-    remote.sort((a, b) => turnOf(a) - turnOf(b));
-    const known = new Set(remote.flatMap((r) => (r.steps || []).map((/** @type {Step} */ s) => s.step_index)));
-    const turns = remote.map((r) => mergeTurn(byTurn.get(r.record ? r.record.turn : -1), r, known));
+    const turns = event.current ? upsert(state.turns, event.current, false) : state.turns;
     const gauge = sameStep(state.gauge, event.gauge || null) ? state.gauge : event.gauge || null;
-    const next = { ...state, turns, running: !!event.running, notice: event.notice || "", pending: [], gap: false, gauge };
+    const next = { ...state, turns, running: !!event.running, notice: event.notice || "", gauge, finished: event.finished || 0 };
     if (state.dead) return markDead({ ...next, dead: "" }, state.dead);
-    // deltas that ran ahead of this sync may apply now
-    return state.pending.length ? applyDeltas(next, state.pending) : next;
+    return settle(next);
   }
-  if (event.type === "deltas") return applyDeltas(state, event.items);
+  if (event.type === "turn") return settle({ ...state, turns: upsert(state.turns, event.turn, true) });
+  if (event.type === "turns") { // a resync: every turn whole, in pages; the first drops what was here
+    const old = new Map(state.turns.map((t) => [t.turn, t]));
+    const turns = event.first ? [] : [...state.turns];
+    for (const t of event.turns || []) {
+      const i = turns.findIndex((x) => x.turn === turnOf(t));
+      const turn = mergeTurn(i >= 0 ? turns[i] : old.get(turnOf(t)), t, !t.record || t.record.status !== "running");
+      if (i >= 0) turns[i] = turn;
+      else turns.push(turn);
+    }
+    turns.sort((a, b) => a.turn - b.turn);
+    const next = { ...state, turns };
+    return state.dead ? markDead({ ...next, dead: "" }, state.dead) : settle(next);
+  }
+  if (event.type === "deltas") return settle(applyDeltas(state, event.items));
   if (event.type === "refused") return { ...state, notice: event.text || "", refusals: state.refusals + 1 };
   if (event.type === "confirm") { // answered like a refusal (the view unlocks), plus the ask
     const seq = state.confirm ? state.confirm.seq + 1 : 1;
@@ -114,35 +165,26 @@ function applyDeltas(state, items) {
   /** @type {DeltaItem[]} */
   const pending = [...state.pending];
   for (const item of items) {
-    const [index, f, offset, text] = item;
+    const [index, f, offset, text, replace] = item;
     const field = /** @type {"content"|"thinking"} */ (FIELD[f]);
     let ti = -1, si = -1;
     for (let i = turns.length - 1; i >= 0 && si < 0; i--) {
       si = turns[i].steps.findIndex((s) => s.step_index === index);
       if (si >= 0) ti = i;
     }
-    if (si < 0 && offset > 0) { pending.push(item); continue; } // its sync has not arrived yet
-    // a new step while the last turn has ended belongs to a turn whose sync has not arrived
-    // (its deltas go out just before it): never give it to the finished turn
-    const last = turns[turns.length - 1];
-    if (si < 0 && last && last.record && last.record.status !== "running") { pending.push(item); continue; }
-    if (turns === state.turns) turns = [...turns];
-    if (si < 0) { // a new step streaming model text to the user; its sync follows
-      if (!turns.length) turns.push({ turn: -1, record: null, steps: [] });
-      ti = turns.length - 1;
-      turns[ti] = { ...turns[ti], steps: [...turns[ti].steps, { step_index: index, kind: "model_call", type: "TEXT_RESPONSE", source: "MODEL", target: "USER", status: "ACTIVE", content: "", thinking: "" }] };
-      si = turns[ti].steps.length - 1;
-    }
+    // a step the view does not know yet: its turn's sync follows (it goes out after the deltas)
+    if (si < 0) { pending.push(item); continue; }
     const step = turns[ti].steps[si];
     const have = step[field] || "";
     if (offset > have.length) { pending.push(item); continue; } // a gap: wait for a sync
-    if (offset + text.length <= have.length) continue; // already have it
+    if (!replace && offset + text.length <= have.length) continue; // already have it
+    if (turns === state.turns) turns = [...turns];
     const steps = [...turns[ti].steps];
-    steps[si] = { ...step, [field]: have + text.slice(have.length - offset) };
+    steps[si] = { ...step, [field]: replace ? have.slice(0, offset) + text : have + text.slice(have.length - offset) };
     turns[ti] = { ...turns[ti], steps };
   }
   if (turns === state.turns && pending.length === state.pending.length) return state;
-  return { ...state, turns, pending, gap: pending.length > 0 };
+  return { ...state, turns, pending };
 }
 
 /** A plain view of the transcript (for tests and the Python mirror check). @param {State} state */

@@ -25,7 +25,7 @@ test("spend over the budget is flagged (the footer highlights it)", () => {
 });
 
 test("an over-budget ask unlocks the view like a refusal and carries the estimate", () => {
-  let s = apply(initialState(), { type: "traits", history: [], running: false, gauge: { tokens: 5, window: 10 } });
+  let s = apply(initialState(), { type: "traits", running: false, gauge: { tokens: 5, window: 10 } });
   assert.deepEqual(s.gauge, { tokens: 5, window: 10 });
   const before = s.refusals;
   s = apply(s, { type: "confirm", prompt: "<b>hi</b>", text: "Estimate: ~9 input tokens" });
@@ -33,6 +33,6 @@ test("an over-budget ask unlocks the view like a refusal and carries the estimat
   assert.deepEqual(s.confirm, { prompt: "<b>hi</b>", text: "Estimate: ~9 input tokens", seq: 1 });
   s = apply(s, { type: "confirm", prompt: "again", text: "t" });
   assert.equal(s.confirm.seq, 2);
-  const same = apply(s, { type: "traits", history: [], running: false, gauge: { tokens: 5, window: 10 } });
+  const same = apply(s, { type: "traits", running: false, gauge: { tokens: 5, window: 10 } });
   assert.equal(same.gauge, s.gauge); // an equal gauge keeps its identity
 });

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { savedWidgets, stubState, STATE_MIME, STUB_ESM } from "../src/saved_state.js";
 
 const live = { _model_module: "anywidget", _model_name: "AnyModel", _model_module_version: "~0.11.*",
-  _view_module: "anywidget", _view_name: "AnyView", _view_module_version: "~0.11.*", _esm: "x".repeat(150_000), turns_0: [{ secret: 1 }] };
+  _view_module: "anywidget", _view_name: "AnyView", _view_module_version: "~0.11.*", _esm: "x".repeat(150_000), current: { secret: 1 } };
 
 test("the stub names the live model's classes and renders nothing: no transcript, no bundle", () => {
   const stub = stubState((k) => live[k]);
@@ -11,7 +11,7 @@ test("the stub names the live model's classes and renders nothing: no transcript
   assert.equal(stub.model_name, "AnyModel");
   assert.equal(stub.state._view_name, "AnyView");
   assert.equal(stub.state._esm, STUB_ESM);
-  assert.equal(stub.state.turns_0, undefined);
+  assert.equal(stub.state.current, undefined);
   assert.ok(JSON.stringify(stub).length < 1000);
 });
 

@@ -9,17 +9,17 @@ const chunks = [];
 for await (const c of process.stdin) chunks.push(c);
 const { messages, reorder } = JSON.parse(Buffer.concat(chunks).toString("utf8"));
 /** @type {Record<string, any>} */
-const attrs = { current: null, running: false, notice: "" };
+const attrs = { current: null, running: false, notice: "", finished: 0 };
 let state = initialState();
 const traits = () => ({ type: "traits", current: attrs.current, running: attrs.running, notice: attrs.notice,
-  history: Object.keys(attrs).filter((k) => k.startsWith("turns_")).sort().flatMap((k) => attrs[k]) });
+  finished: attrs.finished });
 let held = null;
 for (const [kind, body] of messages) {
   if (kind === "update") {
     if (held) { Object.assign(attrs, held); state = apply(state, traits()); }
     held = body;
     if (!reorder) { Object.assign(attrs, held); held = null; state = apply(state, traits()); }
-  } else if (body.type === "deltas") {
+  } else if (["deltas", "turn", "turns"].includes(body.type)) {
     state = apply(state, body);
     if (held) { Object.assign(attrs, held); held = null; state = apply(state, traits()); }
   }

@@ -2,21 +2,28 @@
 
 Wire protocol (kernel -> front end):
 
-- traits (durable; a late or reloaded view rebuilds the transcript from them):
-  ``turns_0`` … ``turns_{LEVELS-1}`` hold the finished turns and ``current``
-  the running one (or None); a turn is ``{"record": {...TurnRecord, cost?},
-  "steps": [step dicts]}``. The levels work like a binary counter: a finished
-  turn enters level 0, and a full level merges into the next one up, so each
-  turn is re-sent O(log turns) times, never the whole conversation per turn;
-  ``running`` (a turn is in flight), ``notice`` (a widget-level message) and ``gauge`` (context
-  and spend, see widget_usage.py).
-  Turns are re-synced on *structural* changes only (a step appears, changes
-  status, gets tool calls or usage), coalesced with the deltas.
-- custom messages (in flight): ``{"type": "deltas", "items": [[step_index,
-  "c"|"t", offset, text], ...]}`` with every delta since the last flush, one
-  message at most every ``FLUSH_INTERVAL`` seconds. ``offset`` is where the
-  text starts in the step's content ("c") or thinking ("t"), so a view can
-  drop what it already has and detect a gap (it then asks for a resync).
+- traits: ``current``, the running turn (or None), *bare*: a turn is ``{"record": {...TurnRecord,
+  cost?}, "steps": [step dicts]}`` and a bare one has each step's ``content`` / ``thinking``
+  replaced by ``"n": [their lengths]`` (the text travels as deltas only); ``finished`` (how many
+  finished turns there are), ``running`` (a turn is in flight), ``notice`` (a widget-level
+  message) and ``gauge`` (context and spend, see widget_usage.py). ``current`` is re-synced on
+  *structural* changes only (a step appears, changes status, gets tool calls or usage),
+  coalesced with the deltas.
+- custom messages: ``{"type": "deltas", "items": [[step_index, "c"|"t", offset, text], ...]}``
+  with every delta since the last flush, one message at most every ``FLUSH_INTERVAL`` seconds;
+  ``offset`` is where the text starts in the step's content ("c") or thinking ("t"), so a view can
+  drop what it already has and detect a gap; an item with a 5th element ``true`` replaces the
+  field from ``offset`` on (text rewritten, not appended). Every step's text, the prompt's
+  included, goes this way, once.
+  ``{"type": "turn", "turn": bare turn}``: a turn ended (or a finished one changed), sent once,
+  after its last deltas. Finished turns are not traits: the kernel keeps them, so nothing is
+  re-sent as a conversation grows.
+  ``{"type": "turns", "turns": [whole turns], "first", "last"}``: the answer to a resync, every
+  turn with its text (the running one last), oldest first, in pages of about ``PAGE_CHARS``; the
+  first page tells a view to drop what it has. A view asks (``{"type": "resync"}``) when it
+  arrives without the turns (a page reload, ``finished`` above what it has, a new
+  ``conversation_key``) or misses text (a bare step longer than its own, a delta past its end);
+  custom messages sent before a view exists are lost, hence asking.
 
   A refused prompt (empty, or a turn is already running) is answered with
   ``{"type": "refused", "text"}`` so the view that sent it unlocks at once; an over-budget one
@@ -46,6 +53,7 @@ Jupyter without the kernel. The widget's CSS hides them next to a live chat.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -66,10 +74,10 @@ from .widget_usage import gate, gauge_dict
 from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
-LEVELS = 12  # trait levels of finished turns (level k holds 2**k turns; the top one the rest)
+PAGE_CHARS = 500_000  # a resync's finished turns go in messages of about this size at most
 _STATIC = Path(__file__).parent / "static"
 ASSETS = {"math": "math.js", "grammars": "grammars.js"}  # modules a view loads when it first needs them
-__all__ = ["ASSETS", "asset_code", "ChatWidget", "FLUSH_INTERVAL", "LEVELS", "record_dict", "step_dict"]
+__all__ = ["ASSETS", "asset_code", "ChatWidget", "FLUSH_INTERVAL", "PAGE_CHARS", "record_dict", "step_dict"]
 
 
 def asset_code(name: object) -> str | None:
@@ -83,10 +91,8 @@ class ChatWidget(anywidget.AnyWidget):
     _esm = _STATIC / "widget.js"
     _css = _STATIC / "widget.css"
 
-    for _k in range(LEVELS):  # turns_0 ... turns_11: finished turns, see the module docstring
-        vars()[f"turns_{_k}"] = traitlets.List().tag(sync=True)
-    del _k
-    current = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    finished = traitlets.Int(0).tag(sync=True)  # how many finished turns (a view missing some asks for them)
+    current = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)  # the running turn, bare
     running = traitlets.Bool(False).tag(sync=True)
     notice = traitlets.Unicode("").tag(sync=True)
     gauge = traitlets.Dict().tag(sync=True)  # context and spend (widget_usage.py), once a turn
@@ -112,9 +118,9 @@ class ChatWidget(anywidget.AnyWidget):
         self._turns: dict[int, TurnBuffer] = {}
         self._live: int | None = None
         self._pending: list[list] = []
-        self._dirty: set = set()  # level numbers and "current"
-        self._levels: list[list[int]] = [[] for _ in range(LEVELS)]  # turn numbers per level
-        self._level_of: dict[int, int] = {}
+        self._dirty: set[str] = set()  # "current", "gauge"
+        self._ended: set[int] = set()  # finished turns whose structure goes out as a "turn" message
+        self._resync = False  # send every turn whole (a view asked)
         self._armed: asyncio.AbstractEventLoop | None = None  # where a flush is scheduled
         self._last_flush = 0.0
         self._task: asyncio.Task | None = None
@@ -142,11 +148,10 @@ class ChatWidget(anywidget.AnyWidget):
             self._turns.clear()
             self._pending.clear()
             self._live = None
-            self._levels = [[] for _ in range(LEVELS)]
-            self._level_of.clear()
+            self._ended.clear()
             self._load(conversation)
         with self.hold_sync():
-            self.conversation_key = uuid.uuid4().hex  # views drop the old transcript first
+            self.conversation_key = uuid.uuid4().hex  # views drop the old transcript and ask for the new one
             self.notice = ""
             self._flush()
         conversation.add_listener(self._on_event)
@@ -163,10 +168,7 @@ class ChatWidget(anywidget.AnyWidget):
         if last is not None and last.status == TurnStatus.RUNNING:
             self._turns.setdefault(last.turn, TurnBuffer(last))
             self._live = last.turn
-        for n in sorted(self._turns):
-            if n != self._live:
-                self._place(n)
-        self._dirty.update((*range(LEVELS), "current", "gauge"))
+        self._dirty.update(("current", "gauge"))
 
     def _remember(self, turn: TurnBuffer, step: Step) -> None:
         turn.steps[step.step_index] = step
@@ -196,9 +198,9 @@ class ChatWidget(anywidget.AnyWidget):
                 self._turns.clear()
                 self._pending.clear()
                 self._live = None
-                self._levels = [[] for _ in range(LEVELS)]
-                self._level_of.clear()
-                self._dirty.update((*range(LEVELS), "current", "gauge"))
+                self._ended.clear()
+                self._resync = True  # the views drop every turn
+                self._dirty.update(("current", "gauge"))
             now = self._arm()
         if now:
             self._flush()
@@ -219,23 +221,7 @@ class ChatWidget(anywidget.AnyWidget):
         if self._live is not None:
             live, self._live = self._live, None
             self._dirty.add("current")
-            self._place(live)
-
-    def _place(self, n: int) -> None:
-        """A finished turn enters level 0; full levels carry upwards (a binary counter)."""
-        if n in self._level_of:
-            self._dirty.add(self._level_of[n])
-            return
-        carry, k = [n], 0
-        while k < LEVELS - 1 and self._levels[k]:
-            carry = self._levels[k] + carry
-            self._levels[k] = []
-            self._dirty.add(k)
-            k += 1
-        self._levels[k] = self._levels[k] + carry if k == LEVELS - 1 else carry
-        self._dirty.add(k)
-        for m in carry:
-            self._level_of[m] = k
+            self._ended.add(live)
 
     def _on_step(self, step: Step) -> None:
         turn_no = step.turn if step.turn >= 0 else (self._live if self._live is not None else -1)
@@ -244,30 +230,30 @@ class ChatWidget(anywidget.AnyWidget):
             turn = self._turns[turn_no] = TurnBuffer(None)
         idx = step.step_index
         new_shape = step_shape(step)
-        if turn.shape.get(idx) != new_shape:  # structural: the trait carries it whole
-            self._remember(turn, step)
-            self._mark(turn_no)
-            return
         turn.steps[idx] = step
         turn.cache = None
         for field, value in (("c", step.content), ("t", step.thinking)):
             known = turn.sent.get((idx, field), 0)
             if len(value) > known:
                 self._push(idx, field, known, value[known:])
-                turn.sent[(idx, field)] = len(value)
-            elif len(value) < known:  # rewritten, not appended: re-sync it
-                turn.sent[(idx, field)] = len(value)
-                self._mark(turn_no)
+            elif len(value) < known:  # rewritten, not appended: the view replaces it
+                self._push(idx, field, 0, value, replace=True)
+            turn.sent[(idx, field)] = len(value)
+        if turn.shape.get(idx) != new_shape:  # structural: the turn's structure goes out (bare)
+            turn.shape[idx] = new_shape
+            self._mark(turn_no)
 
     def _mark(self, turn_no: int) -> None:
         if turn_no == self._live:
             self._dirty.add("current")
         else:
-            self._place(turn_no)
+            self._ended.add(turn_no)
 
-    def _push(self, idx: int, field: str, offset: int, text: str) -> None:
+    def _push(self, idx: int, field: str, offset: int, text: str, replace: bool = False) -> None:
         last = self._pending[-1] if self._pending else None
-        if last is not None and last[0] == idx and last[1] == field and last[2] + last[4] == offset:
+        if replace:  # a 5th element: the text replaces the field from offset on
+            self._pending.append([idx, field, offset, [text], len(text), True])
+        elif last is not None and len(last) == 5 and last[0] == idx and last[1] == field and last[2] + last[4] == offset:
             last[3].append(text)
             last[4] += len(text)
         else:
@@ -308,29 +294,63 @@ class ChatWidget(anywidget.AnyWidget):
         with self._lock:
             self._armed = None
             self._last_flush = time.monotonic()
-            items = [[i, f, off, "".join(parts)] for i, f, off, parts, _ in self._pending]
+            items = [[p[0], p[1], p[2], "".join(p[3]), *p[5:]] for p in self._pending]
             self._pending = []
             dirty, self._dirty = self._dirty, set()
-            values: dict[str, Any] = {}
             pricing = getattr(self.conversation, "pricing", None)
-            for k in sorted(d for d in dirty if isinstance(d, int)):
-                values[f"turns_{k}"] = [self._turns[n].to_dict(pricing) for n in self._levels[k]]
+            messages = self._turn_messages(pricing)
+            values: dict[str, Any] = {}
             if "current" in dirty:
                 live = self._turns.get(self._live) if self._live is not None else None
-                values["current"] = live.to_dict(pricing) if live is not None else None
+                values["current"] = live.bare_dict(pricing) if live is not None else None
             if "gauge" in dirty:
                 values["gauge"] = gauge_dict(self.conversation)
+            finished = sum(1 for n in self._turns if n != self._live)
+            if finished != self.finished:
+                values["finished"] = finished
             running = self._live is not None or (self._task is not None and not self._task.done())
         if items:
             self.stats["messages"] += 1
             self.stats["delta_items"] += len(items)
             self.send({"type": "deltas", "items": items})
+        for message in messages:
+            self.send(message)
         if values or running != self.running:
             self.stats["syncs"] += 1
             with self.hold_sync():
                 for name, value in values.items():
                     setattr(self, name, value)
                 self.running = running
+
+    def finished_turns(self) -> list[dict]:
+        """The finished turns whole (with their text), oldest first, as a resync sends them."""
+        pricing = getattr(self.conversation, "pricing", None)
+        with self._lock:
+            return [self._turns[n].to_dict(pricing) for n in sorted(self._turns) if n != self._live]
+
+    def _turn_messages(self, pricing: Any) -> list[dict]:
+        """The custom messages of turns, with ``_lock`` held: each finished turn that changed, bare
+        (``{"type": "turn", "turn"}``); after a resync request, every turn whole, oldest first, in
+        pages (``{"type": "turns", "turns", "first", "last"}``; the first page tells a view to drop
+        the turns it has)."""
+        ended, self._ended = self._ended, set()
+        if not self._resync:
+            return [{"type": "turn", "turn": self._turns[n].bare_dict(pricing)}
+                    for n in sorted(ended) if n in self._turns and n != self._live]
+        self._resync = False
+        pages: list[dict] = []
+        page: list[dict] = []
+        size = 0
+        for n in sorted(self._turns):
+            turn = self._turns[n].to_dict(pricing)
+            cost = len(json.dumps(turn))
+            if page and size + cost > PAGE_CHARS:
+                pages.append({"type": "turns", "turns": page, "first": not pages, "last": False})
+                page, size = [], 0
+            page.append(turn)
+            size += cost
+        pages.append({"type": "turns", "turns": page, "first": not pages, "last": True})
+        return pages
 
     # --- front end -> kernel -------------------------------------------------------
 
@@ -354,9 +374,9 @@ class ChatWidget(anywidget.AnyWidget):
                 self.send({"type": "names", "id": str(content.get("id", "")), "names": names})
             elif kind in SESSION_REQUESTS:  # New chat, History, Next (widget_sessions.py)
                 self.sessions.handle(kind, content)
-            elif kind == "resync":  # a view missed some text of the running turn
+            elif kind == "resync":  # a view arrived late or missed some text: every turn, whole
                 with self._lock:
-                    self._dirty.add("current")
+                    self._resync = True
                     now = self._arm()
                 if now:
                     self._flush()

@@ -1,5 +1,6 @@
 """How the ChatWidget encodes turns for its front end: compact step dicts, records with the
-footer's figures, and a per-turn buffer that remembers what the views already have."""
+footer's figures, and a per-turn buffer that remembers what the views already have (its text
+goes as deltas; its structure without the text, see ``TurnBuffer.bare_dict``)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def jsonable(value: Any) -> Any:
 class TurnBuffer:
     """One turn as the widget knows it: latest step updates and what the views have of them."""
 
-    __slots__ = ("record", "steps", "sent", "shape", "cache")
+    __slots__ = ("record", "steps", "sent", "shape", "cache", "bare_cache")
 
     def __init__(self, record: TurnRecord | None):
         self.record = record
@@ -53,13 +54,39 @@ class TurnBuffer:
         self.sent: dict[tuple[int, str], int] = {}  # (step_index, field) -> chars the views have
         self.shape: dict[int, tuple] = {}  # step_index -> last structural fingerprint
         self.cache: dict | None = None
+        self.bare_cache: dict | None = None
 
     def to_dict(self, pricing: Mapping | None = None) -> dict:
+        """The turn with its steps' text (a resync: the view has none of it)."""
         if self.cache is None:
             rec = record_dict(self.record, pricing) if self.record is not None else None
             steps = [step_dict(s) for s in sorted(self.steps.values(), key=lambda s: s.step_index)]
             self.cache = jsonable({"record": rec, "steps": steps})
+            self.bare_cache = None
         return self.cache
+
+    def bare_dict(self, pricing: Mapping | None = None) -> dict:
+        """The turn without its steps' text, which went out as deltas: each step's ``content`` and
+        ``thinking`` are replaced by ``n``: [their lengths], so a view can tell it misses some."""
+        full = self.to_dict(pricing)
+        if self.bare_cache is None:
+            steps = [{**{k: v for k, v in s.items() if k not in ("content", "thinking")},
+                      "n": [len(s.get("content", "")), len(s.get("thinking", ""))]} for s in full["steps"]]
+            self.bare_cache = {"record": bare_record(full["record"], steps), "steps": steps}
+        return self.bare_cache
+
+
+_NOT_RENDERED = {"provider", "started_at", "finished_at", "first_token_at", "model_calls", "tool_calls",
+                 "prefix_change", "context_tokens", "context_window"}  # the view's footer shows none of these
+
+
+def bare_record(record: dict | None, steps: list[dict]) -> dict | None:
+    """A record as the live view needs it: without the fields it never shows, nor the prompt when
+    the prompt step (whose text went as deltas) is there."""
+    if record is None:
+        return None
+    drop = _NOT_RENDERED | ({"prompt"} if any(s.get("source") == "USER" for s in steps) else set())
+    return {k: v for k, v in record.items() if k not in drop and not (k in ("error", "http_code") and not v)}
 
 
 def step_shape(step: Step) -> tuple:

@@ -94,6 +94,7 @@ class KernelChat:
         self.timeout = timeout
         self.outputs = Outputs()
         self.comm_id = ""
+        self.comm_log: list[str] = []  # every comm message's JSON content, in order
         self.setup_bytes = TurnBytes()
         self.cell = self.execute(SETUP.format(tests=str(ROOT / "tests"), answers=answers), self.setup_bytes)
         if not self.comm_id:
@@ -156,6 +157,7 @@ class KernelChat:
                 self.outputs.apply(m)
             elif kind in COMM_TYPES:
                 count.comm += size
+                self.comm_log.append(json.dumps(m["content"]))
                 if kind == "comm_open" and "_key" in (m["content"].get("data", {}).get("state") or {}):
                     self.comm_id = m["content"]["comm_id"]
             if ended_at is None and over(m):
