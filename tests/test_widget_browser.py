@@ -52,7 +52,7 @@ NOTEBOOKS = {
         "import json, time\nfrom support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
         "conn = StreamConnection(words(20_000), pace=0.003, batch=10)\nconv = Conversation(conn)\nw = conv.widget()\n"
         "sends = []\n_orig = w._send\n"
-        "def _rec(msg, buffers=None):\n    sends.append((time.time(), msg['method'], len(json.dumps(msg))))\n    _orig(msg, buffers)\n"
+        "def _rec(msg, buffers=None):\n    kind = msg['content'].get('type') if msg['method'] == 'custom' else msg['method']\n    sends.append((time.time(), kind, len(json.dumps(msg))))\n    _orig(msg, buffers)\n"
         "w._send = _rec\nw",
         "t0 = time.time()\nawait conv.chat_to_completion('stream please')\nimport asyncio\nawait asyncio.sleep(0.3)\n"
         "json.dump({'t0': t0, 'sends': sends, 'last_delta': conn.sent_at['last_delta'], 'stats': w.stats},"
@@ -308,7 +308,7 @@ def test_twenty_thousand_token_stream_complete_in_order_rate_limited(lab, notebo
     b_stamps = [t / 1000 for t, _ in trace]
     b_per_s = max(sum(1 for s in b_stamps if t <= s < t + 1.0) for t in b_stamps)
     last_seen = lab.evaluate("() => window.__lastSeen") / 1000
-    custom_sends = [t for t, m, _ in sends if m == "custom"]
+    custom_sends = [t for t, m, _ in sends if m == "deltas"]
     lat = sorted((b - k) * 1000 for b, k in zip(b_stamps, custom_sends))
     gen_s = res["last_delta"] - res["t0"]
     TIMINGS.update(stream_tokens=20_000, stream_gen_s=round(gen_s, 2), stream_msgs=len(sends),
@@ -320,7 +320,7 @@ def test_twenty_thousand_token_stream_complete_in_order_rate_limited(lab, notebo
     # the kernel's side is the widget's doing; how the browser bunches arrivals depends on the
     # machine's load, so it is recorded (TIMINGS, bench/) rather than asserted
     assert per_s <= 30
-    assert len(trace) == sum(1 for _, m, _ in sends if m == "custom")
+    assert len(trace) == sum(1 for _, m, _ in sends if m == "deltas")
     assert TIMINGS["last_token_latency_ms"] < 1000
     no_errors(lab)
 
