@@ -200,6 +200,29 @@ async def test_transcript_rebuilt_from_traits_alone():
     assert plain(late) == from_history(conv)
 
 
+async def test_a_resync_sends_every_turn_whole_in_pages_and_the_whole_state_carries_them(monkeypatch):
+    """A late view (a reloaded page, another page) asks once and gets every turn with its text, in
+    pages; the whole state (a page's state request, an embedded page) carries them too."""
+    import nbagent.notebook.widget as widget_module
+
+    answers = [[user(3 * i, f"q{i}"), *streamed(3 * i + 1, [f"answer {i} " * 40]), finish(3 * i + 2)] for i in range(5)]
+    conv = Conversation(MockConnection(answers))
+    w = ChatWidget(conv)
+    for i in range(5):
+        await conv.chat_to_completion(f"q{i}")
+    await settle(w)
+    monkeypatch.setattr(widget_module, "PAGE_CHARS", 1_500)  # a page holds about one turn here
+    rec = Recorder(w)
+    w._on_msg(w, {"type": "resync"})
+    await settle(w)
+    pages = [b for _, k, b in rec.log if k == "custom" and b["type"] == "turns"]
+    assert len(pages) >= 3 and [p["first"] for p in pages] == [True] + [False] * (len(pages) - 1)
+    assert [p["last"] for p in pages] == [False] * (len(pages) - 1) + [True]
+    assert [t for p in pages for t in p["turns"]] == finished(w)
+    assert "answer 4 answer 4" in json.dumps(pages[-1])
+    assert w.get_state()["turns"] == finished(w) and "turns" not in w.get_state(["current"])
+
+
 NODE = shutil.which("node")
 
 

@@ -141,6 +141,8 @@ function storeFor(model) {
     dispatch(msg);
   });
   setAssetRequester((name) => s.send({ type: "asset", name })); // the newest widget asks for lazy modules
+  const whole = model.get("turns"); // the whole state's turns (widget.py get_state), when it was sent
+  if (Array.isArray(whole)) s.state = apply(s.state, { type: "turns", first: true, last: true, turns: whole });
   s.state = apply(s.state, traits());
   askIfGap(0); // a late view (a page reload, another page): the finished turns are asked for
   return s;

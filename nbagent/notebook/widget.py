@@ -24,6 +24,8 @@ Wire protocol (kernel -> front end):
   arrives without the turns (a page reload, ``finished`` above what it has, a new
   ``conversation_key``) or misses text (a bare step longer than its own, a delta past its end);
   custom messages sent before a view exists are lost, hence asking.
+- the whole state (a reloaded page's state request, an embedded page's state; not the comm's
+  opening, sent before the turns are loaded) also has ``turns``: every turn whole, as a resync's pages carry them (``get_state``).
 
   A refused prompt (empty, or a turn is already running) is answered with
   ``{"type": "refused", "text"}`` so the view that sent it unlocks at once; an over-budget one
@@ -321,6 +323,17 @@ class ChatWidget(anywidget.AnyWidget):
                 for name, value in values.items():
                     setattr(self, name, value)
                 self.running = running
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict:
+        """The synced state; the whole state (a reloaded page's request, ``embed_minimal_html``)
+        also carries ``turns``: every turn whole, so a view that starts
+        from it needs no resync."""
+        state = super().get_state(key, drop_defaults)
+        if key is None and hasattr(self, "conversation"):  # not while the base class opens the comm
+            pricing = getattr(self.conversation, "pricing", None)
+            with self._lock:
+                state["turns"] = [self._turns[n].to_dict(pricing) for n in sorted(self._turns)]
+        return state
 
     def finished_turns(self) -> list[dict]:
         """The finished turns whole (with their text), oldest first, as a resync sends them."""
