@@ -252,6 +252,21 @@ async def test_js_reducer_builds_the_same_transcript(reorder):
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
+async def test_js_reducer_keeps_text_beyond_the_bmp_whole():
+    """Offsets count UTF-16 units as the view's strings do: emoji split across deltas arrive intact
+    (a finished turn's text is never re-sent to correct them)."""
+    conv = Conversation(StreamConnection(["a😀", "b", "😀🎉c", " ü", "x😀", "y"], thinking=["🤔", "😀"], pace=0.06, batch=1))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    await conv.chat_to_completion("é 😀?")
+    await conv.chat_to_completion("again")
+    assert len(rec.deltas()) >= 8  # split across flushes
+    await settle(w)
+    got = replay(rec.messages)
+    assert got["transcript"] == from_history(conv) and got["gap"] is False
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
 async def test_js_reducer_mid_stream_view_asks_for_resync_and_catches_up():
     """A view made mid-stream (a reloaded page) sees a gap, asks for a resync and catches up."""
     conv = Conversation(StreamConnection(words(3_000), pace=0.002, batch=25))

@@ -11,7 +11,8 @@ Wire protocol (kernel -> front end):
   coalesced with the deltas.
 - custom messages: ``{"type": "deltas", "items": [[step_index, "c"|"t", offset, text], ...]}``
   with every delta since the last flush, one message at most every ``FLUSH_INTERVAL`` seconds;
-  ``offset`` is where the text starts in the step's content ("c") or thinking ("t"), so a view can
+  ``offset`` is where the text starts in the step's content ("c") or thinking ("t"), in UTF-16
+  units as JavaScript counts (so are the lengths ``n`` below), so a view can
   drop what it already has and detect a gap; an item with a 5th element ``true`` replaces the
   field from ``offset`` on (text rewritten, not appended). Every step's text, the prompt's
   included, goes this way, once.
@@ -73,7 +74,7 @@ from .conversation_view import ConversationView
 from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SESSION_REQUESTS, SessionControls
 from .widget_usage import gate, gauge_dict
-from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape
+from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape, utf16_len
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 PAGE_CHARS = 500_000  # a resync's finished turns go in messages of about this size at most
@@ -175,8 +176,8 @@ class ChatWidget(anywidget.AnyWidget):
     def _remember(self, turn: TurnBuffer, step: Step) -> None:
         turn.steps[step.step_index] = step
         turn.shape[step.step_index] = step_shape(step)
-        turn.sent[(step.step_index, "c")] = len(step.content)
-        turn.sent[(step.step_index, "t")] = len(step.thinking)
+        turn.sent[(step.step_index, "c")] = (len(step.content), utf16_len(step.content))
+        turn.sent[(step.step_index, "t")] = (len(step.thinking), utf16_len(step.thinking))
         turn.cache = None
 
     def _on_event(self, event: str, payload: Any) -> None:
@@ -235,12 +236,16 @@ class ChatWidget(anywidget.AnyWidget):
         turn.steps[idx] = step
         turn.cache = None
         for field, value in (("c", step.content), ("t", step.thinking)):
-            known = turn.sent.get((idx, field), 0)
+            known, at = turn.sent.get((idx, field), (0, 0))
             if len(value) > known:
-                self._push(idx, field, known, value[known:])
+                piece = value[known:]
+                size = utf16_len(piece)
+                self._push(idx, field, at, piece, size)
+                turn.sent[(idx, field)] = (len(value), at + size)
             elif len(value) < known:  # rewritten, not appended: the view replaces it
-                self._push(idx, field, 0, value, replace=True)
-            turn.sent[(idx, field)] = len(value)
+                size = utf16_len(value)
+                self._push(idx, field, 0, value, size, replace=True)
+                turn.sent[(idx, field)] = (len(value), size)
         if turn.shape.get(idx) != new_shape:  # structural: the turn's structure goes out (bare)
             turn.shape[idx] = new_shape
             self._mark(turn_no)
@@ -251,15 +256,16 @@ class ChatWidget(anywidget.AnyWidget):
         else:
             self._ended.add(turn_no)
 
-    def _push(self, idx: int, field: str, offset: int, text: str, replace: bool = False) -> None:
+    def _push(self, idx: int, field: str, offset: int, text: str, size: int, replace: bool = False) -> None:
+        """Queue a delta; ``offset`` and ``size`` count UTF-16 units (as the view's strings do)."""
         last = self._pending[-1] if self._pending else None
         if replace:  # a 5th element: the text replaces the field from offset on
-            self._pending.append([idx, field, offset, [text], len(text), True])
+            self._pending.append([idx, field, offset, [text], size, True])
         elif last is not None and len(last) == 5 and last[0] == idx and last[1] == field and last[2] + last[4] == offset:
             last[3].append(text)
-            last[4] += len(text)
+            last[4] += size
         else:
-            self._pending.append([idx, field, offset, [text], len(text)])
+            self._pending.append([idx, field, offset, [text], size])
 
     # --- flushing (at most once per FLUSH_INTERVAL) ------------------------------
 

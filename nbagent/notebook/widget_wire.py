@@ -39,6 +39,12 @@ def record_dict(rec: TurnRecord, pricing: Mapping | None = None) -> dict:
     return d
 
 
+def utf16_len(text: str) -> int:
+    """The length of ``text`` in a JavaScript string (UTF-16 units): offsets and lengths on the wire
+    count these, so a view's ``string.length`` agrees with them beyond the BMP (emoji)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+
+
 def jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
@@ -51,7 +57,8 @@ class TurnBuffer:
     def __init__(self, record: TurnRecord | None):
         self.record = record
         self.steps: dict[int, Step] = {}  # step_index -> latest update
-        self.sent: dict[tuple[int, str], int] = {}  # (step_index, field) -> chars the views have
+        # (step_index, field) -> what the views have: (characters, its length in UTF-16 units)
+        self.sent: dict[tuple[int, str], tuple[int, int]] = {}
         self.shape: dict[int, tuple] = {}  # step_index -> last structural fingerprint
         self.cache: dict | None = None
         self.bare_cache: dict | None = None
@@ -67,11 +74,11 @@ class TurnBuffer:
 
     def bare_dict(self, pricing: Mapping | None = None) -> dict:
         """The turn without its steps' text, which went out as deltas: each step's ``content`` and
-        ``thinking`` are replaced by ``n``: [their lengths], so a view can tell it misses some."""
+        ``thinking`` are replaced by ``n``: [their lengths in UTF-16 units], so a view can tell it misses some."""
         full = self.to_dict(pricing)
         if self.bare_cache is None:
             steps = [{**{k: v for k, v in s.items() if k not in ("content", "thinking")},
-                      "n": [len(s.get("content", "")), len(s.get("thinking", ""))]} for s in full["steps"]]
+                      "n": [utf16_len(s.get("content", "")), utf16_len(s.get("thinking", ""))]} for s in full["steps"]]
             self.bare_cache = {"record": bare_record(full["record"], steps), "steps": steps}
         return self.bare_cache
 
