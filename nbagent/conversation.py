@@ -111,8 +111,10 @@ class Conversation:
         conn = self._require_connection()
         log = self._log
         steps = conn.receive_steps()
+        conversation_id = str(conn.conversation_id)
         try:
             async for step in steps:
+                step.derive(conversation_id)
                 log.ingest(step)
                 yield step
         except GeneratorExit:  # the caller stopped listening: stop the turn too
