@@ -395,32 +395,6 @@ async def test_breaking_out_of_chat_stops_the_turn_and_frees_the_connection():
     assert_history_valid(conv.connection.session)
 
 
-class SlowClosingProvider(ScriptedProvider):
-    """A provider whose stream takes many event-loop ticks to close, as an HTTP response does
-    while its connection goes back to the pool."""
-
-    async def stream(self, request):
-        try:
-            async for event in super().stream(request):
-                yield event
-        finally:
-            for _ in range(200):
-                await asyncio.sleep(0)
-
-
-async def test_a_prompt_right_after_breaking_out_waits_for_the_dropped_turn_to_wind_down():
-    provider = SlowClosingProvider([[TextDelta(f"w{i} ") for i in range(100)], text_call("after")])
-    conv = Agent(model=provider).conversation
-    async for chunk in conv.chat("long"):
-        break
-    chunks = [c async for c in conv.chat("next")]  # at once: no sleep, no polling by the caller
-    assert "".join(c.text for c in chunks).strip() == "after"
-    assert [t.status for t in conv.turns] == ["interrupted", "done"]
-    assert [s.content for s in conv.history if s.source == StepSource.USER] == ["long", "next"]
-    assert conv.is_idle()
-    assert_history_valid(conv.connection.session)
-
-
 async def test_a_prompt_while_a_held_stream_reads_the_turn_is_refused():
     provider = ScriptedProvider([[TextDelta(f"w{i} ") for i in range(100)], text_call("after")])
     conv = Agent(model=provider).conversation
