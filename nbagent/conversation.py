@@ -112,9 +112,10 @@ class Conversation:
     async def _wind_down_dropped_stream(self) -> None:
         """Wait until the running turn has stopped when its caller dropped the stream it was reading
         (``break`` out of ``async for``): the event loop then closes that stream, which ends the turn.
-        A turn whose stream someone still holds is refused."""
+        A turn whose stream someone still holds, or that runs on another event loop (it may be
+        blocked waiting for this one), is refused."""
         reader = self._reader
-        if reader is None or not reader.dropped():
+        if reader is None or not reader.dropped() or reader.loop is not asyncio.get_running_loop():
             raise NbagentError("a turn is already running; wait for it or interrupt() it first",
                                kind="config")
         waiter = asyncio.get_running_loop().create_future()
@@ -132,6 +133,8 @@ class Conversation:
     async def _steps(self, reader: _Reader | None) -> AsyncGenerator[Step, None]:
         conn = self._require_connection()
         self._reader = reader
+        if reader is not None:
+            reader.loop = asyncio.get_running_loop()
         try:
             async with contextlib.aclosing(self._recorded_steps(conn)) as steps:
                 async for step in steps:
@@ -511,10 +514,11 @@ class _Reader:
     """Which stream handed to a caller reads the turn, held weakly: once the caller drops it
     (``break``), the event loop closes it soon (its finalizer is already scheduled)."""
 
-    __slots__ = ("_stream",)
+    __slots__ = ("_stream", "loop")
 
     def __init__(self) -> None:
         self._stream: weakref.ref | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # where the stream reads the turn
 
     def hand_out(self, stream: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
         self._stream = weakref.ref(stream)

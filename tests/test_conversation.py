@@ -280,6 +280,20 @@ async def test_a_prompt_right_after_breaking_out_waits_for_the_dropped_turn_to_w
     assert conv.is_idle()
 
 
+async def test_a_blocking_ask_right_after_breaking_out_is_refused_not_a_deadlock():
+    # ask() runs on nbagent's own loop while this loop, where the dropped stream must close, is blocked
+    conn = SlowClosingConnection([[user(0, "long"), *streamed(1, ["a"] * 50), finish(2)],
+                                  [user(3, "next"), *streamed(4, ["b"]), finish(5)]])
+    conv = Conversation(conn)
+    async for chunk in conv.chat("long"):
+        break
+    with pytest.raises(NbagentError, match="already running") as err:
+        conv.ask("next")
+    assert err.value.kind == "config" and conn.prompts == ["long"]
+    assert (await conv.chat_to_completion("next")).text == "b"  # here the dropped turn winds down first
+    assert [t.status for t in conv.turns] == ["interrupted", "done"]
+
+
 async def test_interrupt_ends_mock_turn_early():
     conn = MockConnection([[user(0), *streamed(1, ["a"] * 50), finish(2)]])
     conv = Conversation(conn)
