@@ -260,7 +260,7 @@ def _state(doc: dict, path: str | Path) -> ConversationState:
         chat = doc.get("chat_session")
         return ConversationState(
             conversation_id=str(doc.get("conversation_id") or ""),
-            max_history_size=int(doc.get("max_history_size", DEFAULT_MAX_HISTORY)),
+            max_history_size=_history_size(doc.get("max_history_size", DEFAULT_MAX_HISTORY)),
             steps=_step_list(doc, doc["steps"]),
             trimmed=int(doc.get("trimmed", 0)),
             turn_starts=[int(i) for i in doc.get("turn_starts", [])],
@@ -274,6 +274,13 @@ def _state(doc: dict, path: str | Path) -> ConversationState:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"{path} is damaged: {exc!r:.300}", kind="io") from None
+
+
+def _history_size(value: Any) -> int:
+    size = int(value)
+    if size < 0:
+        raise ValueError(f"max_history_size must be >= 0, got {size}")
+    return size
 
 
 def _step_list(doc: dict, raw: list) -> list[Step]:
