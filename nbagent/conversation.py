@@ -115,15 +115,14 @@ class Conversation:
         A turn whose stream someone still holds, or that runs on another event loop (it may be
         blocked waiting for this one), is refused."""
         reader = self._reader
+        busy = NbagentError("a turn is already running; wait for it or interrupt() it first", kind="config")
         if reader is None or not reader.dropped() or reader.loop is not asyncio.get_running_loop():
-            raise NbagentError("a turn is already running; wait for it or interrupt() it first",
-                               kind="config")
+            raise busy
         waiter = asyncio.get_running_loop().create_future()
         self._wound_down.append(waiter)
         await waiter
         if not self.is_idle():
-            raise NbagentError("a turn is already running; wait for it or interrupt() it first",
-                               kind="config")
+            raise busy
 
     def receive_steps(self) -> AsyncGenerator[Step, None]:
         """Yield raw step updates of the current turn, recording each in history."""
@@ -142,8 +141,9 @@ class Conversation:
         finally:
             self._reader = None
             waiters, self._wound_down = self._wound_down, []
-            for waiter in waiters:
-                waiter.get_loop().call_soon_threadsafe(_resolve, waiter)
+            for waiter in waiters:  # on this loop: a dropped stream is only waited for on its own
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def _recorded_steps(self, conn: Connection) -> AsyncGenerator[Step, None]:
         log = self._log
@@ -527,7 +527,3 @@ class _Reader:
     def dropped(self) -> bool:
         return self._stream is not None and self._stream() is None
 
-
-def _resolve(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
