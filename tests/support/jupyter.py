@@ -256,23 +256,45 @@ NB7_ARGS = ["--JupyterNotebookApp.expose_app_in_browser=True", "--LabApp.news_ur
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly"]
 
 
+def require_notebook7() -> None:
+    """Skip the test unless Jupyter Notebook 7 (notebook>=7) is installed."""
+    import pytest
+
+    notebook = pytest.importorskip("notebook", reason="Jupyter Notebook 7 (notebook>=7) is not installed")
+    if int(notebook.__version__.split(".")[0]) < 7:
+        pytest.skip(f"notebook {notebook.__version__} is not Notebook 7")
+
+
 @contextlib.contextmanager
-def notebook7_page(tmp_path_factory, request, notebooks: dict, path: str):
-    """A Notebook 7 server whose root holds ``notebooks`` (file name -> code cells) and one Chromium
-    page showing ``path`` with an idle kernel (its panel: ``.jp-NotebookPanel``); ``page.errors``
-    collects page errors. For module fixtures."""
+def notebook7_with_notebooks(tmp_path_factory, request, notebooks: dict):
+    """A Notebook 7 server whose root holds ``notebooks`` (file name -> code cells); for module fixtures."""
     tmp = tmp_path_factory.mktemp("nb7")
     root = tmp / "root"
     root.mkdir()
     for name, cells in notebooks.items():
         (root / name).write_text(json.dumps(nb_json(cells)))
     with jupyter_server("notebook", tmp, root, NB7_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
-        with chromium_page(f"{srv['base']}/notebooks/{path}?token={srv['token']}") as page:
-            wait_restored(page)
-            page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
-                return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
-                                   arg=path, polling=50)
-            yield page
+        yield srv
+
+
+@contextlib.contextmanager
+def notebook7_page_on(srv: dict, path: str):
+    """One Chromium page showing ``path`` on ``srv``'s Notebook 7 with an idle kernel (its panel:
+    ``.jp-NotebookPanel``); ``page.errors`` collects page errors."""
+    with chromium_page(f"{srv['base']}/notebooks/{path}?token={srv['token']}") as page:
+        wait_restored(page)
+        page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
+            return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
+                               arg=path, polling=50)
+        yield page
+
+
+@contextlib.contextmanager
+def notebook7_page(tmp_path_factory, request, notebooks: dict, path: str):
+    """A Notebook 7 server whose root holds ``notebooks`` and one Chromium page showing ``path``
+    (``notebook7_with_notebooks`` + ``notebook7_page_on``). For module fixtures."""
+    with notebook7_with_notebooks(tmp_path_factory, request, notebooks) as srv, notebook7_page_on(srv, path) as page:
+        yield page
 
 
 # --- cells of the current notebook -------------------------------------------------------
