@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, chromium_page, marimo_server, notebook7_page, run_cell, venv_bin
+from support.jupyter import (CHROMIUM, chromium_page, lab_page, lab_with_notebooks, marimo_server, notebook7_page,
+                             open_notebook, run_cell, venv_bin)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,6 +139,20 @@ def _chat_offline(page, scope: str) -> None:
 
 
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"chromium not found at {CHROMIUM}")
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_jupyterlab_from_the_venv_chats_offline_in_the_widget(fresh, tmp_path_factory, request):
+    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    with lab_with_notebooks(tmp_path_factory, request, {"chat.ipynb": NOTEBOOK_CELLS}, venv=fresh.path,
+                            env=fresh.env) as srv, lab_page(srv) as page:
+        panel = open_notebook(page, "chat.ipynb")
+        run_cell(page, 0)
+        output = page.locator(panel).locator(".jp-OutputArea-output").first.inner_text()
+        assert output.startswith(f"from {fresh.path}"), output  # the kernel imports the installed copy
+        _chat_offline(page, panel)
+        assert page.errors == []
 
 
 @pytest.mark.browser

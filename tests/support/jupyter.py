@@ -169,14 +169,17 @@ LAB_ARGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterl
 
 
 @contextlib.contextmanager
-def lab_with_notebooks(tmp_path_factory, request, notebooks: dict):
-    """A JupyterLab server whose root holds ``notebooks`` (file name -> code cells); for module fixtures."""
+def lab_with_notebooks(tmp_path_factory, request, notebooks: dict, venv: Path | None = None,
+                       env: dict | None = None):
+    """A JupyterLab server whose root holds ``notebooks`` (file name -> code cells); for module fixtures.
+    ``venv``, ``env``: as for jupyter_server."""
     tmp = tmp_path_factory.mktemp("jlab")
     root = tmp / "root"
     root.mkdir()
     for name, cells in notebooks.items():
         (root / name).write_text(json.dumps(nb_json(cells)))
-    with jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
+    with jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed,
+                        venv=venv, env=env) as srv:
         yield srv
 
 
