@@ -50,7 +50,7 @@ from ..core.errors import NbagentError
 from .base import Event, ModelRequest, Retrying, Usage
 from .model_files import user_model_file
 from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
-from .openai import OpenAIChatParser, OpenAIProvider
+from .openai_chat import OpenAIChatStreamParser, OpenAIProvider
 from .sse import SSEEvent
 
 __all__ = [
@@ -144,7 +144,7 @@ def _missing_error(missing: list[str]) -> NbagentError:
 # --- timings ---------------------------------------------------------------------------
 
 
-class LlamaChatParser(OpenAIChatParser):
+class LlamaChatParser(OpenAIChatStreamParser):
     """The OpenAI parser, plus llama.cpp's ``timings`` kept in ``Usage.raw``."""
 
     def __init__(self, *args: Any, on_timings=None, **kwargs: Any) -> None:

@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..core.errors import NbagentError
-from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
-from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
-from .base import (
+from ...core.errors import NbagentError
+from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
+from ...core.steps import CutToolCall, ToolCall
+from ..base import (
     REFUSAL,
     Event,
     Finish,
@@ -37,36 +37,14 @@ from .base import (
     Usage,
     parse_tool_arguments,
 )
-from .http import classify_error, parse_json
-from .sse import SSEEvent
+from ..http_errors import classify_error, parse_json
+from ..sse import SSEEvent
+from .finish import finish_reason
+from .usage import normalize_usage
 
 OPENAI_ITEM = "openai_item"  # ThinkingPart.provider_details: the reasoning item, replayed whole
 ITEM_ID = "item_id"  # TextPart / ToolUsePart provider_details: the output item's id
 PHASE = "phase"  # TextPart provider_details: "commentary" / "final_answer" (newer models)
-_INCOMPLETE = {"max_output_tokens": FinishReason.LENGTH, "content_filter": FinishReason.CONTENT_FILTER}
-
-
-def normalize_responses_usage(raw: dict) -> UsageMetadata:
-    """Responses usage -> UsageMetadata (input includes cached tokens, output includes reasoning)."""
-    inp, out = _int(raw.get("input_tokens")), _int(raw.get("output_tokens"))
-    in_details = raw.get("input_tokens_details") or {}
-    out_details = raw.get("output_tokens_details") or {}
-    reasoning = min(_int(out_details.get("reasoning_tokens")), out) if out else 0
-    return UsageMetadata(
-        prompt_token_count=inp,
-        candidates_token_count=out - reasoning,
-        total_token_count=_int(raw.get("total_tokens")) or inp + out,
-        cached_content_token_count=_int(in_details.get("cached_tokens")),
-        thoughts_token_count=reasoning,
-        cache_write_token_count=_int(in_details.get("cache_write_tokens")),
-    )
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 class _Text:
@@ -125,7 +103,7 @@ class _Item:
         self.done = False
 
 
-class ResponsesStreamParser:
+class OpenAIResponsesStreamParser:
     """Responses SSE events in, nbagent events out (one response body)."""
 
     def __init__(self, provider: str = "openai-responses", structured: bool = False) -> None:
@@ -228,7 +206,7 @@ class ResponsesStreamParser:
                 events += self._on_item_done({"item": raw, "output_index": item.index if item else n})
         usage = self.response.get("usage")
         if isinstance(usage, dict) and usage:
-            events.append(Usage(normalize_responses_usage(usage), raw=usage))
+            events.append(Usage(normalize_usage(usage), raw=usage))
         return events
 
     # -- the end ------------------------------------------------------------
@@ -243,12 +221,8 @@ class ResponsesStreamParser:
         refused = any(isinstance(p, TextPart) and p.provider_details.get(REFUSAL) for p in parts)
         details = self.response.get("incomplete_details") or {}
         raw = str(details.get("reason") or self.status) if self.status == "incomplete" else self.status
-        if self.status == "incomplete":
-            reason = _INCOMPLETE.get(raw, FinishReason.OTHER)
-        elif refused:
-            reason = FinishReason.CONTENT_FILTER
-        else:
-            reason = FinishReason.TOOL_CALLS if any(isinstance(p, ToolUsePart) for p in parts) else FinishReason.STOP
+        reason = finish_reason(self.status, incomplete_reason=raw, refused=refused,
+                               called_tools=any(isinstance(p, ToolUsePart) for p in parts))
         structured = _json(text) if self.structured else None
         return [Finish(reason=reason, raw_reason=raw, message=Message("assistant", parts),
                        structured_output=structured, model=self.model, cut_tool_calls=cut)]
@@ -336,7 +310,7 @@ def _json(text: str) -> Any:
         return None
 
 
-_P = ResponsesStreamParser
+_P = OpenAIResponsesStreamParser
 _HANDLERS = {
     "response.created": _P._on_response,
     "response.in_progress": _P._on_response,
