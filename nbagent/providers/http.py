@@ -25,9 +25,9 @@ import httpx
 from ..core.errors import NbagentError, redact
 from .credentials import clean_api_key, install_log_filter, split_base_url
 from .base import Event, ModelRequest, Provider, Retrying, Usage
-from .http_errors import (classify_error, error_from_payload, is_context_length_message, parse_json,
-                          retry_after_from_headers)
+from .http_errors import classify_error, error_from_payload, is_context_length_message, retry_after_from_headers
 from .sse import SSEDecoder, SSEEvent
+from .stream_json import UNDECODED, decode_payloads, parse_json
 
 install_log_filter()  # httpx logs request URLs (and so any key in a query) at INFO
 
@@ -42,9 +42,13 @@ __all__ = [
 ]
 
 class StreamParser(Protocol):
-    """What ``new_parser`` returns: SSE events in, provider events out."""
+    """What ``new_parser`` returns: SSE events in, provider events out.
 
-    def feed(self, event: SSEEvent) -> list[Event]: ...
+    ``payload`` is the event's data already decoded as JSON (``stream_json.decode_payloads``), or
+    ``UNDECODED``: then the parser decodes ``event.data`` itself (``parse_json``).
+    """
+
+    def feed(self, event: SSEEvent, payload: Any = UNDECODED) -> list[Event]: ...
 
     def close(self) -> list[Event]: ...
 
@@ -337,11 +341,12 @@ class HTTPProvider(Provider):
 
 
 async def _parsed(parser: StreamParser, sses: list[SSEEvent], closing: bool = False) -> AsyncIterator[list[Event]]:
-    """The events of these SSE events as one batch; what came before a parse error is still delivered."""
+    """The events of these SSE events (their JSON decoded in one pass) as one batch; what came before a
+    parse error is still delivered."""
     batch: list[Event] = []
     try:
-        for sse in sses:
-            batch.extend(parser.feed(sse))
+        for sse, payload in zip(sses, decode_payloads(sses)):
+            batch.extend(parser.feed(sse, payload))
         if closing:
             batch.extend(parser.close())
     except NbagentError:

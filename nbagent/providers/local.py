@@ -52,6 +52,7 @@ from .model_files import user_model_file
 from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
 from .openai_chat import OpenAIChatStreamParser, OpenAIProvider
 from .sse import SSEEvent
+from .stream_json import UNDECODED
 
 __all__ = [
     "DEFAULT_SAMPLING",
@@ -152,11 +153,12 @@ class LlamaChatParser(OpenAIChatStreamParser):
         self.timings: dict | None = None
         self._on_timings = on_timings
 
-    def feed(self, sse: SSEEvent) -> list[Event]:
-        events = super().feed(sse)
+    def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
+        events = super().feed(sse, payload)
         if '"timings"' in sse.data:
             try:
-                timings = json.loads(sse.data).get("timings")
+                chunk = json.loads(sse.data) if payload is UNDECODED else payload
+                timings = chunk.get("timings")
             except (ValueError, AttributeError):
                 timings = None
             if isinstance(timings, dict):

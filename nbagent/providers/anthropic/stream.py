@@ -26,8 +26,9 @@ from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ...core.steps import CutToolCall, ToolCall
 from ..base import (Event, Finish, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage,
                    parse_tool_arguments)
-from ..http_errors import classify_error, parse_json
+from ..http_errors import classify_error
 from ..sse import SSEEvent
+from ..stream_json import UNDECODED, parse_json
 from .finish import finish_reason
 from .usage import normalize_usage
 
@@ -80,8 +81,8 @@ class AnthropicStreamParser:
         self.structured_output: Any = None
         self._output_started = False
 
-    def feed(self, sse: SSEEvent) -> list[Event]:
-        data = parse_json(sse.data, "anthropic")
+    def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
+        data = parse_json(sse.data, "anthropic") if payload is UNDECODED else payload
         if not isinstance(data, dict):
             return []
         kind = data.get("type") or sse.event

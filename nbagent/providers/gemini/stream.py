@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import Any
 
 from ...core.errors import NbagentError
 from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ...core.steps import FinishReason, ToolCall
 from ..base import Event, Finish, TextDelta, ThinkingDelta, ToolCallEnd, ToolCallStart, Usage
-from ..http_errors import error_from_payload, parse_json
+from ..http_errors import error_from_payload
 from ..sse import SSEEvent
+from ..stream_json import UNDECODED, parse_json
 from .finish import finish_reason
 from .usage import normalize_usage
 
@@ -46,8 +48,9 @@ class GeminiStreamParser:
         self._prefix = secrets.token_hex(4)
         self._calls = 0
 
-    def feed(self, sse: SSEEvent) -> list[Event]:
-        payload = parse_json(sse.data, "gemini")
+    def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
+        if payload is UNDECODED:
+            payload = parse_json(sse.data, "gemini")
         chunks = payload if isinstance(payload, list) else [payload]
         events: list[Event] = []
         for chunk in chunks:

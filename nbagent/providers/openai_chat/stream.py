@@ -39,8 +39,9 @@ from ..base import (
     Usage,
     parse_tool_arguments,
 )
-from ..http_errors import error_from_payload, parse_json
+from ..http_errors import error_from_payload
 from ..sse import SSEEvent
+from ..stream_json import UNDECODED, parse_json
 from .finish import finish_reason
 from .usage import normalize_usage
 
@@ -70,19 +71,20 @@ class OpenAIChatStreamParser:
         self.done = False
         self.pending_error: NbagentError | None = None
 
-    def feed(self, sse: SSEEvent) -> list[Event]:
+    def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
         if self.pending_error is not None:
             raise self.pending_error
         if self.done:
             return []
-        data = sse.data.strip()
-        if data.startswith("[DONE]"):
-            self.done = True
-            return []
-        payload = parse_json(data, self.provider)
+        if payload is UNDECODED:
+            data = sse.data.strip()
+            if data.startswith("[DONE]"):
+                self.done = True
+                return []
+            payload = parse_json(data, self.provider)
         if not isinstance(payload, dict):
             raise NbagentError(
-                f"unexpected stream chunk: {data[:200]!r}", kind="protocol", provider=self.provider
+                f"unexpected stream chunk: {sse.data.strip()[:200]!r}", kind="protocol", provider=self.provider
             )
         events: list[Event] = []
         if payload.get("model"):

@@ -37,8 +37,9 @@ from ..base import (
     Usage,
     parse_tool_arguments,
 )
-from ..http_errors import classify_error, parse_json
+from ..http_errors import classify_error
 from ..sse import SSEEvent
+from ..stream_json import UNDECODED, parse_json
 from .finish import finish_reason
 from .usage import normalize_usage
 
@@ -115,8 +116,8 @@ class OpenAIResponsesStreamParser:
         self.model = ""
         self._output = False
 
-    def feed(self, sse: SSEEvent) -> list[Event]:
-        data = parse_json(sse.data, self.provider)
+    def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
+        data = parse_json(sse.data, self.provider) if payload is UNDECODED else payload
         if not isinstance(data, dict):
             return []
         kind = str(data.get("type") or sse.event or "")
