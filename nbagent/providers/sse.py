@@ -21,6 +21,9 @@ from collections.abc import AsyncIterator
 __all__ = ["SSEEvent", "SSEDecoder", "aiter_sse"]
 
 _LINE_BREAK_TEXT = re.compile("\r\n|\r|\n")  # only these: U+2028 and friends stay inside a line
+# the usual event, whole: blank lines, an optional "event: " line, one "data: " line, the blank line
+_USUAL_EVENT = re.compile("(?:\r\n|\n)*(?:event: ([^\r\n]*)(?:\r\n|\n))?data: ([^\r\n]*)(?:\r\n|\n)(?:\r\n|\n)")
+_TWO_BREAKS = re.compile("(?>\r\n|\r|\n)(?>\r\n|\r|\n)")  # atomic: a CRLF is never a CR then an LF
 
 
 @dataclass(slots=True)
@@ -71,12 +74,14 @@ class SSEDecoder:
         elif head.endswith(b"\r"):
             self._skip_lf = True  # maybe the first half of a CRLF split across reads
         out: list[SSEEvent] = []
-        lines = _LINE_BREAK_TEXT.split(head.decode("utf-8", errors="replace"))
-        del lines[-1]  # the text ends with a break: the last piece is empty
-        if self._started and self._raw is None:
-            self._common_lines(lines, out)
+        text = head.decode("utf-8", errors="replace")
+        if not self._started:
+            self._started = True
+            text = text.removeprefix("\ufeff")
+        if self._raw is None:
+            self._usual_text(text, out)
         else:
-            for line in lines:
+            for line in _lines(text):
                 self._line(line, out)
         return out
 
@@ -92,6 +97,31 @@ class SSEDecoder:
         return out
 
     # -- internals -------------------------------------------------------
+
+    def _usual_text(self, text: str, out: list[SSEEvent]) -> None:
+        """Complete lines, read in bulk: between events, whole usual events are matched by one regex
+        each; any other line (and the rest of its event) goes line by line, then the regex again."""
+        pos, end = 0, len(text)
+        while pos < end:
+            if not (self._data or self._event):
+                pos = self._usual_events(text, pos, out)
+                if pos == end:
+                    return
+            stop = _after_blank_line(text, pos)
+            self._common_lines(_lines(text[pos:stop]), out)
+            pos = stop
+
+    def _usual_events(self, text: str, pos: int, out: list[SSEEvent]) -> int:
+        """Dispatch the usual events from ``pos`` on (no event pending); return where the first other line starts."""
+        match, last_id, retry = _USUAL_EVENT.match, self._last_id, self._retry
+        found = match(text, pos)
+        while found is not None:
+            name, data = found.groups()
+            out.append(SSEEvent(name or "message", data, last_id, retry))
+            retry, pos = None, found.end()
+            found = match(text, pos)
+        self._retry = retry
+        return pos
 
     def _common_lines(self, lines: list[str], out: list[SSEEvent]) -> None:
         """``_line`` for each line, with the usual ones (``data: ``, ``event: ``, blank) inlined."""
@@ -181,6 +211,21 @@ class SSEDecoder:
         if self._raw is not None:
             out.append(SSEEvent(event="raw", data="\n".join(self._raw)))
             self._raw = None
+
+
+def _after_blank_line(text: str, pos: int) -> int:
+    """Where the first blank line at or after ``pos`` (a line start) ends; the end of ``text`` if none."""
+    if text[pos] in "\r\n":
+        return pos + (2 if text.startswith("\r\n", pos) else 1)
+    found = _TWO_BREAKS.search(text, pos)
+    return found.end() if found else len(text)
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of text that ends with a line break."""
+    lines = _LINE_BREAK_TEXT.split(text)
+    del lines[-1]  # the text ends with a break: the last piece is empty
+    return lines
 
 
 def _parses(text: str) -> bool:
