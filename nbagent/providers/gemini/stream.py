@@ -51,14 +51,13 @@ class GeminiStreamParser:
     def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
         if payload is UNDECODED:
             payload = parse_json(sse.data, "gemini")
-        chunks = payload if isinstance(payload, list) else [payload]
         events: list[Event] = []
-        for chunk in chunks:
+        for chunk in payload if isinstance(payload, list) else (payload,):
             if not isinstance(chunk, dict):
                 continue
             if "error" in chunk:
                 raise self._stream_error(chunk)
-            events.extend(self._chunk(chunk))
+            self._chunk(chunk, events)
         return events
 
     def close(self) -> list[Event]:
@@ -89,10 +88,11 @@ class GeminiStreamParser:
 
     # -- internals ----------------------------------------------------------
 
-    def _chunk(self, chunk: dict) -> list[Event]:
-        events: list[Event] = []
-        if chunk.get("modelVersion"):
-            self.model = str(chunk["modelVersion"])
+    def _chunk(self, chunk: dict, events: list[Event]) -> None:
+        """Add one ``GenerateContentResponse``'s events to ``events``."""
+        model = chunk.get("modelVersion")
+        if model:
+            self.model = str(model)
         feedback = chunk.get("promptFeedback") or {}
         if feedback.get("blockReason"):
             self.block_reason = str(feedback["blockReason"])
@@ -101,48 +101,50 @@ class GeminiStreamParser:
         candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else {}
         for part in (candidate.get("content") or {}).get("parts") or []:
             if isinstance(part, dict):
-                events.extend(self._part(part))
+                self._part(part, events)
         if candidate.get("finishReason"):
             self.finish_reason = str(candidate["finishReason"])
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict) and usage and usage != self.usage:
             self.usage = dict(usage)
             events.append(Usage(usage=normalize_usage(self.usage), raw=dict(self.usage)))
-        return events
 
-    def _part(self, part: dict) -> list[Event]:
+    def _part(self, part: dict, events: list[Event]) -> None:
+        """Add one content part's events to ``events``: text, a thought, or a whole function call."""
         signature = part.get("thoughtSignature")
-        details = {"thought_signature": signature} if signature else {}
         call = part.get("functionCall")
         if isinstance(call, dict):
-            n = self._calls
-            self._calls += 1
-            call_id = str(call.get("id") or "")
-            if not call_id:
-                call_id = f"call_{self._prefix}_{n}"
-                details["synthetic_id"] = True
-            name = str(call.get("name") or "")
-            given = call.get("args")
-            args = given if isinstance(given, dict) else {}
-            self._join_text()
-            self.parts.append(ToolUsePart(call_id, name, args, provider_details=details))
-            return [
-                ToolCallStart(key=n, id=call_id, name=name),
-                ToolCallEnd(key=n, call=ToolCall(call_id, name, args)),
-            ]
+            self._call(call, signature, events)
+            return
         if "text" not in part:
-            return []  # inline images, executable code, ... are not shown
-        text = str(part.get("text") or "")
+            return  # inline images, executable code, ... are not shown
+        text = part["text"]
+        if type(text) is not str:
+            text = str(text or "")
         kind = ThinkingPart if part.get("thought") else TextPart
-        last = self.parts[-1] if self.parts else None
-        if type(last) is kind and not signature:
+        parts = self.parts
+        if not signature and parts and type(parts[-1]) is kind:
             self._more.append(text)
         elif text or signature:
             self._join_text()
-            self.parts.append(kind(text, provider_details=details))
-        if not text:
-            return []
-        return [ThinkingDelta(text) if kind is ThinkingPart else TextDelta(text)]
+            parts.append(kind(text, provider_details={"thought_signature": signature} if signature else {}))
+        if text:
+            events.append(ThinkingDelta(text) if kind is ThinkingPart else TextDelta(text))
+
+    def _call(self, call: dict, signature: Any, events: list[Event]) -> None:
+        details: dict[str, Any] = {"thought_signature": signature} if signature else {}
+        n = self._calls
+        self._calls += 1
+        call_id = str(call.get("id") or "")
+        if not call_id:
+            call_id = f"call_{self._prefix}_{n}"
+            details["synthetic_id"] = True
+        name = str(call.get("name") or "")
+        given = call.get("args")
+        args = given if isinstance(given, dict) else {}
+        self._join_text()
+        self.parts.append(ToolUsePart(call_id, name, args, provider_details=details))
+        events += [ToolCallStart(key=n, id=call_id, name=name), ToolCallEnd(key=n, call=ToolCall(call_id, name, args))]
 
     def _join_text(self) -> None:
         """Fold the text that continued the last part into it (one join, not a copy per chunk)."""

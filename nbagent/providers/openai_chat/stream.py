@@ -46,6 +46,9 @@ from .finish import finish_reason
 from .usage import normalize_usage
 
 
+_TEXT_ONLY = frozenset({"content", "role"})
+
+
 @dataclass
 class _Call:
     key: int
@@ -87,11 +90,12 @@ class OpenAIChatStreamParser:
                 f"unexpected stream chunk: {sse.data.strip()[:200]!r}", kind="protocol", provider=self.provider
             )
         events: list[Event] = []
-        if payload.get("model"):
-            self.model = str(payload["model"])
-        for choice in payload.get("choices") or []:
+        model = payload.get("model")
+        if model:
+            self.model = str(model)
+        for choice in payload.get("choices") or ():
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                events.extend(self._choice(choice))
+                self._choice(choice, events)
         usage = payload.get("usage")
         groq = payload.get("x_groq")
         if not isinstance(usage, dict) and isinstance(groq, dict):
@@ -104,9 +108,23 @@ class OpenAIChatStreamParser:
             self.pending_error = error_from_payload(payload, provider=self.provider)
         return events
 
-    def _choice(self, choice: dict) -> list[Event]:
-        events: list[Event] = []
+    def _choice(self, choice: dict, events: list[Event]) -> None:
+        """Add choice 0's events to ``events``, in the delta's order: thinking, text, refusal, tool calls."""
         delta = choice.get("delta") or {}
+        more = not _TEXT_ONLY.issuperset(delta)  # most deltas hold text (and the role) only
+        if more:
+            self._reasoning(delta, events)
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            self.text.append(text)
+            events.append(TextDelta(text))
+        if more:
+            self._refusal_and_calls(delta, events)
+        finish = choice.get("finish_reason")
+        if finish:
+            self.finish_reason = str(finish)
+
+    def _reasoning(self, delta: dict, events: list[Event]) -> None:
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
             self.thinking.append(reasoning)
@@ -114,10 +132,8 @@ class OpenAIChatStreamParser:
         for detail in delta.get("reasoning_details") or []:
             if isinstance(detail, dict):
                 self._merge_reasoning_detail(detail)
-        text = delta.get("content")
-        if isinstance(text, str) and text:
-            self.text.append(text)
-            events.append(TextDelta(text))
+
+    def _refusal_and_calls(self, delta: dict, events: list[Event]) -> None:
         refusal = delta.get("refusal")
         if isinstance(refusal, str) and refusal:  # Snowflake sends "" on every chunk
             self.refusal.append(refusal)
@@ -125,9 +141,6 @@ class OpenAIChatStreamParser:
         for tc in delta.get("tool_calls") or []:
             if isinstance(tc, dict):
                 events.extend(self._tool_delta(tc))
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
-        return events
 
     def _tool_delta(self, tc: dict) -> list[Event]:
         events: list[Event] = []

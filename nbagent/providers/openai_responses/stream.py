@@ -70,20 +70,16 @@ class _Text:
 
 
 class _TextField:
-    """An ``_Item`` attribute read as ``str`` and set from ``str``, kept as a ``_Text``."""
+    """An ``_Item`` attribute read as ``str`` and set from ``str``, kept as a ``_Text`` in ``buffers``."""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = "_" + name
-
-    def buffer(self, obj: Any) -> _Text:
-        return obj.__dict__.setdefault(self.slot, _Text())
+        self.name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return self if obj is None else str(self.buffer(obj))
+        return self if obj is None else str(obj.buffers[self.name])
 
     def __set__(self, obj: Any, value: str) -> None:
-        buffer = self.buffer(obj)
-        buffer.pieces = [str(value)] if value else []
+        obj.buffers[self.name].pieces = [str(value)] if value else []
 
 
 class _Item:
@@ -95,10 +91,11 @@ class _Item:
 
     def grow(self, name: str) -> _Text:
         """The buffer of ``text`` / ``refusal`` / ``arguments``, to ``add`` deltas to."""
-        return getattr(type(self), name).buffer(self)
+        return self.buffers[name]
 
     def __init__(self, type: str, id: str, index: int, raw: dict | None = None) -> None:
         self.type, self.id, self.index = type, id, index
+        self.buffers = {"text": _Text(), "refusal": _Text(), "arguments": _Text()}
         self.raw = raw if raw is not None else {}  # the newest full item (output_item.done wins)
         self.part: int | None = None  # the reasoning summary / content index being streamed
         self.done = False
