@@ -341,7 +341,7 @@ class HTTPProvider(Provider):
 
 
 async def _parsed(parser: StreamParser, sses: list[SSEEvent], closing: bool = False) -> AsyncIterator[list[Event]]:
-    """The events of these SSE events (their JSON decoded in one pass) as one batch; what came before a
+    """The events of these SSE events (their JSON decoded by ``decode_payloads``) as one batch; what came before a
     parse error is still delivered."""
     batch: list[Event] = []
     try:
