@@ -18,7 +18,7 @@ import random
 import re
 import weakref
 from typing import Any, Protocol
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import httpx
 
@@ -307,7 +307,7 @@ class HTTPProvider(Provider):
         async for chunk in chunks:
             if chunk:
                 progress.got_bytes = True
-                async for batch in _parsed(parser, decoder.feed(chunk)):
+                async for batch in _parsed(parser, decoder.events(chunk)):
                     yield batch
         if not progress.got_bytes:
             raise NbagentError("the server replied HTTP 200 with an empty body", kind="protocol",
@@ -340,12 +340,13 @@ class HTTPProvider(Provider):
         return NbagentError(message, kind="network", retryable=not got_bytes, provider=self.name)
 
 
-async def _parsed(parser: StreamParser, sses: list[SSEEvent], closing: bool = False) -> AsyncIterator[list[Event]]:
+async def _parsed(parser: StreamParser, sses: Iterable[SSEEvent], closing: bool = False) -> AsyncIterator[list[Event]]:
     """The events of these SSE events (their JSON decoded by ``decode_payloads``) as one batch; what came before a
-    parse error is still delivered."""
+    parse error is still delivered. Each SSE event and its JSON die once parsed: a read's worth alive at once
+    would be promoted through the garbage collector's generations and trigger full collections."""
     batch: list[Event] = []
     try:
-        for sse, payload in zip(sses, decode_payloads(sses)):
+        for sse, payload in decode_payloads(sses):
             batch.extend(parser.feed(sse, payload))
         if closing:
             batch.extend(parser.close())

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator, Iterator
 
 __all__ = ["SSEEvent", "SSEDecoder", "aiter_sse"]
 
@@ -54,8 +54,13 @@ class SSEDecoder:
         The complete lines of a read are decoded and split at once; an unfinished line is kept
         as a list of pieces, so one huge event costs linear time however it is split.
         """
+        return list(self.events(chunk))
+
+    def events(self, chunk: bytes) -> Iterator[SSEEvent]:
+        """``feed`` one event at a time: each is made when it is taken, so a read's events need not
+        all be alive at once (take them all before the next read)."""
         if not chunk:
-            return []
+            return
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == b"\n":
@@ -64,7 +69,7 @@ class SSEDecoder:
         if not end:
             if chunk:
                 self._pending.append(chunk)
-            return []
+            return
         head = chunk[:end]
         if self._pending:
             self._pending.append(head)
@@ -73,17 +78,17 @@ class SSEDecoder:
             self._pending.append(chunk[end:])
         elif head.endswith(b"\r"):
             self._skip_lf = True  # maybe the first half of a CRLF split across reads
-        out: list[SSEEvent] = []
         text = head.decode("utf-8", errors="replace")
         if not self._started:
             self._started = True
             text = text.removeprefix("\ufeff")
         if self._raw is None:
-            self._usual_text(text, out)
+            yield from self._usual_text(text)
         else:
+            out: list[SSEEvent] = []
             for line in _lines(text):
                 self._line(line, out)
-        return out
+            yield from out
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: dispatch whatever is pending."""
@@ -98,29 +103,31 @@ class SSEDecoder:
 
     # -- internals -------------------------------------------------------
 
-    def _usual_text(self, text: str, out: list[SSEEvent]) -> None:
+    def _usual_text(self, text: str) -> Iterator[SSEEvent]:
         """Complete lines, read in bulk: between events, whole usual events are matched by one regex
         each; any other line (and the rest of its event) goes line by line, then the regex again."""
         pos, end = 0, len(text)
         while pos < end:
             if not (self._data or self._event):
-                pos = self._usual_events(text, pos, out)
+                pos = yield from self._usual_events(text, pos)
                 if pos == end:
                     return
             stop = _after_blank_line(text, pos)
+            out: list[SSEEvent] = []
             self._common_lines(_lines(text[pos:stop]), out)
+            yield from out
             pos = stop
 
-    def _usual_events(self, text: str, pos: int, out: list[SSEEvent]) -> int:
-        """Dispatch the usual events from ``pos`` on (no event pending); return where the first other line starts."""
-        match, last_id, retry = _USUAL_EVENT.match, self._last_id, self._retry
+    def _usual_events(self, text: str, pos: int) -> Generator[SSEEvent, None, int]:
+        """The usual events from ``pos`` on (no event pending); returns where the first other line starts."""
+        match, last_id = _USUAL_EVENT.match, self._last_id
         found = match(text, pos)
         while found is not None:
             name, data = found.groups()
-            out.append(SSEEvent(name or "message", data, last_id, retry))
-            retry, pos = None, found.end()
+            retry, self._retry = self._retry, None
+            pos = found.end()
+            yield SSEEvent(name or "message", data, last_id, retry)
             found = match(text, pos)
-        self._retry = retry
         return pos
 
     def _common_lines(self, lines: list[str], out: list[SSEEvent]) -> None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 
 def payloads(*datas: str) -> list:
-    return list(decode_payloads([SSEEvent(data=d) for d in datas]))
+    return [payload for _, payload in decode_payloads([SSEEvent(data=d) for d in datas])]
 
 
 def test_each_value_is_decoded_and_what_is_not_one_value_is_left_undecoded():
