@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Iterator
 
 __all__ = ["SSEEvent", "SSEDecoder", "aiter_sse"]
 
@@ -58,37 +58,36 @@ class SSEDecoder:
 
     def events(self, chunk: bytes) -> Iterator[SSEEvent]:
         """``feed`` one event at a time: each is made when it is taken, so a read's events need not
-        all be alive at once (take them all before the next read)."""
-        if not chunk:
+        all be alive at once (take them all before the next read).
+
+        Between events, whole usual events (an optional ``event: `` line, one ``data: `` line, the
+        blank line) are matched by one regex each; any other line, and the rest of its event, goes
+        line by line, then the regex again.
+        """
+        text = self._complete_lines(chunk)
+        if not text:
             return
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r")) + 1
-        if not end:
-            if chunk:
-                self._pending.append(chunk)
+        if self._raw is not None:
+            yield from self._line_by_line(text)
             return
-        head = chunk[:end]
-        if self._pending:
-            self._pending.append(head)
-            head, self._pending = b"".join(self._pending), []
-        if end < len(chunk):
-            self._pending.append(chunk[end:])
-        elif head.endswith(b"\r"):
-            self._skip_lf = True  # maybe the first half of a CRLF split across reads
-        text = head.decode("utf-8", errors="replace")
-        if not self._started:
-            self._started = True
-            text = text.removeprefix("\ufeff")
-        if self._raw is None:
-            yield from self._usual_text(text)
-        else:
+        match = _USUAL_EVENT.match
+        pos, end = 0, len(text)
+        while pos < end:
+            if not (self._data or self._event):
+                found = match(text, pos)
+                while found is not None:
+                    name, data = found.groups()
+                    retry, self._retry = self._retry, None
+                    pos = found.end()
+                    yield SSEEvent(name or "message", data, self._last_id, retry)
+                    found = match(text, pos)
+                if pos == end:
+                    return
+            stop = _after_blank_line(text, pos)
             out: list[SSEEvent] = []
-            for line in _lines(text):
-                self._line(line, out)
+            self._common_lines(_lines(text[pos:stop]), out)
             yield from out
+            pos = stop
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: dispatch whatever is pending."""
@@ -103,32 +102,39 @@ class SSEDecoder:
 
     # -- internals -------------------------------------------------------
 
-    def _usual_text(self, text: str) -> Iterator[SSEEvent]:
-        """Complete lines, read in bulk: between events, whole usual events are matched by one regex
-        each; any other line (and the rest of its event) goes line by line, then the regex again."""
-        pos, end = 0, len(text)
-        while pos < end:
-            if not (self._data or self._event):
-                pos = yield from self._usual_events(text, pos)
-                if pos == end:
-                    return
-            stop = _after_blank_line(text, pos)
-            out: list[SSEEvent] = []
-            self._common_lines(_lines(text[pos:stop]), out)
-            yield from out
-            pos = stop
+    def _complete_lines(self, chunk: bytes) -> str:
+        """The text of the complete lines that this read ends (with what was pending); the unfinished
+        line is kept, as pieces."""
+        if not chunk:
+            return ""
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r")) + 1
+        if not end:
+            if chunk:
+                self._pending.append(chunk)
+            return ""
+        head = chunk[:end]
+        if self._pending:
+            self._pending.append(head)
+            head, self._pending = b"".join(self._pending), []
+        if end < len(chunk):
+            self._pending.append(chunk[end:])
+        elif head.endswith(b"\r"):
+            self._skip_lf = True  # maybe the first half of a CRLF split across reads
+        text = head.decode("utf-8", errors="replace")
+        if not self._started:
+            self._started = True
+            text = text.removeprefix("\ufeff")
+        return text
 
-    def _usual_events(self, text: str, pos: int) -> Generator[SSEEvent, None, int]:
-        """The usual events from ``pos`` on (no event pending); returns where the first other line starts."""
-        match, last_id = _USUAL_EVENT.match, self._last_id
-        found = match(text, pos)
-        while found is not None:
-            name, data = found.groups()
-            retry, self._retry = self._retry, None
-            pos = found.end()
-            yield SSEEvent(name or "message", data, last_id, retry)
-            found = match(text, pos)
-        return pos
+    def _line_by_line(self, text: str) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        for line in _lines(text):
+            self._line(line, out)
+        return out
 
     def _common_lines(self, lines: list[str], out: list[SSEEvent]) -> None:
         """``_line`` for each line, with the usual ones (``data: ``, ``event: ``, blank) inlined."""
