@@ -93,17 +93,20 @@ class GeminiStreamParser:
         model = chunk.get("modelVersion")
         if model:
             self.model = str(model)
-        feedback = chunk.get("promptFeedback") or {}
-        if feedback.get("blockReason"):
+        feedback = chunk.get("promptFeedback")
+        if feedback and feedback.get("blockReason"):
             self.block_reason = str(feedback["blockReason"])
             self.block_message = str(feedback.get("blockReasonMessage") or "")
-        candidates = chunk.get("candidates") or []
-        candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else {}
-        for part in (candidate.get("content") or {}).get("parts") or []:
-            if isinstance(part, dict):
-                self._part(part, events)
-        if candidate.get("finishReason"):
-            self.finish_reason = str(candidate["finishReason"])
+        candidates = chunk.get("candidates")
+        candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else None
+        if candidate is not None:
+            content = candidate.get("content")
+            for part in (content.get("parts") if content else None) or ():
+                if isinstance(part, dict):
+                    self._part(part, events)
+            finish = candidate.get("finishReason")
+            if finish:
+                self.finish_reason = str(finish)
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict) and usage and usage != self.usage:
             self.usage = dict(usage)
