@@ -13,6 +13,7 @@ their error envelope needs it, ``parse_error``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import random
 import re
@@ -302,17 +303,18 @@ class HTTPProvider(Provider):
         else:
             chunks = response.aiter_bytes()
         parser = self.new_parser(request)
+        decoded = takes_payload(parser)
         decoder = SSEDecoder(raw_lines=self.sse_raw_lines)
         progress.parsing = True
         async for chunk in chunks:
             if chunk:
                 progress.got_bytes = True
-                async for batch in _parsed(parser, decoder.events(chunk)):
+                async for batch in _parsed(parser, decoder.events(chunk), decoded=decoded):
                     yield batch
         if not progress.got_bytes:
             raise NbagentError("the server replied HTTP 200 with an empty body", kind="protocol",
                                http_code=response.status_code, provider=self.name)
-        async for batch in _parsed(parser, decoder.flush(), closing=True):
+        async for batch in _parsed(parser, decoder.flush(), closing=True, decoded=decoded):
             yield batch
 
     def _transport_error(self, exc: Exception, url: str, got_bytes: bool) -> NbagentError:
@@ -340,14 +342,29 @@ class HTTPProvider(Provider):
         return NbagentError(message, kind="network", retryable=not got_bytes, provider=self.name)
 
 
-async def _parsed(parser: StreamParser, sses: Iterable[SSEEvent], closing: bool = False) -> AsyncIterator[list[Event]]:
+def takes_payload(parser: StreamParser) -> bool:
+    """Whether ``parser.feed`` takes the decoded JSON too; a parser written before it (a plugin's) is fed
+    the event alone."""
+    try:
+        inspect.signature(parser.feed).bind(None, None)
+    except (TypeError, ValueError):  # it takes the event only (or shows no signature)
+        return False
+    return True
+
+
+async def _parsed(parser: StreamParser, sses: Iterable[SSEEvent], closing: bool = False,
+                  decoded: bool = True) -> AsyncIterator[list[Event]]:
     """The events of these SSE events (their JSON decoded by ``decode_payloads``) as one batch; what came before a
     parse error is still delivered. Each SSE event and its JSON die once parsed: a read's worth alive at once
     would be promoted through the garbage collector's generations and trigger full collections."""
     batch: list[Event] = []
     try:
-        for sse, payload in decode_payloads(sses):
-            batch.extend(parser.feed(sse, payload))
+        if decoded:
+            for sse, payload in decode_payloads(sses):
+                batch.extend(parser.feed(sse, payload))
+        else:
+            for sse in sses:
+                batch.extend(parser.feed(sse))
         if closing:
             batch.extend(parser.close())
     except NbagentError:

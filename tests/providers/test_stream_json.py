@@ -8,6 +8,8 @@ import json
 import pytest
 
 from nbagent import NbagentError
+from nbagent.core.messages import Message, TextPart
+from nbagent.providers.base import Finish, ModelRequest, TextDelta
 from nbagent.providers.sse import SSEEvent
 from nbagent.providers.stream_json import UNDECODED, decode_payloads, parse_json
 
@@ -53,3 +55,43 @@ def test_a_decoded_payload_is_what_json_loads_gives_and_nothing_parse_json_rejec
             continue
         assert payload is UNDECODED or _same(payload, expected)
         assert payload is not UNDECODED or data != data.strip()  # only padded values are left to parse_json
+
+
+# --- a plugin's parser written before the decoded payload existed ------------------------------
+
+
+class EventOnlyParser:
+    """A plugin's parser: ``feed`` takes the SSE event alone and decodes it itself."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.fed = 0
+
+    def feed(self, event):
+        self.fed += 1
+        return self.inner.feed(event)
+
+    def close(self):
+        return self.inner.close()
+
+
+async def test_a_parser_whose_feed_takes_the_event_only_is_still_fed(fault_server):
+    from nbagent.providers.http import takes_payload
+    from nbagent.providers.openai_chat import OpenAIProvider
+    from support.fault_server import sse
+    from support.wires import openai_text
+
+    parsers = []
+
+    class PluginProvider(OpenAIProvider):
+        def new_parser(self, request):
+            parsers.append(EventOnlyParser(super().new_parser(request)))
+            return parsers[-1]
+
+    fault_server.push(sse(openai_text(["Hel", "lo"])))
+    provider = PluginProvider("m", api_key="sk-plugin-0123456789abcdef", base_url=fault_server.url)
+    request = ModelRequest(model="m", messages=[Message("user", [TextPart("hi")])])
+    events = [e async for e in provider.stream(request)]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello"
+    assert isinstance(events[-1], Finish) and parsers[0].fed == 6  # role, 2 texts, finish, usage, [DONE]
+    assert not takes_payload(parsers[0]) and takes_payload(OpenAIProvider.new_parser(provider, request))
