@@ -7,6 +7,10 @@ U+2029 or U+0085 inside a JSON string never break a line. Comments (``:``)
 and unknown fields are ignored, ``data`` lines are joined with ``\\n``, an
 event is dispatched on a blank line and the pending one at end of stream.
 
+A read's usual events (an optional ``event: `` line, one ``data: `` line, the blank line) are
+matched whole by one regex each; every other line goes through the line-by-line rules, with the
+same result (a test checks the two against each other). ``events`` hands them out one at a time.
+
 ``raw_lines=True`` also reports unprefixed JSON lines (Gemini's mid-stream
 errors, possibly pretty-printed over several lines) as ``SSEEvent("raw")``.
 """
