@@ -25,10 +25,10 @@ from collections.abc import AsyncIterator, Iterator
 __all__ = ["SSEEvent", "SSEDecoder", "aiter_sse"]
 
 _LINE_BREAK_TEXT = re.compile("\r\n|\r|\n")  # only these: U+2028 and friends stay inside a line
-# the usual event, whole, in text whose CRLFs became LFs: blank lines, an optional "event: " line,
-# one "data: " line, the blank line ("." is quicker than "[^\r\n]", which text with a lone CR needs)
+# the usual event, whole: blank lines, an optional "event: " line, one "data: " line, the blank line;
+# in text with LF breaks only ("." is quicker than "[^\r\n]"), and in text with CRs
 _USUAL_EVENT = re.compile("\n*(?:event: (.*)\n)?data: (.*)\n\n")
-_USUAL_EVENT_LONE_CR = re.compile("\n*(?:event: ([^\r\n]*)\n)?data: ([^\r\n]*)\n\n")
+_USUAL_EVENT_CR = re.compile("(?:\r\n|\n)*(?:event: ([^\r\n]*)(?:\r\n|\n))?data: ([^\r\n]*)(?:\r\n|\n)(?:\r\n|\n)")
 _TWO_BREAKS = re.compile("(?>\r\n|\r|\n)(?>\r\n|\r|\n)")  # atomic: a CRLF is never a CR then an LF
 
 
@@ -76,9 +76,13 @@ class SSEDecoder:
         if self._raw is not None:
             yield from self._line_by_line(text)
             return
+        match = _USUAL_EVENT.match
         if "\r" in text:
-            text = text.replace("\r\n", "\n")  # one line break either way
-        match = (_USUAL_EVENT_LONE_CR if "\r" in text else _USUAL_EVENT).match
+            lf_only = text.replace("\r\n", "\n")  # one line break either way
+            if "\r" in lf_only:  # a lone CR (a break too): "\r\r\n" must not become "\r\n"
+                match = _USUAL_EVENT_CR.match
+            else:
+                text = lf_only
         pos, end = 0, len(text)
         while pos < end:
             if not (self._data or self._event):

@@ -197,3 +197,9 @@ def test_usual_events_keep_the_id_and_the_retry_once():
     body = b"id: 9\nretry: 50\n\nevent: a\ndata: 1\n\ndata: 2\r\n\r\n\n\ndata: 3\n\n"
     assert fields(body, "whole", False) == [("a", "1", "9", 50), ("message", "2", "9", None),
                                             ("message", "3", "9", None)]
+
+
+def test_a_lone_cr_before_a_crlf_is_two_line_breaks_in_a_read_of_many_lines():
+    body = b"data: a\r\r\ndata: b\n\n"
+    assert fields(body, "whole", False) == fields(body, "1", False) == [("message", "a", None, None),
+                                                                          ("message", "b", None, None)]
