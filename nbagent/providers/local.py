@@ -364,8 +364,9 @@ class LocalProvider(OpenAIProvider):
 
 
 async def _died(server: LlamaServer) -> bool:
-    """Whether ``server`` is gone (waiting up to a second for a dying process to exit)."""
-    if not server.alive():
+    """Whether ``server`` is gone (waiting up to a second for a dying process to exit and be reaped, so
+    that its exit status can be named: a killed multi-threaded server looks dead before it is reaped)."""
+    if server.proc.poll() is not None:
         return True
     try:
         await asyncio.to_thread(server.proc.wait, 1.0)
