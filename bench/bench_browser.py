@@ -10,7 +10,10 @@ nodes inside the chat, the page's JS heap after a GC, and the reopen: save, relo
 from navigation start until the last turn's answer is visible in the widget (and from the
 widget's element appearing, which is the widget's own share).
 
-Goals: no long task over 50 ms while streaming at turn 200; reopened readable within 2 s.
+Goals: no long task over 50 ms while streaming at turn 200 (from Send to the turn's end; the tasks
+after it, when JupyterLab re-renders the saved-transcript output beside the chat, are reported
+apart); reopened readable within 2 s of the notebook's panel appearing.
+With NBAGENT_BENCH_PROFILE=folder, the streaming part's CPU profile is written there and summarised.
 Run: .venv/bin/python bench/bench_browser.py     (always exits 0; needs chromium, playwright, jupyterlab)
 """
 
@@ -79,9 +82,23 @@ READABLE_PROBE = """(() => {
   requestAnimationFrame(probe);
 })();""".replace("__MARK__", json.dumps(MARK))
 
-LONG_TASKS_START = """() => { window.__longTasks = [];
-  window.__lto = new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); });
-  window.__lto.observe({ type: 'longtask' }); }"""
+# long tasks as [start, duration]; the turn's end: the chat stops running, or JupyterLab updates the
+# saved-transcript output in the chat's cell (the kernel sends that just before `running` goes false)
+LONG_TASKS_START = """(sel) => { window.__longTasks = []; window.__endedAt = Infinity; window.__txAt = Infinity;
+  window.__lto = new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push([e.startTime, e.duration]); });
+  window.__lto.observe({ type: 'longtask' });
+  const chat = document.querySelector(sel), cell = chat.closest('.jp-Cell') || document.body;
+  window.__mo = new MutationObserver((records) => {
+    for (const r of records) {
+      if (r.target === chat) window.__endedAt = chat.classList.contains('nba-is-running') ? Infinity : performance.now();
+      else if (window.__txAt === Infinity && !chat.contains(r.target)) window.__txAt = performance.now();
+    } });
+  window.__mo.observe(chat, { attributes: true, attributeFilter: ['class'] });
+  window.__mo.observe(cell, { childList: true, subtree: true }); }"""
+LONG_TASKS_STOP = """() => { window.__lto.disconnect(); window.__mo.disconnect();
+  const end = Math.min(window.__endedAt, window.__txAt) - 1;
+  return [window.__longTasks.filter(([t, d]) => t + d < end).map(([, d]) => d),
+          window.__longTasks.filter(([t, d]) => t + d >= end).map(([, d]) => d)]; }"""
 
 CHAT_SIZE = """(sel) => { gc(); gc(); const c = document.querySelector(sel);
   return { nodes: c ? c.querySelectorAll('*').length : 0, heap: performance.memory.usedJSHeapSize,
@@ -126,7 +143,7 @@ def measure(page, path: str) -> dict:
     page.wait_for_selector(chat, state="attached")
     wait_idle_chat(page, chat)
     page.wait_for_timeout(1500)  # late renders (math, grammars, images) settle
-    page.evaluate(LONG_TASKS_START)
+    page.evaluate(LONG_TASKS_START, chat)
     profiler = start_profile(page)
     page.fill(f"{chat} .nba-input", STREAMED["cards" if path.startswith("cards") else "chat"])
     page.press(f"{chat} .nba-input", "Enter")
@@ -135,8 +152,8 @@ def measure(page, path: str) -> dict:
     page.wait_for_function("""([s, mark]) => { const turns = document.querySelectorAll(s + ' .nba-turn'), t = turns[turns.length - 1];
         return t && t.querySelector('.nba-prompt').textContent.includes(mark) && t.querySelector('.nba-footer').textContent; }""",
                            arg=[chat, MARK], polling=100)
-    page.wait_for_timeout(300)
-    tasks = page.evaluate("() => { window.__lto.disconnect(); return window.__longTasks; }")
+    page.wait_for_timeout(1000)  # the turn's end: JupyterLab updates the saved-transcript output beside the chat
+    tasks, after_end = page.evaluate(LONG_TASKS_STOP)
     stop_profile(profiler, f"{path}.stream")
     after = page.evaluate(CHAT_SIZE, chat)
     page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:save'); }")
@@ -146,6 +163,7 @@ def measure(page, path: str) -> dict:
     page.evaluate("""async () => { for (const w of [...window.jupyterapp.shell.widgets('main')]) {
         if (!w.context) continue; await w.sessionContext.shutdown(); w.context.model.dirty = false; w.dispose(); } }""")
     return {"longest_ms": max(tasks, default=0.0), "long_tasks": len(tasks), "over_goal": sum(t > LONG_TASK_GOAL_MS for t in tasks),
+            "turn_end_longest_ms": max(after_end, default=0.0),
             "nodes": after["nodes"], "heap_mb": after["heap"] / 1e6, "heap_added_mb": (after["heap"] - empty["heap"]) / 1e6,
             "cards": after["cards"], "images": after["images"], "tables": after["tables"],
             "reopen_ms": readable, "reopen_panel_ms": readable - panel_at, "reopen_widget_ms": readable - widget_at}
@@ -219,7 +237,8 @@ def rows(figures: dict[str, dict] | None = None) -> list[dict]:
         out.append(row(f"{what}: longest task streaming one more answer vs at turn 1",
                        a["longest_ms"] / max(b["longest_ms"], 1.0), "<= 50 ms absolute", a["longest_ms"] <= LONG_TASK_GOAL_MS,
                        f"{a['longest_ms']:.0f} ms vs {b['longest_ms']:.0f} ms; {a['over_goal']} task(s) over 50 ms "
-                       f"({b['over_goal']} at turn 1)"))
+                       f"({b['over_goal']} at turn 1); after the turn's end (JupyterLab renders the updated "
+                       f"saved-transcript output) {a['turn_end_longest_ms']:.0f} ms vs {b['turn_end_longest_ms']:.0f} ms"))
         out.append(row(f"{what}: reopened (page reload), notebook shown until the last answer is visible, vs one turn",
                        a["reopen_panel_ms"] / b["reopen_panel_ms"], "<= 2 s absolute", a["reopen_panel_ms"] <= REOPEN_GOAL_MS,
                        f"{a['reopen_panel_ms']:.0f} ms vs {b['reopen_panel_ms']:.0f} ms (from navigation {a['reopen_ms']:.0f} ms "
