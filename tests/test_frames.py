@@ -218,6 +218,49 @@ def test_history_frame_empty_and_foreign_values():
     assert df.loc[3, "status"] == "PAUSED" and _cats(df["status"])[:7] == [m.value for m in StepStatus]
 
 
+def test_history_frame_html_is_marked_for_mathjax_to_skip_and_stays_a_dataframe(tmp_path):
+    """A notebook shows "$5 and $10" as written: the table's HTML sits in an element MathJax skips
+    (mathjax_ignore: MathJax 3, JupyterLab 4 / Notebook 7; tex2jax_ignore: MathJax 2), and so does
+    the HTML of frames derived from it. The frame is still a DataFrame for pandas and Parquet.
+    (tests/test_frames_browser.py checks the real JupyterLab.)"""
+    from html.parser import HTMLParser
+
+    steps = scripted_steps()
+    steps[0] = _prompt(0, 0, r"I paid $5 and $10, not \(x\)", T0)
+    df = history_frame(steps)
+
+    def ignored_text(html: str) -> str:
+        """The text of ``html`` that is inside an element with class mathjax_ignore."""
+        out: list[str] = []
+        depth = [0]
+
+        class P(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                if depth[0] or "mathjax_ignore" in (dict(attrs).get("class") or "").split():
+                    depth[0] += 1
+
+            def handle_endtag(self, tag):
+                depth[0] = max(0, depth[0] - 1) if depth[0] else 0
+
+            def handle_data(self, data):
+                if depth[0]:
+                    out.append(data)
+
+        P().feed(html)
+        return "".join(out)
+
+    for frame in (df, df.head(2), df[["source", "content"]], df[df.source == "USER"], df.reset_index()):
+        html = frame._repr_html_()
+        assert r"I paid $5 and $10, not \(x\)" in ignored_text(html)
+        assert "tex2jax_ignore" in html
+        assert isinstance(frame, pd.DataFrame)
+    assert "mathjax_ignore" not in pd.DataFrame(df)._repr_html_()  # the mark is the frame's own, not global
+    assert isinstance(df.groupby("source", observed=True).size(), pd.Series)
+    df.to_parquet(tmp_path / "h.parquet")
+    back = pd.read_parquet(tmp_path / "h.parquet")
+    assert type(back) is pd.DataFrame and back.loc[0, "content"] == df.loc[0, "content"]
+
+
 # --- usage ------------------------------------------------------------------------------
 
 
