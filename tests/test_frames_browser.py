@@ -1,7 +1,8 @@
-"""history_df() in JupyterLab + Chromium: a message with dollar signs or ``\\(x\\)`` shows as written.
+"""history_df() in JupyterLab and Notebook 7 + Chromium: a message with dollar signs or ``\\(x\\)`` shows
+as written.
 
-JupyterLab 4 runs MathJax 3 over HTML outputs; a plain DataFrame's table would show ``$5 and $10`` as
-the math "5and10". The frames nbagent returns mark their HTML for MathJax to skip. The notebook shows
+JupyterLab 4 (and Notebook 7, built on it) runs MathJax 3 over HTML outputs; a plain DataFrame's table
+would show ``$5 and $10`` as the math "5and10". The frames nbagent returns mark their HTML for MathJax to skip. The notebook shows
 ``conv.history_df()`` after a turn whose prompt and answer hold dollar amounts and ``\\(5+10\\)``, then a
 frame derived from it (a column selection and ``head``); then a plain ``pd.DataFrame`` of the same text
 (the control: it must be typeset, else the test could not tell MathJax from no MathJax).
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, lab_page, lab_with_notebooks, notebook_opener
+from support.jupyter import CHROMIUM, lab_page, lab_with_notebooks, notebook7_page, open_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -36,25 +37,25 @@ CELLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory, request):
-    with lab_with_notebooks(tmp_path_factory, request, {"frames.ipynb": CELLS}) as srv, lab_page(srv) as page:
-        yield page
-
-
-@pytest.fixture
-def notebook(lab):
-    yield from notebook_opener(lab)
-
-
 TABLES = """(sel) => [...document.querySelectorAll(sel + ' .jp-CodeCell')].map(c => {
     const t = c.querySelector('.jp-OutputArea table');
     return t && { text: t.textContent.replace(/\\s+/g, ' '), math: t.querySelectorAll('mjx-container').length }; })"""
 
 
-def test_history_df_shows_dollars_and_parentheses_as_written(lab, notebook):
-    page = lab
-    nb = notebook("frames.ipynb")
+# One server and one Chromium per test: Playwright's sync API can't run two at once in a process.
+def test_history_df_shows_dollars_and_parentheses_as_written(tmp_path_factory, request):
+    with lab_with_notebooks(tmp_path_factory, request, {"frames.ipynb": CELLS}) as srv, lab_page(srv) as page:
+        check_tables(page, open_notebook(page, "frames.ipynb"))
+        assert page.errors == []
+
+
+def test_history_df_shows_dollars_as_written_in_notebook7(tmp_path_factory, request):
+    with notebook7_page(tmp_path_factory, request, {"frames.ipynb": CELLS}, "frames.ipynb") as page:
+        check_tables(page, ".jp-NotebookPanel")  # (Notebook 7 reports a page error of its own: not checked)
+
+
+def check_tables(page, nb: str) -> None:
+    """Run All in the open notebook ``nb`` (a selector); its nbagent frames are plain text, the control is math."""
     ok = page.evaluate("""async (t) => await Promise.race([
         window.jupyterapp.commands.execute('notebook:run-all-cells').then(() => true),
         new Promise(r => setTimeout(() => r(false), t))])""", 120_000)
@@ -68,4 +69,3 @@ def test_history_df_shows_dollars_and_parentheses_as_written(lab, notebook):
         assert PROMPT in table["text"], table["text"]
         assert ANSWER in table["text"], table["text"]
     assert PROMPT not in control["text"], control  # a plain DataFrame's table is typeset: the check can tell
-    assert page.errors == []
