@@ -15,6 +15,7 @@ np = pytest.importorskip("numpy")
 
 from nbagent.analysis import pricing as pricing_mod  # noqa: E402
 from nbagent.core.errors import NbagentError  # noqa: E402
+from nbagent.analysis.literal_frame import literal_html  # noqa: E402
 from nbagent.analysis.frames import (  # noqa: E402
     HISTORY_COLUMNS,
     TOOL_CALL_COLUMNS,
@@ -250,11 +251,13 @@ def test_history_frame_html_is_marked_for_mathjax_to_skip_and_stays_a_dataframe(
         return "".join(out)
 
     for frame in (df, df.head(2), df[["source", "content"]], df[df.source == "USER"], df.reset_index()):
-        html = frame._repr_html_()
+        html = literal_html(frame)  # what IPython shows for it (literal_frame registers it in IPython)
         assert r"I paid $5 and $10, not \(x\)" in ignored_text(html)
         assert "tex2jax_ignore" in html
-        assert isinstance(frame, pd.DataFrame)
-    assert "mathjax_ignore" not in pd.DataFrame(df)._repr_html_()  # the mark is the frame's own, not global
+        assert type(frame) is pd.DataFrame
+    assert "mathjax_ignore" not in literal_html(pd.DataFrame(df))  # the mark is the frame's own, not global
+    pd.testing.assert_frame_equal(pd.DataFrame(df), df)  # a plain frame of the same data equals it, either way
+    pd.testing.assert_frame_equal(df, pd.DataFrame(df))
     assert isinstance(df.groupby("source", observed=True).size(), pd.Series)
     df.to_parquet(tmp_path / "h.parquet")
     back = pd.read_parquet(tmp_path / "h.parquet")
