@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run_all.py            # a few minutes on 2 cores
     .venv/bin/python bench/run_all.py --quick    # smaller sizes, for a smoke run
+    .venv/bin/python bench/run_all.py --browser  # also the widget in long chats in Chromium (bench_browser.py)
 
 Each measure is a ratio against a baseline run in the same process (these machines are noisy:
 absolute times move with load, ratios much less), with its goal and whether this run met it.
@@ -126,6 +127,13 @@ def turns(quick: bool) -> list[dict]:
     return out
 
 
+def browser(quick: bool) -> list[dict]:
+    """The widget in a 200-turn chat and one with 50 tool cards, in headless Chromium (bench_browser.py)."""
+    import bench_browser
+
+    return bench_browser.rows()
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| measure | ratio | goal | met | detail |", "|---|---|---|---|---|"]
     for r in rows:
@@ -137,6 +145,8 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    ap.add_argument("--browser", action="store_true",
+                    help="also measure the widget in long chats in headless Chromium (needs playwright, jupyterlab)")
     args = ap.parse_args(argv)
     started = time.time()
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"nbagent-bench-{os.getpid()}"
@@ -146,7 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     small, large = bench_sse.decode_seconds(2_000_000), bench_sse.decode_seconds(8_000_000)
     rows.append(row("SSE decoding of one 8 MB event vs one 2 MB event (linear: 4)", large / small, "<= 6",
                     large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
-    for part in (frames, lambda q: sessions(q, tmp), widget, transcript, memory, turns):
+    for part in (frames, lambda q: sessions(q, tmp), widget, transcript, memory, turns,
+                 *([browser] if args.browser else [])):
         try:
             rows += part(args.quick)
         except Exception as exc:  # one broken measure must not hide the others

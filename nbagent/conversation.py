@@ -10,6 +10,8 @@ transcripts and the widget.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import AsyncGenerator, Mapping
@@ -44,6 +46,8 @@ class Conversation:
         self._loaded_session: Any = None  # the ChatSession of a read-only loaded conversation
         self._widget: ChatWidget | None = None
         self._interrupt_requested = False
+        self._reader: _Reader | None = None  # the stream reading the running turn (None: none handed out)
+        self._wound_down: list[asyncio.Future] = []  # sends waiting for a dropped stream's turn to end
         if connection is not None:
             connection.request_guard = self._stop_reason
 
@@ -61,10 +65,14 @@ class Conversation:
 
     # --- chatting -----------------------------------------------------------------
 
-    async def chat(self, prompt: str) -> AsyncGenerator[Chunk, None]:
+    def chat(self, prompt: str) -> AsyncGenerator[Chunk, None]:
         """Send ``prompt`` and yield Thought / Text / ToolCall chunks as they stream."""
+        reader = _Reader()
+        return reader.hand_out(self._chat(prompt, reader))
+
+    async def _chat(self, prompt: str, reader: _Reader) -> AsyncGenerator[Chunk, None]:
         await self.send(prompt)
-        chunks = self.receive_chunks()
+        chunks = self._chunks(reader)
         try:
             async for chunk in chunks:
                 yield chunk
@@ -74,7 +82,7 @@ class Conversation:
     async def chat_to_completion(self, prompt: str) -> ChatResponse:
         """Send ``prompt`` and wait for the whole turn."""
         await self.send(prompt)
-        async for _ in self.receive_steps():
+        async for _ in self._steps(None):
             pass
         return self._log.last_turn_response()
 
@@ -88,13 +96,8 @@ class Conversation:
         """Send a prompt and open a turn (records the turn boundary)."""
         conn = self._require_connection()
         prompt = clean_text(prompt)
-        for _ in range(20):  # let a turn whose stream was abandoned (break) wind down
-            if self.is_idle():
-                break
-            await asyncio.sleep(0)
-        else:
-            raise NbagentError("a turn is already running; wait for it or interrupt() it first",
-                               kind="config")
+        if not self.is_idle():
+            await self._wind_down_dropped_stream()
         # over budget: raises before any request and before the turn opens
         self._budget.check_prompt(prompt, self.estimate)
         self._interrupt_requested = False
@@ -106,13 +109,49 @@ class Conversation:
             self._log.close_turn(exc)
             raise
 
-    async def receive_steps(self) -> AsyncGenerator[Step, None]:
+    async def _wind_down_dropped_stream(self) -> None:
+        """Wait until the running turn has stopped when its caller dropped the stream it was reading
+        (``break`` out of ``async for``): the event loop then closes that stream, which ends the turn.
+        A turn whose stream someone still holds, or that runs on another event loop (it may be
+        blocked waiting for this one), is refused."""
+        reader = self._reader
+        busy = NbagentError("a turn is already running; wait for it or interrupt() it first", kind="config")
+        if reader is None or not reader.dropped() or reader.loop is not asyncio.get_running_loop():
+            raise busy
+        waiter = asyncio.get_running_loop().create_future()
+        self._wound_down.append(waiter)
+        await waiter
+        if not self.is_idle():
+            raise busy
+
+    def receive_steps(self) -> AsyncGenerator[Step, None]:
         """Yield raw step updates of the current turn, recording each in history."""
+        reader = _Reader()
+        return reader.hand_out(self._steps(reader))
+
+    async def _steps(self, reader: _Reader | None) -> AsyncGenerator[Step, None]:
         conn = self._require_connection()
+        self._reader = reader
+        if reader is not None:
+            reader.loop = asyncio.get_running_loop()
+        try:
+            async with contextlib.aclosing(self._recorded_steps(conn)) as steps:
+                async for step in steps:
+                    yield step
+        finally:
+            self._reader = None
+            waiters, self._wound_down = self._wound_down, []
+            for waiter in waiters:  # on this loop: a dropped stream is only waited for on its own
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def _recorded_steps(self, conn: Connection) -> AsyncGenerator[Step, None]:
         log = self._log
         steps = conn.receive_steps()
+        conversation_id = str(conn.conversation_id)
         try:
             async for step in steps:
+                step.derive(conversation_id)
                 log.ingest(step)
                 yield step
         except GeneratorExit:  # the caller stopped listening: stop the turn too
@@ -136,9 +175,13 @@ class Conversation:
             log.settle_active(StepStatus.CANCELED)
         log.close_turn(interrupted=self._interrupt_requested)
 
-    async def receive_chunks(self) -> AsyncGenerator[Chunk, None]:
+    def receive_chunks(self) -> AsyncGenerator[Chunk, None]:
         """``receive_steps()`` filtered into Thought / Text / ToolCall chunks."""
-        steps = self.receive_steps()
+        reader = _Reader()
+        return reader.hand_out(self._chunks(reader))
+
+    async def _chunks(self, reader: _Reader) -> AsyncGenerator[Chunk, None]:
+        steps = self._steps(reader)
         try:
             async for step in steps:
                 for chunk in self._log.chunks_of(step):
@@ -468,3 +511,22 @@ class Conversation:
         from .core.session_file import read_session
 
         return cls.from_state(read_session(path), connection, max_history_size)
+
+
+class _Reader:
+    """Which stream handed to a caller reads the turn, held weakly: once the caller drops it
+    (``break``), the event loop closes it soon (its finalizer is already scheduled)."""
+
+    __slots__ = ("_stream", "loop")
+
+    def __init__(self) -> None:
+        self._stream: weakref.ref | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # where the stream reads the turn
+
+    def hand_out(self, stream: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+        self._stream = weakref.ref(stream)
+        return stream
+
+    def dropped(self) -> bool:
+        return self._stream is not None and self._stream() is None
+

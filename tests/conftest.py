@@ -6,6 +6,9 @@ import pytest
 
 from support.fault_server import FaultServer
 
+# jupyter_server, lab, notebook, nb7_server, nb7: the browser tests' shared fixtures
+pytest_plugins = ["support.browser_fixtures"]
+
 
 @pytest.fixture
 def fault_server():

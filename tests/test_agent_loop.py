@@ -395,6 +395,18 @@ async def test_breaking_out_of_chat_stops_the_turn_and_frees_the_connection():
     assert_history_valid(conv.connection.session)
 
 
+async def test_a_prompt_while_a_held_stream_reads_the_turn_is_refused():
+    provider = ScriptedProvider([[TextDelta(f"w{i} ") for i in range(100)], text_call("after")])
+    conv = Agent(model=provider).conversation
+    stream = conv.chat("long")
+    await anext(stream)  # the caller keeps the stream: the turn is still theirs
+    with pytest.raises(NbagentError, match="already running"):
+        await conv.chat_to_completion("two")
+    await stream.aclose()
+    assert (await conv.chat_to_completion("next")).text.strip() == "after"
+    assert [t.status for t in conv.turns] == ["interrupted", "done"]
+
+
 async def test_resume_a_saved_conversation(tmp_path):
     agent = Agent(model=ScriptedProvider([text_call("My name is Ada.")]))
     await agent.conversation.chat_to_completion("remember Ada")

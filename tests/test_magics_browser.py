@@ -8,11 +8,9 @@ Run:  .venv/bin/python -m pytest -q tests/test_magics_browser.py
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
-from support.jupyter import LAB_ARGS, jupyter_server as _jupyter_server, lab_page, nb_json, notebook_opener
 
 pytestmark = pytest.mark.browser
 pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
@@ -44,22 +42,11 @@ APPROVAL = (
 )
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory, request):
-    tmp = tmp_path_factory.mktemp("jlab-magics")
-    root = tmp / "root"
-    root.mkdir()
-    (root / "chat.ipynb").write_text(json.dumps(nb_json([SETUP, "%%chat -a bot\nFind it"])))
-    (root / "approve.ipynb").write_text(json.dumps(nb_json(
-        [APPROVAL, "%%chat -a asker --widget\nWhat is 12 * 7?", "kernel_was_free = True"])))
-    with _jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
-        with lab_page(srv) as page:
-            yield page
-
-
-@pytest.fixture
-def notebook(lab):
-    yield from notebook_opener(lab)
+# the lab and notebook fixtures: support/browser_fixtures.py
+NOTEBOOKS = {
+    "chat.ipynb": [SETUP, "%%chat -a bot\nFind it"],
+    "approve.ipynb": [APPROVAL, "%%chat -a asker --widget\nWhat is 12 * 7?", "kernel_was_free = True"],
+}
 
 
 def run_all(page, timeout_ms=90_000):

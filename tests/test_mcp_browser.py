@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from support.jupyter import CHROMIUM, ROOT, lab_page, lab_with_notebooks, notebook_opener  # noqa: E402
+from support.jupyter import CHROMIUM, ROOT  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -42,17 +42,6 @@ def server_processes() -> list[int]:
         except OSError:
             continue
     return found
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory, request):
-    with lab_with_notebooks(tmp_path_factory, request, NOTEBOOKS) as srv, lab_page(srv) as page:
-        yield page
-
-
-@pytest.fixture
-def notebook(lab):
-    yield from notebook_opener(lab)
 
 
 def test_an_mcp_card_names_its_server_waits_for_approval_and_shows_the_image(lab, notebook):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, lab_page, lab_with_notebooks, notebook7_page, open_notebook
+from support.jupyter import CHROMIUM, lab_page, lab_with_notebooks, notebook7_page, open_notebook, require_notebook7
 
 pytestmark = pytest.mark.browser
 
@@ -35,9 +35,7 @@ def lab(tmp_path_factory, request):
 
 @pytest.fixture
 def nb7(tmp_path_factory, request):
-    notebook = pytest.importorskip("notebook", reason="Jupyter Notebook 7 (notebook>=7) is not installed")
-    if int(notebook.__version__.split(".")[0]) < 7:
-        pytest.skip(f"notebook {notebook.__version__} is not Notebook 7")
+    require_notebook7()
     with notebook7_page(tmp_path_factory, request, {NOTEBOOK: CELLS}, NOTEBOOK) as page:
         yield page
 

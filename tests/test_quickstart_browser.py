@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, LAB_ARGS, ROOT, jupyter_server, lab_page, notebook_opener
+from support.jupyter import CHROMIUM, LAB_ARGS, ROOT, jupyter_server, lab_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.local_model]
 
@@ -58,11 +58,8 @@ def lab(tmp_path_factory, request):
         TIMINGS["server_and_lab_s"] = round(time.monotonic() - t0, 1)
         yield page
 
-
-@pytest.fixture
-def notebook(lab):
-    """Open a notebook of the server's root; at the end, shut its kernel (and so its llama server) down."""
-    yield from notebook_opener(lab)
+# notebook(path) (support/browser_fixtures.py) opens a notebook on this lab; at the end it shuts its kernel
+# (and so its llama server) down.
 
 
 def _cells(page):

@@ -371,7 +371,7 @@ def test_hung_sync_tool_threads_are_bounded_with_a_clear_error(monkeypatch):
 
 
 def test_a_conversation_records_each_retry_on_its_model_step_and_the_answer_follows():
-    from nbagent.providers.openai import OpenAIProvider
+    from nbagent.providers.openai_chat import OpenAIProvider
     from support.fault_server import FaultServer, reply, silent, sse
     from support.wires import OPENAI_WIRE
 

@@ -18,7 +18,7 @@ import pytest
 
 from nbagent import Agent, NbagentError
 from nbagent.core.errors import secret_forms
-from nbagent.providers.openai import OpenAIProvider
+from nbagent.providers.openai_chat import OpenAIProvider
 
 from support.fault_server import FaultServer, collect, reply, sse, stall_after
 from support.wires import WIRES

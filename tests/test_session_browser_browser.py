@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, ROOT, lab_page, lab_with_notebooks, notebook_opener
+from support.jupyter import CHROMIUM, ROOT
 
 pytestmark = pytest.mark.browser
 
@@ -44,23 +44,6 @@ NOTEBOOKS = {
         "replay = Agent(model=f'replay:{rec.session_path}', speed=None, step=True)\nreplay",
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def jupyter_server(tmp_path_factory, request):
-    with lab_with_notebooks(tmp_path_factory, request, NOTEBOOKS) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def lab(jupyter_server):
-    with lab_page(jupyter_server) as page:
-        yield page
-
-
-@pytest.fixture
-def notebook(lab):
-    yield from notebook_opener(lab)
 
 
 def run_all(page, nb: str, selector: str) -> str:

@@ -162,8 +162,8 @@ def _every_field_step():
 
     return Step(id="x", step_index=3, type=StepType.TOOL_CALL, source=StepSource.MODEL, target=StepTarget.USER,
                 status=StepStatus.DONE, content="c", thinking="t", tool_calls=[ToolCall("a", "b", {"x": 1})],
-                error="e", is_complete_response=False, structured_output={"a": 1},
-                usage_metadata=UsageMetadata(1, 2, 3, 0, 0, 5), cascade_id="c", trajectory_id="t", http_code=500,
+                error="e", structured_output={"a": 1},
+                usage_metadata=UsageMetadata(1, 2, 3, 0, 0, 5), http_code=500,
                 created_at=5.0, finished_at=0.0, turn=0, finish_reason="STOP", model="m", approval="denied",
                 run_seconds=0.0, preparing_tool="p", compaction=CompactionStats(1, 2, 3), raw_usage={}, refusal="r",
                 cut_tool_calls=[CutToolCall("i", "n", "{")], display={"text/plain": "x"},
@@ -267,3 +267,64 @@ def test_an_infinite_token_count_is_a_corrupt_file_not_a_crash(tmp_path, where):
         with pytest.raises(NbagentError) as err:
             load_sessions(path)
         assert err.value.kind == "io"
+
+
+# --- what format 3 leaves out: the fields a step derives from its conversation ---------------
+
+_UNSAVED = ("cascade_id", "trajectory_id", "is_complete_response")
+
+
+def _calculator_agent() -> Agent:
+    @tool
+    def calculator(expression: str) -> float:
+        """Evaluate an arithmetic expression."""
+        return eval(expression, {"__builtins__": {}})
+
+    return Agent(model="demo", tools=[calculator])
+
+
+def test_format_3_stores_no_conversation_fields_per_step_and_reloads_identically(tmp_path):
+    agent = _calculator_agent()
+    agent.ask("What is 2 + 2?")
+    agent.ask("Hello")
+    conv = agent.conversation
+    path = conv.save(tmp_path / "s.json")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["version"] == 3 and not any(key in s for s in doc["steps"] for key in _UNSAVED)
+    again = Conversation.load(path)
+    assert again.history == conv.history and again.turns == conv.turns
+    assert {s.cascade_id for s in again.history} == {conv.conversation_id}
+    assert [s.is_complete_response for s in again.history if s.is_model_call] == [False, True, True]
+    assert all(s.is_complete_response is None for s in again.history if not s.is_model_call)
+
+
+def test_a_scripted_conversation_carries_its_id_on_every_step_and_round_trips(tmp_path):
+    from nbagent import Step, StepSource, StepStatus, StepTarget
+
+    script = [Step(step_index=0, type=StepType.TEXT_RESPONSE, source=StepSource.USER,
+                   target=StepTarget.UNSPECIFIED, status=StepStatus.DONE, content="hi"),
+              Step(step_index=1, type=StepType.TEXT_RESPONSE, source=StepSource.MODEL, target=StepTarget.USER,
+                   status=StepStatus.DONE, content="hello", cascade_id="what the script said")]
+    conv = Conversation(MockConnection([script]))
+    conv.ask("hi")
+    assert [s.cascade_id for s in conv.history] == [conv.conversation_id] * 2
+    assert [s.is_complete_response for s in conv.history] == [None, True]
+    assert Conversation.load(conv.save(tmp_path / "s.json")).history == conv.history
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_files_that_stored_the_per_step_keys_load_them_as_stored(tmp_path, version):
+    conv = _calculator_agent().conversation
+    conv.ask("What is 2 + 2?")
+    doc = json.loads(conv.save(tmp_path / "new.json").read_text(encoding="utf-8"))
+    # what a version 2 file (and a format 3 file of before this change) holds per step
+    doc["version"] = version
+    for i, step in enumerate(doc["steps"]):
+        step.update(cascade_id=f"cascade-{i}", trajectory_id="trajectory-1", is_complete_response=i % 2 == 0)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    loaded = Conversation.load(path).history
+    assert [(s.cascade_id, s.trajectory_id, s.is_complete_response) for s in loaded] \
+        == [(f"cascade-{i}", "trajectory-1", i % 2 == 0) for i in range(len(loaded))]
+    assert [s.copy(cascade_id="", trajectory_id="", is_complete_response=None) for s in loaded] \
+        == [s.copy(cascade_id="", trajectory_id="", is_complete_response=None) for s in conv.history]

@@ -234,3 +234,18 @@ def test_a_disarmed_link_is_text_not_a_link_to_a_relative_page():
     hrefs = re.findall(r'href="([^"]*)"', page)
     assert hrefs == ["https://x.org"], hrefs
     assert "a link" in page and "java\u200bscript:alert(1)" in page  # shown, as text
+
+
+def test_the_transcripts_usage_line_writes_times_and_speed_as_the_widgets_footer_does():
+    """%%chat, to_markdown() and the saved transcript say "4.95 s · TTFT 1.08 s · 9.8 tok/s" for the
+    turn the widget's footer shows so (js/test/render.test.js has the same cases), not "4,948 ms"."""
+    from nbagent.core.ledger import TurnRecord
+    from nbagent.core.usage import UsageMetadata
+    from nbagent.notebook.transcript import seconds_text, usage_line
+
+    assert [seconds_text(s) for s in (0.0123, 0.41, 1.2, 2.5, 4.948, 12.34, 75)] == [
+        "12 ms", "410 ms", "1.20 s", "2.50 s", "4.95 s", "12.3 s", "1 min 15 s"]
+    record = TurnRecord(turn=0, model="demo", started_at=100.0, first_token_at=101.082, finished_at=104.948,
+                        usage=UsageMetadata(12, 37, 49))
+    line = usage_line(record)
+    assert line.endswith("4.95 s · TTFT 1.08 s · 9.6 tok/s"), line

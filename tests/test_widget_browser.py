@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import (CHROMIUM, ROOT, lab_page, lab_with_notebooks,
-                             notebook_opener, reload_and_open)
+from support.jupyter import CHROMIUM, ROOT, reload_and_open
 from support.streams import words
 
 pytestmark = pytest.mark.browser
@@ -120,23 +119,6 @@ NOTEBOOKS = {
 
 
 # --- processes (see support/jupyter.py) -----------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def jupyter_server(tmp_path_factory, request):
-    with lab_with_notebooks(tmp_path_factory, request, NOTEBOOKS) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def lab(jupyter_server):
-    with lab_page(jupyter_server) as page:
-        yield page
-
-
-@pytest.fixture
-def notebook(lab):
-    yield from notebook_opener(lab)
-
 
 def run_cell(page, index):
     page.evaluate("""(i) => { const app = window.jupyterapp, nb = app.shell.currentWidget.content;

@@ -12,24 +12,10 @@ pytest.importorskip("anywidget")
 from nbagent import Agent  # noqa: E402
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
 
+from support.widget_messages import customs, until_idle  # noqa: E402
 from support.scripted import ScriptedProvider, text_call  # noqa: E402
 
 PRICE = {"scripted-1": {"input": 1.0, "output": 2.0}}  # USD per 1M tokens
-
-
-def customs(w: ChatWidget) -> list:
-    sent: list = []
-    original = w.send
-    w.send = lambda content, buffers=None: (sent.append(json.loads(json.dumps(content))), original(content, buffers))
-    return sent
-
-
-async def until_idle(w: ChatWidget) -> None:
-    for _ in range(200):
-        if w._task is None or w._task.done():
-            break
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(FLUSH_INTERVAL * 3)
 
 
 async def test_the_gauge_shows_context_window_and_spend_after_each_turn():

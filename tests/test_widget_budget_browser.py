@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import (CHROMIUM, ROOT, lab_page, lab_with_notebooks,
-                             notebook_opener)
+from support.jupyter import CHROMIUM, ROOT
 
 pytestmark = pytest.mark.browser
 
@@ -28,23 +27,6 @@ NOTEBOOKS = {
                      "agent = Agent(model='demo', budget_usd=0.02, pricing={'demo': {'input': 100.0, 'output': 100.0}})\n"
                      "agent.provider.delay = 0.001\nagent"],
 }
-
-
-@pytest.fixture(scope="module")
-def jupyter_server(tmp_path_factory, request):
-    with lab_with_notebooks(tmp_path_factory, request, NOTEBOOKS) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def lab(jupyter_server):
-    with lab_page(jupyter_server) as page:
-        yield page
-
-
-@pytest.fixture
-def notebook(lab):
-    yield from notebook_opener(lab)
 
 
 def show_widget(page, nb):

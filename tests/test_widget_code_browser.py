@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, lab_page, lab_with_notebooks, notebook_opener
+from support.jupyter import CHROMIUM
 
 pytestmark = pytest.mark.browser
 
@@ -23,21 +23,7 @@ pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
 from support.code_flow import CELLS, NOTEBOOK, code_flow  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def lab_server(tmp_path_factory, request):
-    with lab_with_notebooks(tmp_path_factory, request, {NOTEBOOK: CELLS}) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def lab(lab_server):
-    with lab_page(lab_server) as page:
-        yield page
-
-
-@pytest.fixture
-def notebook(lab):
-    yield from notebook_opener(lab)
+NOTEBOOKS = {NOTEBOOK: CELLS}  # the lab and notebook fixtures: support/browser_fixtures.py
 
 
 def test_run_python_card_in_jupyterlab(lab, notebook, tmp_path):

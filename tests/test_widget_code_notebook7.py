@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, notebook7_page
+from support.jupyter import CHROMIUM
 
 pytestmark = pytest.mark.browser
 
@@ -23,15 +23,7 @@ pytest.importorskip("notebook.app", reason="Jupyter Notebook 7 (notebook>=7) is 
 from support.code_flow import CELLS, NOTEBOOK, code_flow  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def nb7(tmp_path_factory, request):
-    """One Notebook 7 server and a Chromium page showing NOTEBOOK with an idle kernel."""
-    import notebook
-
-    if int(notebook.__version__.split(".")[0]) < 7:
-        pytest.skip(f"notebook {notebook.__version__} is not Notebook 7")
-    with notebook7_page(tmp_path_factory, request, {NOTEBOOK: CELLS}, NOTEBOOK) as page:
-        yield page
+NOTEBOOKS = {NOTEBOOK: CELLS}  # the nb7 fixture (a page showing NOTEBOOK): support/browser_fixtures.py
 
 
 def test_run_python_card_in_notebook7(nb7, tmp_path):

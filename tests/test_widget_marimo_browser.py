@@ -4,16 +4,12 @@ search. A scripted answer with math and a bullet list must show typeset and with
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, CHROMIUM_ARGS, die_with_parent, free_port, isolated_env, stop_process_group
+from support.jupyter import CHROMIUM, CHROMIUM_ARGS, marimo_server
 
 pytestmark = pytest.mark.browser
 
@@ -49,34 +45,8 @@ APP = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def marimo_app(tmp_path_factory):
     """``marimo run app.py`` on a free loopback port, no token; its process group is killed at the end."""
-    tmp = tmp_path_factory.mktemp("marimo")
-    (tmp / "app.py").write_text(APP)
-    env = isolated_env(tmp)
-    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        env[var] = str(tmp / var.lower())
-    port = free_port()
-    cmd = [str(Path(sys.executable).with_name("marimo")), "run", "app.py", "--headless", "--host", "127.0.0.1",
-           "--port", str(port), "--no-token", "--no-sandbox"]
-    log_path = tmp / "marimo.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
-        url = f"http://127.0.0.1:{port}/"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"marimo exited rc={proc.returncode}:\n{log_path.read_text()[-3000:]}")
-                try:
-                    if urllib.request.urlopen(url, timeout=1).status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError("marimo run not ready after 60 s")
-                time.sleep(0.1)
-            yield url
-        finally:
-            stop_process_group(proc)
+    with marimo_server(tmp_path_factory.mktemp("marimo"), APP) as url:
+        yield url
 
 
 def test_marimo_answer_shows_typeset_math_and_bullets(marimo_app):

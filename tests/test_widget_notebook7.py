@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, CHROMIUM_ARGS, ROOT, jupyter_server, nb_json
+from support.jupyter import CHROMIUM, CHROMIUM_ARGS, ROOT
 
 pytestmark = pytest.mark.browser
 
@@ -42,31 +42,14 @@ WIDGET_WORDS = ("nba", "nbagent", "anywidget", "widget")
 LIFE = "life.ipynb"  # restart, save, reopen, keyboard
 LIFE_CELLS = [CELLS[0] + "\nagent"]
 RICH = "rich.ipynb"  # a DataFrame and a figure in tool cards, math, XSS payloads
+# the nb7_server fixture (one Notebook 7 server holding these): support/browser_fixtures.py
+NOTEBOOKS = {NOTEBOOK: CELLS, LIFE: LIFE_CELLS,
+             RICH: ["from support.streams import rich_agent\nagent = rich_agent()\nagent"]}
 
 
 def _widget_frames(stack):
     """The stack frames that run in the widget's code (anywidget loads our ESM from a blob: URL)."""
     return "\n".join(ln for ln in (stack or "").splitlines() if "blob:" in ln or "anywidget" in ln or "jupyter-widgets" in ln)
-
-
-@pytest.fixture(scope="module")
-def nb7_server(tmp_path_factory, request):
-    import notebook
-
-    if int(notebook.__version__.split(".")[0]) < 7:
-        pytest.skip(f"notebook {notebook.__version__} is not Notebook 7")
-    tmp = tmp_path_factory.mktemp("nb7")
-    root = tmp / "root"
-    root.mkdir()
-    (root / NOTEBOOK).write_text(json.dumps(nb_json(CELLS)))
-    (root / LIFE).write_text(json.dumps(nb_json(LIFE_CELLS)))
-    (root / RICH).write_text(json.dumps(nb_json(["from support.streams import rich_agent\nagent = rich_agent()\nagent"])))
-    # Notebook 7 is a JupyterLab-based front end: the same settings dir and Lab server flags apply; its
-    # own flag exposes the app as window.jupyterapp.
-    args = ["--JupyterNotebookApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly"]
-    with jupyter_server("notebook", tmp, root, args, show_log_on_error=lambda: request.session.testsfailed) as srv:
-        yield srv
 
 
 @pytest.fixture(scope="module")

@@ -17,26 +17,12 @@ pytest.importorskip("anywidget")
 
 from nbagent import Agent, tool  # noqa: E402
 from nbagent.notebook.variables import VariableName, variable_names  # noqa: E402
-from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
+from nbagent.notebook.widget import ChatWidget  # noqa: E402
 
+from support.widget_messages import customs, until_idle  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def customs(w: ChatWidget) -> list:
-    sent: list = []
-    original = w.send
-    w.send = lambda content, buffers=None: (sent.append(json.loads(json.dumps(content))), original(content, buffers))
-    return sent
-
-
-async def until_idle(w: ChatWidget) -> None:
-    for _ in range(300):
-        if w._task is None or w._task.done():
-            break
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(FLUSH_INTERVAL * 3)
 
 
 def test_names_leave_out_underscores_modules_and_what_ipython_put_there():

@@ -12,6 +12,7 @@ export function resetViews(store) {
   for (const view of store.views) {
     for (const turn of view.turns.values()) turn.el.remove();
     view.turns.clear();
+    view.hiddenTurns = null; // the next conversation starts at its latest turns
   }
 }
 

@@ -10,6 +10,8 @@ unknown; durations are float seconds in columns ending in ``_s``;
 enumerations are ``category`` columns whose categories are every value of
 the enum (in enum order), so ``value_counts()`` shows zero counts too;
 counts are nullable ``Int64``; text is the nullable ``string`` dtype.
+Every frame is marked by ``literal_frame`` (a key in ``df.attrs``): in JupyterLab
+and Notebook 7 its table shows ``$5 and $10`` as written, not as math.
 
 - ``history_frame(steps)``: one row per step, index ``step_index``.
 - ``usage_frame(records, pricing=None)``: one row per turn from the
@@ -70,10 +72,14 @@ def require_pandas():
 
 
 def build_frame(table: Table, index: Column, columns: Sequence[Column]):
-    """A DataFrame of ``columns`` over the table's objects, indexed by ``index``."""
+    """A DataFrame of ``columns`` over the table's objects, indexed by ``index``; a
+    marked by :func:`~nbagent.analysis.literal_frame.literal_frame`, so notebooks show its text as written."""
     pd = require_pandas()
+    from .literal_frame import literal_frame
+
     data = {c.name: c.to_pandas(c.extract(table)) for c in columns}
-    return pd.DataFrame(data, index=pd.Index(index.to_pandas(index.extract(table)), name=index.name), copy=False)
+    index_values = pd.Index(index.to_pandas(index.extract(table)), name=index.name)
+    return literal_frame(pd.DataFrame(data, index=index_values, copy=False))
 
 
 def history_frame(steps: Sequence[Step]):

@@ -120,7 +120,9 @@ def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
                 rows.append(SessionRow(path=os.fspath(path), error=str(exc)))
         for head, costs in zip(heads, turn_costs(heads, pricing)):
             rows.append(session_row(head, float(sum(costs)), costs[-1] if costs else 0.0))
-    df = pd.DataFrame([vars(r) for r in rows], columns=list(COLUMNS))
+    from .literal_frame import literal_frame
+
+    df = literal_frame(pd.DataFrame([vars(r) for r in rows], columns=list(COLUMNS)))
     for name in ("created", "updated"):
         df[name] = pd.to_datetime(df[name], unit="s", utc=True)
     df = df.astype({"turns": "int64", "tokens": "int64", "cost_usd": "float64", "out_of_budget": "bool",

@@ -3,7 +3,9 @@
 This module is the one reader and writer of session files (``Conversation.save``
 / ``load``, ``Agent(save_to=...)``, ``nbagent.load_sessions`` and ``list_sessions`` all come
 here). Version 3 adds the agent's ``settings`` (:class:`AgentSettings`, or null) before the
-turn ledger; version 2 stores the typed step fields; version 1 files (``Step.metadata`` dicts,
+turn ledger and stops storing each step's ``cascade_id`` (the conversation's id),
+``is_complete_response`` (derived on load) and ``trajectory_id`` (unused); version 2 stores the typed
+step fields; version 1 files (``Step.metadata`` dicts,
 cache writes beside the usage) are migrated on read. Older versions stay readable.
 """
 
@@ -175,7 +177,7 @@ def read_steps(path: str | Path) -> tuple[str, list[Step]]:
     try:
         if not isinstance(steps, list):
             raise TypeError("no \"steps\" list")
-        return str(doc.get("conversation_id") or Path(path).stem), [Step.from_dict(s) for s in steps]
+        return str(doc.get("conversation_id") or Path(path).stem), _step_list(doc, steps)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"{path} is damaged: {exc!s:.300}", kind="io") from None
 
@@ -258,8 +260,8 @@ def _state(doc: dict, path: str | Path) -> ConversationState:
         chat = doc.get("chat_session")
         return ConversationState(
             conversation_id=str(doc.get("conversation_id") or ""),
-            max_history_size=int(doc.get("max_history_size", DEFAULT_MAX_HISTORY)),
-            steps=[Step.from_dict(s) for s in doc["steps"]],
+            max_history_size=_history_size(doc.get("max_history_size", DEFAULT_MAX_HISTORY)),
+            steps=_step_list(doc, doc["steps"]),
             trimmed=int(doc.get("trimmed", 0)),
             turn_starts=[int(i) for i in doc.get("turn_starts", [])],
             compactions=[int(i) for i in doc.get("compactions", [])],
@@ -272,6 +274,25 @@ def _state(doc: dict, path: str | Path) -> ConversationState:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"{path} is damaged: {exc!r:.300}", kind="io") from None
+
+
+def _history_size(value: Any) -> int:
+    size = int(value)
+    if size < 0:
+        raise ValueError(f"max_history_size must be >= 0, got {size}")
+    return size
+
+
+def _step_list(doc: dict, raw: list) -> list[Step]:
+    """The steps of a session document. From version 3 on a step stores no ``cascade_id`` and
+    no ``is_complete_response``: they are derived here (older files keep what they stored)."""
+    steps = [Step.from_dict(s) for s in raw]
+    if doc.get("version") not in (1, 2):
+        conversation_id = str(doc.get("conversation_id") or "")
+        for step, d in zip(steps, raw):
+            if "cascade_id" not in d:  # a file written before format 3 dropped the key keeps its value
+                step.derive(conversation_id)
+    return steps
 
 
 # --- version 1 ---------------------------------------------------------------------------

@@ -210,11 +210,11 @@ class Step:
     thinking_delta: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     error: str = ""
-    is_complete_response: bool | None = None
+    is_complete_response: bool | None = None  # derived (see ``derive``); never saved
     structured_output: Any = None
     usage_metadata: UsageMetadata | None = None
-    cascade_id: str = ""
-    trajectory_id: str = ""
+    cascade_id: str = ""  # the conversation's id (see ``derive``); never saved
+    trajectory_id: str = ""  # named by the public API; nbagent leaves it empty and never saves it
     http_code: int = 0
     # nbagent additions
     created_at: float = field(default_factory=time.time)
@@ -281,6 +281,14 @@ class Step:
         """How long a tool ran: ``run_seconds`` when measured, else ``duration``."""
         return self.duration if self.run_seconds is None else self.run_seconds
 
+    def derive(self, conversation_id: str) -> None:
+        """Set the fields that follow from the step and its conversation (session files keep
+        neither): ``cascade_id`` is the conversation's id; ``is_complete_response`` says whether a
+        finished model call answered without asking for a tool (None for other steps)."""
+        self.cascade_id = conversation_id
+        done = self.status == StepStatus.DONE and self.source == StepSource.MODEL and self.type != StepType.FINISH
+        self.is_complete_response = not self.tool_calls if done else None
+
     def copy(self, **changes: Any) -> Step:
         return dataclasses.replace(self, **changes)
 
@@ -303,7 +311,7 @@ class Step:
 
     def _compact_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()
-             if (v or (v is not None and k not in _EMPTY_DEFAULTS)) and k in _READERS}  # deltas never
+             if (v or (v is not None and k not in _EMPTY_DEFAULTS)) and k in _SAVED}  # deltas never
         d["type"], d["source"], d["target"] = self.type._value_, self.source._value_, self.target._value_
         d["status"] = self.status._value_
         for key in _COMPACT_CONVERTED.intersection(d):
@@ -319,7 +327,10 @@ class Step:
 
     @classmethod
     def from_dict(cls, d: dict) -> Step:
-        """The inverse of ``to_dict``; raises TypeError / ValueError / KeyError on bad input."""
+        """The inverse of ``to_dict``; raises TypeError / ValueError / KeyError on bad input.
+
+        Also reads ``cascade_id``, ``trajectory_id`` and ``is_complete_response``, which session
+        files before format 3 stored per step."""
         if not isinstance(d, dict):
             raise TypeError(f"a step must be an object, got {type(d).__name__}")
         step = object.__new__(cls)  # every field read and typed here: __init__ would only repeat it
@@ -400,7 +411,10 @@ _FIELD_FACTORIES = tuple((f.name, f.default_factory) for f in dataclasses.fields
 _EMPTY_DEFAULTS = frozenset(f.name for f in dataclasses.fields(Step) if f.name in _READERS and (
     f.default in ("", 0) or f.default_factory is list) and f.name != "created_at")
 _COMPACT_ENUMS = frozenset(("finish_reason", "approval", "prefix_change"))
-_SAVED_FIELDS = tuple(f.name for f in dataclasses.fields(Step) if f.name in _READERS)  # the deltas are transient
+# not saved: the deltas are transient, the rest derived from the conversation (``Step.derive``) or unused
+_UNSAVED = frozenset(("cascade_id", "trajectory_id", "is_complete_response"))
+_SAVED = frozenset(_READERS).difference(_UNSAVED)
+_SAVED_FIELDS = tuple(f.name for f in dataclasses.fields(Step) if f.name in _SAVED)
 
 
 def _json_value(value: Any) -> Any:

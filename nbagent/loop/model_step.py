@@ -61,7 +61,6 @@ def fold_event(step: Step, event: Any, calls: list[ToolCall], session: ChatSessi
         step.cut_tool_calls = list(event.cut_tool_calls)
         step.status = StepStatus.DONE
         step.finished_at = time.time()
-        step.is_complete_response = not event.message.tool_uses
         step.structured_output = event.structured_output
         step.finish_reason = event.reason
         step.preparing_tool = ""

@@ -23,7 +23,7 @@ from .transcript_html import html_page, render_items_html
 from .transcript_items import Answer, Call, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
 
 __all__ = ["conversation_html", "conversation_markdown", "step_items", "transcript_markdown",
-           "transcript_text", "turn_markdown", "usage_line"]
+           "seconds_text", "transcript_text", "turn_markdown", "usage_line"]
 
 RESULT_CHARS = 500  # a tool result in the short transcript
 EXPORT_RESULT_CHARS = 20_000  # a tool result in an export
@@ -170,14 +170,23 @@ def usage_line(record: TurnRecord | None) -> str:
     if u.thoughts_token_count:
         bits.append(f"thinking {u.thoughts_token_count:,}")
     bits.append(f"out {u.candidates_token_count:,}")
-    duration = record.duration
-    if duration is not None:
-        bits.append(f"{duration * 1000:,.0f} ms" if duration < 10 else f"{duration:.1f} s")
+    if record.duration is not None:
+        bits.append(seconds_text(record.duration))
     if record.time_to_first_token is not None:
-        bits.append(f"TTFT {record.time_to_first_token * 1000:,.0f} ms")
-    if record.output_tokens_per_s:
-        bits.append(f"{record.output_tokens_per_s:,.0f} tok/s")
+        bits.append("TTFT " + seconds_text(record.time_to_first_token))
+    tps = record.output_tokens_per_s
+    if tps:
+        bits.append(f"{tps:.1f} tok/s" if tps < 10 else f"{tps:,.0f} tok/s")
     return " · ".join(bits)
+
+
+def seconds_text(s: float) -> str:
+    """A duration as the widget's footer writes it (js/src/render/dom.js fmtSeconds)."""
+    if s < 1:
+        return f"{round(s * 1000)} ms"
+    if s < 60:
+        return f"{s:.2f} s" if s < 10 else f"{s:.1f} s"
+    return f"{int(s // 60)} min {round(s % 60)} s"
 
 
 def turn_markdown(steps: list[Step], record: TurnRecord | None) -> str:

@@ -1,4 +1,5 @@
-"""Providers: one wire format a module, and the registry of model-string prefixes.
+"""Providers: one package per wire format (``openai_chat``, ``openai_responses``, ``anthropic``,
+``gemini``), the local, demo and replay models, and the registry of model-string prefixes.
 
 ``Agent(model="prefix:name")`` finds the provider factory registered under
 ``prefix``. Built-in prefixes are below; a separate package adds its own with
@@ -39,7 +40,7 @@ class Registration:
 
 
 _BUILTIN = {
-    "openai": ("nbagent.providers.openai:OpenAIProvider", "gpt-4.1-mini"),
+    "openai": ("nbagent.providers.openai_chat:OpenAIProvider", "gpt-4.1-mini"),
     "openai-responses": ("nbagent.providers.openai_responses:OpenAIResponsesProvider", "gpt-5-mini"),
     "anthropic": ("nbagent.providers.anthropic:AnthropicProvider", "claude-sonnet-4-5"),
     "claude": ("nbagent.providers.anthropic:AnthropicProvider", "claude-sonnet-4-5"),

@@ -13,21 +13,22 @@ their error envelope needs it, ``parse_error``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import random
 import re
 import weakref
 from typing import Any, Protocol
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import httpx
 
 from ..core.errors import NbagentError, redact
 from .credentials import clean_api_key, install_log_filter, split_base_url
 from .base import Event, ModelRequest, Provider, Retrying, Usage
-from .http_errors import (classify_error, error_from_payload, is_context_length_message, parse_json,
-                          retry_after_from_headers)
+from .http_errors import classify_error, error_from_payload, is_context_length_message, retry_after_from_headers
 from .sse import SSEDecoder, SSEEvent
+from .stream_json import UNDECODED, decode_payloads, parse_json
 
 install_log_filter()  # httpx logs request URLs (and so any key in a query) at INFO
 
@@ -42,9 +43,13 @@ __all__ = [
 ]
 
 class StreamParser(Protocol):
-    """What ``new_parser`` returns: SSE events in, provider events out."""
+    """What ``new_parser`` returns: SSE events in, provider events out.
 
-    def feed(self, event: SSEEvent) -> list[Event]: ...
+    ``payload`` is the event's data already decoded as JSON (``stream_json.decode_payloads``), or
+    ``UNDECODED``: then the parser decodes ``event.data`` itself (``parse_json``).
+    """
+
+    def feed(self, event: SSEEvent, payload: Any = UNDECODED) -> list[Event]: ...
 
     def close(self) -> list[Event]: ...
 
@@ -298,17 +303,18 @@ class HTTPProvider(Provider):
         else:
             chunks = response.aiter_bytes()
         parser = self.new_parser(request)
+        decoded = takes_payload(parser)
         decoder = SSEDecoder(raw_lines=self.sse_raw_lines)
         progress.parsing = True
         async for chunk in chunks:
             if chunk:
                 progress.got_bytes = True
-                async for batch in _parsed(parser, decoder.feed(chunk)):
+                async for batch in _parsed(parser, decoder.events(chunk), decoded=decoded):
                     yield batch
         if not progress.got_bytes:
             raise NbagentError("the server replied HTTP 200 with an empty body", kind="protocol",
                                http_code=response.status_code, provider=self.name)
-        async for batch in _parsed(parser, decoder.flush(), closing=True):
+        async for batch in _parsed(parser, decoder.flush(), closing=True, decoded=decoded):
             yield batch
 
     def _transport_error(self, exc: Exception, url: str, got_bytes: bool) -> NbagentError:
@@ -336,12 +342,29 @@ class HTTPProvider(Provider):
         return NbagentError(message, kind="network", retryable=not got_bytes, provider=self.name)
 
 
-async def _parsed(parser: StreamParser, sses: list[SSEEvent], closing: bool = False) -> AsyncIterator[list[Event]]:
-    """The events of these SSE events as one batch; what came before a parse error is still delivered."""
+def takes_payload(parser: StreamParser) -> bool:
+    """Whether ``parser.feed`` takes the decoded JSON too; a parser written before it (a plugin's) is fed
+    the event alone."""
+    try:
+        inspect.signature(parser.feed).bind(None, None)
+    except (TypeError, ValueError):  # it takes the event only (or shows no signature)
+        return False
+    return True
+
+
+async def _parsed(parser: StreamParser, sses: Iterable[SSEEvent], closing: bool = False,
+                  decoded: bool = True) -> AsyncIterator[list[Event]]:
+    """The events of these SSE events (their JSON decoded by ``decode_payloads``) as one batch; what came before a
+    parse error is still delivered. Each SSE event and its JSON die once parsed: a read's worth alive at once
+    would be promoted through the garbage collector's generations and trigger full collections."""
     batch: list[Event] = []
     try:
-        for sse in sses:
-            batch.extend(parser.feed(sse))
+        if decoded:
+            for sse, payload in decode_payloads(sses):
+                batch.extend(parser.feed(sse, payload))
+        else:
+            for sse in sses:
+                batch.extend(parser.feed(sse))
         if closing:
             batch.extend(parser.close())
     except NbagentError:

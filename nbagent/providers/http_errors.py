@@ -11,7 +11,6 @@ placeholder message); ``retry_after_from_headers`` honours ``retry-after`` /
 from __future__ import annotations
 
 import email.utils
-import json
 import re
 import time
 from typing import Any
@@ -211,17 +210,3 @@ def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
     if when is None:
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def parse_json(data: str, provider: str | None = None) -> Any:
-    """Decode one JSON payload from a stream; garbage is a ``protocol`` error."""
-    try:
-        return json.loads(data)
-    except ValueError:
-        snippet = data if len(data) <= 200 else data[:200] + "..."
-        raise NbagentError(
-            f"the server sent data that is not JSON: {snippet!r}", kind="protocol", provider=provider
-        ) from None
-
-
-# --- the provider ------------------------------------------------------------

@@ -50,8 +50,9 @@ from ..core.errors import NbagentError
 from .base import Event, ModelRequest, Retrying, Usage
 from .model_files import user_model_file
 from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
-from .openai import OpenAIChatParser, OpenAIProvider
+from .openai_chat import OpenAIChatStreamParser, OpenAIProvider
 from .sse import SSEEvent
+from .stream_json import UNDECODED
 
 __all__ = [
     "DEFAULT_SAMPLING",
@@ -144,7 +145,7 @@ def _missing_error(missing: list[str]) -> NbagentError:
 # --- timings ---------------------------------------------------------------------------
 
 
-class LlamaChatParser(OpenAIChatParser):
+class LlamaChatParser(OpenAIChatStreamParser):
     """The OpenAI parser, plus llama.cpp's ``timings`` kept in ``Usage.raw``."""
 
     def __init__(self, *args: Any, on_timings=None, **kwargs: Any) -> None:
@@ -152,11 +153,12 @@ class LlamaChatParser(OpenAIChatParser):
         self.timings: dict | None = None
         self._on_timings = on_timings
 
-    def feed(self, sse: SSEEvent) -> list[Event]:
-        events = super().feed(sse)
+    def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
+        events = super().feed(sse, payload)
         if '"timings"' in sse.data:
             try:
-                timings = json.loads(sse.data).get("timings")
+                chunk = json.loads(sse.data) if payload is UNDECODED else payload
+                timings = chunk.get("timings")
             except (ValueError, AttributeError):
                 timings = None
             if isinstance(timings, dict):
@@ -362,8 +364,9 @@ class LocalProvider(OpenAIProvider):
 
 
 async def _died(server: LlamaServer) -> bool:
-    """Whether ``server`` is gone (waiting up to a second for a dying process to exit)."""
-    if not server.alive():
+    """Whether ``server`` is gone (waiting up to a second for a dying process to exit and be reaped, so
+    that its exit status can be named: a killed multi-threaded server looks dead before it is reaped)."""
+    if server.proc.poll() is not None:
         return True
     try:
         await asyncio.to_thread(server.proc.wait, 1.0)

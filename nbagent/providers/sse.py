@@ -7,6 +7,10 @@ U+2029 or U+0085 inside a JSON string never break a line. Comments (``:``)
 and unknown fields are ignored, ``data`` lines are joined with ``\\n``, an
 event is dispatched on a blank line and the pending one at end of stream.
 
+A read's usual events (an optional ``event: `` line, one ``data: `` line, the blank line) are
+matched whole by one regex each; every other line goes through the line-by-line rules, with the
+same result (a test checks the two against each other). ``events`` hands them out one at a time.
+
 ``raw_lines=True`` also reports unprefixed JSON lines (Gemini's mid-stream
 errors, possibly pretty-printed over several lines) as ``SSEEvent("raw")``.
 """
@@ -16,11 +20,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 __all__ = ["SSEEvent", "SSEDecoder", "aiter_sse"]
 
 _LINE_BREAK_TEXT = re.compile("\r\n|\r|\n")  # only these: U+2028 and friends stay inside a line
+# the usual event, whole: blank lines, an optional "event: " line, one "data: " line, the blank line;
+# in text with LF breaks only ("." is quicker than "[^\r\n]"), and in text with CRs
+_USUAL_EVENT = re.compile("\n*(?:event: (.*)\n)?data: (.*)\n\n")
+_USUAL_EVENT_CR = re.compile("(?:\r\n|\n)*(?:event: ([^\r\n]*)(?:\r\n|\n))?data: ([^\r\n]*)(?:\r\n|\n)(?:\r\n|\n)")
+_TWO_BREAKS = re.compile("(?>\r\n|\r|\n)(?>\r\n|\r|\n)")  # atomic: a CRLF is never a CR then an LF
 
 
 @dataclass(slots=True)
@@ -51,34 +60,46 @@ class SSEDecoder:
         The complete lines of a read are decoded and split at once; an unfinished line is kept
         as a list of pieces, so one huge event costs linear time however it is split.
         """
-        if not chunk:
-            return []
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r")) + 1
-        if not end:
-            if chunk:
-                self._pending.append(chunk)
-            return []
-        head = chunk[:end]
-        if self._pending:
-            self._pending.append(head)
-            head, self._pending = b"".join(self._pending), []
-        if end < len(chunk):
-            self._pending.append(chunk[end:])
-        elif head.endswith(b"\r"):
-            self._skip_lf = True  # maybe the first half of a CRLF split across reads
-        out: list[SSEEvent] = []
-        lines = _LINE_BREAK_TEXT.split(head.decode("utf-8", errors="replace"))
-        del lines[-1]  # the text ends with a break: the last piece is empty
-        if self._started and self._raw is None:
-            self._common_lines(lines, out)
-        else:
-            for line in lines:
-                self._line(line, out)
-        return out
+        return list(self.events(chunk))
+
+    def events(self, chunk: bytes) -> Iterator[SSEEvent]:
+        """``feed`` one event at a time: each is made when it is taken, so a read's events need not
+        all be alive at once (take them all before the next read).
+
+        Between events, whole usual events (an optional ``event: `` line, one ``data: `` line, the
+        blank line) are matched by one regex each; any other line, and the rest of its event, goes
+        line by line, then the regex again.
+        """
+        text = self._complete_lines(chunk)
+        if not text:
+            return
+        if self._raw is not None:
+            yield from self._line_by_line(text)
+            return
+        match = _USUAL_EVENT.match
+        if "\r" in text:
+            lf_only = text.replace("\r\n", "\n")  # one line break either way
+            if "\r" in lf_only:  # a lone CR (a break too): "\r\r\n" must not become "\r\n"
+                match = _USUAL_EVENT_CR.match
+            else:
+                text = lf_only
+        pos, end = 0, len(text)
+        while pos < end:
+            if not (self._data or self._event):
+                found = match(text, pos)
+                while found is not None:
+                    name, data = found.groups()
+                    retry, self._retry = self._retry, None
+                    pos = found.end()
+                    yield SSEEvent(name or "message", data, self._last_id, retry)
+                    found = match(text, pos)
+                if pos == end:
+                    return
+            stop = _after_blank_line(text, pos)
+            out: list[SSEEvent] = []
+            self._common_lines(_lines(text[pos:stop]), out)
+            yield from out
+            pos = stop
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: dispatch whatever is pending."""
@@ -92,6 +113,40 @@ class SSEDecoder:
         return out
 
     # -- internals -------------------------------------------------------
+
+    def _complete_lines(self, chunk: bytes) -> str:
+        """The text of the complete lines that this read ends (with what was pending); the unfinished
+        line is kept, as pieces."""
+        if not chunk:
+            return ""
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r")) + 1
+        if not end:
+            if chunk:
+                self._pending.append(chunk)
+            return ""
+        head = chunk[:end]
+        if self._pending:
+            self._pending.append(head)
+            head, self._pending = b"".join(self._pending), []
+        if end < len(chunk):
+            self._pending.append(chunk[end:])
+        elif head.endswith(b"\r"):
+            self._skip_lf = True  # maybe the first half of a CRLF split across reads
+        text = head.decode("utf-8", errors="replace")
+        if not self._started:
+            self._started = True
+            text = text.removeprefix("\ufeff")
+        return text
+
+    def _line_by_line(self, text: str) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        for line in _lines(text):
+            self._line(line, out)
+        return out
 
     def _common_lines(self, lines: list[str], out: list[SSEEvent]) -> None:
         """``_line`` for each line, with the usual ones (``data: ``, ``event: ``, blank) inlined."""
@@ -181,6 +236,21 @@ class SSEDecoder:
         if self._raw is not None:
             out.append(SSEEvent(event="raw", data="\n".join(self._raw)))
             self._raw = None
+
+
+def _after_blank_line(text: str, pos: int) -> int:
+    """Where the first blank line at or after ``pos`` (a line start) ends; the end of ``text`` if none."""
+    if text[pos] in "\r\n":
+        return pos + (2 if text.startswith("\r\n", pos) else 1)
+    found = _TWO_BREAKS.search(text, pos)
+    return found.end() if found else len(text)
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of text that ends with a line break."""
+    lines = _LINE_BREAK_TEXT.split(text)
+    del lines[-1]  # the text ends with a break: the last piece is empty
+    return lines
 
 
 def _parses(text: str) -> bool:

@@ -1,7 +1,9 @@
 """Shared helpers for the real-browser widget tests (see test_widget_browser.py).
 
-Start an isolated Jupyter server (JupyterLab or Notebook 7) in a temporary folder, wait for it,
-and tear it down with its kernels; the chromium path and launch arguments for Playwright.
+Start an isolated Jupyter server (JupyterLab or Notebook 7) or ``marimo run`` in a temporary folder,
+wait for it, and tear it down with its kernels; the chromium path and launch arguments for Playwright.
+Each server runs from this interpreter with this checkout on the path, or from another venv (``venv=``)
+that sees nothing of the checkout.
 """
 
 from __future__ import annotations
@@ -86,11 +88,21 @@ def die_with_parent():
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def isolated_env(tmp: Path) -> dict:
+def venv_bin(venv: Path | None) -> Path:
+    """The scripts folder of ``venv``, or of this interpreter's environment when None."""
+    return Path(sys.executable).parent if venv is None else venv / ("Scripts" if os.name == "nt" else "bin")
+
+
+def isolated_env(tmp: Path, venv: Path | None = None) -> dict:
     """Environment for a Jupyter server whose config, runtime, data, settings and IPython dirs live in tmp;
-    the kernel imports nbagent from this checkout and the test helpers (``support.*``) from tests/."""
+    the kernel imports nbagent from this checkout and the test helpers (``support.*``) from tests/ --
+    or, with ``venv``, only what that venv has installed (no PYTHONPATH; its scripts first on PATH)."""
     env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", TMPDIR=str(tmp), PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    if venv is not None:
+        for var in ("PYTHONPATH", "VIRTUAL_ENV"):
+            env.pop(var, None)
+        env["PATH"] = os.pathsep.join([str(venv_bin(venv)), env.get("PATH", "")])
     env.pop("NBAGENT_MODEL", None)
     for var, sub in [("JUPYTER_CONFIG_DIR", "cfg"), ("JUPYTER_RUNTIME_DIR", "rt"), ("JUPYTER_DATA_DIR", "data"),
                      ("JUPYTERLAB_SETTINGS_DIR", "settings"), ("JUPYTERLAB_WORKSPACES_DIR", "ws"), ("IPYTHONDIR", "ipy")]:
@@ -103,35 +115,44 @@ def isolated_env(tmp: Path) -> dict:
     return env
 
 
+def wait_ready(proc: subprocess.Popen, request: urllib.request.Request, what: str, log_path: Path,
+               timeout: float) -> None:
+    """Poll ``request`` until it answers 200; raise with the log's tail if ``proc`` exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited rc={proc.returncode}:\n{log_path.read_text()[-3000:]}")
+        try:
+            if urllib.request.urlopen(request, timeout=1).status == 200:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready after {timeout} s")
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
-def jupyter_server(app: str, tmp: Path, root: Path, extra_args=(), ready_timeout=60, show_log_on_error=None):
+def jupyter_server(app: str, tmp: Path, root: Path, extra_args=(), ready_timeout=60, show_log_on_error=None,
+                   venv: Path | None = None, env: dict | None = None):
     """Run `jupyter <app>` (lab | notebook) on a free loopback port with a random token, root_dir=root and
     everything else isolated in tmp; yield {base, token, root, log, proc}. At exit, kill the server's
     process group and every descendant (kernels run in their own session) by PID.
 
-    show_log_on_error: a callable returning True when the tail of the server log should be printed."""
-    env = isolated_env(tmp)
+    show_log_on_error: a callable returning True when the tail of the server log should be printed.
+    venv: run that venv's Jupyter, which sees nothing of this checkout; env: extra environment variables."""
+    server_env = {**isolated_env(tmp, venv), **(env or {})}
     port, token = free_port(), secrets.token_hex(16)
-    cmd = [str(Path(sys.executable).with_name("jupyter")), app, "--no-browser", "--allow-root", "--ip=127.0.0.1",
+    cmd = [str(venv_bin(venv) / "jupyter"), app, "--no-browser", "--allow-root", "--ip=127.0.0.1",
            f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *extra_args]
     log_path = tmp / "server.log"
     log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    proc = subprocess.Popen(cmd, env=server_env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=die_with_parent)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"jupyter {app} exited rc={proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                req = urllib.request.Request(f"{base}/api/status", headers={"Authorization": f"token {token}"})
-                if urllib.request.urlopen(req, timeout=1).status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"jupyter {app} not ready after {ready_timeout} s")
-            time.sleep(0.05)
+        status = urllib.request.Request(f"{base}/api/status", headers={"Authorization": f"token {token}"})
+        wait_ready(proc, status, f"jupyter {app}", log_path, ready_timeout)
         yield {"base": base, "token": token, "root": root, "log": log_path, "proc": proc}
     finally:
         stop_process_group(proc)
@@ -148,14 +169,17 @@ LAB_ARGS = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterl
 
 
 @contextlib.contextmanager
-def lab_with_notebooks(tmp_path_factory, request, notebooks: dict):
-    """A JupyterLab server whose root holds ``notebooks`` (file name -> code cells); for module fixtures."""
+def lab_with_notebooks(tmp_path_factory, request, notebooks: dict, venv: Path | None = None,
+                       env: dict | None = None):
+    """A JupyterLab server whose root holds ``notebooks`` (file name -> code cells); for module fixtures.
+    ``venv``, ``env``: as for jupyter_server."""
     tmp = tmp_path_factory.mktemp("jlab")
     root = tmp / "root"
     root.mkdir()
     for name, cells in notebooks.items():
         (root / name).write_text(json.dumps(nb_json(cells)))
-    with jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
+    with jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed,
+                        venv=venv, env=env) as srv:
         yield srv
 
 
@@ -256,23 +280,76 @@ NB7_ARGS = ["--JupyterNotebookApp.expose_app_in_browser=True", "--LabApp.news_ur
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly"]
 
 
+def require_notebook7() -> None:
+    """Skip the test unless Jupyter Notebook 7 (notebook>=7) is installed."""
+    import pytest
+
+    notebook = pytest.importorskip("notebook", reason="Jupyter Notebook 7 (notebook>=7) is not installed")
+    if int(notebook.__version__.split(".")[0]) < 7:
+        pytest.skip(f"notebook {notebook.__version__} is not Notebook 7")
+
+
 @contextlib.contextmanager
-def notebook7_page(tmp_path_factory, request, notebooks: dict, path: str):
-    """A Notebook 7 server whose root holds ``notebooks`` (file name -> code cells) and one Chromium
-    page showing ``path`` with an idle kernel (its panel: ``.jp-NotebookPanel``); ``page.errors``
-    collects page errors. For module fixtures."""
+def notebook7_with_notebooks(tmp_path_factory, request, notebooks: dict, venv: Path | None = None,
+                             env: dict | None = None):
+    """A Notebook 7 server whose root holds ``notebooks`` (file name -> code cells); for module fixtures.
+    ``venv``, ``env``: as for jupyter_server."""
     tmp = tmp_path_factory.mktemp("nb7")
     root = tmp / "root"
     root.mkdir()
     for name, cells in notebooks.items():
         (root / name).write_text(json.dumps(nb_json(cells)))
-    with jupyter_server("notebook", tmp, root, NB7_ARGS, show_log_on_error=lambda: request.session.testsfailed) as srv:
-        with chromium_page(f"{srv['base']}/notebooks/{path}?token={srv['token']}") as page:
-            wait_restored(page)
-            page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
-                return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
-                                   arg=path, polling=50)
-            yield page
+    with jupyter_server("notebook", tmp, root, NB7_ARGS, show_log_on_error=lambda: request.session.testsfailed,
+                        venv=venv, env=env) as srv:
+        yield srv
+
+
+@contextlib.contextmanager
+def notebook7_page_on(srv: dict, path: str):
+    """One Chromium page showing ``path`` on ``srv``'s Notebook 7 with an idle kernel (its panel:
+    ``.jp-NotebookPanel``); ``page.errors`` collects page errors."""
+    with chromium_page(f"{srv['base']}/notebooks/{path}?token={srv['token']}") as page:
+        wait_restored(page)
+        page.wait_for_function("""(path) => { const w = window.jupyterapp.shell.currentWidget;
+            return w && w.context?.path === path && w.sessionContext?.session?.kernel?.status === 'idle'; }""",
+                               arg=path, polling=50)
+        yield page
+
+
+@contextlib.contextmanager
+def notebook7_page(tmp_path_factory, request, notebooks: dict, path: str, venv: Path | None = None,
+                   env: dict | None = None):
+    """A Notebook 7 server whose root holds ``notebooks`` and one Chromium page showing ``path``
+    (``notebook7_with_notebooks`` + ``notebook7_page_on``). For module fixtures."""
+    with notebook7_with_notebooks(tmp_path_factory, request, notebooks, venv, env) as srv, notebook7_page_on(srv, path) as page:
+        yield page
+
+
+# --- marimo ------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def marimo_server(tmp: Path, source: str, venv: Path | None = None, env: dict | None = None, ready_timeout=60):
+    """``marimo run app.py`` (headless, no token) of the app ``source`` in tmp on a free loopback port,
+    its config, cache and state isolated in tmp; yield its URL. ``venv``, ``env``: as for jupyter_server.
+    At exit, kill its process group and every descendant by PID."""
+    (tmp / "app.py").write_text(source)
+    server_env = isolated_env(tmp, venv)
+    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        server_env[var] = str(tmp / var.lower())
+    server_env.update(env or {})
+    port = free_port()
+    cmd = [str(venv_bin(venv) / "marimo"), "run", "app.py", "--headless", "--host", "127.0.0.1",
+           "--port", str(port), "--no-token", "--no-sandbox"]
+    log_path = tmp / "marimo.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, env=server_env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=die_with_parent)
+        url = f"http://127.0.0.1:{port}/"
+        try:
+            wait_ready(proc, urllib.request.Request(url), "marimo run", log_path, ready_timeout)
+            yield url
+        finally:
+            stop_process_group(proc)
 
 
 # --- cells of the current notebook -------------------------------------------------------

@@ -93,6 +93,8 @@ def synthetic_state(seed: int, turns: int, *, tools: bool = True, errors: bool =
         records.append(rec)
         t += 60.0 + rnd.random() * 600
     total = sum((r.usage for r in records), UsageMetadata())
+    for step in steps:  # what a Conversation records as the steps stream in
+        step.derive(f"session-{seed:05d}")
     return ConversationState(conversation_id=f"session-{seed:05d}", steps=steps,
                              turn_starts=[i for i, s in enumerate(steps) if s.source == StepSource.USER],
                              turns=records, total_usage=total, last_response=steps[-2].content, chat_session=chat)

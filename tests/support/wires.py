@@ -1,4 +1,4 @@
-"""Each provider's wire format for the fault tests (tests/test_provider_faults.py).
+"""Each provider's wire format for the fault tests (tests/providers/test_http_faults.py).
 
 OpenAI Chat Completions, Anthropic Messages, Gemini and the OpenAI Responses API.
 
@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from nbagent.providers.anthropic import AnthropicProvider
 from nbagent.providers.gemini import GeminiProvider
-from nbagent.providers.openai import OpenAIProvider
+from nbagent.providers.openai_chat import OpenAIProvider
 from nbagent.providers.openai_responses import OpenAIResponsesProvider
 
 

@@ -41,7 +41,7 @@ export function richResult(display) {
   if (!display || typeof display !== "object") return null;
   const png = display["image/png"];
   if (typeof png === "string" && BASE64.test(png)) {
-    return h("img", { class: "nba-tool-image", alt: "image returned by the tool", src: `data:image/png;base64,${png}` });
+    return h("img", { class: "nba-tool-image", alt: "image returned by the tool", loading: "lazy", decoding: "async", src: `data:image/png;base64,${png}` });
   }
   const html = display["text/html"];
   if (typeof html === "string" && DOMPurify.isSupported) {

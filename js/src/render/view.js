@@ -11,6 +11,22 @@ import { MentionBox } from "./mentions.js";
 
 const WAIT_HINT_MS = 8000; // no word from the kernel after a send: say why, let Stop unlock
 const STOP_RETRY_MS = 5000; // Stop pressed, turn still running: enable Stop again
+export const SHOWN_TURNS = 20; // a long chat renders its latest turns; earlier ones on demand
+export const EARLIER_TURNS = 40; // turns one press of "Show earlier turns" adds
+
+/** How many of a chat's first turns stay unrendered behind "Show earlier turns": none while the
+ * chat is empty (null: not decided), all but the latest SHOWN_TURNS when it first has turns (or
+ * has fewer than before: another conversation), and the same again once the rendered turns
+ * outgrow SHOWN_TURNS + EARLIER_TURNS while the view follows the stream (the reader is at the
+ * end). @param {number} total @param {number|null} hidden @param {boolean} following
+ * @returns {number|null} */
+export function hiddenTurns(total, hidden, following) {
+  if (!total) return null;
+  const latest = Math.max(0, total - SHOWN_TURNS);
+  if (hidden === null || hidden > total) return latest;
+  if (following && total - hidden > SHOWN_TURNS + EARLIER_TURNS) return latest;
+  return hidden;
+}
 
 export class ChatView {
   /** @param {HTMLElement} el @param {(msg: any) => boolean} send @param {string} placeholder */
@@ -34,6 +50,10 @@ export class ChatView {
     this.newBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-new", text: "↓ new messages",
       title: "Scroll to the latest message and follow the stream", onclick: () => this.follow() }));
     this.newBtn.hidden = true;
+    /** @type {number|null} */ this.hiddenTurns = null; // see hiddenTurns()
+    this.earlier = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-earlier", onclick: () => this.showEarlier() }));
+    this.earlier.hidden = true;
+    this.list.append(this.earlier);
     this.root = h("div", { class: "nba-chat" }, h("div", { class: "nba-turns-box" }, this.list, this.newBtn), this.empty, this.notice, this.confirm.el,
       h("div", { class: "nba-inputbar" }, this.input, this.mentions.el, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint, this.gauge.el);
     this.root.addEventListener("click", (e) => this.onClick(e));
@@ -213,24 +233,54 @@ export class ChatView {
     }
   }
 
-  /** @param {import("../reducer.js").State} state */
-  update(state) {
-    this.state = state;
+  /** Render EARLIER_TURNS more of the turns before the rendered ones, keeping what the reader
+   * sees in place (the new turns go above it); the view stops following the stream. */
+  showEarlier() {
+    if (!this.state || !this.hiddenTurns) return;
+    const list = this.list;
+    const fromBottom = list.scrollHeight - list.scrollTop;
+    this.hiddenTurns = Math.max(0, this.hiddenTurns - EARLIER_TURNS);
+    this.setStick(false);
+    this.renderTurns(this.state);
+    list.scrollTop = list.scrollHeight - fromBottom;
+    this.lastTop = list.scrollTop;
+  }
+
+  /** The turn views of the rendered turns (the latest, see hiddenTurns), in order.
+   * @param {import("../reducer.js").State} state */
+  renderTurns(state) {
+    const total = state.turns.length;
+    this.hiddenTurns = hiddenTurns(total, this.hiddenTurns, this.stick);
+    const hidden = this.hiddenTurns || 0;
+    this.earlier.hidden = !hidden;
+    if (hidden) this.earlier.textContent = `Show earlier turns (${hidden} more)`;
     const seen = new Set();
-    let prev = null;
-    for (const turn of state.turns) {
+    let prev = this.earlier;
+    for (let i = hidden; i < total; i++) {
+      const turn = state.turns[i];
       seen.add(turn.turn);
       let view = this.turns.get(turn.turn);
       if (!view) {
         view = new TurnView(this.send);
         this.turns.set(turn.turn, view);
         if (this.resized) this.resized.observe(view.el);
-        this.list.insertBefore(view.el, prev ? prev.nextSibling : this.list.firstChild);
+        this.list.insertBefore(view.el, prev.nextSibling);
       }
       view.update(turn);
       prev = view.el;
     }
-    for (const [key, view] of this.turns) if (!seen.has(key)) { view.el.remove(); this.turns.delete(key); }
+    for (const [key, view] of this.turns) {
+      if (seen.has(key)) continue;
+      if (this.resized) this.resized.unobserve(view.el);
+      view.el.remove();
+      this.turns.delete(key);
+    }
+  }
+
+  /** @param {import("../reducer.js").State} state */
+  update(state) {
+    this.state = state;
+    this.renderTurns(state);
     this.empty.style.display = state.turns.length ? "none" : "";
     const notice = state.dead || state.notice;
     this.notice.textContent = notice;

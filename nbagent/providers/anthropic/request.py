@@ -1,92 +1,41 @@
-"""Anthropic Messages API (``POST /v1/messages``, streamed).
+"""The JSON body of a streaming Messages call, the history as Messages blocks.
 
-Request: the system prompt, the messages, tools, ``max_tokens`` (required by
+The body: the system prompt, the messages, tools, ``max_tokens`` (required by
 the API; 4096 unless the request says otherwise), temperature and any
-``request.extra`` fields merged into the body last (e.g. ``{"thinking":
-{"type": "enabled", "budget_tokens": 2048}}``; with thinking on,
-``max_tokens`` is raised above the budget and temperature is left out, as
-the API demands).
+``request.extra`` fields merged in last (e.g. ``{"thinking": {"type":
+"enabled", "budget_tokens": 2048}}``; with thinking on, ``max_tokens`` is
+raised above the budget and temperature is left out, as the API demands).
 
 Replay: thinking blocks go back byte-identical with their ``signature``
 (``ThinkingPart.provider_details["signature"]``), redacted thinking with its
 ``data`` (``provider_details["redacted_data"]``); thinking without a
 signature (e.g. from another provider) is dropped. Tool results of one turn
-are sent first in one user message.
+are sent first in one user message. Server-side blocks kept on a ``TextPart``
+(``provider_details["anthropic_block"]``) go back unchanged.
 
-Server-side blocks (``server_tool_use``, ``*_tool_result``, ``compaction``
-and other unknown block types) are *not* client tool calls: they are kept on
-the message as an empty ``TextPart`` whose ``provider_details
-["anthropic_block"]`` holds the block (input / content completed from the
-deltas), and sent back unchanged, so ``pause_turn`` and code execution keep
-their context. Citations deltas are ignored (the cited text stays).
-
-Structured output (``request.response_format``, a JSON schema) uses a tool
-named ``structured_output`` whose input schema is the requested schema
-(wrapped in ``{"value": ...}`` when it is not an object). The call is forced
-(``tool_choice`` ``tool``, or ``any`` alongside other tools, ``auto`` plus an
-instruction when thinking is on, which forbids forcing). Its input becomes
-``Finish.structured_output``, is streamed as JSON text and kept as a
-``TextPart``; it never becomes a tool call.
+Structured output: a tool named ``structured_output`` whose input schema is
+the requested schema (wrapped in ``{"value": ...}`` when it is not an
+object), forced (``tool_choice`` ``tool``, or ``any`` alongside other tools,
+``auto`` plus an instruction when thinking is on, which forbids forcing).
 
 Caching (``cache_strategy="auto"``): ``cache_control`` breakpoints on the
 system block, the last tool and the last block of the last two user
 messages (at most 4, the API's limit); ``"none"`` sends none.
-
-The stream half (events in, nbagent events out) is ``anthropic_stream``.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ..core.errors import NbagentError
-from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from .base import ModelRequest
-from .anthropic_stream import STRUCTURED_TOOL, AnthropicStreamParser, normalize_usage
-from .http import HTTPProvider
+from ...core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from ..base import ModelRequest
+from .stream import STRUCTURED_TOOL
 
-__all__ = ["AnthropicProvider", "AnthropicStreamParser", "STRUCTURED_TOOL", "normalize_usage"]
-
-API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 _EPHEMERAL = {"type": "ephemeral"}
 
-class AnthropicProvider(HTTPProvider):
-    """Claude models over the Messages API (key: argument or ``ANTHROPIC_API_KEY``)."""
 
-    name = "anthropic"
-    default_base_url = "https://api.anthropic.com"
-    context_window = 200_000
-
-    def __init__(self, model: str = "claude-sonnet-4-5", *, api_key: str | None = None, **kwargs: Any):
-        super().__init__(model, api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"), **kwargs)
-
-    def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
-        if not self.api_key and self.base_url == self.default_base_url:
-            raise NbagentError(
-                "no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY",
-                kind="auth",
-                provider=self.name,
-            )
-        headers = {
-            "anthropic-version": API_VERSION,
-            "content-type": "application/json",
-            "accept": "text/event-stream",
-        }
-        if self.api_key:
-            headers["x-api-key"] = self.api_key
-        return f"{self.base_url}/v1/messages", headers, build_body(request, request.model or self.model)
-
-    def new_parser(self, request: ModelRequest) -> AnthropicStreamParser:
-        spec = _structured_schema(request)
-        return AnthropicStreamParser(structured=spec is not None, unwrap=bool(spec and spec[1]))
-
-
-# --- request -----------------------------------------------------------------
-
-
-def build_body(request: ModelRequest, model: str | None = None) -> dict:
+def build_body(request: ModelRequest, model: str) -> dict:
     """The JSON body of one streaming Messages call."""
     extra = dict(request.extra or {})
     thinking = extra.get("thinking")
@@ -94,7 +43,7 @@ def build_body(request: ModelRequest, model: str | None = None) -> dict:
     cache = request.cache_strategy != "none"
 
     body: dict[str, Any] = {
-        "model": model or request.model,
+        "model": model,
         "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
         "stream": True,
     }
@@ -103,7 +52,7 @@ def build_body(request: ModelRequest, model: str | None = None) -> dict:
         body["max_tokens"] = budget + DEFAULT_MAX_TOKENS
 
     system = request.system or ""
-    structured = _structured_schema(request)
+    structured = structured_schema(request)
     tools = [
         {"name": t.name, "description": t.description, "input_schema": t.input_schema or _EMPTY}
         for t in request.tools
@@ -228,7 +177,7 @@ def _mark_user_turns(messages: list[dict], count: int) -> None:
         count -= 1
 
 
-def _structured_schema(request: ModelRequest) -> tuple[dict, bool] | None:
+def structured_schema(request: ModelRequest) -> tuple[dict, bool] | None:
     """(tool input schema, wrapped?) for ``response_format``, or None."""
     fmt = request.response_format
     if not fmt:
@@ -239,6 +188,3 @@ def _structured_schema(request: ModelRequest) -> tuple[dict, bool] | None:
         return schema, False
     wrapped = {"type": "object", "properties": {"value": schema}, "required": ["value"]}
     return wrapped, True
-
-
-# --- response ----------------------------------------------------------------

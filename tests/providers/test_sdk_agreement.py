@@ -54,7 +54,7 @@ from nbagent.core.messages import TextPart, ThinkingPart, ToolUsePart
 from nbagent.providers.anthropic import AnthropicProvider
 from nbagent.providers.base import ModelRequest
 from nbagent.providers.gemini import GeminiProvider
-from nbagent.providers.openai import OpenAIProvider
+from nbagent.providers.openai_chat import OpenAIProvider
 from nbagent.providers.openai_responses import OpenAIResponsesProvider
 from nbagent.core.messages import Message
 from support.replay import fixture_names, load_fixture, replay

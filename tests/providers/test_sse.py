@@ -169,3 +169,37 @@ async def test_aiter_sse():
             yield piece
 
     assert [e.data async for e in aiter_sse(chunks())] == ["a", "b"]
+
+
+# --- reads of many lines take a faster path for the usual events: it must agree with line by line ---
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+PIECES = [b"data: ", b"data:", b"event: ", b"event: x", b"id: 7", b"retry: 5", b": c", b"{}", b'{"a": 1}',
+          b"[1,", b"2]", b" ", b"x", b"\r", b"\n", b"\r\n", b"\n\n", b"\r\n\r\n", "é😀".encode(), b"\xff"]
+
+
+def fields(body: bytes, split: str, raw_lines: bool) -> list[tuple]:
+    return [(e.event, e.data, e.id, e.retry) for e in decode(body, split, raw_lines)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=60), st.booleans(), st.sampled_from(["whole", "7", "random"]))
+def test_reads_of_many_lines_decode_as_line_by_line(pieces, raw_lines, split):
+    """One byte a read is the line-by-line path (a read then holds one line at most)."""
+    body = b"".join(pieces)
+    assert fields(body, split, raw_lines) == fields(body, "1", raw_lines)
+
+
+def test_usual_events_keep_the_id_and_the_retry_once():
+    body = b"id: 9\nretry: 50\n\nevent: a\ndata: 1\n\ndata: 2\r\n\r\n\n\ndata: 3\n\n"
+    assert fields(body, "whole", False) == [("a", "1", "9", 50), ("message", "2", "9", None),
+                                            ("message", "3", "9", None)]
+
+
+def test_a_lone_cr_before_a_crlf_is_two_line_breaks_in_a_read_of_many_lines():
+    body = b"data: a\r\r\ndata: b\n\n"
+    assert fields(body, "whole", False) == fields(body, "1", False) == [("message", "a", None, None),
+                                                                          ("message", "b", None, None)]

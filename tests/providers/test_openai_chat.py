@@ -10,7 +10,7 @@ from support.replay import fixture_names, load_error_fixture, load_fixture, repl
 from nbagent.core.errors import NbagentError
 from nbagent.core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from nbagent.providers.base import REFUSAL, ModelRequest, TextDelta, ThinkingDelta, ToolSpec
-from nbagent.providers.openai import OpenAIProvider
+from nbagent.providers.openai_chat import OpenAIProvider
 from nbagent.core.steps import FinishReason
 
 KEY = "sk-test-openai-0123456789abcdef"

@@ -33,7 +33,7 @@ from nbagent.providers.local import (
 )
 from nbagent.core.steps import FinishReason, StepSource, StepStatus, Text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 needs_runtime = pytest.mark.skipif(
     not local_runtime_available(),

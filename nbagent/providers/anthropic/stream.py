@@ -5,8 +5,15 @@ Usage: ``message_start`` usage overwritten by every non-null field of
 redacted thinking block is not shown (no delta). A tool call cut by
 ``max_tokens`` (no ``content_block_stop``) gets a start but no end event, is
 left out of the final message and is reported in ``Finish.cut_tool_calls``
-with its partial JSON. Server-side blocks are kept whole on the
-message (see ``nbagent.providers.anthropic``).
+with its partial JSON.
+
+Server-side blocks (``server_tool_use``, ``*_tool_result``, ``compaction``
+and other unknown block types) are *not* client tool calls: they are kept on
+the message as an empty ``TextPart`` whose ``provider_details
+["anthropic_block"]`` holds the block (input / content completed from the
+deltas). Citations deltas are ignored (the cited text stays). The
+structured-output tool's input becomes ``Finish.structured_output``, is
+streamed as JSON text and kept as a ``TextPart``; it never becomes a tool call.
 """
 
 from __future__ import annotations
@@ -14,44 +21,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..core.errors import NbagentError
-from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
-from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
-from .base import (Event, Finish, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage,
+from ...core.errors import NbagentError
+from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
+from ...core.steps import CutToolCall, ToolCall
+from ..base import (Event, Finish, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage,
                    parse_tool_arguments)
-from .http import classify_error, parse_json
-from .sse import SSEEvent
+from ..http_errors import classify_error
+from ..sse import SSEEvent
+from ..stream_json import UNDECODED, parse_json
+from .finish import finish_reason
+from .usage import normalize_usage
 
 STRUCTURED_TOOL = "structured_output"  # the tool that carries structured output
-
-STOP_REASONS = {
-    "end_turn": FinishReason.STOP,
-    "stop_sequence": FinishReason.STOP,
-    "max_tokens": FinishReason.LENGTH,
-    "model_context_window_exceeded": FinishReason.LENGTH,
-    "tool_use": FinishReason.TOOL_CALLS,
-    "refusal": FinishReason.CONTENT_FILTER,
-}
-
-
-
-def normalize_usage(raw: dict) -> UsageMetadata:
-    """Anthropic usage -> UsageMetadata (prompt includes cache reads and writes)."""
-    inp = int(raw.get("input_tokens") or 0)
-    read = int(raw.get("cache_read_input_tokens") or 0)
-    write = int(raw.get("cache_creation_input_tokens") or 0)
-    out = int(raw.get("output_tokens") or 0)
-    details = raw.get("output_tokens_details") or {}
-    thinking = int(details.get("thinking_tokens") or 0) if isinstance(details, dict) else 0
-    prompt = inp + read + write
-    return UsageMetadata(
-        prompt_token_count=prompt,
-        candidates_token_count=max(0, out - thinking),
-        total_token_count=prompt + out,
-        cached_content_token_count=read,
-        thoughts_token_count=thinking,
-        cache_write_token_count=write,
-    )
 
 
 class _Block:
@@ -100,8 +81,8 @@ class AnthropicStreamParser:
         self.structured_output: Any = None
         self._output_started = False
 
-    def feed(self, sse: SSEEvent) -> list[Event]:
-        data = parse_json(sse.data, "anthropic")
+    def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
+        data = parse_json(sse.data, "anthropic") if payload is UNDECODED else payload
         if not isinstance(data, dict):
             return []
         kind = data.get("type") or sse.event
@@ -119,9 +100,7 @@ class AnthropicStreamParser:
                 provider="anthropic",
             )
         message = Message("assistant", self._parts())
-        reason = STOP_REASONS.get(self.stop_reason or "", FinishReason.OTHER)
-        if reason == FinishReason.TOOL_CALLS and not message.tool_uses:
-            reason = FinishReason.STOP  # only the structured-output tool was called
+        reason = finish_reason(self.stop_reason, called_tools=bool(message.tool_uses))
         return [
             Finish(
                 reason=reason,

@@ -12,7 +12,7 @@ from nbagent.core.messages import ImagePart, Message, TextPart, ThinkingPart, To
 from nbagent.core.steps import FinishReason
 from nbagent.providers.base import REFUSAL, ModelRequest, ToolSpec
 from nbagent.providers.openai_responses import OpenAIResponsesProvider, is_reasoning_model
-from nbagent.providers.openai_responses_stream import OPENAI_ITEM
+from nbagent.providers.openai_responses import OPENAI_ITEM
 
 KEY = "sk-test-responses-0123456789abcdef"
 NAMES = fixture_names("openai_responses")

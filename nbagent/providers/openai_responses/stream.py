@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..core.errors import NbagentError
-from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
-from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
-from .base import (
+from ...core.errors import NbagentError
+from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
+from ...core.steps import CutToolCall, ToolCall
+from ..base import (
     REFUSAL,
     Event,
     Finish,
@@ -37,36 +37,15 @@ from .base import (
     Usage,
     parse_tool_arguments,
 )
-from .http import classify_error, parse_json
-from .sse import SSEEvent
+from ..http_errors import classify_error
+from ..sse import SSEEvent
+from ..stream_json import UNDECODED, parse_json
+from .finish import finish_reason
+from .usage import normalize_usage
 
 OPENAI_ITEM = "openai_item"  # ThinkingPart.provider_details: the reasoning item, replayed whole
 ITEM_ID = "item_id"  # TextPart / ToolUsePart provider_details: the output item's id
 PHASE = "phase"  # TextPart provider_details: "commentary" / "final_answer" (newer models)
-_INCOMPLETE = {"max_output_tokens": FinishReason.LENGTH, "content_filter": FinishReason.CONTENT_FILTER}
-
-
-def normalize_responses_usage(raw: dict) -> UsageMetadata:
-    """Responses usage -> UsageMetadata (input includes cached tokens, output includes reasoning)."""
-    inp, out = _int(raw.get("input_tokens")), _int(raw.get("output_tokens"))
-    in_details = raw.get("input_tokens_details") or {}
-    out_details = raw.get("output_tokens_details") or {}
-    reasoning = min(_int(out_details.get("reasoning_tokens")), out) if out else 0
-    return UsageMetadata(
-        prompt_token_count=inp,
-        candidates_token_count=out - reasoning,
-        total_token_count=_int(raw.get("total_tokens")) or inp + out,
-        cached_content_token_count=_int(in_details.get("cached_tokens")),
-        thoughts_token_count=reasoning,
-        cache_write_token_count=_int(in_details.get("cache_write_tokens")),
-    )
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 class _Text:
@@ -91,20 +70,16 @@ class _Text:
 
 
 class _TextField:
-    """An ``_Item`` attribute read as ``str`` and set from ``str``, kept as a ``_Text``."""
+    """An ``_Item`` attribute read as ``str`` and set from ``str``, kept as a ``_Text`` in ``buffers``."""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = "_" + name
-
-    def buffer(self, obj: Any) -> _Text:
-        return obj.__dict__.setdefault(self.slot, _Text())
+        self.name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return self if obj is None else str(self.buffer(obj))
+        return self if obj is None else str(obj.buffers[self.name])
 
     def __set__(self, obj: Any, value: str) -> None:
-        buffer = self.buffer(obj)
-        buffer.pieces = [str(value)] if value else []
+        obj.buffers[self.name].pieces = [str(value)] if value else []
 
 
 class _Item:
@@ -116,16 +91,17 @@ class _Item:
 
     def grow(self, name: str) -> _Text:
         """The buffer of ``text`` / ``refusal`` / ``arguments``, to ``add`` deltas to."""
-        return getattr(type(self), name).buffer(self)
+        return self.buffers[name]
 
     def __init__(self, type: str, id: str, index: int, raw: dict | None = None) -> None:
         self.type, self.id, self.index = type, id, index
+        self.buffers = {"text": _Text(), "refusal": _Text(), "arguments": _Text()}
         self.raw = raw if raw is not None else {}  # the newest full item (output_item.done wins)
         self.part: int | None = None  # the reasoning summary / content index being streamed
         self.done = False
 
 
-class ResponsesStreamParser:
+class OpenAIResponsesStreamParser:
     """Responses SSE events in, nbagent events out (one response body)."""
 
     def __init__(self, provider: str = "openai-responses", structured: bool = False) -> None:
@@ -137,8 +113,8 @@ class ResponsesStreamParser:
         self.model = ""
         self._output = False
 
-    def feed(self, sse: SSEEvent) -> list[Event]:
-        data = parse_json(sse.data, self.provider)
+    def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
+        data = parse_json(sse.data, self.provider) if payload is UNDECODED else payload
         if not isinstance(data, dict):
             return []
         kind = str(data.get("type") or sse.event or "")
@@ -228,7 +204,7 @@ class ResponsesStreamParser:
                 events += self._on_item_done({"item": raw, "output_index": item.index if item else n})
         usage = self.response.get("usage")
         if isinstance(usage, dict) and usage:
-            events.append(Usage(normalize_responses_usage(usage), raw=usage))
+            events.append(Usage(normalize_usage(usage), raw=usage))
         return events
 
     # -- the end ------------------------------------------------------------
@@ -243,12 +219,8 @@ class ResponsesStreamParser:
         refused = any(isinstance(p, TextPart) and p.provider_details.get(REFUSAL) for p in parts)
         details = self.response.get("incomplete_details") or {}
         raw = str(details.get("reason") or self.status) if self.status == "incomplete" else self.status
-        if self.status == "incomplete":
-            reason = _INCOMPLETE.get(raw, FinishReason.OTHER)
-        elif refused:
-            reason = FinishReason.CONTENT_FILTER
-        else:
-            reason = FinishReason.TOOL_CALLS if any(isinstance(p, ToolUsePart) for p in parts) else FinishReason.STOP
+        reason = finish_reason(self.status, incomplete_reason=raw, refused=refused,
+                               called_tools=any(isinstance(p, ToolUsePart) for p in parts))
         structured = _json(text) if self.structured else None
         return [Finish(reason=reason, raw_reason=raw, message=Message("assistant", parts),
                        structured_output=structured, model=self.model, cut_tool_calls=cut)]
@@ -336,7 +308,7 @@ def _json(text: str) -> Any:
         return None
 
 
-_P = ResponsesStreamParser
+_P = OpenAIResponsesStreamParser
 _HANDLERS = {
     "response.created": _P._on_response,
     "response.in_progress": _P._on_response,

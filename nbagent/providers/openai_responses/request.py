@@ -1,16 +1,9 @@
-"""OpenAI Responses API (``POST /v1/responses``, streamed), also for compatible servers.
-
-Only this API streams the reasoning summaries of OpenAI's reasoning models:
-``model="openai-responses:gpt-5-mini"``; ``base_url`` points it at a
-compatible server. Keys follow the Chat Completions provider
-(``OPENAI_API_KEY`` is not sent to a loopback server).
+"""The JSON body of a streaming ``/responses`` call, the history as ``input`` items.
 
 Stateless: every call sends the whole history with ``store: false``. For
-reasoning models (o-series, gpt-5 except gpt-5-chat; ``reasoning=True`` /
-``False`` overrides the guess) the request also asks for
-``include: ["reasoning.encrypted_content"]`` and, unless
-``include_reasoning`` is off, ``reasoning: {"summary": "auto"}``
-(``reasoning_summary="detailed"`` or ``None`` changes that).
+reasoning models the body also asks for ``include:
+["reasoning.encrypted_content"]`` and, unless ``include_reasoning`` is off,
+``reasoning: {"summary": ...}``.
 
 Replay: a reasoning item goes back byte-identical, exactly as
 ``response.output_item.done`` gave it
@@ -23,10 +16,6 @@ items (``call_id`` is the ToolUsePart id, the ``fc_...`` item id is kept
 in ``provider_details["item_id"]``), results as ``function_call_output``.
 Parts from other providers (no item id) go as plain assistant messages, a
 refusal among them as its text; their thinking is not sent.
-
-Structured output uses ``text.format`` (``json_schema``); caching sends the
-session id as ``prompt_cache_key`` to api.openai.com (not with
-``cache_strategy="none"``). The stream half is ``openai_responses_stream``.
 """
 
 from __future__ import annotations
@@ -34,66 +23,41 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from .base import REFUSAL, ModelRequest
-from .http import StreamParser
-from .openai import OpenAIProvider
-from .openai_responses_stream import (ITEM_ID, OPENAI_ITEM, PHASE, ResponsesStreamParser,
-                                      normalize_responses_usage)
-
-__all__ = ["OpenAIResponsesProvider", "ResponsesStreamParser", "build_input", "normalize_responses_usage"]
+from ...core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from ..base import REFUSAL, ModelRequest
+from .stream import ITEM_ID, OPENAI_ITEM, PHASE
 
 
-def is_reasoning_model(model: str) -> bool:
-    """o1 / o3 / o4 ... and gpt-5 (not gpt-5-chat) reason; others do not (a guess by name)."""
-    name = model.lower().rpartition("/")[2]
-    if name.startswith("gpt-5"):
-        return not name.startswith("gpt-5-chat")
-    return (len(name) > 1 and name[0] == "o" and name[1].isdigit()) or name.startswith("codex")
+def build_body(request: ModelRequest, model: str, *, reasoning: bool, reasoning_summary: str | None,
+               for_openai: bool) -> dict:
+    """The body of one streaming ``/responses`` call.
 
-
-class OpenAIResponsesProvider(OpenAIProvider):
-    """The Responses API over SSE (see the module docstring for options)."""
-
-    name = "openai-responses"
-
-    def __init__(self, model: str = "gpt-5-mini", *, api_key: str | None = None, base_url: str | None = None,
-                 reasoning: bool | None = None, reasoning_summary: str | None = "auto", **kwargs: Any):
-        super().__init__(model, api_key=api_key, base_url=base_url, **kwargs)
-        self.reasoning = reasoning
-        self.reasoning_summary = reasoning_summary
-
-    def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
-        return f"{self.base_url}/responses", self.request_headers(), self.build_body(request)
-
-    def build_body(self, request: ModelRequest) -> dict:
-        """The JSON body of one streaming ``/responses`` call."""
-        model = request.model or self.model
-        body: dict[str, Any] = {"model": model, "input": build_input(request.messages), "stream": True,
-                                "store": False}
-        if request.system:
-            body["instructions"] = request.system
-        if request.tools:
-            body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                              "parameters": t.input_schema or {"type": "object", "properties": {}}}
-                             for t in request.tools]
-        if self.reasoning if self.reasoning is not None else is_reasoning_model(model):
-            body["include"] = ["reasoning.encrypted_content"]
-            if request.include_reasoning and self.reasoning_summary:
-                body["reasoning"] = {"summary": self.reasoning_summary}
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            body["max_output_tokens"] = request.max_tokens
-        if request.response_format:
-            body["text"] = {"format": text_format(request.response_format)}
-        if request.cache_strategy != "none" and request.session_id and self.is_openai:
-            body["prompt_cache_key"] = request.session_id
-        body.update(request.extra)
-        return body
-
-    def new_parser(self, request: ModelRequest) -> StreamParser:
-        return ResponsesStreamParser(provider=self.name, structured=bool(request.response_format))
+    ``reasoning``: the model reasons (ask for its encrypted reasoning and, with
+    ``include_reasoning``, a summary of the kind ``reasoning_summary`` names);
+    ``for_openai``: the server is api.openai.com (``prompt_cache_key``).
+    """
+    body: dict[str, Any] = {"model": model, "input": build_input(request.messages), "stream": True,
+                            "store": False}
+    if request.system:
+        body["instructions"] = request.system
+    if request.tools:
+        body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                          "parameters": t.input_schema or {"type": "object", "properties": {}}}
+                         for t in request.tools]
+    if reasoning:
+        body["include"] = ["reasoning.encrypted_content"]
+        if request.include_reasoning and reasoning_summary:
+            body["reasoning"] = {"summary": reasoning_summary}
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        body["max_output_tokens"] = request.max_tokens
+    if request.response_format:
+        body["text"] = {"format": text_format(request.response_format)}
+    if request.cache_strategy != "none" and request.session_id and for_openai:
+        body["prompt_cache_key"] = request.session_id
+    body.update(request.extra)
+    return body
 
 
 def text_format(schema: dict) -> dict:

@@ -1,0 +1,62 @@
+"""``OpenAIProvider``: Chat Completions over SSE, at api.openai.com or any compatible ``base_url``."""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+
+from ...core.errors import NbagentError
+from ..base import ModelRequest
+from ..http import HTTPProvider, StreamParser
+from .request import build_body
+from .stream import OpenAIChatStreamParser
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+class OpenAIProvider(HTTPProvider):
+    """Chat Completions over SSE; ``base_url`` points it at any compatible server.
+
+    The key comes from ``api_key`` or ``OPENAI_API_KEY``; the environment key is
+    not sent to a loopback server, and no ``Authorization`` header is sent
+    without a key.
+    """
+
+    name = "openai"
+    default_base_url = OPENAI_BASE_URL
+
+    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None, **kwargs):
+        base = (base_url or OPENAI_BASE_URL).rstrip("/")
+        if api_key is None and not _is_loopback(base):
+            api_key = os.environ.get("OPENAI_API_KEY") or None
+        super().__init__(model, api_key=api_key, base_url=base, **kwargs)
+
+    @property
+    def is_openai(self) -> bool:
+        """True when talking to api.openai.com itself."""
+        return httpx.URL(self.base_url).host == "api.openai.com"
+
+    def request_headers(self) -> dict:
+        """The headers of a streaming call; api.openai.com without a key is an ``auth`` error."""
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        elif self.is_openai:  # say so before trying, not "could not reach" three times later
+            raise NbagentError("no OpenAI API key: pass api_key= or set OPENAI_API_KEY", kind="auth", provider=self.name)
+        return headers
+
+    def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
+        body = build_body(request, request.model or self.model, for_openai=self.is_openai)
+        return f"{self.base_url}/chat/completions", self.request_headers(), body
+
+    def new_parser(self, request: ModelRequest) -> StreamParser:
+        return OpenAIChatStreamParser(provider=self.name, structured=bool(request.response_format))
+
+
+def _is_loopback(url: str) -> bool:
+    try:
+        return httpx.URL(url).host in _LOOPBACK
+    except Exception:  # noqa: BLE001
+        return False

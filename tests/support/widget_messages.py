@@ -1,0 +1,27 @@
+"""What a ChatWidget sends, for tests without a browser: its custom messages, and a wait until
+its turn has ended and everything it queued has gone out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget
+
+
+def customs(w: ChatWidget) -> list:
+    """A list that collects every custom message ``w`` sends from now on (as the front end gets it: JSON)."""
+    sent: list = []
+    original = w.send
+    w.send = lambda content, buffers=None: (sent.append(json.loads(json.dumps(content))), original(content, buffers))
+    return sent
+
+
+async def until_idle(w: ChatWidget) -> None:
+    """Wait until the turn the widget runs (if any) has ended and its last flush has been sent."""
+    task = w._task
+    if task is not None and not task.done():
+        await asyncio.wait([task])  # its outcome is the test's to read from the widget
+    await asyncio.sleep(0)  # the task's done callback flushes
+    while w._armed is not None:  # a flush is scheduled: it goes out within FLUSH_INTERVAL
+        await asyncio.sleep(FLUSH_INTERVAL)
