@@ -46,7 +46,8 @@ test("dates show as local YYYY-MM-DD HH:MM; missing or bad ones as nothing", () 
 test("a rebound widget's views forget the old conversation's turns", () => {
   const removed = [];
   const turnViews = new Map([[0, { el: { remove: () => removed.push(0) } }], [1, { el: { remove: () => removed.push(1) } }]]);
-  const store = { state: apply(initialState(), { type: "traits", history: [{ record: { turn: 0 }, steps: [] }] }), views: new Set([{ turns: turnViews }]) };
+  const store = { state: apply(initialState(), { type: "turns", first: true, turns: [{ record: { turn: 0 }, steps: [] }] }), views: new Set([{ turns: turnViews }]) };
+  assert.equal(store.state.turns.length, 1);
   resetViews(store);
   assert.deepEqual(store.state, initialState());
   assert.deepEqual(removed, [0, 1]);

@@ -207,7 +207,7 @@ class BrowserView {
     if (!reply.ok) { this.setStatus(reply.error, true); return; }
     this.setStatus("");
     this.renderUsage(reply.usage || []);
-    const state = apply(initialState(), { type: "traits", history: reply.turns || [] });
+    const state = apply(initialState(), { type: "turns", first: true, turns: reply.turns || [] });
     this.turns.replaceChildren(...state.turns.map((/** @type {any} */ turn) => {
       const view = new TurnView(() => false); // read-only: approvals and other requests go nowhere
       view.update(turn);
