@@ -57,7 +57,7 @@ async def pipeline(provider) -> float:
     return time.perf_counter() - t
 
 
-def measure(wire, deltas: int, repeat: int = 3) -> tuple[float, float]:
+def measure(wire, deltas: int, repeat: int = 5) -> tuple[float, float]:
     body = wire.text_body([f"w{i} " for i in range(deltas)])
     best_floor = best_pipe = float("inf")
     with FaultServer() as server:
