@@ -173,12 +173,20 @@ def lab_with_notebooks(tmp_path_factory, request, notebooks: dict, venv: Path | 
                        env: dict | None = None):
     """A JupyterLab server whose root holds ``notebooks`` (file name -> code cells); for module fixtures.
     ``venv``, ``env``: as for jupyter_server."""
-    tmp = tmp_path_factory.mktemp("jlab")
+    with server_with_notebooks("lab", LAB_ARGS, tmp_path_factory.mktemp("jlab"), request, notebooks, venv, env) as srv:
+        yield srv
+
+
+@contextlib.contextmanager
+def server_with_notebooks(app: str, args: list, tmp: Path, request, notebooks: dict, venv: Path | None = None,
+                          env: dict | None = None):
+    """``jupyter <app>`` (lab | notebook) with ``args``, its root (in tmp) holding ``notebooks`` (file
+    name -> code cells); its log is shown when the session has failed tests."""
     root = tmp / "root"
     root.mkdir()
     for name, cells in notebooks.items():
         (root / name).write_text(json.dumps(nb_json(cells)))
-    with jupyter_server("lab", tmp, root, LAB_ARGS, show_log_on_error=lambda: request.session.testsfailed,
+    with jupyter_server(app, tmp, root, args, show_log_on_error=lambda: request.session.testsfailed,
                         venv=venv, env=env) as srv:
         yield srv
 
@@ -294,13 +302,8 @@ def notebook7_with_notebooks(tmp_path_factory, request, notebooks: dict, venv: P
                              env: dict | None = None):
     """A Notebook 7 server whose root holds ``notebooks`` (file name -> code cells); for module fixtures.
     ``venv``, ``env``: as for jupyter_server."""
-    tmp = tmp_path_factory.mktemp("nb7")
-    root = tmp / "root"
-    root.mkdir()
-    for name, cells in notebooks.items():
-        (root / name).write_text(json.dumps(nb_json(cells)))
-    with jupyter_server("notebook", tmp, root, NB7_ARGS, show_log_on_error=lambda: request.session.testsfailed,
-                        venv=venv, env=env) as srv:
+    with server_with_notebooks("notebook", NB7_ARGS, tmp_path_factory.mktemp("nb7"), request, notebooks, venv,
+                               env) as srv:
         yield srv
 
 
