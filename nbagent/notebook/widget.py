@@ -74,7 +74,7 @@ from .conversation_view import ConversationView
 from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SESSION_REQUESTS, SessionControls
 from .widget_usage import gate, gauge_dict
-from .widget_wire import TurnBuffer, record_dict, step_dict, step_shape, utf16_len
+from .widget_wire import PendingDelta, TurnBuffer, record_dict, step_dict, step_shape, utf16_len
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 PAGE_CHARS = 500_000  # a resync's finished turns go in messages of about this size at most
@@ -120,7 +120,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._send_lock = threading.Lock()
         self._turns: dict[int, TurnBuffer] = {}
         self._live: int | None = None
-        self._pending: list[list] = []
+        self._pending: list[PendingDelta] = []
         self._dirty: set[str] = set()  # "current", "gauge"
         self._ended: set[int] = set()  # finished turns whose structure goes out as a "turn" message
         self._resync = False  # send every turn whole (a view asked)
@@ -258,14 +258,13 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _push(self, idx: int, field: str, offset: int, text: str, size: int, replace: bool = False) -> None:
         """Queue a delta; ``offset`` and ``size`` count UTF-16 units (as the view's strings do)."""
-        last = self._pending[-1] if self._pending else None
-        if replace:  # a 5th element: the text replaces the field from offset on
-            self._pending.append([idx, field, offset, [text], size, True])
-        elif last is not None and len(last) == 5 and last[0] == idx and last[1] == field and last[2] + last[4] == offset:
-            last[3].append(text)
-            last[4] += size
+        pending = self._pending
+        if not replace and pending and pending[-1].continues(idx, field, offset):
+            last = pending[-1]
+            last.pieces.append(text)
+            last.size += size
         else:
-            self._pending.append([idx, field, offset, [text], size])
+            pending.append(PendingDelta(idx, field, offset, size, replace, [text]))
 
     # --- flushing (at most once per FLUSH_INTERVAL) ------------------------------
 
@@ -302,7 +301,7 @@ class ChatWidget(anywidget.AnyWidget):
         with self._lock:
             self._armed = None
             self._last_flush = time.monotonic()
-            items = [[p[0], p[1], p[2], "".join(p[3]), *p[5:]] for p in self._pending]
+            items = [p.item() for p in self._pending]
             self._pending = []
             dirty, self._dirty = self._dirty, set()
             pricing = getattr(self.conversation, "pricing", None)
@@ -338,14 +337,18 @@ class ChatWidget(anywidget.AnyWidget):
         if key is None and hasattr(self, "conversation"):  # not while the base class opens the comm
             pricing = getattr(self.conversation, "pricing", None)
             with self._lock:
-                state["turns"] = [self._turns[n].to_dict(pricing) for n in sorted(self._turns)]
+                state["turns"] = [turn for _, turn in self._whole_turns(pricing)]
         return state
 
     def finished_turns(self) -> list[dict]:
         """The finished turns whole (with their text), oldest first, as a resync sends them."""
         pricing = getattr(self.conversation, "pricing", None)
         with self._lock:
-            return [self._turns[n].to_dict(pricing) for n in sorted(self._turns) if n != self._live]
+            return [turn for n, turn in self._whole_turns(pricing) if n != self._live]
+
+    def _whole_turns(self, pricing: Any) -> list[tuple[int, dict]]:
+        """Every turn with its text, oldest first, with its number (``_lock`` held)."""
+        return [(n, self._turns[n].to_dict(pricing)) for n in sorted(self._turns)]
 
     def _turn_messages(self, pricing: Any) -> list[dict]:
         """The custom messages of turns, with ``_lock`` held: each finished turn that changed, bare
@@ -360,8 +363,7 @@ class ChatWidget(anywidget.AnyWidget):
         pages: list[dict] = []
         page: list[dict] = []
         size = 0
-        for n in sorted(self._turns):
-            turn = self._turns[n].to_dict(pricing)
+        for _, turn in self._whole_turns(pricing):
             cost = len(json.dumps(turn))
             if page and size + cost > PAGE_CHARS:
                 pages.append({"type": "turns", "turns": page, "first": not pages, "last": False})

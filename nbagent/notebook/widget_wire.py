@@ -5,6 +5,7 @@ goes as deltas; its structure without the text, see ``TurnBuffer.bare_dict``).""
 from __future__ import annotations
 
 import json
+import dataclasses
 from typing import Any
 from collections.abc import Mapping
 
@@ -102,3 +103,26 @@ def step_shape(step: Step) -> tuple:
             step.http_code, step.usage_metadata is not None, step.finished_at is not None,
             step.approval, step.preparing_tool, step.finish_reason, step.compaction is not None,
             step.display is not None)
+
+
+@dataclasses.dataclass(slots=True)
+class PendingDelta:
+    """Text queued for the next ``deltas`` message: ``pieces`` go into step ``index``'s content
+    ("c") or thinking ("t") at ``offset``; ``offset`` and ``size`` count UTF-16 units. A
+    ``replace`` delta replaces the field from ``offset`` on (text rewritten, not appended)."""
+
+    index: int
+    field: str
+    offset: int
+    size: int
+    replace: bool = False
+    pieces: list[str] = dataclasses.field(default_factory=list)
+
+    def continues(self, index: int, field: str, offset: int) -> bool:
+        """Whether text at ``offset`` of that field appends to this delta."""
+        return not self.replace and self.index == index and self.field == field and self.offset + self.size == offset
+
+    def item(self) -> list:
+        """The wire item: ``[index, field, offset, text]``, plus ``true`` for a replace."""
+        item: list = [self.index, self.field, self.offset, "".join(self.pieces)]
+        return item + [True] if self.replace else item
