@@ -84,9 +84,7 @@ class TranscriptOutput:
             return False
         with self._lock:
             self._cells.append(dict(pub.parent_header))
-            steps = self.finished_steps(conversation)
-            self._written = max([self._written] + [s.turn for s in steps])
-            self._display(self._cells[-1], transcript_piece(steps, head=True), self._new_id("h"))
+            self._show_heads(conversation, self._cells[-1:])
         return True
 
     def turn_finished(self, conversation: ConversationView, turn: int) -> None:
@@ -127,12 +125,16 @@ class TranscriptOutput:
             self._ids, self._written = [], -1
             self._pieces.clear()
             self._epoch += 1
-            steps = self.finished_steps(conversation)
-            self._written = max([-1] + [s.turn for s in steps])
-            for parent in self._cells:
-                self._display(parent, transcript_piece(steps, head=True), self._new_id("h"))
+            self._show_heads(conversation, self._cells)
 
     # --- helpers --------------------------------------------------------------------------
+
+    def _show_heads(self, conversation: ConversationView, cells: list[dict]) -> None:
+        """Display a head with the finished turns in each of ``cells`` (``_lock`` held)."""
+        steps = self.finished_steps(conversation)
+        self._written = max([self._written] + [s.turn for s in steps])
+        for parent in cells:
+            self._display(parent, transcript_piece(steps, head=True), self._new_id("h"))
 
     def _new_id(self, what: str) -> str:
         display_id = f"nbagent-{self._key}-{self._epoch}-{what}"
