@@ -26,7 +26,8 @@ Wire protocol (kernel -> front end):
   ``conversation_key``) or misses text (a bare step longer than its own, a delta past its end);
   custom messages sent before a view exists are lost, hence asking.
 - the whole state (a reloaded page's state request, an embedded page's state; not the comm's
-  opening, sent before the turns are loaded) also has ``turns``: every turn whole, as a resync's pages carry them (``get_state``).
+  opening, sent before the turns are loaded) also has ``turns``: every turn whole, as a resync's
+  pages carry them (``get_state``).
 
   A refused prompt (empty, or a turn is already running) is answered with
   ``{"type": "refused", "text"}`` so the view that sent it unlocks at once; an over-budget one
