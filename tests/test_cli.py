@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -32,6 +33,16 @@ def test_help_lists_every_subcommand():
     for command in ("doctor", "install-model", "sessions", "export"):
         assert command in done.stdout
     assert run("no-such-command").returncode == 2
+    assert 'pip install "jupyter-nbagent[all]"' in done.stdout  # the name a user installs, not "nbagent"
+
+
+def test_doctor_lists_every_extra_of_pyproject_under_the_distribution_name(tmp_path):
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+                 ["project"]["optional-dependencies"]) - {"all"}
+    out = run("doctor", env={"NBAGENT_MODEL_DIR": str(tmp_path)}).stdout
+    listed = {line.split()[0] for line in out.split("extras:")[1].split("\n\n")[0].splitlines() if line.strip()}
+    assert listed == extras
+    assert out.startswith("jupyter-nbagent ")
 
 
 def test_doctor_says_which_keys_are_set_never_their_values(tmp_path):
@@ -61,9 +72,9 @@ def test_doctor_says_what_each_front_end_needs_before_the_widget_shows_in_it(tmp
     done = run("doctor", env=env)
     assert done.returncode == 0, done.stderr
     lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("  ")}
-    assert lines["jupyterlab"].endswith('chat widget: needs pip install "nbagent[widget]"; pip install ipykernel')
-    assert lines["marimo"].endswith('chat widget: needs pip install "nbagent[widget]"')  # marimo has its own kernel
-    assert "not ready, needs" in done.stdout and 'the widget extra (pip install "nbagent[widget]")' in done.stdout
+    assert lines["jupyterlab"].endswith('chat widget: needs pip install "jupyter-nbagent[widget]"; pip install ipykernel')
+    assert lines["marimo"].endswith('chat widget: needs pip install "jupyter-nbagent[widget]"')  # marimo has its own kernel
+    assert "not ready, needs" in done.stdout and 'the widget extra (pip install "jupyter-nbagent[widget]")' in done.stdout
     usable = run("doctor", env={"NBAGENT_MODEL_DIR": str(tmp_path)}).stdout
     assert "notebook           7." in usable and "chat widget: usable" in usable
 

@@ -46,17 +46,23 @@ def _sdist_names(dist: Path) -> list[str]:
 def test_the_wheel_ships_the_licence_the_notices_and_its_types(dist):
     with _wheel(dist) as whl:
         names = whl.namelist()
-        info = f"nbagent-{nbagent.__version__}.dist-info"
+        info = f"jupyter_nbagent-{nbagent.__version__}.dist-info"
         assert f"{info}/licenses/LICENSE" in names
         assert f"{info}/licenses/nbagent/notebook/static/THIRD_PARTY_NOTICES.md" in names
         assert "nbagent/notebook/static/THIRD_PARTY_NOTICES.md" in names and "nbagent/py.typed" in names
         assert b"MIT License" in whl.read(f"{info}/licenses/LICENSE")
         meta = Parser().parsestr(whl.read(f"{info}/METADATA").decode())
+    assert meta["Name"] == "jupyter-nbagent"  # "nbagent" on the package index is another project
     assert meta["Version"] == nbagent.__version__  # the version lives in nbagent/__init__.py only
     assert meta["License-Expression"] == "MIT" and meta["Author"] == "the nbagent authors"
     assert "Typing :: Typed" in meta.get_all("Classifier")
     extras = meta.get_all("Provides-Extra")
     assert "dev" not in extras and {"widget", "frames", "local", "html", "all"} <= set(extras)
+    # "all" names the distribution itself (the build expands it): no requirement may name "nbagent",
+    # which on the package index is another project
+    requires = meta.get_all("Requires-Dist")
+    assert not [r for r in requires if r.split(";")[0].strip().startswith("nbagent")]
+    assert any(r.startswith("anywidget") and "extra == 'all'" in r for r in requires)
 
 
 def test_the_sdist_ships_the_licences_and_no_test_files(dist):

@@ -161,7 +161,7 @@ def test_exact_tokenizer_is_a_config_error_when_nothing_can_count(monkeypatch):
     monkeypatch.setitem(sys.modules, "tiktoken", None)
     with pytest.raises(NbagentError) as info:
         exact_tokenizer()
-    assert info.value.kind == "config" and "nbagent[tokens]" in str(info.value)
+    assert info.value.kind == "config" and "jupyter-nbagent[tokens]" in str(info.value)
 
 
 def test_compaction_counts_each_tools_name_description_and_schema():

@@ -90,13 +90,13 @@ def fresh(tmp_path_factory) -> FreshVenv:
     ``doctor`` before and run ``install-model`` after, as the README's commands go."""
     tmp = tmp_path_factory.mktemp("fresh")
     _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", tmp / "dist", ROOT])
-    wheel = next((tmp / "dist").glob("nbagent-*.whl"))
+    wheel = next((tmp / "dist").glob("jupyter_nbagent-*.whl"))
     venv.create(tmp / "venv", with_pip=True, system_site_packages=False)
     python = venv_bin(tmp / "venv") / "python"
     env = {"NBAGENT_MODEL_DIR": str(tmp / "models")}
     # --no-compile: pip would byte-compile all of JupyterLab, marimo, pandas... (~15 s of CPU); the servers
     # compile only what they import. What gets installed is the same.
-    _run([python, "-m", "pip", "install", "-q", "--no-compile", f"nbagent[{EXTRAS}] @ {wheel.as_uri()}",
+    _run([python, "-m", "pip", "install", "-q", "--no-compile", f"jupyter-nbagent[{EXTRAS}] @ {wheel.as_uri()}",
           *FRONT_ENDS], cwd=tmp)
     before = _run([python, "-m", "nbagent", "doctor"], cwd=tmp, env=env).stdout
     _run([python, "-m", "nbagent", "install-model"], cwd=tmp, env=env)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Mapping, Sequence
 
+from ..core.distribution import install_hint
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, StepSource
@@ -67,7 +68,7 @@ def require_pandas():
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - exercised only without pandas
-        raise NbagentError("DataFrames need pandas: pip install 'nbagent[frames]'", kind="config") from None
+        raise NbagentError(f"DataFrames need pandas: {install_hint('frames')}", kind="config") from None
     return pd
 
 

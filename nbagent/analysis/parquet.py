@@ -34,6 +34,7 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 
 from ..core.atomic_file import atomic_write
+from ..core.distribution import install_hint
 from ..core.errors import NbagentError
 from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Kind
 
@@ -49,7 +50,7 @@ def _require_pyarrow():
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover - exercised only without pyarrow
-        raise NbagentError("Parquet export needs pyarrow: pip install 'nbagent[frames]'", kind="config") from None
+        raise NbagentError(f"Parquet export needs pyarrow: {install_hint('frames')}", kind="config") from None
     return pa, pq
 
 

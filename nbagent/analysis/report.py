@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from collections.abc import Mapping
 
+from ..core.distribution import install_hint
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import TurnStatus, UsageMetadata
@@ -169,7 +170,7 @@ def plot_usage(records: list[TurnRecord], pricing: Mapping | None = None):
         from matplotlib.figure import Figure
     except ImportError:
         raise NbagentError(
-            "plot_usage needs matplotlib: pip install 'nbagent[plot]'", kind="config"
+            f"plot_usage needs matplotlib: {install_hint('plot')}", kind="config"
         ) from None
     pd = require_pandas()
     import numpy as np

