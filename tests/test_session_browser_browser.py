@@ -144,6 +144,12 @@ def test_the_browser_lists_filters_opens_exports_resumes_and_deletes(lab, notebo
     wait_rows(lab, browser, 2)
     assert not first[0].exists() and (folder / ".trash" / first[0].name).exists()
     assert "Plot the sales data" not in rows(lab, browser)
+    # undo: the notice of the delete has Undo, which moves the file back and lists it again
+    lab.click(f"{browser} .nba-notice .nbb-undo")
+    wait_rows(lab, browser, 3)
+    assert first[0].exists() and not (folder / ".trash" / first[0].name).exists()
+    assert "Plot the sales data" in rows(lab, browser)
+    lab.wait_for_function("(s) => /Restored /.test(document.querySelector(s + ' .nba-notice').textContent)", arg=browser)
     assert not lab.errors
 
 
