@@ -9,6 +9,7 @@ import re
 import json
 import shutil
 import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -234,6 +235,67 @@ def test_a_disarmed_link_is_text_not_a_link_to_a_relative_page():
     hrefs = re.findall(r'href="([^"]*)"', page)
     assert hrefs == ["https://x.org"], hrefs
     assert "a link" in page and "java\u200bscript:alert(1)" in page  # shown, as text
+
+
+# links the widget would not make (it allows http(s), mailto, #name and relative addresses only)
+SCHEME_LINKS = [
+    "[open](data:text/html;base64,PHNjcmlwdD5hbGVydCgneHNzJyk8L3NjcmlwdD4=)",
+    "[up](DATA:text/html,<script>alert('xss')</script>) [sp]( data:text/html,x) [br](<data:text/html,x>)",
+    "[esc](data\\:text/html,x) [ent](d&#x61;ta:text/html,x) [col](data&#58;text/html,x) [tab](da&#9;ta:x)",
+    "![pic](data:image/svg+xml,<svg/onload=alert('xss')>) [f](file:///etc/passwd) [v](vbscript:msgbox)",
+    "[r]: data:text/html,x\n\n[go][r] and [s][] \n\n[s]: <data:text/html,y>",
+    "[ok](https://example.org/a) [mail](mailto:a@b.c) [rel](notes/page.md) [top](#top) [q](./a:b)",
+]
+_ALLOWED_HREF = re.compile(r"(?i)^(https?:|mailto:|#|[^:]*$|\./)")
+
+
+def live_hrefs(page: str) -> list[str]:
+    """The targets of the page's links, as a browser reads them (entities decoded, tabs and breaks gone)."""
+    import html as html_lib
+
+    return [re.sub(r"[\t\n\r]", "", html_lib.unescape(h)).strip()
+            for h in re.findall(r'<a\b[^>]*\bhref\s*=\s*"([^"]*)"', page)]
+
+
+@pytest.mark.parametrize("renderer", ["nbconvert", "jupyterlab", "to_html"])
+def test_only_the_widgets_schemes_are_links_in_a_saved_transcript(renderer):
+    """The run found data: links live in saved transcripts under nbconvert and JupyterLab (5 checks)."""
+    if renderer == "jupyterlab" and (shutil.which("node") is None or not MARKED.exists()):
+        pytest.skip("Node.js and js/node_modules (npm ci in js/) are needed for marked")
+    if renderer == "to_html":
+        from nbagent.notebook.transcript_html import markdown_html
+
+        pages = [markdown_html(source) for source in SCHEME_LINKS]
+    elif renderer == "nbconvert":
+        pages = [mistune_html(prose(source)) for source in SCHEME_LINKS]
+    else:
+        pages = marked_html([prose(source) for source in SCHEME_LINKS])
+    hrefs = [h for page in pages for h in live_hrefs(page)]
+    assert [h for h in hrefs if not _ALLOWED_HREF.match(h)] == [], renderer
+    assert set(hrefs) >= {"https://example.org/a", "mailto:a@b.c", "notes/page.md", "#top"}  # links still work
+    assert "open" in pages[0] and "data:text/html;base64" in pages[0]  # the refused one is shown as text
+
+
+def test_jupyter_nbconvert_of_a_saved_chat_with_data_links_links_only_the_widgets_schemes(tmp_path):
+    """A saved notebook whose transcript output holds a model's data:, file: and vbscript: links,
+    through the real ``jupyter nbconvert --to html`` command."""
+    nbformat = pytest.importorskip("nbformat")
+    agent = Agent(model=ScriptedProvider([text_call(source) for source in SCHEME_LINKS]))
+    for i in range(len(SCHEME_LINKS)):
+        agent.ask(f"links {i}")
+    md = f'<div class="nbagent-transcript">\n\n{transcript_markdown(agent.conversation.history)}\n\n</div>'
+    path = tmp_path / "links.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("agent", outputs=[
+        nbformat.v4.new_output("display_data", data={"text/markdown": md, "text/plain": "transcript"})])]), path)
+    jupyter = Path(sys.executable).with_name("jupyter")
+    subprocess.run([str(jupyter), "nbconvert", "--to", "html", str(path)], check=True, capture_output=True,
+                   timeout=120)
+    page = path.with_suffix(".html").read_text(encoding="utf-8")
+    assert "data:text/html;base64" in page  # shown as text
+    ours = [h for h in live_hrefs(page) if h.startswith(("data:", "file:", "vbscript:", "javascript:"))]
+    assert [h for h in ours if not h.startswith("data:image/")] == [], ours  # nbconvert's own inline assets aside
+    assert not [h for h in ours if "svg+xml,<svg" in h or "onload" in h]
+    assert {"https://example.org/a", "mailto:a@b.c", "notes/page.md", "#top"} <= set(live_hrefs(page))
 
 
 def test_the_transcripts_usage_line_writes_times_and_speed_as_the_widgets_footer_does():
