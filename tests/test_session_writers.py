@@ -122,3 +122,26 @@ def test_in_one_process_the_newest_load_takes_the_file_and_the_older_agent_branc
         first.ask("once more from the old agent")  # said once
     assert sorted(prompts_kept(tmp_path)) == sorted(["the first question"] * 2 + [
         "from the new agent", "from the old agent", "once more from the old agent"])
+
+
+def test_a_killed_writer_leaves_no_stale_lock(tmp_path):
+    import signal
+
+    path = saved_session(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom nbagent import Agent\n"
+                               "agent = Agent.load(sys.argv[1])\nprint('held', flush=True)\ntime.sleep(600)", str(path)],
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert SessionLock.acquire(path) is None  # held by the other process
+        assert '"pid": %d' % holder.pid in lock_path(path).read_text()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=60)
+    assert lock_path(path).exists()  # the killed process could not remove its lock file...
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        agent = Agent.load(path)  # ...but its lock ended with it: no branch, no warning
+    assert agent.session_path == path
+    agent.ask("after the crash")
+    assert [t.prompt for t in read_session_head(path).turns] == ["the first question", "after the crash"]

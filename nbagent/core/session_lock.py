@@ -102,7 +102,10 @@ class SessionLock:
             os.close(fd)
 
     def __del__(self) -> None:
-        self.release()
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - at interpreter exit modules may be gone; the OS lets go anyway
+            pass
 
     def __repr__(self) -> str:
         return f"<SessionLock {self.path.name} {'held' if self.held else 'released'}>"
