@@ -188,6 +188,27 @@ def test_the_wait_for_the_first_byte_is_the_model_steps_notice_until_the_answer_
     assert conv.turns[-1].status == "done"
 
 
+def test_stop_while_waiting_for_the_first_byte_ends_the_turn_and_the_request():
+    from nbagent import FinishReason
+
+    wire = WIRES[0]
+    with FaultServer() as server:
+        server.push(lambda ex: ex.sleep(60))  # takes the request, never replies
+        provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=60.0)
+        provider.waiting_notice_after, provider.waiting_notice_every = 0.1, 0.1
+        conv = Agent(provider).conversation
+
+        async def run():
+            await conv.send("hi")
+            async for step in conv.receive_steps():
+                if step.notice.startswith("waiting for the first byte"):
+                    conv.interrupt()  # Stop, while it waits
+
+        asyncio.run(run())
+    assert conv.turns[-1].finish_reason == FinishReason.INTERRUPTED and conv.turns[-1].status == "interrupted"
+    assert len(server.requests) == 1 and conv.is_idle()
+
+
 def test_a_busy_server_is_given_up_at_the_total_deadline():
     wire = WIRES[0]
 

@@ -19,6 +19,7 @@ from nbagent import Agent, NbagentError, tool
 from nbagent.core.safe_markdown import code_block, code_span, prose
 from nbagent.notebook.transcript import transcript_markdown
 from nbagent.providers.base import TextDelta, ThinkingDelta
+from support.link_payloads import SCHEME_LINKS, nbconvert_page
 from support.scripted import ScriptedProvider, text_call, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,15 +238,6 @@ def test_a_disarmed_link_is_text_not_a_link_to_a_relative_page():
     assert "a link" in page and "java\u200bscript:alert(1)" in page  # shown, as text
 
 
-# links the widget would not make (it allows http(s), mailto, #name and relative addresses only)
-SCHEME_LINKS = [
-    "[open](data:text/html;base64,PHNjcmlwdD5hbGVydCgneHNzJyk8L3NjcmlwdD4=)",
-    "[up](DATA:text/html,<script>alert('xss')</script>) [sp]( data:text/html,x) [br](<data:text/html,x>)",
-    "[esc](data\\:text/html,x) [ent](d&#x61;ta:text/html,x) [col](data&#58;text/html,x) [tab](da&#9;ta:x)",
-    "![pic](data:image/svg+xml,<svg/onload=alert('xss')>) [f](file:///etc/passwd) [v](vbscript:msgbox)",
-    "[r]: data:text/html,x\n\n[go][r] and [s][] \n\n[s]: <data:text/html,y>",
-    "[ok](https://example.org/a) [mail](mailto:a@b.c) [rel](notes/page.md) [top](#top) [q](./a:b)",
-]
 _ALLOWED_HREF = re.compile(r"(?i)^(https?:|mailto:|#|[^:]*$|\./)")
 
 
@@ -279,18 +271,8 @@ def test_only_the_widgets_schemes_are_links_in_a_saved_transcript(renderer):
 def test_jupyter_nbconvert_of_a_saved_chat_with_data_links_links_only_the_widgets_schemes(tmp_path):
     """A saved notebook whose transcript output holds a model's data:, file: and vbscript: links,
     through the real ``jupyter nbconvert --to html`` command."""
-    nbformat = pytest.importorskip("nbformat")
-    agent = Agent(model=ScriptedProvider([text_call(source) for source in SCHEME_LINKS]))
-    for i in range(len(SCHEME_LINKS)):
-        agent.ask(f"links {i}")
-    md = f'<div class="nbagent-transcript">\n\n{transcript_markdown(agent.conversation.history)}\n\n</div>'
-    path = tmp_path / "links.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("agent", outputs=[
-        nbformat.v4.new_output("display_data", data={"text/markdown": md, "text/plain": "transcript"})])]), path)
-    jupyter = Path(sys.executable).with_name("jupyter")
-    subprocess.run([str(jupyter), "nbconvert", "--to", "html", str(path)], check=True, capture_output=True,
-                   timeout=120)
-    page = path.with_suffix(".html").read_text(encoding="utf-8")
+    pytest.importorskip("nbformat")
+    page = nbconvert_page(tmp_path).read_text(encoding="utf-8")
     assert "data:text/html;base64" in page  # shown as text
     ours = [h for h in live_hrefs(page) if h.startswith(("data:", "file:", "vbscript:", "javascript:"))]
     assert [h for h in ours if not h.startswith("data:image/")] == [], ours  # nbconvert's own inline assets aside

@@ -21,7 +21,7 @@ import random
 import re
 import weakref
 from typing import Any, Protocol
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 
 import httpx
 
@@ -241,8 +241,12 @@ class HTTPProvider(Provider):
             cause: BaseException | None = None
             try:
                 sending = self._send(client, url, headers, body, deadline)
-                async for waiting in sending.waits():
-                    yield [waiting]
+                waits = sending.waits()
+                try:
+                    async for waiting in waits:
+                        yield [waiting]
+                finally:  # also when the caller stops reading mid-wait (Stop): the request is cancelled now
+                    await waits.aclose()
                 response = sending.response
                 try:
                     if not 200 <= response.status_code < 300:
@@ -397,7 +401,7 @@ class _Sending:
         self.after, self.every = after, max(every, 0.05)
         self.response: Any = None
 
-    async def waits(self) -> AsyncIterator[Waiting]:
+    async def waits(self) -> AsyncGenerator[Waiting, None]:
         loop = asyncio.get_running_loop()
         start = loop.time()
         task = asyncio.ensure_future(self._send)
