@@ -70,6 +70,14 @@ export function stepNotice(step, streaming) {
   return streaming && !step.content && !(step.tool_calls || []).length ? String(step.notice || "") : "";
 }
 
+/** What a step says of a refusal, as the saved transcript words it: a model's refusal text, or the
+ * provider's notice when it blocked the prompt (on the turn's FINISH). @param {any} step */
+export function refusalText(step) {
+  if (!step.refusal) return "";
+  if (isModel(step)) return `The model declined: ${step.refusal}`;
+  return step.type === "FINISH" ? String(step.refusal) : "";
+}
+
 class StepView {
   /** @param {any} step */
   constructor(step) {
@@ -81,6 +89,7 @@ class StepView {
     this.step = null;
     this.tailKey = "";
     /** @type {HTMLElement|null} */ this.notice = null;
+    /** @type {HTMLElement|null} */ this.refusal = null;
   }
 
   /** @param {any} step @param {TurnView} turn */
@@ -100,7 +109,19 @@ class StepView {
         if (this.cards.parentNode !== this.el) this.el.append(this.cards);
       }
     }
+    this.showRefusal(refusalText(step));
     this.step = step;
+  }
+
+  /** @param {string} text */
+  showRefusal(text) {
+    if (!this.refusal) {
+      if (!text) return;
+      this.refusal = h("div", { class: "nba-refusal", role: "note" });
+      this.el.insertBefore(this.refusal, this.cards.parentNode === this.el ? this.cards : null);
+    }
+    if (this.refusal.textContent !== text) this.refusal.textContent = text;
+    this.refusal.style.display = text ? "" : "none";
   }
 
   /** @param {any} step @param {TurnView} turn */
@@ -223,7 +244,7 @@ export class TurnView {
     if (turn === this.turn) return;
     this.turn = turn;
     const rec = turn.record;
-    const user = turn.steps.find((s) => s.source === "USER");
+    const user = turn.steps.find((s) => s.kind === "prompt");
     this.prompt.set(user ? user.content : rec ? rec.prompt : "");
     this.toolRuns = new Map(turn.steps.filter(isToolRun).map((s) => [((s.tool_calls || [])[0] || {}).id, s]));
     this.modelCalls = new Set(turn.steps.filter(isModel).flatMap((s) => (s.tool_calls || []).map((/** @type {any} */ c) => c.id)));
@@ -234,7 +255,7 @@ export class TurnView {
       if (!present.has(index)) { view.el.remove(); this.steps.delete(index); }
     }
     for (const step of turn.steps) {
-      if (step.source === "USER") continue;
+      if (step.kind === "prompt") continue;
       let view = this.steps.get(step.step_index);
       if (!view) {
         view = new StepView(step);
