@@ -95,11 +95,11 @@ class StepView {
   /** @param {any} step @param {TurnView} turn */
   update(step, turn) {
     if (isModel(step)) this.updateModel(step, turn);
-    else if (step.type === "COMPACTION" && compactionShown(step.compaction)) this.setTail("compaction", () => {
+    else if (step.kind === "compaction" && compactionShown(step.compaction)) {
       const c = step.compaction || {};
       const sizes = c.tokens_before ? ` · ${fmtInt(c.tokens_before)} → ${fmtInt(c.tokens_after)} tokens` : "";
-      return h("div", { class: "nba-compaction", text: `History compacted${sizes}` });
-    });
+      this.setTail(`compaction${sizes}`, () => h("div", { class: "nba-compaction", text: `History compacted${sizes}` }));
+    }
     else if (isToolRun(step)) {
       const call = (step.tool_calls || [])[0] || { id: "", name: "tool", args: {} };
       if (!turn.modelCalls.has(call.id)) { // not announced by a model step: its own card
