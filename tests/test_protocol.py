@@ -12,15 +12,33 @@ pytest.importorskip("anywidget")
 
 from nbagent import Agent, Conversation  # noqa: E402
 from nbagent.notebook import protocol  # noqa: E402
-from nbagent.notebook.protocol import BROWSER, CHAT, Deltas, Names, NamesRequest, Send, TurnsPage  # noqa: E402
+from nbagent.notebook.protocol import (BROWSER, CHAT, AssetRequest, Deltas, HistoryRequest, Names,  # noqa: E402
+                                      NamesRequest, Resync, Send, TurnsPage)
 from nbagent.notebook.session_browser import SessionActions, SessionBrowser  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
-from support.widget_messages import customs, deliver, deliver_raw  # noqa: E402
+from support.widget_messages import customs, deliver, deliver_raw, until_idle  # noqa: E402
 
 
-def test_the_schema_file_is_the_declaration():
-    assert json.loads(protocol.SCHEMA_PATH.read_text(encoding="utf-8")) == protocol.schema(), (
-        "js/src/protocol.json is stale: run `python -m nbagent.notebook.protocol` and commit it")
+def test_the_schema_and_type_files_are_the_declaration():
+    stale = "is stale: run `python -m nbagent.notebook.protocol` and commit it"
+    assert json.loads(protocol.SCHEMA_PATH.read_text(encoding="utf-8")) == protocol.schema(), f"js/src/protocol.json {stale}"
+    assert protocol.TS_PATH.read_text(encoding="utf-8") == protocol.typescript(), f"js/src/protocol.d.ts {stale}"
+
+
+async def test_what_the_kernel_sends_in_a_turn_matches_the_schema(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    events = protocol.schema()["chat"]["events"]
+    w = ChatWidget(Agent(model="demo", delay=0, save_to=tmp_path))
+    sent = customs(w)
+    deliver(w, Send(prompt="What is 12 * 7?"))
+    await until_idle(w)
+    deliver(w, Resync())
+    await until_idle(w)
+    deliver(w, HistoryRequest(id="h1"))
+    deliver(w, AssetRequest(name="math"))
+    assert {m["type"] for m in sent} >= {"deltas", "turn", "turns", "history", "asset"}
+    for message in sent:
+        jsonschema.validate(message, events[message["type"]])
 
 
 def test_every_request_has_a_handler(tmp_path):

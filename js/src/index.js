@@ -19,7 +19,7 @@ import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
 
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
- *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
+ *   send: (msg: import("./protocol").ChatRequest) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
 
 export const KERNEL_RESTARTED = "Kernel restarted — re-run this cell to continue.";
 export const NO_KERNEL = "Not connected to a kernel — re-run this cell to continue.";
@@ -71,7 +71,7 @@ function storeFor(model) {
   let store = key ? stores.get(key) : undefined;
   if (store) return store;
   const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null, everLive: false });
-  /** @param {any} msg @returns {boolean} false when the kernel cannot be reached (the store is dead then) */
+  /** @param {import("./protocol").ChatRequest} msg @returns {boolean} false when the kernel cannot be reached (the store is dead then) */
   s.send = (msg) => {
     s.checkLive();
     if (s.state.dead) return false;
@@ -92,6 +92,7 @@ function storeFor(model) {
   if (key) stores.set(key, s);
   // finished turns come as custom messages ("turn", "turns"), the running one in `current`, the
   // text as deltas (see nbagent/notebook/widget.py); `finished` says how many finished turns there are
+  /** @returns {import("./reducer.js").Event} */
   const traits = () => ({ type: "traits", current: model.get("current"), running: model.get("running"),
     notice: model.get("notice"), gauge: model.get("gauge"), finished: model.get("finished") || 0 });
   /** Text or turns missing (a page reloaded, a late view, a new conversation): ask for all, once

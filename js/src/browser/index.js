@@ -27,7 +27,7 @@ function requester(model) {
   };
   model.on("msg:custom", onMsg);
   return {
-    /** @param {any} msg @returns {Promise<any>} */
+    /** @param {import("../protocol").BrowserRequest} msg @returns {Promise<any>} the reply (its answer fields), or a local {ok: false, error} */
     call(msg) {
       const id = `r${++next}`;
       return new Promise((resolve) => {

@@ -214,7 +214,7 @@ class PromptView {
 }
 
 export class TurnView {
-  /** @param {(msg: any) => boolean} send */
+  /** @param {(msg: import("../protocol").ChatRequest) => boolean} send */
   constructor(send) {
     this.send = send;
     this.prompt = new PromptView();
