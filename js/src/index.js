@@ -18,6 +18,7 @@ import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
 
+/** @typedef {import("./protocol").ChatEvent} ChatEvent */
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
  *   send: (msg: import("./protocol").ChatRequest) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
 
@@ -128,18 +129,31 @@ function storeFor(model) {
   model.on("change:conversation_key", () => { resetViews(s); onTraits(); }); // rebound: New chat, History
   model.on("comm_live_update", () => queueMicrotask(s.checkLive));
   s.unwatch = watchKernel(model, (why) => dispatch({ type: "dead", reason: why }));
+  /** One handler per event the kernel sends (nbagent/notebook/protocol.py; the types are generated, so
+   * tsc fails here when an event is declared without a handler).
+   * @type {{[K in ChatEvent["type"]]: (msg: Extract<ChatEvent, {type: K}>) => void}} */
+  const handlers = {
+    refused: dispatch,
+    confirm: dispatch,
+    turn: dispatch,
+    turns: dispatch,
+    deltas: (msg) => {
+      const debug = debugLog();
+      if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
+        msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
+      dispatch(msg);
+    },
+    names: (msg) => { for (const v of s.views) v.mentions.receive(msg); }, // @name: the kernel's variables
+    asset: (msg) => { // math.js, grammars.js
+      if (typeof msg.name === "string" && typeof msg.code === "string") {
+        loadAsset(msg.name, msg.code).catch((e) => console.warn(`nbagent: ${msg.name}`, e));
+      }
+    },
+    history: () => {}, // the session bar's own listener answers it (sessionbar.js)
+  };
   model.on("msg:custom", (/** @type {any} */ msg) => {
-    if (msg && (msg.type === "refused" || msg.type === "confirm" || msg.type === "turn" || msg.type === "turns")) { dispatch(msg); return; }
-    if (msg && msg.type === "names") { for (const v of s.views) v.mentions.receive(msg); return; } // @name: the kernel's variables
-    if (msg && msg.type === "asset" && typeof msg.name === "string" && typeof msg.code === "string") { // math.js, grammars.js
-      loadAsset(msg.name, msg.code).catch((e) => console.warn(`nbagent: ${msg.name}`, e));
-      return;
-    }
-    if (!msg || msg.type !== "deltas") return;
-    const debug = debugLog();
-    if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
-      msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
-    dispatch(msg);
+    const handle = msg && Object.prototype.hasOwnProperty.call(handlers, msg.type) ? /** @type {any} */ (handlers)[msg.type] : null;
+    if (handle) handle(msg);
   });
   setAssetRequester((name) => s.send({ type: "asset", name })); // the newest widget asks for lazy modules
   const whole = model.get("turns"); // the whole state's turns (widget.py get_state), when it was sent
