@@ -17,6 +17,7 @@ import { loadAsset, setAssetRequester } from "./assets.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
+import { browserWidget } from "./browser/index.js";
 
 /** @typedef {import("./protocol").ChatEvent} ChatEvent */
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
@@ -163,15 +164,22 @@ function storeFor(model) {
   return s;
 }
 
+/** One bundle for both widgets: a SessionBrowser's model says so in `_role` (session_browser.py).
+ * @param {any} model */
+const isBrowser = (model) => model.get("_role") === "session_browser";
+
 export default {
   /** @param {{model: any}} ctx */
   initialize({ model }) {
+    if (isBrowser(model)) return undefined;
     const store = storeFor(model);
     saveStubWith(model); // a reopened notebook finds a (blank) model instead of an error box
     return () => { store.unwatch(); stores.delete(model.get("_key") || ""); }; // the widget was closed
   },
-  /** @param {{model: any, el: HTMLElement}} ctx */
-  render({ model, el }) {
+  /** @param {{model: any, el: HTMLElement, host?: any}} ctx */
+  render(ctx) {
+    const { model, el } = ctx;
+    if (isBrowser(model)) return browserWidget.render(ctx);
     const store = storeFor(model);
     const view = new ChatView(el, store.send, model.get("placeholder") || "");
     const host = notebookHost(model); // JupyterLab, Notebook 7: tool cards can insert cells

@@ -82,14 +82,15 @@ def _contains(path: str, text: str) -> bool:
 class SessionBrowser(anywidget.AnyWidget):
     """The saved conversations of a folder: search, read, resume, export, delete (to the trash)."""
 
-    _esm = _STATIC / "session_browser.js"
-    _css = _STATIC / "session_browser.css"
+    _esm = _STATIC / "widget.js"  # one bundle for the chat and the browser: ``_role`` picks the browser
+    _css = _STATIC / "widget.css"
 
     folder = traitlets.Unicode("").tag(sync=True)
     sessions = traitlets.List(traitlets.Dict()).tag(sync=True)
     notice = traitlets.Unicode("").tag(sync=True)
     chat = traitlets.Unicode("").tag(sync=True)  # "anywidget:<model id>" of the resumed chat
     _key = traitlets.Unicode("").tag(sync=True)
+    _role = traitlets.Unicode("session_browser").tag(sync=True)  # widget.js renders the browser for it
 
     def __init__(self, folder: str | os.PathLike, actions: SessionActions, **kwargs: Any) -> None:
         folder = Path(folder).expanduser()
