@@ -1,11 +1,12 @@
-"""SessionBrowser: a folder of saved conversations as a notebook widget (front end: js/src/browser/).
+"""SessionBrowser: a folder of saved conversations as a notebook widget (front end: js/src/browser/, in
+the chat's bundle, static/widget.js).
 
 Traits (durable): ``folder``, ``sessions`` (the rows of ``list_sessions``, newest first, as JSON:
 path, title, created, updated, models, turns, tokens, cost_usd, user, error), ``notice`` and
 ``chat``, the ``"anywidget:<model id>"`` reference of the live chat a *Resume* opened ("" none).
 
-Requests (front end -> kernel, each answered once with ``{"type": "reply", "id", "ok", "error"?,
-...}``): ``{"type": "open", "id", "path"}`` -> ``turns`` (the chat widget's turn dicts, rendered
+Requests (front end -> kernel, declared in protocol.py's ``BROWSER``, one handler each; each answered
+once with ``{"type": "reply", "id", "ok", "error"?, ...}``): ``{"type": "open", "id", "path"}`` -> ``turns`` (the chat widget's turn dicts, rendered
 read-only by the same code) and ``usage`` (one row per turn); ``{"type": "search", "id", "text"}``
 -> ``paths`` whose full text contains it; ``{"type": "export", "id", "path", "fmt"}`` ->
 ``written``; ``{"type": "trash", "id", "path"}`` -> ``moved`` (the list is refreshed);

@@ -1,5 +1,9 @@
 """ChatWidget: a Conversation rendered in the notebook (anywidget front end in ``js/``).
 
+Every custom message below is declared once in protocol.py (``CHAT``: a dataclass per request and
+per event); the widget registers a handler per request (``_serve``) and the session controls add
+theirs. What follows is how they work together.
+
 Wire protocol (kernel -> front end):
 
 - traits: ``current``, the running turn (or None), *bare*: a turn is ``{"record": {...TurnRecord,

@@ -10,7 +10,8 @@ the active conversation. Either way the widget is rebound to it (``ChatWidget.re
 
 When the provider is a ``step=True`` replay, the ``step_waiting`` trait says whether it waits for
 ``next_step()`` (checked every ``STEP_POLL`` s while a turn from the widget runs) and
-``{"type": "next"}`` calls it. The agent is duck-typed: this layer does not import ``Agent``.
+``{"type": "next"}`` calls it. The requests are protocol.py's; ``serve`` registers their handlers on
+the widget's. The agent is duck-typed: this layer does not import ``Agent``.
 """
 
 from __future__ import annotations
