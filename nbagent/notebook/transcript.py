@@ -17,7 +17,7 @@ from typing import Any
 from collections.abc import Iterable
 
 from ..core.ledger import TurnRecord
-from ..core.steps import ApprovalDecision, Step, StepKind, StepSource, StepStatus
+from ..core.steps import ApprovalDecision, Step, StepKind, StepStatus
 from ..core.safe_markdown import code_block, code_span, plain, prose, quote
 from .transcript_html import html_page, render_items_html
 from .transcript_items import Answer, Call, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
@@ -192,7 +192,7 @@ def seconds_text(s: float) -> str:
 
 def turn_markdown(steps: list[Step], record: TurnRecord | None) -> str:
     """One turn's answer side (thoughts, tool calls, answer, errors) and its usage line."""
-    body = transcript_markdown([s for s in steps if s.source != StepSource.USER])
+    body = transcript_markdown([s for s in steps if s.kind is not StepKind.PROMPT])
     line = usage_line(record)
     return body + ("\n\n<sub>" + plain(line) + "</sub>" if line else "")
 

@@ -53,7 +53,7 @@ export function turnErrors(steps, rec) {
     } else out.push({ message: m, code: code || 0 });
   };
   for (const s of steps) {
-    if (!isToolRun(s) && s.error && (failed(s) || s.type === "FINISH" || s.type === "SYSTEM_MESSAGE")) add(s.error, s.http_code);
+    if (!isToolRun(s) && s.error && (failed(s) || s.kind === "finish" || s.type === "SYSTEM_MESSAGE")) add(s.error, s.http_code);
   }
   if (rec && rec.status === "error") add(rec.error || "the turn failed", rec.http_code);
   return out;
@@ -75,7 +75,7 @@ export function stepNotice(step, streaming) {
 export function refusalText(step) {
   if (!step.refusal) return "";
   if (isModel(step)) return `The model declined: ${step.refusal}`;
-  return step.type === "FINISH" ? String(step.refusal) : "";
+  return step.kind === "finish" ? String(step.refusal) : "";
 }
 
 class StepView {
