@@ -432,7 +432,7 @@ class ChatWidget(anywidget.AnyWidget):
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
         if ask is not None:  # over budget: the view asks "Send anyway" / "Cancel"
             self._flush()
-            self.handlers.emit(Confirm(prompt, str(ask["text"])))  # the user's own text comes back, prepared again if sent
+            self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
             return
         self._task = asyncio.ensure_future(self._run(prepared))
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
