@@ -194,47 +194,87 @@ class StepKind(str, Enum):
     OTHER = "other"  # a system message, or a step of unknown shape
 
 
+class Wire(str, Enum):
+    """How a Step field reaches the live widget (notebook/widget_wire.py)."""
+
+    STRUCTURAL = "structural"  # sent with the turn's structure, and a change re-sends it
+    TEXT = "text"  # sent as deltas (content, thinking)
+    CARRIED = "carried"  # sent with the structure; a change alone does not re-send it
+    KERNEL = "kernel"  # never sent to the widget
+
+
+@dataclass(frozen=True)
+class FieldRole:
+    """What a Step field is to each of its views, declared on the field (``Step`` and ``field_roles``).
+
+    ``saved``: in session files and ``to_dict``; ``shown``: the live widget draws it (a contract test
+    checks each such field reaches its DOM); ``keep_empty``: the widget's compact dict keeps it at its
+    default; ``shape``: for a structural field, what of its value counts as a change (default: the value).
+    """
+
+    wire: Wire
+    saved: bool = True
+    shown: bool = False
+    keep_empty: bool = False
+    shape: Any = None  # Callable[[value], Hashable] | None
+
+
+def _present(value: Any) -> bool:
+    return value is not None
+
+
+def _field(default: Any, wire: Wire, *, saved: bool = True, shown: bool = False, keep_empty: bool = False,
+           shape: Any = None) -> Any:
+    """A Step field with its roles; ``default`` may be a factory (``list``, ``time.time``)."""
+    role = {FieldRole: FieldRole(wire, saved, shown, keep_empty, shape)}  # keyed by the class, not a string
+    if callable(default):
+        return field(default_factory=default, metadata=role)
+    return field(default=default, metadata=role)
+
+
 @dataclass
 class Step:
     """One logical event of a turn; see the module docstring for conventions."""
 
-    id: str = ""
-    step_index: int = 0
-    type: StepType = StepType.UNKNOWN
-    source: StepSource = StepSource.UNKNOWN
-    target: StepTarget = StepTarget.UNKNOWN
-    status: StepStatus = StepStatus.ACTIVE
-    content: str = ""
-    content_delta: str = ""
-    thinking: str = ""
-    thinking_delta: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    error: str = ""
-    is_complete_response: bool | None = None  # derived (see ``derive``); never saved
-    structured_output: Any = None
-    usage_metadata: UsageMetadata | None = None
-    cascade_id: str = ""  # the conversation's id (see ``derive``); never saved
-    trajectory_id: str = ""  # named by the public API; nbagent leaves it empty and never saves it
-    http_code: int = 0
+    # each field declares its roles (FieldRole): how it reaches the live widget, whether it is saved and
+    # whether the widget draws it; the wire, fingerprint and saved forms are made from these (see FieldRole)
+    id: str = _field("", Wire.CARRIED)
+    step_index: int = _field(0, Wire.CARRIED, keep_empty=True)  # the step's identity in its turn
+    type: StepType = _field(StepType.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
+    source: StepSource = _field(StepSource.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
+    target: StepTarget = _field(StepTarget.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
+    status: StepStatus = _field(StepStatus.ACTIVE, Wire.STRUCTURAL, shown=True, keep_empty=True)
+    content: str = _field("", Wire.TEXT, shown=True, keep_empty=True)
+    content_delta: str = _field("", Wire.KERNEL, saved=False)  # transient
+    thinking: str = _field("", Wire.TEXT, shown=True)
+    thinking_delta: str = _field("", Wire.KERNEL, saved=False)  # transient
+    tool_calls: list[ToolCall] = _field(list, Wire.STRUCTURAL, shown=True, shape=len)
+    error: str = _field("", Wire.STRUCTURAL, shown=True)
+    is_complete_response: bool | None = _field(None, Wire.KERNEL, saved=False)  # derived (see ``derive``)
+    structured_output: Any = _field(None, Wire.CARRIED)
+    usage_metadata: UsageMetadata | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)
+    cascade_id: str = _field("", Wire.KERNEL, saved=False)  # the conversation's id (see ``derive``)
+    trajectory_id: str = _field("", Wire.KERNEL, saved=False)  # named by the public API; nbagent leaves it empty
+    http_code: int = _field(0, Wire.STRUCTURAL, shown=True)
     # nbagent additions
-    created_at: float = field(default_factory=time.time)
-    finished_at: float | None = None
-    turn: int = -1
-    finish_reason: FinishReason | None = None  # a model call's or the turn's (FINISH) end
-    model: str = ""  # the model that answered (model steps)
-    approval: ApprovalDecision | None = None  # tool execution steps
-    run_seconds: float | None = None  # how long the tool ran (approval wait excluded)
-    preparing_tool: str = ""  # a tool call the model is still writing
-    compaction: CompactionStats | None = None  # COMPACTION steps
-    raw_usage: dict | None = None  # the provider's own usage object (analysis only)
-    refusal: str = ""  # the model declined: its refusal text (model steps; not in content)
-    cut_tool_calls: list[CutToolCall] = field(default_factory=list)  # cut by the token limit
-    display: dict | None = None  # tool execution steps: what the user sees of the result (mime type -> data)
-    prefix_change: PrefixChange | None = None  # model steps: what changed in the request prefix (None: nothing)
-    decided_at: float | None = None  # tool execution steps: when the approval decision was made
-    decided_by: str = ""  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
-    tool_server: str = ""  # tool execution steps: the MCP server the tool belongs to ("": a local tool)
-    notice: str = ""  # model steps: the provider's latest retry ("could not reach … — retrying in 1 s, 2 of 3") or wait
+    created_at: float = _field(time.time, Wire.CARRIED)
+    finished_at: float | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)
+    turn: int = _field(-1, Wire.CARRIED)
+    finish_reason: FinishReason | None = _field(None, Wire.STRUCTURAL)  # a model call's or the turn's (FINISH) end
+    model: str = _field("", Wire.CARRIED)  # the model that answered (model steps)
+    approval: ApprovalDecision | None = _field(None, Wire.STRUCTURAL, shown=True)  # tool execution steps
+    run_seconds: float | None = _field(None, Wire.STRUCTURAL, shown=True)  # how long the tool ran (approval wait excluded)
+    preparing_tool: str = _field("", Wire.STRUCTURAL)  # a tool call the model is still writing
+    compaction: CompactionStats | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # COMPACTION steps
+    raw_usage: dict | None = _field(None, Wire.KERNEL)  # the provider's own usage object (analysis only)
+    refusal: str = _field("", Wire.STRUCTURAL, shown=True)  # the model declined: its refusal text (not in content)
+    cut_tool_calls: list[CutToolCall] = _field(list, Wire.CARRIED)  # cut by the token limit
+    display: dict | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # tool runs: what the user sees
+    prefix_change: PrefixChange | None = _field(None, Wire.CARRIED)  # model steps: what changed in the request prefix
+    decided_at: float | None = _field(None, Wire.CARRIED)  # tool execution steps: when the approval decision was made
+    decided_by: str = _field("", Wire.CARRIED)  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
+    tool_server: str = _field("", Wire.STRUCTURAL, shown=True)  # tool execution steps: the MCP server ("": a local tool)
+    notice: str = _field("", Wire.STRUCTURAL, shown=True)  # model steps: the provider's latest retry or wait ("… retrying in 1 s")
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -346,6 +386,14 @@ class Step:
         return step
 
 
+def field_roles() -> dict[str, FieldRole]:
+    """Every Step field's declared roles, by name, in field order."""
+    return _ROLES
+
+
+_ROLES = {f.name: f.metadata[FieldRole] for f in dataclasses.fields(Step)}
+
+
 def enum_member(enum_cls: type[Enum], value: Any) -> Any:
     """``enum_cls(value)`` by a dict lookup (readers call it per record); the same ValueError when unknown."""
     try:
@@ -411,9 +459,12 @@ _FIELD_FACTORIES = tuple((f.name, f.default_factory) for f in dataclasses.fields
 _EMPTY_DEFAULTS = frozenset(f.name for f in dataclasses.fields(Step) if f.name in _READERS and (
     f.default in ("", 0) or f.default_factory is list) and f.name != "created_at")
 _COMPACT_ENUMS = frozenset(("finish_reason", "approval", "prefix_change"))
-# not saved: the deltas are transient, the rest derived from the conversation (``Step.derive``) or unused
-_UNSAVED = frozenset(("cascade_id", "trajectory_id", "is_complete_response"))
-_SAVED = frozenset(_READERS).difference(_UNSAVED)
+# not saved (declared on the fields): the deltas are transient, the rest derived from the conversation
+# (``Step.derive``) or unused
+_UNSAVED = frozenset(f.name for f in dataclasses.fields(Step) if f.name in _READERS and not field_roles()[f.name].saved)
+_SAVED = frozenset(f.name for f in dataclasses.fields(Step) if field_roles()[f.name].saved)
+if not _SAVED <= set(_READERS):  # every saved field is read back
+    raise AssertionError(f"saved Step fields without a reader: {sorted(_SAVED - set(_READERS))}")
 _SAVED_FIELDS = tuple(f.name for f in dataclasses.fields(Step) if f.name in _SAVED)
 
 

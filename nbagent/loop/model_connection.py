@@ -25,7 +25,7 @@ from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
 from ..core.connection import RequestGuard
 from ..providers.base import REFUSAL, Finish, ModelRequest, Provider, ToolSpec
 from ..core.text import clean_text
-from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
+from ..core.steps import FinishReason, Step, StepKind, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
 from .compaction import compact_if_needed, compaction_budget, prompt_overflow
 from .model_step import fold_batch
 from .request_prefix import PrefixTracker
@@ -220,7 +220,7 @@ class ModelConnection:
         self._push_prompt(prompt)
         async for step in self._list_tool_sources():
             yield step
-            if step.type == StepType.FINISH:  # interrupted
+            if step.kind is StepKind.FINISH:  # interrupted
                 return
         rounds = 0
         while True:
@@ -255,7 +255,7 @@ class ModelConnection:
             async with contextlib.aclosing(self._tool_round(calls)) as steps:
                 async for step in steps:
                     yield step
-                    if step.type == StepType.FINISH:
+                    if step.kind is StepKind.FINISH:
                         return
 
     async def _tool_round(self, calls: list[ToolUsePart]) -> AsyncGenerator[Step, None]:

@@ -1,4 +1,5 @@
-// nbagent SessionBrowser front end (anywidget; bundled into static/session_browser.js): the saved
+// nbagent SessionBrowser front end (anywidget; bundled into static/widget.js with the chat, which
+// hands a SessionBrowser's model here: see index.js): the saved
 // conversations of a folder, searchable; the selected one read-only through the chat widget's own
 // renderer (render/turn.js, markdown.js and its sanitiser); Resume shows a live chat widget for it
 // (a child widget), Export writes md / html, Delete asks first and moves the file to the trash
@@ -28,7 +29,7 @@ function requester(model) {
   };
   model.on("msg:custom", onMsg);
   return {
-    /** @param {any} msg @returns {Promise<any>} */
+    /** @param {import("../protocol").BrowserRequest} msg @returns {Promise<any>} the reply (its answer fields), or a local {ok: false, error} */
     call(msg) {
       const id = `r${++next}`;
       return new Promise((resolve) => {
@@ -291,7 +292,7 @@ class BrowserView {
   }
 }
 
-export default {
+export const browserWidget = {
   /** @param {{model: any, el: HTMLElement, host?: any}} ctx */
   render({ model, el, host }) {
     const view = new BrowserView(model, el, host);

@@ -29,7 +29,7 @@ export function hiddenTurns(total, hidden, following) {
 }
 
 export class ChatView {
-  /** @param {HTMLElement} el @param {(msg: any) => boolean} send @param {string} placeholder */
+  /** @param {HTMLElement} el @param {(msg: import("../protocol").ChatRequest) => boolean} send @param {string} placeholder */
   constructor(el, send, placeholder) {
     this.host = el;
     this.send = send;
@@ -258,6 +258,7 @@ export class ChatView {
     this.earlier.hidden = !hidden;
     if (hidden) this.earlier.textContent = `Show earlier turns (${hidden} more)`;
     const seen = new Set();
+    /** @type {HTMLElement} */
     let prev = this.earlier;
     for (let i = hidden; i < total; i++) {
       const turn = state.turns[i];
