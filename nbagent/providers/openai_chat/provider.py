@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import httpx
 
 from ...core.errors import NbagentError
 from ..base import ModelRequest
 from ..http import HTTPProvider, StreamParser
 from .request import build_body
+from .spec import SPEC
 from .stream import OpenAIChatStreamParser
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -30,7 +29,7 @@ class OpenAIProvider(HTTPProvider):
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None, **kwargs):
         base = (base_url or OPENAI_BASE_URL).rstrip("/")
         if api_key is None and not _is_loopback(base):
-            api_key = os.environ.get("OPENAI_API_KEY") or None
+            api_key = SPEC.api_key_from_environment()
         super().__init__(model, api_key=api_key, base_url=base, **kwargs)
 
     @property
