@@ -12,3 +12,4 @@ fi
 .venv/bin/python -m pip install -q -e ".[all]" --group dev
 .venv/bin/python -m nbagent install-model
 echo "nbagent set up in .venv ($(.venv/bin/python -c 'import nbagent; print(nbagent.__version__)'))"
+touch .venv/.nbagent-setup  # scripts/test.sh --fast sets up again only when pyproject.toml is newer

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("build")
 pytest.importorskip("hatchling")
-pytestmark = pytest.mark.local_model  # it starts the real llama.cpp server
+pytestmark = [pytest.mark.wheel, pytest.mark.local_model]  # it starts the real llama.cpp server
 
 # the README's Install section in one pip call, with every front end it names
 EXTRAS = "widget,frames,local"

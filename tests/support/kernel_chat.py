@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = """
 import sys
 sys.path.insert(0, {tests!r})
+from support import tiers
 from support.scripted import ScriptedProvider
 from nbagent import Agent
 from nbagent.core.steps import FinishReason, UsageMetadata
@@ -84,6 +85,8 @@ class KernelChat:
 
     def __init__(self, answers: list[str], timeout: float = 60.0) -> None:
         from jupyter_client.manager import KernelManager
+
+        tiers.require("notebook", "starts a Jupyter kernel")
 
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self.km = KernelManager(kernel_name="python3")
