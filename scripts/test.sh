@@ -4,15 +4,14 @@
 #   scripts/test.sh --fast [pytest args]   ruff and mypy on nbagent/, then the fast tier: every test not
 #                                          marked browser, notebook, wheel or local_model (unit, provider,
 #                                          recorded-fixture, loopback-server tests), in parallel
-#                                          (pytest-xdist) with the 15 slowest listed. Sets up .venv only
-#                                          when it is missing or pyproject.toml changed since.
+#                                          (pytest-xdist) with the 15 slowest listed.
 #   scripts/test.sh [pytest args]          everything: setup, ruff, mypy, the bundle check and the JS tests,
 #                                          every pytest tier (the real local model, the widget in real
 #                                          JupyterLab / Notebook 7 / marimo + Chromium, the notebooks, the
 #                                          built wheel in a fresh venv); with no arguments, the bench tier
 #                                          after a green run.
 #
-# Every test has a time limit (pyproject's `timeout`; longer per tier in tests/conftest.py), so a hung
+# Every test has a time limit (pyproject's `timeout`; longer per tier in tests/support/tiers.py), so a hung
 # test fails with its name. Browser tests run under `flock /tmp/nbagent-browser.lock`: one Chromium
 # suite at a time on a shared machine.
 set -euo pipefail
@@ -21,9 +20,7 @@ FAST_TIER="not (browser or notebook or wheel or local_model)"
 
 if [ "${1:-}" = "--fast" ]; then
   shift
-  if [ ! -x .venv/bin/python ] || [ ! -f .venv/.nbagent-setup ] || [ pyproject.toml -nt .venv/.nbagent-setup ]; then
-    bash scripts/setup.sh
-  fi
+  bash scripts/setup.sh  # about a second when nothing it installs from changed
   status=0
   .venv/bin/ruff check nbagent || status=1
   .venv/bin/mypy || status=1
