@@ -148,7 +148,9 @@ def test_a_test_that_sends_itself_ctrl_c_installs_the_handler_it_needs():
     KeyboardInterrupt: every test naming ``signal.SIGINT`` asks for the ``ctrl_c`` fixture."""
     found, checked = [], 0
     for path in sorted(TESTS.rglob("test_*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        defs = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body)]
+        for node in defs:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
                 if any(isinstance(n, ast.Attribute) and n.attr == "SIGINT" for n in ast.walk(node)):
                     checked += 1
