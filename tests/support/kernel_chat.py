@@ -19,12 +19,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support import tiers
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SETUP = """
 import sys
 sys.path.insert(0, {tests!r})
-from support import tiers
 from support.scripted import ScriptedProvider
 from nbagent import Agent
 from nbagent.core.steps import FinishReason, UsageMetadata
