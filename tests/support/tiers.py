@@ -10,11 +10,13 @@ import pytest
 #: time limit in seconds of each test in it (pyproject's ``timeout`` is the fast tier's)
 SLOW_TIERS = {"browser": 900, "notebook": 900, "local_model": 600, "wheel": 1800}
 
-current: set[str] = set()  # the markers of the test being set up, run or torn down
+# the markers of the test being set up, run or torn down; None outside pytest (bench/ scripts use the
+# same helpers, unchecked)
+current: set[str] | None = None
 
 
 def require(tier: str, what: str) -> None:
     """Fail the running test unless it is marked ``tier`` (``what`` says what the helper starts)."""
-    if tier not in current:
+    if current is not None and tier not in current:
         pytest.fail(f"this test {what} but is not marked {tier}: add pytest.mark.{tier} (the fast tier, "
                     "scripts/test.sh --fast, must start none)", pytrace=False)
