@@ -12,7 +12,7 @@ from .conversation import Conversation
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
 from .core.conversation_state import ConversationEvent
-from .core.errors import NbagentError
+from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
 from .core.session_settings import AgentSettings
 from .loop.hooks import Policy
@@ -52,27 +52,13 @@ def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
 
     prefix, _, name = model.strip().partition(":")
     if providers.lookup(prefix) is None:
-        guessed = _guess_prefix(model)
+        guessed = providers.guess_prefix(model)
         if guessed is None:
-            known = ", ".join(sorted(set(providers.registered()) - providers.ALIASES))
-            raise NbagentError(
-                f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}",
-                kind="config")
+            known = ", ".join(sorted(set(providers.registered()) - providers.aliases()))
+            raise ConfigError(
+                f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}")
         prefix, name = guessed, model.strip()
     return providers.create(prefix, name, api_key=api_key, base_url=base_url, **options)  # None can mean something
-
-
-def _guess_prefix(model: str) -> str | None:
-    m = model.lower()
-    if m.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):
-        return "openai"
-    if m.startswith("claude"):
-        return "anthropic"
-    if m.startswith("gemini"):
-        return "gemini"
-    if m.endswith(".gguf"):
-        return "local"
-    return None
 
 
 def with_notebook_tools(tools: Any) -> list:

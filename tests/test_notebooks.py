@@ -41,6 +41,7 @@ def run_notebook(path: Path, tmp_path: Path, monkeypatch):
     return nb
 
 
+@pytest.mark.notebook  # a real kernel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     if path.stem == "quickstart":

@@ -28,8 +28,9 @@ def _venv_is_current() -> bool:
         ["bash", str(ROOT / "scripts" / "setup.sh"), "--check"], capture_output=True).returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _venv_is_current(), reason="the .venv is not set up by scripts/setup.sh, "
-                                                               "or is out of date (run it)")
+pytestmark = [pytest.mark.browser,  # it starts JupyterLab
+              pytest.mark.skipif(not _venv_is_current(), reason="the .venv is not set up by scripts/setup.sh, "
+                                                                "or is out of date (run it)")]
 
 
 def checkout_copy(tmp: Path) -> Path:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("build")
 pytest.importorskip("hatchling")
-pytestmark = pytest.mark.local_model  # it starts the real llama.cpp server
+pytestmark = [pytest.mark.wheel, pytest.mark.local_model]  # it starts the real llama.cpp server
 
 DISTRIBUTION = "jupyter-nbagent"
 # the front ends the README's Install section names besides the one its first line installs

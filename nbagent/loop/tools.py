@@ -150,8 +150,14 @@ class Tool:
 
     def _call(self, kwargs: dict) -> Any:
         if self._ref is not None:
-            return run_in_process(self._ref, kwargs)
+            return run_in_process(self._ref, kwargs, unwrap=handler_of)
         return _call_handler(self.handler, kwargs)
+
+
+def handler_of(obj: Any) -> Any:
+    """What an isolated tool's process calls of the object its module names: a Tool's handler
+    (``@tool`` replaced the function by the Tool), else the object itself."""
+    return obj.handler if isinstance(obj, Tool) else obj
 
 
 async def _call_handler(handler: Callable[..., Any], kwargs: dict) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import httpx
@@ -11,6 +10,7 @@ from ...core.errors import NbagentError
 from ..base import ModelRequest
 from ..http import HTTPProvider, StreamParser
 from .request import build_body
+from .spec import SPEC
 from .stream import OpenAIChatStreamParser
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -34,7 +34,7 @@ class OpenAIProvider(HTTPProvider):
         base = (base_url or OPENAI_BASE_URL).rstrip("/")
         self.loopback_without_key = api_key is None and _is_loopback(base)
         if api_key is None and not self.loopback_without_key:
-            api_key = os.environ.get("OPENAI_API_KEY") or None
+            api_key = SPEC.api_key_from_environment()
         super().__init__(model, api_key=api_key, base_url=base, **kwargs)
 
     @property
@@ -68,7 +68,7 @@ class OpenAIProvider(HTTPProvider):
     def loopback_key_advice(self) -> str:
         """Why no key went to this loopback server, and how to give it one."""
         why = ("OPENAI_API_KEY is set, but nbagent keeps the environment's key back from loopback base_urls on "
-               "purpose (it is meant for OpenAI, not a local server); " if os.environ.get("OPENAI_API_KEY")
+               "purpose (it is meant for OpenAI, not a local server); " if SPEC.api_key_from_environment()
                else "no key was sent (api_key= not given; the environment's OPENAI_API_KEY is never sent to a "
                     "loopback base_url); ")
         return (f"the server at {self.base_url} wants an API key: {why}pass its key as api_key=, e.g. "
