@@ -102,7 +102,7 @@ def step_shape(step: Step) -> tuple:
     return (step.type, step.source, step.target, step.status, len(step.tool_calls), step.error,
             step.http_code, step.usage_metadata is not None, step.finished_at is not None,
             step.approval, step.preparing_tool, step.finish_reason, step.compaction is not None,
-            step.display is not None)
+            step.display is not None, step.preview is not None)
 
 
 @dataclasses.dataclass(slots=True)
