@@ -75,6 +75,7 @@ class CellMemory:
     read: dict[str, dict[str, str]] = field(default_factory=dict)  # conversation id -> cell id -> source
     applied: dict[str, UndoRecord] = field(default_factory=dict)  # call id -> record
     previewed: dict[str, str] = field(default_factory=dict)  # run_cell call id -> the source its card showed
+    fixed: tuple[int, str] | None = None  # (KernelError.key, cell id): that cell ran clean after that error
 
     def seen(self, conversation_id: str, cell_id: str) -> str | None:
         return self.read.get(conversation_id, {}).get(cell_id)
@@ -196,7 +197,10 @@ class ReadNotebookTool(Tool):
     async def execute(self, start: int | None = None, end: int | None = None, cell_id: str | None = None) -> str:
         read = await self.choice.read()
         options = ViewOptions(start, end, cell_id, self.budget_tokens)
-        view = notebook_view(read.snapshot, label_of(read.backend), options, last_kernel_error(), read.notes)
+        error = last_kernel_error()
+        fixed = self.memory.fixed
+        fixed_by = fixed[1] if fixed is not None and error is not None and fixed[0] == error.key else ""
+        view = notebook_view(read.snapshot, label_of(read.backend), options, error, read.notes, fixed_by)
         conversation_id, _ = _context()
         self.memory.remember(conversation_id, view.whole, tuple(c for c in view.shown if c not in view.whole))
         return view.text
@@ -313,6 +317,11 @@ class RunCellTool(RunPythonTool):
         if shown is not None and shown != cell.source:
             raise ToolError(f"{_where(cell)} changed after its code was shown for approval; nothing ran")
         result = await run_cell(cell.source, self.namespace, timeout=call_timeout())
+        error = last_kernel_error()
+        if result.error is None and not result.timed_out and not result.interrupted and error is not None:
+            earlier = {r.before.rstrip() for r in self.memory.applied.values() if r.cell_id == cell_id}
+            if error.source.rstrip() in earlier | {cell.source.rstrip()}:  # this cell raised it, and runs clean now
+                self.memory.fixed = (error.key, cell_id)
         try:
             metadata = with_action(cell.metadata, _action(CellActionKind.RAN, cell.source))
             await backend.set_source(cell_id, cell.source, expected_source=cell.source, metadata=metadata)

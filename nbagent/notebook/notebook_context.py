@@ -132,16 +132,23 @@ class ViewOptions:
 
 
 def notebook_view(snapshot: NotebookSnapshot, where: str, options: ViewOptions,
-                  error: KernelError | None = None, notes: tuple[str, ...] = ()) -> NotebookView:
-    """The notebook as text (see the module docstring); ``where`` names the source it was read from."""
+                  error: KernelError | None = None, notes: tuple[str, ...] = (), fixed_by: str = "") -> NotebookView:
+    """The notebook as text (see the module docstring); ``where`` names the source it was read from;
+    ``fixed_by``: the cell id that ran clean after the kernel's last error (that error is then old news)."""
     cells = _selected(snapshot, options)
-    error_cell = _error_cell(snapshot, error)
+    error_cell = _error_cell(snapshot, error) if not fixed_by else None
     head = [f"Notebook read from {where}; {len(snapshot.cells)} cell(s)."] + list(notes)
     if options.cell_id is not None and not cells:
         head.append(f"No cell has id {options.cell_id!r}.")
     elif len(cells) < len(snapshot.cells):
         head.append(f"Showing cells [{cells[0].index + 1}]–[{cells[-1].index + 1}]." if cells else "No cell in that range.")
-    head.append(_error_text(snapshot, error, error_cell))
+    if fixed_by and error is not None:
+        fixed = snapshot.cell(fixed_by)
+        where_fixed = _where(fixed) if fixed is not None else f"cell {fixed_by}"
+        head.append(f"The kernel's last error ({error.exception}) is older than the clean run of {where_fixed} "
+                    "by run_cell; no newer error.")
+    else:
+        head.append(_error_text(snapshot, error, error_cell))
     head.append("Cells are named by id (positions [n] move when cells are added; ids do not): pass the id to "
                 "edit_cell, run_cell, or insert_cell(after=...).")
     parts = [_Part("\n".join(h for h in head if h), 0, "head")]
@@ -181,9 +188,13 @@ def _error_cell(snapshot: NotebookSnapshot, error: KernelError | None) -> Notebo
     return None
 
 
+def _where(cell: NotebookCell) -> str:
+    return f"cell [{cell.index + 1}] id={cell.id}"
+
+
 def _error_text(snapshot: NotebookSnapshot, error: KernelError | None, cell: NotebookCell | None) -> str:
     if error is not None:
-        where = "a cell not in this notebook (or no longer in it)"
+        where = "a cell whose code is not in this notebook now (edited since, or another notebook's)"
         if cell is not None:
             where = f"cell [{cell.index + 1}] id={cell.id}"
             if error.source and cell.source.rstrip() != error.source.rstrip():

@@ -6,6 +6,7 @@ notebook file's path, and the last error a cell raised.
 - ``kernel_notebook_path(namespace)`` is the ``.ipynb`` the kernel belongs to, when the front end
   said: VS Code sets ``__vsc_ipynb_file__`` in the namespace, Jupyter Server sets ``JPY_SESSION_NAME``
   in the kernel's environment (ipykernel copies it to ``__session__``).
+- ``cell_running()``: whether a cell is running now (a live notebook cannot answer until it ends).
 - ``last_kernel_error()`` is the exception the last failing cell raised (IPython keeps it in
   ``sys.last_value``), with a trimmed traceback and the execution count of its cell: exact when
   ``watch_kernel_errors()`` was listening when it happened (``post_run_cell``), else found by
@@ -113,6 +114,7 @@ class KernelError:
     traceback: str  # trimmed, without colour codes
     execution_count: int | None = None  # the failing cell's In[n] (None: not known)
     source: str = ""  # that cell's code as it ran ("" when not known)
+    key: int = 0  # id() of the exception object: the same error read twice has the same key
 
 
 @dataclass
@@ -124,23 +126,37 @@ class _Seen:
 
 _seen = _Seen()
 _watched: set[int] = set()  # id() of the shells listening
+_running: set[int] = set()  # id() of the shells running a cell now
 
 
 def watch_kernel_errors(shell: Any = None) -> None:
-    """Remember, from now on, which execution each cell error comes from (once per shell)."""
+    """Remember, from now on, which execution each cell error comes from, and whether a cell is
+    running now (``cell_running``); once per shell."""
     shell = shell or ipython_shell()
     if shell is None or id(shell) in _watched or not hasattr(shell, "events"):
         return
 
+    def before_cell(info: Any) -> None:
+        _running.add(id(shell))
+
     def after_cell(result: Any) -> None:
+        _running.discard(id(shell))
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         if error is not None:
             info = getattr(result, "info", None)
             _seen.value, _seen.count = error, getattr(result, "execution_count", None)
             _seen.source = str(getattr(info, "raw_cell", "") or "")
 
+    shell.events.register("pre_run_cell", before_cell)
     shell.events.register("post_run_cell", after_cell)
     _watched.add(id(shell))
+
+
+def cell_running(shell: Any = None) -> bool:
+    """Whether the kernel is busy running a cell now (known once ``watch_kernel_errors`` listens):
+    a live notebook's front end cannot answer the kernel until the cell ends."""
+    shell = shell or ipython_shell()
+    return shell is not None and id(shell) in _running
 
 
 def last_kernel_error(shell: Any = None) -> KernelError | None:
@@ -153,11 +169,11 @@ def last_kernel_error(shell: Any = None) -> KernelError | None:
     head = "".join(traceback.format_exception_only(type(value), value)).strip()
     head = strip_ansi(head.splitlines()[-1] if head else type(value).__name__)
     if _seen.value is value:
-        return KernelError(head, text, _seen.count, _seen.source)
+        return KernelError(head, text, _seen.count, _seen.source, id(value))
     count = _count_of(value, shell)
     raw = list(getattr(shell.history_manager, "input_hist_raw", []) or [])
     source = str(raw[count]) if count is not None and 0 < count < len(raw) else ""
-    return KernelError(head, text, count, source)
+    return KernelError(head, text, count, source, id(value))
 
 
 def _trimmed(exc: BaseException) -> str:

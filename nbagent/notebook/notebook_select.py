@@ -9,7 +9,9 @@
   (``kernel_notebook_path``: VS Code, Jupyter Server); else the kernel's input history (read only).
 
 The live notebook is asked for at each call because the widget is usually shown after the tools
-are made. A live notebook that does not answer (``config`` error: no view open, the kernel busy in
+are made; it is skipped while a cell runs (a turn awaited in a cell, ``%%chat``): the front end cannot
+answer the kernel until the cell ends, so the file (or the history) is used. A live notebook that
+does not answer (``config`` error: no view open, the kernel busy in
 a cell) falls back to the file or the history for that read, and the answer says so.
 """
 
@@ -24,7 +26,7 @@ from typing import Any
 from ..core.errors import ConfigError
 from .notebook_doc import NotebookBackend, NotebookSnapshot
 from .notebook_file import FileBackend
-from .notebook_history import HistoryBackend, kernel_notebook_path
+from .notebook_history import HistoryBackend, cell_running, kernel_notebook_path
 
 
 def live_backend() -> NotebookBackend | None:
@@ -84,7 +86,8 @@ class NotebookChoice:
         """The backend a call uses now (no reading)."""
         if self.fixed is not None:
             return self.fixed
-        return live_backend() or self._offline()
+        live = None if cell_running() else live_backend()  # a busy kernel cannot hear the front end
+        return live or self._offline()
 
     def _offline(self) -> NotebookBackend:
         path = kernel_notebook_path(self.namespace)
