@@ -336,3 +336,27 @@ def test_the_preview_survives_save_and_load_of_the_session(nb_path, tmp_path):
     path = agent.conversation.save(tmp_path / "s.json")
     (edit,) = tool_steps(Conversation.load(path), "edit_cell")
     assert edit.preview == tool_steps(agent.conversation, "edit_cell")[0].preview
+
+
+# --- the demo model's "fix the error" ---------------------------------------------------------------
+
+
+def test_the_demo_model_fixes_the_error_in_the_file_after_approval_and_the_cell_runs_clean(tmp_path):
+    path = write_notebook(tmp_path / "demo.ipynb", [
+        code("revenue = 40", "data", count=1),
+        code("total = revnue * 2\ntotal", "broken", count=2,
+             outputs=[error_output("NameError", "name 'revnue' is not defined")])])
+    namespace = {"revenue": 40}
+    agent = Agent(model="demo", tools=notebook_tools(namespace, notebook=path), delay=0)
+    conv = agent.conversation
+    approved = approving(conv)
+    response = conv.ask("fix the error in the cell above")
+    assert [s.tool_calls[0].name for s in tool_steps(conv)] == ["read_notebook", "edit_cell", "run_cell"]
+    edit = tool_steps(conv, "edit_cell")[0]
+    assert approved == [edit.tool_calls[0].id, tool_steps(conv, "run_cell")[0].tool_calls[0].id]
+    assert edit.preview.diff == (("-", "total = revnue * 2"), ("+", "total = revenue * 2"), (" ", "total"))
+    assert cells_of(path)["broken"] == "total = revenue * 2\ntotal" and namespace["total"] == 80
+    assert "Fixed: the cell runs clean now" in response.text and "80" in response.text
+    actions = recorded_actions(next(c for c in reread(path).cells if c.id == "broken").metadata)
+    assert [(a.action, a.model, a.approved_by) for a in actions] == [
+        (CellActionKind.EDITED, "demo", "user"), (CellActionKind.RAN, "demo", "user")]
