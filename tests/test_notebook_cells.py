@@ -360,3 +360,22 @@ def test_the_demo_model_fixes_the_error_in_the_file_after_approval_and_the_cell_
     actions = recorded_actions(next(c for c in reread(path).cells if c.id == "broken").metadata)
     assert [(a.action, a.model, a.approved_by) for a in actions] == [
         (CellActionKind.EDITED, "demo", "user"), (CellActionKind.RAN, "demo", "user")]
+
+
+def test_thousands_of_cells_stay_within_the_budget_and_say_where_the_rest_starts(tmp_path):
+    path = write_notebook(tmp_path / "long.ipynb", [code(f"x{i} = {i}", f"c{i}", count=i + 1) for i in range(3_000)])
+    tools = {t.name: t for t in notebook_tools({}, notebook=path)}
+    text = asyncio.run(tools["read_notebook"].handler())
+    assert len(text) // 4 <= DEFAULT_BUDGET_TOKENS and "x0 = 0" in text and "x2999 = 2999" not in text
+    start = int(text.rsplit("read_notebook(start=", 1)[1].split(")")[0])
+    assert f"x{start - 2} = {start - 2}" in text and f"x{start - 1} = {start - 1}" not in text  # nothing skipped
+    rest = asyncio.run(tools["read_notebook"].handler(start=start))
+    assert f"--- cell [{start}] id=c{start - 1}" in rest
+
+
+def test_an_edit_keeps_the_files_permissions(nb_path):
+    nb_path.chmod(0o644)
+    agent, _ = agent_on(nb_path, read_call(), edit_call("e1", "broken", "total + 2"), text_call("ok"),
+                        approve_code=False)
+    agent.conversation.ask("fix it")
+    assert cells_of(nb_path)["broken"] == "total + 2" and stat.S_IMODE(nb_path.stat().st_mode) == 0o644

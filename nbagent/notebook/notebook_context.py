@@ -236,19 +236,24 @@ def _fit(parts: list[_Part], budget: int, keep: set[str | None]) -> None:
             part.text, part.cut = _cut_text(part), True
             part.cost = tokens(part.text)
             total -= before - part.cost
-    while total > budget and len(parts) > 1 and parts[-1].cell is not None:
-        last = parts[-1].cell
-        dropped = [p for p in parts if p.cell is last]
-        for p in dropped:
-            parts.remove(p)
-            total -= p.cost
-        note = _Part(f"… cells from [{last.index + 1}] on left out to stay within {budget:,} tokens: "
-                     f"read_notebook(start={last.index + 1}) shows them.", 0, "head")
+    if total <= budget:
+        return
+    # still over: leave out the last cells (at least one cell stays), then say where they start
+    first_cell = next((i for i, p in enumerate(parts) if p.cell is not None), len(parts))
+    cut_at = len(parts)
+    while total + 40 > budget and cut_at > first_cell + 1:
+        cell = parts[cut_at - 1].cell
+        while cut_at > first_cell and parts[cut_at - 1].cell is cell:
+            cut_at -= 1
+            total -= parts[cut_at].cost
+    if cut_at < len(parts):
+        first_left_out = parts[cut_at].cell
+        start = first_left_out.index + 1 if first_left_out is not None else 0
+        del parts[cut_at:]
+        note = _Part(f"… cells from [{start}] on left out to stay within {budget:,} tokens: "
+                     f"read_notebook(start={start}) shows them.", 0, "head")
         note.cost = tokens(note.text)
-        if parts and parts[-1].kind == "head" and parts[-1].text.startswith("… cells from"):
-            total -= parts.pop().cost
         parts.append(note)
-        total += note.cost
 
 
 def _cut_text(part: _Part) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.atomic_file import atomic_write_text
+from ..core.atomic_file import atomic_write
 from ..core.errors import ConfigError, StorageError, ToolError
 from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource
 
@@ -197,7 +197,14 @@ class FileBackend:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             text = nbformat.writes(nb)
-        atomic_write_text(self.path, text if text.endswith("\n") else text + "\n")
+        text = text if text.endswith("\n") else text + "\n"
+        mode = stat.S_IMODE(self.path.stat().st_mode)
+
+        def write(tmp: Path) -> None:
+            tmp.write_text(text, encoding="utf-8")
+            os.chmod(tmp, mode)  # the file keeps its permissions (a temporary file starts at 0600)
+
+        atomic_write(self.path, write)
         self._nb, self._stamp, self.normalized = nb, file_stamp(self.path), False
 
 
