@@ -198,7 +198,8 @@ def _short(text: str, n: int) -> str:
 def fix_move(messages: list[Message], tools: list[ToolSpec], prompt: str, n: int) -> DemoMove | None:
     """The next move of a "fix the error" turn, or None when it does not apply."""
     names = {t.name for t in tools}
-    if not {READ_NB, EDIT, RUN_CELL} <= names or not _FIX_WORDS.search(own_text(prompt)):
+    asked = re.split(r"^\[Attached notebook (?:variables|cells): ", prompt, maxsplit=1, flags=re.M)[0]
+    if not {READ_NB, EDIT, RUN_CELL} <= names or not _FIX_WORDS.search(asked):
         return None
     calls, results = _turn_so_far(messages)
     if any(c.name not in FIX_TOOLS for c in calls):
