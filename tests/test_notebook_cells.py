@@ -379,3 +379,25 @@ def test_an_edit_keeps_the_files_permissions(nb_path):
                         approve_code=False)
     agent.conversation.ask("fix it")
     assert cells_of(nb_path)["broken"] == "total + 2" and stat.S_IMODE(nb_path.stat().st_mode) == 0o644
+
+
+def test_the_widget_gets_the_diff_with_the_waiting_step_before_approve(nb_path):
+    from nbagent.notebook.widget_wire import step_dict
+
+    agent, _ = agent_on(nb_path, read_call(), edit_call("e1", "broken", "total + 2"), text_call("ok"))
+    conv = agent.conversation
+    seen = []
+
+    def listener(event, step):
+        if event == "step" and step.status == StepStatus.WAITING_FOR_USER and step.approval == ApprovalDecision.PENDING:
+            seen.append(step_dict(step))
+            assert cells_of(nb_path)["broken"] == "total + revnue"  # nothing changed yet
+            conv.approve(step.tool_calls[0].id)
+
+    conv.add_listener(listener)
+    conv.ask("fix it")
+    (waiting,) = seen
+    assert waiting["preview"] == {
+        "action": "edit", "cell_id": "broken", "position": 3, "old_source": "total + revnue",
+        "new_source": "total + 2", "diff": [["-", "total + revnue"], ["+", "total + 2"]], "added": 1, "removed": 1,
+        "notebook": f"file: {nb_path}", "problem": "", "cut": False}
