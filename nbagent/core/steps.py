@@ -25,7 +25,8 @@ Conventions used by nbagent's own connections:
 What crosses layers travels in typed fields: ``finish_reason``
 (:class:`FinishReason`), ``model``, ``approval`` (:class:`ApprovalDecision`),
 ``run_seconds``, ``preparing_tool``, ``compaction`` (:class:`CompactionStats`),
-``refusal``, ``notice`` (a provider's retry), ``cut_tool_calls`` (:class:`CutToolCall`), and ``raw_usage`` --
+``refusal``, ``notice`` (a provider's retry), ``cut_tool_calls`` (:class:`CutToolCall`), ``preview``
+(:class:`CellPreview`: a notebook cell tool's diff, shown before Approve), and ``raw_usage`` --
 the provider's own usage object, kept for analysis (saved with the session,
 never sent to the widget).
 """
@@ -183,6 +184,50 @@ def cut_note(calls: list[CutToolCall]) -> str:
     return f"The reply was cut at the token limit while the model was writing a call to {names}; nothing was run."
 
 
+PREVIEW_MAX_CHARS = 20_000  # each source a CellPreview keeps, at most (the rest is cut, ``cut`` set)
+PREVIEW_MAX_LINES = 2_000  # diff lines a CellPreview keeps, at most
+
+
+@dataclass(frozen=True)
+class CellPreview:
+    """What a notebook cell tool (``edit_cell``, ``insert_cell``, ``run_cell``) will do, computed
+    before the call waits for Approve so its card can show the diff: the cell, its source before
+    and after, and the line diff between them (``(" " | "-" | "+", line)`` pairs, old to new)."""
+
+    action: str  # "edit" | "insert" | "run"
+    cell_id: str = ""  # the cell edited or run; an insert: the cell it goes after ("" at the end)
+    position: int = 0  # 1-based, as the user counts cells: the cell's, or the new cell's place
+    old_source: str = ""  # the cell's source now ("" for an insert)
+    new_source: str = ""  # the source after the call (run: the source that will run)
+    diff: tuple[tuple[str, str], ...] = ()
+    notebook: str = ""  # where the cell lives: "live", "file: <path>", "history"
+    problem: str = ""  # non-empty: the call will be refused if approved, and why (a stale cell, ...)
+    cut: bool = False  # a source or the diff was longer than the card keeps
+
+    @property
+    def added(self) -> int:
+        return sum(1 for op, _ in self.diff if op == "+")
+
+    @property
+    def removed(self) -> int:
+        return sum(1 for op, _ in self.diff if op == "-")
+
+    def to_dict(self) -> dict:
+        return {"action": self.action, "cell_id": self.cell_id, "position": self.position,
+                "old_source": self.old_source, "new_source": self.new_source,
+                "diff": [list(d) for d in self.diff], "added": self.added, "removed": self.removed,
+                "notebook": self.notebook, "problem": self.problem, "cut": self.cut}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CellPreview:
+        if not isinstance(d, dict):
+            raise TypeError(f"step field 'preview' must be an object, got {type(d).__name__}")
+        diff = tuple((str(op), str(line)) for op, line in d.get("diff") or ())
+        return cls(str(d.get("action") or ""), str(d.get("cell_id") or ""), int(d.get("position") or 0),
+                   str(d.get("old_source") or ""), str(d.get("new_source") or ""), diff,
+                   str(d.get("notebook") or ""), str(d.get("problem") or ""), bool(d.get("cut")))
+
+
 class StepKind(str, Enum):
     """What a step is to its reader, from the conventions above (``Step.kind``)."""
 
@@ -275,6 +320,7 @@ class Step:
     decided_by: str = _field("", Wire.CARRIED)  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
     tool_server: str = _field("", Wire.STRUCTURAL, shown=True)  # tool execution steps: the MCP server ("": a local tool)
     notice: str = _field("", Wire.STRUCTURAL, shown=True)  # model steps: the provider's latest retry or wait ("… retrying in 1 s")
+    preview: CellPreview | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # cell tools: the diff before Approve
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -361,6 +407,8 @@ class Step:
                 d[key] = self.usage_metadata.to_dict(compact=True)
             elif key == "compaction" and self.compaction is not None:
                 d[key] = self.compaction.to_dict()
+            elif key == "preview" and self.preview is not None:
+                d[key] = self.preview.to_dict()
             else:  # tool_calls, cut_tool_calls
                 d[key] = [c.to_dict() for c in d[key]]
         return d
@@ -450,6 +498,7 @@ _READERS: dict[str, Any] = {
     "display": lambda v: _display(v),
     "prefix_change": _optional(partial(enum_member, PrefixChange)),
     "decided_at": _optional(float),
+    "preview": _optional(CellPreview.from_dict),
 }
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Step) if f.default is not dataclasses.MISSING}
 _FIELD_DEFAULTS["created_at"] = 0.0
@@ -472,12 +521,12 @@ def _json_value(value: Any) -> Any:
     """A Step field's value as JSON: enums by value, nested records by their ``to_dict``."""
     if isinstance(value, Enum):
         return value._value_
-    if isinstance(value, (UsageMetadata, CompactionStats)):
+    if isinstance(value, (UsageMetadata, CompactionStats, CellPreview)):
         return value.to_dict()
     if isinstance(value, list) and value and isinstance(value[0], (ToolCall, CutToolCall)):
         return [c.to_dict() for c in value]
     return value
-_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls"}
+_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls", "preview"}
 
 
 def _display(value: Any) -> dict | None:

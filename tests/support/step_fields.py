@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbagent import Conversation
-from nbagent.core.steps import (ApprovalDecision, CompactionStats, FinishReason, Step, StepSource, StepStatus, StepTarget,
+from nbagent.core.steps import (ApprovalDecision, CellPreview, CompactionStats, FinishReason, Step, StepSource, StepStatus, StepTarget,
                                 StepType, ToolCall, UsageMetadata)
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget
 from support.streams import StreamConnection
@@ -53,6 +53,9 @@ EXAMPLES: dict[str, tuple[dict, dict]] = {
                 {"display": {"text/html": "<table><tr><td>forty-two</td></tr></table>"}}),
     "tool_server": ({**TOOL_RUN}, {"tool_server": "files"}),
     "notice": ({**MODEL}, {"notice": NOTICE}),
+    "preview": ({**TOOL_RUN, "status": StepStatus.WAITING_FOR_USER, "approval": ApprovalDecision.PENDING},
+                {"preview": CellPreview("edit", "c-7", 3, "x = revnue\n", "x = revenue\n",
+                                        (("-", "x = revnue"), ("+", "x = revenue")), "file: demo.ipynb")}),
 }
 
 
