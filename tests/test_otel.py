@@ -226,6 +226,16 @@ def test_a_real_otlp_receiver_gets_the_same_spans(tmp_path):
         assert s.service_name == "nbagent" and s.scope == "nbagent"
 
 
+def test_the_standard_endpoint_variable_names_the_receiver(tmp_path, monkeypatch):
+    path = save_conversation(synthetic_state(2, 2), tmp_path / "s.json")
+    with OtlpReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)  # the SDK adds /v1/traces
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "course-chats")
+        result = nbagent.to_otel([path])
+    got = receiver.spans()
+    assert len(got) == result.spans > 0 and {s.service_name for s in got} == {"course-chats"}
+
+
 def test_a_receiver_that_refuses_raises_a_network_error(tmp_path):
     path = save_conversation(synthetic_state(1, 3), tmp_path / "s.json")
     with OtlpReceiver(status=400) as receiver:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from ..core.conversation_state import ConversationState
 from ..core.distribution import DISTRIBUTION, install_hint
 from ..core.errors import ConfigError, NetworkError, redact
-from .otel_spans import SpanKind, SpanPlan, session_spans
+from .otel_spans import SpanKind, SpanOptions, SpanPlan, session_spans
 
 __all__ = ["to_otel", "OtelExport"]
 
@@ -55,8 +55,9 @@ def to_otel(sessions: Any, *, exporter: Any = None, endpoint: str | None = None,
     target, owned = _exporter(sdk, exporter, endpoint)
     plans: list[SpanPlan] = []
     count = turns = 0
+    options = SpanOptions(include_content, pricing)
     for state, path in _states(sessions):
-        spans = session_spans(state, path=path, include_content=include_content, pricing=pricing)
+        spans = session_spans(state, path=path, options=options)
         plans += spans
         count += 1
         turns += len(state.turns)

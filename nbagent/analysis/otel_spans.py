@@ -72,8 +72,39 @@ class SpanPlan:
     error: str | None = None  # the status description of a failed span (None: not failed)
 
 
-def session_spans(state: ConversationState, *, path: str | None = None, include_content: bool = False,
-                  pricing: Mapping | None = None) -> list[SpanPlan]:
+class SpanOptions:
+    """What every session of one export shares: the options, and prices and cleaned strings looked up once."""
+
+    def __init__(self, include_content: bool = False, pricing: Mapping | None = None) -> None:
+        self.include_content = include_content
+        self.pricing = pricing
+        self.prices: dict[tuple[str, str], tuple[Any, str | None]] = {}
+        self.strings: dict[str, str] = {}
+
+    def price(self, model: str, provider: str) -> tuple[Any, str | None]:
+        """The ``Price`` (None: unknown) and ``price_source`` of a model."""
+        key = (model, provider)
+        if key not in self.prices:
+            from .pricing import get_price, price_source
+
+            self.prices[key] = (get_price(model, provider, self.pricing),
+                                price_source(model, provider, self.pricing))
+        return self.prices[key]
+
+    def clean(self, text: str) -> str:
+        """``text`` UTF-8 safe and redacted (a short string repeats: ids, models, names)."""
+        if len(text) > 200:
+            return redact(clean_text(text))
+        out = self.strings.get(text)
+        if out is None:
+            if len(self.strings) > 100_000:
+                self.strings.clear()
+            out = self.strings[text] = redact(clean_text(text))
+        return out
+
+
+def session_spans(state: ConversationState, *, path: str | None = None,
+                  options: SpanOptions | None = None) -> list[SpanPlan]:
     """Every span of ``state``: per turn its ``invoke_agent`` span, then its children in order."""
     from .columns import USAGE, USAGE_INDEX, Table
     from .sessions import json_rows
@@ -81,11 +112,12 @@ def session_spans(state: ConversationState, *, path: str | None = None, include_
     by_turn: dict[int, list[Step]] = {}
     for step in state.steps:
         by_turn.setdefault(step.turn, []).append(step)
-    rows = json_rows(Table(state.turns, pricing), USAGE_INDEX, [c for c in USAGE if c.name in TURN_COLUMNS])
+    options = options or SpanOptions()
+    rows = json_rows(Table(state.turns, options.pricing), USAGE_INDEX, [c for c in USAGE if c.name in TURN_COLUMNS])
     key = state.conversation_id or path or ""
     spans: list[SpanPlan] = []
     for record, row in zip(state.turns, rows):
-        turn = _TurnSpans(key, state.conversation_id, record, include_content, pricing)
+        turn = _TurnSpans(key, state.conversation_id, record, options)
         spans += turn.spans(by_turn.get(record.turn, []), row, path)
     return spans
 
@@ -93,15 +125,14 @@ def session_spans(state: ConversationState, *, path: str | None = None, include_
 class _TurnSpans:
     """The spans of one turn (one trace)."""
 
-    def __init__(self, key: str, conversation_id: str, record: TurnRecord, include_content: bool,
-                 pricing: Mapping | None) -> None:
+    def __init__(self, key: str, conversation_id: str, record: TurnRecord, options: SpanOptions) -> None:
         self.key = f"nbagent:{key}:{record.turn}"
         self.trace_id = _id(self.key, 16)
         self.turn_id = _id(self.key + ":turn", 8)
         self.conversation_id = conversation_id
         self.record = record
-        self.include_content = include_content
-        self.pricing = pricing
+        self.options = options
+        self.include_content = options.include_content
         self.provider = PROVIDER_NAMES.get(record.provider, record.provider)
 
     def spans(self, steps: Sequence[Step], row: Mapping[str, Any], path: str | None) -> list[SpanPlan]:
@@ -152,7 +183,7 @@ class _TurnSpans:
             error = _error_text(r.error, "the turn failed")
             attrs["error.type"] = str(r.http_code) if r.http_code else "error"
         return SpanPlan("invoke_agent", self.trace_id, self.turn_id, None, SpanKind.INTERNAL, start, end,
-                        _clean(attrs), error)
+                        self._clean(attrs), error)
 
     def _chat(self, step: Step) -> SpanPlan:
         model = step.model or self.record.model
@@ -217,13 +248,24 @@ class _TurnSpans:
                error: str | None) -> SpanPlan:
         end = step.finished_at if step.finished_at is not None else step.created_at
         return SpanPlan(name, self.trace_id, _id(f"{self.key}:step:{step.step_index}", 8), self.turn_id, kind,
-                        step.created_at, max(end, step.created_at), _clean(attrs), error)
+                        step.created_at, max(end, step.created_at), self._clean(attrs), error)
+
+    def _clean(self, attrs: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+        """The attributes with every string UTF-8 safe and redacted, and no NaN (a missing figure is left out)."""
+        clean = self.options.clean
+        out: dict[str, AttributeValue] = {}
+        for k, v in attrs.items():
+            if isinstance(v, float) and math.isnan(v):
+                continue
+            if isinstance(v, str):
+                v = clean(v)
+            elif isinstance(v, list):
+                v = [clean(x) for x in v]
+            out[k] = v
+        return out
 
     def _call_cost(self, model: str, step: Step) -> tuple[float | None, str | None]:
-        from .pricing import get_price, price_source
-
-        price = get_price(model, self.record.provider, self.pricing)
-        source = price_source(model, self.record.provider, self.pricing)
+        price, source = self.options.price(model, self.record.provider)
         if price is None or step.usage_metadata is None:
             return None, source
         cost = price.usage_cost(step.usage_metadata)
@@ -265,17 +307,3 @@ def _messages(role: str, parts: list[dict], finish: FinishReason | None = None) 
 
 def _error_text(error: str, fallback: str) -> str:
     return cap(redact(clean_text(error or fallback)), ERROR_CHARS)
-
-
-def _clean(attrs: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-    """The attributes with every string UTF-8 safe and redacted, and no NaN (a missing figure is left out)."""
-    out: dict[str, AttributeValue] = {}
-    for k, v in attrs.items():
-        if isinstance(v, float) and math.isnan(v):
-            continue
-        if isinstance(v, str):
-            v = redact(clean_text(v))
-        elif isinstance(v, list):
-            v = [redact(clean_text(x)) for x in v]
-        out[k] = v
-    return out
