@@ -35,7 +35,7 @@ from ..core.chunks import response_of
 from ..core.conversation_state import ConversationState
 from ..core.errors import redact
 from ..core.ledger import TurnRecord
-from ..core.steps import FinishReason, Step, StepStatus, TurnStatus
+from ..core.steps import FinishReason, Step, StepKind, StepStatus, TurnStatus
 from ..core.text import cap, clean_text
 
 AttributeValue = str | bool | int | float | Sequence[str]
@@ -145,7 +145,7 @@ class _TurnSpans:
         attrs: dict[str, AttributeValue] = {"gen_ai.operation.name": operation}
         if self.provider:
             attrs["gen_ai.provider.name"] = self.provider
-            attrs["gen_ai.system"] = self.provider  # the attribute's name before semantic conventions 1.37
+            attrs["gen_ai.system"] = self.provider  # its older name, which some readers still use
         if self.conversation_id:
             attrs["gen_ai.conversation.id"] = self.conversation_id
             attrs["session.id"] = self.conversation_id  # Langfuse and Phoenix group traces by it
@@ -167,7 +167,7 @@ class _TurnSpans:
         if path:
             attrs["nbagent.session.path"] = path
         if self.include_content:
-            prompt = next((s.content for s in steps if s.kind.value == "prompt"), r.prompt)
+            prompt = next((s.content for s in steps if s.kind is StepKind.PROMPT), r.prompt)
             attrs["gen_ai.input.messages"] = _messages("user", [_text(prompt)])
             if any(s.is_model_call for s in steps):  # the answer as ask() gives it
                 attrs["gen_ai.output.messages"] = _messages("assistant", [_text(response_of(list(steps), r).text)],
