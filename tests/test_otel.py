@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.proto")  # the receiver decodes with it (it comes with the OTLP exporter)
 pd = pytest.importorskip("pandas")
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
