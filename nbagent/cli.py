@@ -30,6 +30,9 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
     "html": [("markdown_it", "markdown-it-py")],
     "local": [("xllamacpp", "xllamacpp")],
     "mcp": [("mcp", "mcp")],
+    "otel": [("opentelemetry.sdk", "opentelemetry-sdk"),
+             ("opentelemetry.exporter.otlp.proto.http", "opentelemetry-exporter-otlp-proto-http"),
+             ("genai_prices", "genai-prices"), ("numpy", "numpy")],
 }
 # where the chat widget can show (anywidget hosts it in each)
 FRONT_ENDS = [("jupyterlab", "jupyterlab"), ("notebook", "notebook"), ("marimo", "marimo"), ("ipykernel", "ipykernel")]
