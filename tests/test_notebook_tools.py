@@ -373,11 +373,34 @@ def test_chat_code_puts_the_code_the_agent_ran_into_the_next_cell(ip):
     ip.user_ns["bot"] = agent
     agent.conversation.ask("go")
     result, out = run(ip, "%chat_code -a bot")
-    assert result.success and ip.rl_next_input == "# run by the agent (turn 1, b)\nn + 1"
+    assert [c.turn for c in agent.conversation.code_cells()] == [0, 0]  # the same number as the cell says
+    head, body = ip.rl_next_input.split("\n", 1)
+    assert head.startswith("%%chat_run call=b turn=0 sha=") and body == "# run by the agent (turn 0, b)\nn + 1"
+    assert result.success and "this cell now holds 1 piece of code the agent ran (turn 0)" in out
     run(ip, "%chat_code -a bot -n 2")
-    assert ip.rl_next_input == "# run by the agent (turn 1, a)\nn = 1\n\n# run by the agent (turn 1, b)\nn + 1"
+    assert ip.rl_next_input.split("\n", 1)[1] == "# run by the agent (turn 0, a)\nn = 1\n\n# run by the agent (turn 0, b)\nn + 1"
     result, out = run(ip, "%chat_code -a bot -n 0")
     assert "-n must be at least 1" in out
+
+
+def test_agent_code_runs_again_only_once_the_user_edits_it(ip):
+    """Run All reaching a %chat_code cell: the agent's code as it wrote it is not run (a note);
+    edited, it runs as the user's code."""
+    agent, _ = scripted_agent(ip.user_ns, run_python_call("a", "hits = hits + 1"), text_call("done"),
+                              approve_code=False)
+    ip.user_ns.update(bot=agent, hits=0)
+    agent.conversation.ask("go")
+    assert ip.user_ns["hits"] == 1  # the agent's run, approved
+    run(ip, "%chat_code -a bot")
+    cell = ip.rl_next_input
+    for _ in range(2):  # Run All, twice
+        result, out = run(ip, cell)
+        assert result.success and out.startswith("⏸ not run: code the agent ran in turn 0 (a)")
+    assert ip.user_ns["hits"] == 1
+    result, out = run(ip, cell + "\nprint('mine', hits)")  # the user's edit
+    assert result.success and "mine 2" in out and ip.user_ns["hits"] == 2
+    run(ip, cell.split("\n", 1)[1])  # the %%chat_run line deleted: plain code
+    assert ip.user_ns["hits"] == 3
 
 
 def test_at_name_in_a_chat_cell_attaches_the_variable(ip):

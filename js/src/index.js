@@ -17,9 +17,12 @@ import { loadAsset, setAssetRequester } from "./assets.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
+import { undoAnswered } from "./render/toolcard.js";
 
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
- *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
+ *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void,
+ *   hosts: Map<ChatView, {host: import("./host.js").NotebookHost, el: Element}>, waiting: Map<string, (msg: any) => void>,
+ *   request: (msg: any, ms: number) => Promise<any>}} Store */
 
 export const KERNEL_RESTARTED = "Kernel restarted — re-run this cell to continue.";
 export const NO_KERNEL = "Not connected to a kernel — re-run this cell to continue.";
@@ -65,12 +68,33 @@ function watchKernel(model, gone) {
   }
 }
 
+let requests = 0;
+
+/** Answer the kernel's live-notebook request through a view that reaches the notebook (the
+ * first one); a request with an empty id is only applied. @param {Store} s @param {any} msg */
+function answerNotebook(s, msg) {
+  const first = s.hosts.values().next();
+  const reply = (/** @type {any} */ answer) => { if (msg.id) s.send({ type: "notebook", id: msg.id, ...answer }); };
+  if (first.done) { reply({ ok: false, error: "this view cannot reach its notebook", kind: "config" }); return; }
+  const { host, el } = first.value;
+  host.answer(el, msg).then((result) => reply({ ok: true, result: result ?? null }),
+    (err) => reply({ ok: false, error: String(err && err.message || err), kind: (err && err.kind) || "tool" }));
+}
+
 /** @param {any} model @returns {Store} */
 function storeFor(model) {
   const key = model.get("_key") || "";
   let store = key ? stores.get(key) : undefined;
   if (store) return store;
-  const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null, everLive: false });
+  const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null, everLive: false,
+    hosts: new Map(), waiting: new Map() });
+  /** Ask the kernel; its answer (same id), or null past `ms`. @param {any} msg @param {number} ms */
+  s.request = (msg, ms) => new Promise((resolve) => {
+    const id = `r${++requests}`;
+    const timer = setTimeout(() => { s.waiting.delete(id); resolve(null); }, ms);
+    s.waiting.set(id, (/** @type {any} */ answer) => { clearTimeout(timer); resolve(answer); });
+    if (!s.send({ ...msg, id })) { clearTimeout(timer); s.waiting.delete(id); resolve(null); }
+  });
   /** @param {any} msg @returns {boolean} false when the kernel cannot be reached (the store is dead then) */
   s.send = (msg) => {
     s.checkLive();
@@ -130,6 +154,13 @@ function storeFor(model) {
   model.on("msg:custom", (/** @type {any} */ msg) => {
     if (msg && (msg.type === "refused" || msg.type === "confirm" || msg.type === "turn" || msg.type === "turns")) { dispatch(msg); return; }
     if (msg && msg.type === "names") { for (const v of s.views) v.mentions.receive(msg); return; } // @name: the kernel's variables
+    if (msg && msg.type === "notebook" && typeof msg.op === "string") { answerNotebook(s, msg); return; } // live_notebook.py
+    if (msg && msg.type === "undo") { undoAnswered(msg); return; } // an Undo of a tool card (toolcard.js)
+    if (msg && msg.type === "provenance" && typeof msg.id === "string") { // answers to s.request
+      const waiting = s.waiting.get(msg.id);
+      if (waiting) { s.waiting.delete(msg.id); waiting(msg); }
+      return;
+    }
     if (msg && msg.type === "asset" && typeof msg.name === "string" && typeof msg.code === "string") { // math.js, grammars.js
       loadAsset(msg.name, msg.code).catch((e) => console.warn(`nbagent: ${msg.name}`, e));
       return;
@@ -160,15 +191,20 @@ export default {
     const store = storeFor(model);
     const view = new ChatView(el, store.send, model.get("placeholder") || "");
     const host = notebookHost(model); // JupyterLab, Notebook 7: tool cards can insert cells
+    if (host) host.provenance = (callId, code) => store.request({ type: "provenance", call_id: callId, source: code }, 3000)
+      .then((answer) => (answer && answer.metadata) || {});
     registerHost(el, host);
     el.classList.toggle("nba-can-insert", !!host);
     store.views.add(view);
+    view.cellRefs = host ? (prompt) => host.cellRefs(el, prompt) : null; // @cell in the box
+    const unwatchCells = host ? host.watch(el) : () => {};
+    if (host) { store.hosts.set(view, { host, el }); store.send({ type: "notebook", host: true }); } // a live backend
     if (!view.disconnected()) store.everLive = true;
     store.checkLive();
     view.update(store.state);
     const unmountBar = mountSessionBar(model, view.root, store.send); // New chat, History, Next
     const unwatchMath = watchMath(view.root); // also inside a shadow root (marimo)
     const stopHiding = hideTranscriptBeside(el); // the saved transcript is for readers without a kernel
-    return () => { store.views.delete(view); unmountBar(); unwatchMath(); stopHiding(); };
+    return () => { store.views.delete(view); store.hosts.delete(view); unwatchCells(); unmountBar(); unwatchMath(); stopHiding(); };
   },
 };

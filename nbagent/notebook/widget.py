@@ -39,7 +39,10 @@ Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": 
 needing a grammar: the kernel answers ``{"type": "asset", "name", "code"}`` with a module of
 ASSETS, static/math.js (Temml) or static/grammars.js (highlight.js grammars), once per page),
 ``{"type": "names", "id"}`` (``@`` typed in the box: the kernel answers ``{"type": "names",
-"id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py);
+"id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py); a
+``send`` may carry ``cells``, the ``@cell`` references the view resolved (cell_refs.py);
+``{"type": "notebook", ...}``, ``{"type": "provenance", ...}`` and ``{"type": "undo", ...}``: the
+live notebook, *Insert as cell below*'s metadata and a card's Undo (live_notebook.py);
 ``{"type": "new_chat"}``, ``{"type": "history", "id"}``, ``{"type": "open_session", "path"}`` and
 ``{"type": "next"}``: the agent's conversations and replay steps (see widget_sessions.py; the
 ``switchable``, ``step_waiting``, ``conversation_key`` and ``session_ui`` traits go with them).
@@ -72,6 +75,7 @@ from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
 from .conversation_view import ConversationView
+from .live_notebook import MESSAGE_TYPES as LIVE_MESSAGES, handle_message as live_message
 from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SESSION_REQUESTS, SessionControls
 from .widget_usage import gate, gauge_dict
@@ -380,7 +384,7 @@ class ChatWidget(anywidget.AnyWidget):
         kind = content.get("type") if isinstance(content, dict) else None
         try:
             if kind == "send":
-                self._start(str(content.get("prompt", "")), content.get("over_budget") is True)
+                self._start(str(content.get("prompt", "")), content.get("over_budget") is True, content.get("cells"))
             elif kind == "stop":
                 self._stop()
             elif kind == "approve":
@@ -396,6 +400,8 @@ class ChatWidget(anywidget.AnyWidget):
                 self.send({"type": "names", "id": str(content.get("id", "")), "names": names})
             elif kind in SESSION_REQUESTS:  # New chat, History, Next (widget_sessions.py)
                 self.sessions.handle(kind, content)
+            elif kind in LIVE_MESSAGES:  # the live notebook's answers, Undo (live_notebook.py)
+                live_message(self, content)
             elif kind == "resync":  # a view arrived late or missed some text: every turn, whole
                 with self._lock:
                     self._resync = True
@@ -405,14 +411,14 @@ class ChatWidget(anywidget.AnyWidget):
         except Exception as exc:  # shown in the widget, never a traceback in the cell
             self.notice = f"{kind} failed: {exc}"
 
-    def _start(self, prompt: str, over_budget: bool = False) -> None:
+    def _start(self, prompt: str, over_budget: bool = False, cells: Any = None) -> None:
         if not prompt.strip():
             self._refuse("Nothing sent: the message is empty.")
             return
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
-        prepared = self._prepare_prompt(prompt)
+        prepared = self._prepare_prompt(prompt, cells)
         ask, self.notice = gate(self.conversation, prepared, over_budget)
         with self._lock:
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
@@ -425,12 +431,15 @@ class ChatWidget(anywidget.AnyWidget):
         self.sessions.watch_steps(self._task)
         self._flush()  # `running` goes out now: the view that sent the prompt waits for it
 
-    def _prepare_prompt(self, prompt: str) -> str:
+    def _prepare_prompt(self, prompt: str, cells: Any = None) -> str:
         """Every prompt sent from the box passes here before it is gated and run: ``@name`` of a
         variable of the widget's namespace (default: the kernel's) attaches its description, as in
-        ``%%chat``. An over-budget prompt goes back to the box as typed and passes here again."""
+        ``%%chat``; ``@cell`` / ``@cell:N`` the cells the view sent with it (cell_refs.py). An
+        over-budget prompt goes back to the box as typed and passes here again."""
+        from .cell_refs import attach_cells
         from .variables import attach_variables, shell_namespace
 
+        prompt = attach_cells(prompt, cells)[0]
         namespace = self.namespace if self.namespace is not None else shell_namespace()
         if not namespace or "@" not in prompt:
             return prompt
