@@ -165,7 +165,8 @@ def test_run_python_returns_value_stdout_and_stderr_and_keeps_variables():
                    {"code": "import sys\nprint('hello')\nprint('careful', file=sys.stderr)\n"
                             "total = int(sales.revenue.sum())\ntotal * 2"})
     assert not out.is_error
-    assert out.text == "[stdout]\nhello\n[stderr]\ncareful\n[value]\n144"
+    assert out.text == ("[stdout]\nhello\n[stderr]\ncareful\n[value]\n144\n"
+                        "[variables] created total (int, value 72)")  # the module sys is not a variable
     assert namespace["total"] == 72  # like a cell: what it assigns stays
 
 
@@ -246,7 +247,8 @@ def test_approve_code_false_runs_without_asking():
                               approve_code=False)
     agent.conversation.ask("compute")
     (step,) = tool_steps(agent.conversation)
-    assert step.approval == ApprovalDecision.AUTO and step.content == "[value]\n42" and namespace["x"] == 7
+    assert step.approval == ApprovalDecision.AUTO and step.content.startswith("[value]\n42\n[variables]")
+    assert namespace["x"] == 7
 
 
 def test_hanging_code_is_ended_by_the_timeout_and_the_conversation_goes_on():
@@ -320,6 +322,8 @@ def test_the_demo_model_describes_the_named_variable_runs_a_step_and_answers(ip)
     assert "groupby('month'" in run.tool_calls[0].args["code"]
     assert ip.user_ns["by_month"].to_dict() == {"Jan": 15, "Feb": 20, "Mar": 30}
     assert "Jan    15" in response.text and "scripted" in response.text
+    assert "[variables] created by_month (Series" in response.text  # what the code made, as the model saw it
+    del ip.user_ns["by_month"]
     again = Agent(model="demo", notebook=True, delay=0).conversation  # the same history, the same moves
     approving(again)
     assert again.ask("look at sales and plot revenue by month").text == response.text

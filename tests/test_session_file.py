@@ -158,7 +158,7 @@ def test_cost_of_an_unknown_model_is_nan_not_zero(tmp_path):
 
 def _every_field_step():
     from nbagent.core.steps import (CompactionStats, CutToolCall, PrefixChange, Step, StepSource, StepStatus,
-                                    StepTarget, ToolCall, UsageMetadata)
+                                    StepTarget, ToolCall, UsageMetadata, VariableChange, ChangeKind)
 
     return Step(id="x", step_index=3, type=StepType.TOOL_CALL, source=StepSource.MODEL, target=StepTarget.USER,
                 status=StepStatus.DONE, content="c", thinking="t", tool_calls=[ToolCall("a", "b", {"x": 1})],
@@ -168,7 +168,7 @@ def _every_field_step():
                 run_seconds=0.0, preparing_tool="p", compaction=CompactionStats(1, 2, 3), raw_usage={}, refusal="r",
                 cut_tool_calls=[CutToolCall("i", "n", "{")], display={"text/plain": "x"},
                 prefix_change=PrefixChange.TOOLS, decided_at=0.0, decided_by="user", tool_server="s",
-                notice="retrying, 2 of 3")
+                notice="retrying, 2 of 3", changes=[VariableChange("x", ChangeKind.CREATED, "int", "value 1")])
 
 
 def test_compact_steps_keep_every_non_default_value():

@@ -25,7 +25,8 @@ Conventions used by nbagent's own connections:
 What crosses layers travels in typed fields: ``finish_reason``
 (:class:`FinishReason`), ``model``, ``approval`` (:class:`ApprovalDecision`),
 ``run_seconds``, ``preparing_tool``, ``compaction`` (:class:`CompactionStats`),
-``refusal``, ``notice`` (a provider's retry), ``cut_tool_calls`` (:class:`CutToolCall`), and ``raw_usage`` --
+``refusal``, ``notice`` (a provider's retry), ``cut_tool_calls`` (:class:`CutToolCall`), ``changes``
+(:class:`VariableChange`: what code the agent ran did to the namespace), and ``raw_usage`` --
 the provider's own usage object, kept for analysis (saved with the session,
 never sent to the widget).
 """
@@ -158,6 +159,45 @@ class ToolCall:
         return cls(d.get("id", ""), d.get("name", ""), d.get("args") or {}, d.get("canonical_path"))
 
 
+class ChangeKind(str, Enum):
+    """What running code did to one variable of the namespace."""
+
+    CREATED = "created"
+    CHANGED = "changed"  # rebound, or its type, shape or length differs
+    DELETED = "deleted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class VariableChange:
+    """One variable that code the agent ran created, changed or deleted (``Step.changes``): its
+    name, type and size (``"7 rows × 3 columns"``, ``"length 4"``; "" when it has none)."""
+
+    name: str
+    change: ChangeKind
+    type: str = ""
+    size: str = ""
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "change": self.change.value, "type": self.type, "size": self.size}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> VariableChange:
+        return cls(str(d.get("name", "")), ChangeKind(d.get("change", "changed")), str(d.get("type", "")),
+                   str(d.get("size", "")))
+
+
+def changes_line(found: Any) -> str:
+    """Variable changes as one line: ``created by_month (Series, 4 rows); deleted tmp (int)``."""
+    parts: dict[str, list[str]] = {}
+    for c in found:
+        what = f"{c.name} ({c.type}{', ' + c.size if c.size else ''})" if c.type else c.name
+        parts.setdefault(c.change.value, []).append(what)
+    return "; ".join(f"{kind} {', '.join(names)}" for kind, names in parts.items())
+
+
 @dataclass(frozen=True)
 class CutToolCall:
     """A tool call the model was still writing when the token limit cut its reply.
@@ -235,6 +275,7 @@ class Step:
     decided_by: str = ""  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
     tool_server: str = ""  # tool execution steps: the MCP server the tool belongs to ("": a local tool)
     notice: str = ""  # model steps: the provider's latest retry, e.g. "no reply from … — retrying in 1 s, 2 of 3"
+    changes: list[VariableChange] = field(default_factory=list)  # tool runs of code: the variables it changed
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -321,7 +362,7 @@ class Step:
                 d[key] = self.usage_metadata.to_dict(compact=True)
             elif key == "compaction" and self.compaction is not None:
                 d[key] = self.compaction.to_dict()
-            else:  # tool_calls, cut_tool_calls
+            else:  # tool_calls, cut_tool_calls, changes
                 d[key] = [c.to_dict() for c in d[key]]
         return d
 
@@ -402,6 +443,7 @@ _READERS: dict[str, Any] = {
     "display": lambda v: _display(v),
     "prefix_change": _optional(partial(enum_member, PrefixChange)),
     "decided_at": _optional(float),
+    "changes": lambda v: [VariableChange.from_dict(c) for c in v or []],
 }
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Step) if f.default is not dataclasses.MISSING}
 _FIELD_DEFAULTS["created_at"] = 0.0
@@ -423,10 +465,10 @@ def _json_value(value: Any) -> Any:
         return value._value_
     if isinstance(value, (UsageMetadata, CompactionStats)):
         return value.to_dict()
-    if isinstance(value, list) and value and isinstance(value[0], (ToolCall, CutToolCall)):
+    if isinstance(value, list) and value and isinstance(value[0], (ToolCall, CutToolCall, VariableChange)):
         return [c.to_dict() for c in value]
     return value
-_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls"}
+_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls", "changes"}
 
 
 def _display(value: Any) -> dict | None:

@@ -74,6 +74,7 @@ from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
+from .cell_refs import attach_cells
 from .conversation_view import ConversationView
 from .live_notebook import MESSAGE_TYPES as LIVE_MESSAGES, handle_message as live_message
 from .transcript_output import TranscriptOutput, transcript_piece
@@ -418,7 +419,7 @@ class ChatWidget(anywidget.AnyWidget):
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
-        prepared = self._prepare_prompt(prompt, cells)
+        prepared = self._prepare_prompt(attach_cells(prompt, cells)[0])  # @cell: the cells the view sent
         ask, self.notice = gate(self.conversation, prepared, over_budget)
         with self._lock:
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
@@ -431,15 +432,13 @@ class ChatWidget(anywidget.AnyWidget):
         self.sessions.watch_steps(self._task)
         self._flush()  # `running` goes out now: the view that sent the prompt waits for it
 
-    def _prepare_prompt(self, prompt: str, cells: Any = None) -> str:
+    def _prepare_prompt(self, prompt: str) -> str:
         """Every prompt sent from the box passes here before it is gated and run: ``@name`` of a
         variable of the widget's namespace (default: the kernel's) attaches its description, as in
-        ``%%chat``; ``@cell`` / ``@cell:N`` the cells the view sent with it (cell_refs.py). An
-        over-budget prompt goes back to the box as typed and passes here again."""
-        from .cell_refs import attach_cells
+        ``%%chat`` (``@cell`` / ``@cell:N``, the cells the view sent with it, are attached before:
+        cell_refs.py). An over-budget prompt goes back to the box as typed and passes here again."""
         from .variables import attach_variables, shell_namespace
 
-        prompt = attach_cells(prompt, cells)[0]
         namespace = self.namespace if self.namespace is not None else shell_namespace()
         if not namespace or "@" not in prompt:
             return prompt
