@@ -89,7 +89,10 @@ export function applyRequest(shared, msg, where) {
       const cell = shared.cells[indexOf(shared, msg.cell_id)];
       const metadata = JSON.parse(JSON.stringify(typeof cell.getMetadata === "function" ? cell.getMetadata() : cell.metadata || {}));
       const record = metadata.nbagent && typeof metadata.nbagent === "object" ? metadata.nbagent : {};
-      record.actions = [...(Array.isArray(record.actions) ? record.actions : []), msg.action];
+      const actions = Array.isArray(record.actions) ? record.actions : [];
+      const same = (/** @type {any} */ a) => a && msg.action && a.call_id === msg.action.call_id && a.at === msg.action.at;
+      if (actions.some(same)) return null; // two chat widgets of one kernel on the page: recorded once
+      record.actions = [...actions, msg.action];
       metadata.nbagent = record;
       cell.setMetadata(metadata);
       return null;

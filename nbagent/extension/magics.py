@@ -398,21 +398,22 @@ def record_chat_code(ip: Any, conv: Any, cells: list, source: str) -> None:
     """Write the ``inserted`` action into the cell's metadata through the live notebook, when a
     chat widget of this kernel shows in it (JupyterLab, Notebook 7); the ``%%chat_run`` line says
     the same where there is none."""
-    from ..notebook.live_notebook import current_live_backend
+    from ..notebook.live_notebook import live_backends
 
-    live = current_live_backend()
+    views = live_backends()  # each page applies it once (the newest widget's view may not have said so yet)
     parent: Any = getattr(getattr(ip, "kernel", None), "get_parent", lambda *a: {})()
     cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
-    if live is None or not isinstance(cell_id, str):
+    if not views or not isinstance(cell_id, str):
         return
     record = next((r for r in conv.turns if r.turn == cells[-1].turn), None)
     action = CellAction(CellActionKind.INSERTED, session_id=str(conv.conversation_id), turn=cells[-1].turn,
                         model=str(getattr(record, "model", "") or ""), call_id=cells[-1].call_id,
                         approved_by="%chat_code", code_sha256=code_hash(source))
-    try:
-        live.notify("add_action", cell_id=cell_id, action=action.to_json())
-    except Exception:  # no comm: the %%chat_run line still records it
-        pass
+    for live in views:
+        try:
+            live.notify("add_action", cell_id=cell_id, action=action.to_json())
+        except Exception:  # a closed comm: the %%chat_run line still records it
+            pass
 
 
 def _turns(conv) -> str:

@@ -48,7 +48,7 @@ from .provenance import CellAction, CellActionKind, code_hash, with_action
 
 REQUEST_TIMEOUT = 5.0  # seconds a view has to answer
 MESSAGE_TYPES = frozenset({"notebook", "provenance", "undo"})  # the custom messages this module handles
-__all__ = ["LiveNotebook", "NoLiveView", "REQUEST_TIMEOUT", "current_live_backend", "handle_message"]
+__all__ = ["LiveNotebook", "NoLiveView", "REQUEST_TIMEOUT", "current_live_backend", "handle_message", "live_backends"]
 
 
 class NoLiveView(ConfigError):
@@ -69,13 +69,18 @@ def current_live_backend() -> LiveNotebook | None:
     return backend_of(widget) if widget is not None else None
 
 
+def live_backends() -> list[LiveNotebook]:
+    """Every chat widget's live notebook whose view reported one, newest last."""
+    with _lock:
+        widgets = [w for w in (ref() for ref in _hosts) if w is not None]
+    return [backend_of(w) for w in widgets]
+
+
 def backend_of(widget: Any) -> LiveNotebook:
     """The one ``LiveNotebook`` speaking through ``widget``."""
     with _lock:
         backend = _backends.get(widget)
-        if backend is None:
-            backend = _backends[widget] = LiveNotebook(widget)
-        return backend
+    return backend if backend is not None else LiveNotebook(widget)
 
 
 def handle_message(widget: Any, content: dict) -> bool:
@@ -153,6 +158,8 @@ class LiveNotebook:
         self.widget = widget
         self.timeout = timeout
         self._pending: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
+        with _lock:
+            _backends[widget] = self  # the widget's answers come here
 
     async def request(self, op: str, **args: Any) -> Any:
         """Send one request and wait for its answer (``NoLiveView`` past the timeout)."""
