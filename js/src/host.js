@@ -100,20 +100,29 @@ export function notebookHost(model) {
       return cell ? (typeof cell.getSource === "function" ? cell.getSource() : String(cell.source ?? "")) : null;
     },
     watch(node) {
-      const nb = notebookNode(node);
-      if (!nb) return () => {};
-      const unwatchActive = watchActiveCell(nb);
-      let timer = /** @type {any} */ (null);
-      const mark = () => { if (!timer) timer = setTimeout(() => { timer = null; markAgentCells(shared, nb); }, 50); };
-      const observer = new MutationObserver(mark); // cells rendered later (a windowed notebook)
-      observer.observe(nb.querySelector(".jp-WindowedPanel-viewport") || nb, { childList: true });
-      if (shared.changed && shared.changed.connect) shared.changed.connect(mark);
-      mark();
-      return () => {
-        unwatchActive();
-        observer.disconnect();
-        if (shared.changed && shared.changed.disconnect) shared.changed.disconnect(mark);
+      let stop = () => {};
+      let tries = 0;
+      let waiting = /** @type {any} */ (null);
+      const start = () => { // the view's element joins the page a moment after render
+        waiting = null;
+        const nb = notebookNode(node);
+        if (!nb) { if (tries++ < 100) waiting = setTimeout(start, 100); return; }
+        const unwatchActive = watchActiveCell(nb);
+        let timer = /** @type {any} */ (null);
+        const mark = () => { if (!timer) timer = setTimeout(() => { timer = null; markAgentCells(shared, nb); }, 50); };
+        const observer = new MutationObserver(mark); // cells rendered later (a windowed notebook)
+        observer.observe(nb.querySelector(".jp-WindowedPanel-viewport") || nb, { childList: true });
+        if (shared.changed && shared.changed.connect) shared.changed.connect(mark);
+        mark();
+        stop = () => {
+          unwatchActive();
+          observer.disconnect();
+          clearTimeout(timer);
+          if (shared.changed && shared.changed.disconnect) shared.changed.disconnect(mark);
+        };
       };
+      start();
+      return () => { clearTimeout(waiting); stop(); };
     },
   };
 }
