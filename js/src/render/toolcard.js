@@ -197,8 +197,9 @@ export class ToolCard {
 
   /** The diff of a cell tool's call, highlighted. @param {any} call @param {any} env */
   showDiff(call, env) {
-    this.diffBox.style.display = this.isCell ? "" : "none";
-    if (!this.isCell) return;
+    const shown = this.isCell || !!(env && env.preview && Array.isArray(env.preview.diff)); // run_cell: its preview
+    this.diffBox.style.display = shown ? "" : "none";
+    if (!shown) return;
     const args = argsOf(call);
     if (this.oldSource == null && call.name === "edit_cell" && typeof args.cell_id === "string") {
       const host = hostOf(this.el);
@@ -206,7 +207,8 @@ export class ToolCard {
     }
     const { diff, problem, cut } = cellDiff(call, env, this.oldSource);
     const added = diff.filter((/** @type {any} */ d) => d[0] === "+").length, removed = diff.filter((/** @type {any} */ d) => d[0] === "-").length;
-    const where = call.name === "insert_cell" ? "new cell" : `cell ${String(args.cell_id || "?")}`;
+    const position = env && env.preview && env.preview.position ? ` (cell ${env.preview.position})` : "";
+    const where = call.name === "insert_cell" ? `new cell${position}` : `cell ${String(args.cell_id || "?")}${position}`;
     const rows = diff.map((/** @type {any} */ [op, line]) => h("div", { class: `nba-diff-line ${op === "+" ? "nba-diff-add" : op === "-" ? "nba-diff-del" : "nba-diff-ctx"}`,
       text: `${op === "+" ? "+" : op === "-" ? "-" : " "} ${line}` }));
     this.diffBox.replaceChildren(h("div", { class: "nba-diff-head", text: `${where}: +${added} −${removed}${cut ? " (cut)" : ""}` }),
@@ -223,7 +225,7 @@ export class ToolCard {
       this.codeEl.className = codeClass(code.language);
       this.codeEl.innerHTML = highlight(code.code, code.language); // escaped text in highlight.js spans
     }
-    const rest = code ? code.rest : this.isCell ? {} : call.args ?? {};
+    const rest = code ? code.rest : this.isCell ? {} : call.args ?? {}; // a cell tool's source shows as its diff
     const empty = code && !Object.keys(rest).length;
     this.args.textContent = empty ? "" : pretty(rest);
     this.args.style.display = empty ? "none" : "";
