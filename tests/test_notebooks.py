@@ -196,3 +196,13 @@ def check_mcp(nb, tmp_path):
 
 CHECKS = {"data_analysis": check_data_analysis, "tools_and_approval": check_tools, "usage_analysis": check_usage,
           "teaching": check_teaching, "providers": check_providers, "magics": check_magics, "mcp_tools": check_mcp}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_tracked_notebook_is_kept_without_outputs(path):
+    """The notebooks in git hold no outputs, execution counts or widget state: a diff shows only what
+    was edited, and scripts/run.sh works on copies in my-notebooks/ (running one never dirties git)."""
+    nb = nbformat.read(path, as_version=4)
+    ran = [c.id for c in code_cells(nb) if c.get("outputs") or c.get("execution_count") is not None]
+    assert ran == [], f"{path.name}: cells with outputs (python scripts/make_notebooks.py rewrites them): {ran}"
+    assert "widgets" not in nb.metadata, f"{path.name} holds saved widget state"

@@ -118,6 +118,61 @@ def test_search_export_trash_and_refresh(tmp_path):
     assert not ask(browser, box, "x1", type="bogus", path=str(second))["ok"]
 
 
+def test_export_refuses_a_planted_link_and_never_writes_through_it(tmp_path):
+    _, second = two_chats(tmp_path)
+    victim = tmp_path.parent / f"{tmp_path.name}-victim.txt"
+    victim.write_text("keep me")
+    link = second.with_suffix(".md")
+    link.symlink_to(victim)  # planted where Export md writes
+    browser = nbagent.session_browser(tmp_path)
+    box = Outbox(browser)
+    refused = ask(browser, box, "l1", type="export", path=str(second), fmt="md")
+    assert not refused["ok"] and "is a symbolic link" in refused["error"] and str(link) in refused["error"]
+    assert victim.read_text() == "keep me" and link.is_symlink()  # neither written through nor replaced
+    html = ask(browser, box, "l2", type="export", path=str(second), fmt="html")  # no link there: written
+    assert html["ok"] and Path(html["written"]).read_text().startswith("<!DOCTYPE html>")
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_export_on_a_full_disk_keeps_the_previous_export(tmp_path):
+    from support.small_disk import fill, small_disk
+
+    with small_disk(tmp_path / "disk", size_kb=256) as disk:
+        agent = Agent(model="demo", delay=0, save_to=disk)
+        agent.ask("Explain the export")
+        browser = nbagent.session_browser(disk)
+        box = Outbox(browser)
+        first = ask(browser, box, "d1", type="export", path=str(agent.session_path), fmt="md")
+        before = Path(first["written"]).read_text()
+        agent.ask("A second, longer question " + "with many words " * 200)
+        browser.refresh()
+        fill(disk)
+        full = ask(browser, box, "d2", type="export", path=str(agent.session_path), fmt="md")
+        assert not full["ok"] and "No space left on device" in full["error"]
+        assert Path(first["written"]).read_text() == before  # the previous export is whole
+        assert not [p.name for p in disk.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_deleted_session_can_be_restored_with_undo(tmp_path):
+    first, second = two_chats(tmp_path)
+    browser = nbagent.session_browser(tmp_path)
+    box = Outbox(browser)
+    text = first.read_text()
+    moved = ask(browser, box, "t1", type="trash", path=str(first))
+    assert moved["ok"] and not first.exists() and str(first) not in [r["path"] for r in browser.sessions]
+    assert moved["undo"] == moved["moved"]  # what the view's Undo sends back
+    back = ask(browser, box, "u1", type="restore", path=moved["undo"])
+    assert back["ok"] and back["restored"] == str(first) and first.read_text() == text
+    assert str(first) in [r["path"] for r in browser.sessions]  # listed again
+    again = ask(browser, box, "u2", type="restore", path=moved["undo"])  # only once
+    assert not again["ok"]
+    other = tmp_path / TRASH / "planted.json"  # a file in the trash this browser did not move there
+    other.write_text(text)
+    refused = ask(browser, box, "u3", type="restore", path=str(other))
+    assert not refused["ok"] and "not a session this browser moved to the trash" in refused["error"]
+    assert other.exists() and not (tmp_path / "planted.json").exists()
+
+
 async def test_resume_shows_a_live_chat_that_saves_to_the_same_file(tmp_path):
     _, second = two_chats(tmp_path)
     browser = nbagent.session_browser(tmp_path, delay=0)

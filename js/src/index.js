@@ -205,6 +205,10 @@ export default {
     const unmountBar = mountSessionBar(model, view.root, store.send); // New chat, History, Next
     const unwatchMath = watchMath(view.root); // also inside a shadow root (marimo)
     const stopHiding = hideTranscriptBeside(el); // the saved transcript is for readers without a kernel
-    return () => { store.views.delete(view); store.hosts.delete(view); unwatchCells(); unmountBar(); unwatchMath(); stopHiding(); };
+    const onAutosave = () => view.setAutosave(model.get("autosave") || ""); // not saved / saved elsewhere
+    onAutosave();
+    model.on("change:autosave", onAutosave);
+    return () => { store.views.delete(view); store.hosts.delete(view); unwatchCells(); unmountBar(); unwatchMath(); stopHiding();
+      model.off("change:autosave", onAutosave); };
   },
 };

@@ -274,7 +274,7 @@ class Step:
     decided_at: float | None = None  # tool execution steps: when the approval decision was made
     decided_by: str = ""  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
     tool_server: str = ""  # tool execution steps: the MCP server the tool belongs to ("": a local tool)
-    notice: str = ""  # model steps: the provider's latest retry, e.g. "no reply from … — retrying in 1 s, 2 of 3"
+    notice: str = ""  # model steps: the provider's latest retry ("could not reach … — retrying in 1 s, 2 of 3") or wait
     changes: list[VariableChange] = field(default_factory=list)  # tool runs of code: the variables it changed
 
     def __post_init__(self) -> None:

@@ -8,7 +8,9 @@ Requests (front end -> kernel, each answered once with ``{"type": "reply", "id",
 ...}``): ``{"type": "open", "id", "path"}`` -> ``turns`` (the chat widget's turn dicts, rendered
 read-only by the same code) and ``usage`` (one row per turn); ``{"type": "search", "id", "text"}``
 -> ``paths`` whose full text contains it; ``{"type": "export", "id", "path", "fmt"}`` ->
-``written``; ``{"type": "trash", "id", "path"}`` -> ``moved`` (the list is refreshed);
+``written``; ``{"type": "trash", "id", "path"}`` -> ``moved`` and ``undo`` (the list is refreshed);
+``{"type": "restore", "id", "path": undo}`` -> ``restored``, the file back in the folder (only files
+this browser moved to the trash, each once);
 ``{"type": "resume", "id", "path"}`` -> the ``chat`` trait names the new chat widget;
 ``{"type": "refresh", "id"}`` (also done after each turn of the resumed chat). Only paths the
 browser listed are acted on.
@@ -48,6 +50,7 @@ class SessionActions:
     resume: Callable[[Path], Any]  # -> an Agent (the chat widget is made for it)
     export: Callable[[Path, str], Path]  # (path, "md" | "html") -> the written file
     trash: Callable[[Path], Path]  # -> where the file went
+    restore: Callable[[Path], Path] | None = None  # a trashed file -> where it is back
 
 
 def session_rows(folder: str | os.PathLike) -> list[dict]:
@@ -113,6 +116,7 @@ class SessionBrowser(anywidget.AnyWidget):
         self.actions = actions
         self.agent: Any = None  # the agent of the resumed chat
         self.chat_widget: Any = None
+        self._trashed: set[str] = set()  # what Delete moved to the trash: what Undo may move back
         self.refresh()
         self.on_msg(self._on_msg)
 
@@ -153,6 +157,8 @@ class SessionBrowser(anywidget.AnyWidget):
             if code is None:
                 raise NbagentError(f"no asset {content.get('name')!r}", kind="invalid_request")
             return {"code": code}
+        if kind == "restore":
+            return self._restore(str(content.get("path", "")))
         path = self._listed(content)
         if kind == "open":
             turns, usage = session_turns(path)
@@ -160,12 +166,22 @@ class SessionBrowser(anywidget.AnyWidget):
         if kind == "export":
             return {"written": os.fspath(self.actions.export(path, str(content.get("fmt", "md"))))}
         if kind == "trash":
-            moved = self.actions.trash(path)
+            moved = os.fspath(self.actions.trash(path))
+            self._trashed.add(moved)
             self.refresh()
-            return {"moved": os.fspath(moved)}
+            return {"moved": moved, "undo": moved}
         if kind == "resume":
             return self._resume(path)
         raise NbagentError(f"unknown request {kind!r}", kind="invalid_request")
+
+    def _restore(self, trashed: str) -> dict:
+        """*Undo* of a Delete: the file back from the trash, listed again."""
+        if trashed not in self._trashed or self.actions.restore is None:
+            raise NbagentError(f"{trashed!r} is not a session this browser moved to the trash", kind="invalid_request")
+        back = self.actions.restore(Path(trashed))
+        self._trashed.discard(trashed)
+        self.refresh()
+        return {"restored": os.fspath(back)}
 
     def _resume(self, path: Path) -> dict:
         from .widget import ChatWidget

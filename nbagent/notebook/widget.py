@@ -45,7 +45,9 @@ ASSETS, static/math.js (Temml) or static/grammars.js (highlight.js grammars), on
 live notebook, *Insert as cell below*'s metadata and a card's Undo (live_notebook.py);
 ``{"type": "new_chat"}``, ``{"type": "history", "id"}``, ``{"type": "open_session", "path"}`` and
 ``{"type": "next"}``: the agent's conversations and replay steps (see widget_sessions.py; the
-``switchable``, ``step_waiting``, ``conversation_key`` and ``session_ui`` traits go with them).
+``switchable``, ``step_waiting``, ``conversation_key`` and ``session_ui`` traits go with them;
+``autosave`` is the agent's ``autosave_status.line()``: why turns are not being saved, until a save
+works, or the branch they go to; "" when all is well).
 A prompt runs as an asyncio task on the kernel's loop,
 so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
@@ -112,6 +114,7 @@ class ChatWidget(anywidget.AnyWidget):
     step_waiting = traitlets.Bool(False).tag(sync=True)  # a step=True replay waits: Next shown
     conversation_key = traitlets.Unicode("").tag(sync=True)  # changes when the widget is rebound
     session_ui = traitlets.Unicode("").tag(sync=True)  # static/session_bar.js, for widgets that show the bar
+    autosave = traitlets.Unicode("").tag(sync=True)  # an Agent's AutosaveStatus.line(): not saved, or saved elsewhere
 
     def __init__(self, conversation: ConversationView | Any, **kwargs: Any) -> None:
         agent = None
@@ -194,6 +197,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self._dirty.add("gauge")
             self._flush()
             self._update_transcript(payload.turn)
+            self.sessions.show_autosave()  # the agent's autosave ran first (its listener came first)
             return
         with self._lock:
             if event == ConversationEvent.TURN_STARTED:

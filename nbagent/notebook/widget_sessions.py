@@ -7,6 +7,7 @@ widgets that show it): ``{"type": "new_chat"}`` starts ``agent.new_conversation(
 title, updated, turns, error}], "current": path}`` from ``list_sessions(agent.save_to)``;
 ``{"type": "open_session", "path"}`` (a path of that folder) makes ``agent.open_session(path)``
 the active conversation. Either way the widget is rebound to it (``ChatWidget.rebind``).
+The ``autosave`` trait mirrors the agent's ``autosave_status.line()`` after each turn's save.
 
 When the provider is a ``step=True`` replay, the ``step_waiting`` trait says whether it waits for
 ``next_step()`` (checked every ``STEP_POLL`` s while a turn from the widget runs) and
@@ -38,6 +39,14 @@ class SessionControls:
         widget.switchable = self.folder is not None
         if widget.switchable or getattr(self.provider, "step", False):  # the bar's code, only where it shows
             widget.session_ui = (_STATIC / "session_bar.js").read_text(encoding="utf-8")
+        self.show_autosave()
+
+    def show_autosave(self) -> None:
+        """Mirror the agent's autosave status in the ``autosave`` trait (after each turn's save)."""
+        status = getattr(self.agent, "autosave_status", None)
+        line = status.line() if status is not None else ""
+        if self.widget.autosave != line:
+            self.widget.autosave = line
 
     @property
     def folder(self) -> Path | None:
@@ -73,6 +82,7 @@ class SessionControls:
         agent = self._agent()
         self._idle()
         self.widget.rebind(agent.new_conversation())
+        self.show_autosave()
 
     def history(self) -> dict:
         """The newest sessions of the agent's folder, for the History list."""
@@ -93,6 +103,7 @@ class SessionControls:
             raise NbagentError(f"{path!r} is not a session of {agent.save_to}", kind="invalid_request")
         self._idle()
         self.widget.rebind(agent.open_session(target))
+        self.show_autosave()
 
     def _idle(self) -> None:
         task = self.widget._task

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from ..core.errors import NbagentError, register_secret
+from ..core.errors import ConfigError, NbagentError, register_secret
 from ..core.text import exception_text
 from .base import Provider
 
@@ -98,11 +98,10 @@ def create(prefix: str, name: str, *, api_key: str | None = None, base_url: str 
     factory = _factory(reg)
     try:
         provider = factory(name or reg.default_model, api_key=api_key, base_url=base_url, **options)
-    except NbagentError:
+    except (NbagentError, KeyboardInterrupt, GeneratorExit):
         raise
-    except Exception as exc:  # noqa: BLE001 - a plugin may raise anything: one typed error naming it
-        raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) failed: {exception_text(exc)}",
-                           kind="config") from None
+    except BaseException as exc:  # noqa: BLE001 - a plugin may raise anything (SystemExit too): one typed error
+        raise ConfigError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) failed: {exception_text(exc)}") from None
     if not isinstance(provider, Provider):
         raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) returned a "
                            f"{type(provider).__name__}, not an nbagent Provider", kind="config")
@@ -115,9 +114,11 @@ def _factory(reg: Registration) -> Factory:
     module, _, attr = reg.factory.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
-    except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError or the plugin's own import-time error
-        raise NbagentError(f"provider plugin {reg.prefix!r} ({reg.factory}) cannot be loaded: {exception_text(exc)}",
-                           kind="config") from None
+    except (KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - ImportError, AttributeError, the plugin's own import-time error,
+        # SystemExit from a plugin that calls sys.exit() at import: never the kernel's end, one typed error
+        raise ConfigError(f"provider plugin {reg.prefix!r} ({reg.factory}) cannot be loaded: {exception_text(exc)}") from None
 
 
 def _origin(reg: Registration) -> str:

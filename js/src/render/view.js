@@ -39,6 +39,9 @@ export class ChatView {
     this.list = h("div", { class: "nba-turns", role: "log", "aria-live": "polite", "aria-label": "Chat" });
     this.empty = h("div", { class: "nba-empty", text: "No messages yet." });
     this.notice = h("div", { class: "nba-notice", role: "status" });
+    // the `autosave` trait: why the turns are not being saved (until a save works), or where they go
+    this.autosave = h("div", { class: "nba-autosave", role: "alert" });
+    this.autosave.hidden = true;
     this.hint = h("div", { class: "nba-hint", role: "status" });
     this.input = /** @type {HTMLTextAreaElement} */ (h("textarea", { class: "nba-input", rows: 2, placeholder, "aria-label": "Message" }));
     this.sendBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-send", text: "Send", onclick: () => this.submit() }));
@@ -56,7 +59,7 @@ export class ChatView {
     this.earlier = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-earlier", onclick: () => this.showEarlier() }));
     this.earlier.hidden = true;
     this.list.append(this.earlier);
-    this.root = h("div", { class: "nba-chat" }, h("div", { class: "nba-turns-box" }, this.list, this.newBtn), this.empty, this.notice, this.confirm.el,
+    this.root = h("div", { class: "nba-chat" }, h("div", { class: "nba-turns-box" }, this.list, this.newBtn), this.empty, this.notice, this.autosave, this.confirm.el,
       h("div", { class: "nba-inputbar" }, this.input, this.mentions.el, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint, this.gauge.el);
     this.root.addEventListener("click", (e) => this.onClick(e));
     el.append(this.root);
@@ -290,6 +293,13 @@ export class ChatView {
       view.el.remove();
       this.turns.delete(key);
     }
+  }
+
+  /** The autosave line ("" hides it). @param {string} text */
+  setAutosave(text) {
+    this.autosave.textContent = text;
+    this.autosave.hidden = !text;
+    this.autosave.classList.toggle("nba-autosave-failing", text.startsWith("Not saved"));
   }
 
   /** @param {import("../reducer.js").State} state */
