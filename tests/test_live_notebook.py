@@ -104,6 +104,7 @@ async def test_only_a_widget_whose_view_reached_its_notebook_is_the_live_backend
     widget._on_msg(widget, {"type": "notebook", "host": True})  # what a view in JupyterLab sends
     assert current_live_backend().widget is widget
     widget.close()
+    assert current_live_backend() is None or current_live_backend().widget is not widget  # closed: not any more
 
 
 async def test_insert_as_cell_below_gets_provenance_for_the_calls_turn():

@@ -419,3 +419,34 @@ def test_at_name_in_a_chat_cell_attaches_the_variable(ip):
     assert "4 of 5 non-null" in prompt and prompt.count("--- @") == 1  # the email and the unknown name: left alone
     assert "attached: `@sales`" in result.result.markdown  # the cell's result says what went with it
     assert ip.user_ns["bot"].conversation.turns[-1].prompt == prompt
+
+
+def test_chat_code_records_the_insert_in_the_cells_metadata_through_an_open_chat(ip, monkeypatch):
+    """In JupyterLab / Notebook 7 the kernel knows the running cell's id; every page showing a chat
+    gets the ``inserted`` action for it (applied without an answer: the kernel is busy in the cell)."""
+    from nbagent.notebook.widget import ChatWidget
+
+    agent, _ = scripted_agent(ip.user_ns, run_python_call("a", "n = 1"), text_call("done"), approve_code=False)
+    ip.user_ns["bot"] = agent
+    agent.conversation.ask("go")
+    widget = ChatWidget(agent)
+    sent = []
+    widget.send = sent.append
+    widget._on_msg(widget, {"type": "notebook", "host": True})  # its view reached the notebook
+
+    class Kernel:
+        def get_parent(self, *_):
+            return {"metadata": {"cellId": "cell-42"}}
+
+    monkeypatch.setattr(ip, "kernel", Kernel(), raising=False)
+    result, _ = run(ip, "%chat_code -a bot")
+    assert result.success
+    (note,) = [m for m in sent if m.get("op") == "add_action"]
+    assert note["id"] == "" and note["cell_id"] == "cell-42"  # nobody waits for an answer
+    action = note["action"]
+    assert (action["action"], action["turn"], action["call_id"], action["approved_by"]) == ("inserted", 0, "a", "%chat_code")
+    assert action["session_id"] == agent.conversation.conversation_id
+    from nbagent.notebook.provenance import code_hash
+
+    assert action["code_sha256"] == code_hash(ip.rl_next_input)
+    widget.close()

@@ -60,20 +60,23 @@ _hosts: list[weakref.ref] = []  # widgets whose views reported a notebook, newes
 _backends: weakref.WeakKeyDictionary[Any, LiveNotebook] = weakref.WeakKeyDictionary()
 
 
+def _open_hosts() -> list[Any]:
+    """The widgets whose views reported a notebook, still open (a closed widget has no comm), newest last."""
+    with _lock:
+        _hosts[:] = [ref for ref in _hosts if (w := ref()) is not None and getattr(w, "comm", True) is not None]
+        return [w for w in (ref() for ref in _hosts) if w is not None]
+
+
 def current_live_backend() -> LiveNotebook | None:
     """The live notebook of the newest chat widget whose view can reach its notebook, or None
     (no widget shown, or shown where there is no notebook model: VS Code, marimo, a console)."""
-    with _lock:
-        _hosts[:] = [ref for ref in _hosts if ref() is not None]
-        widget = _hosts[-1]() if _hosts else None
-    return backend_of(widget) if widget is not None else None
+    widgets = _open_hosts()
+    return backend_of(widgets[-1]) if widgets else None
 
 
 def live_backends() -> list[LiveNotebook]:
-    """Every chat widget's live notebook whose view reported one, newest last."""
-    with _lock:
-        widgets = [w for w in (ref() for ref in _hosts) if w is not None]
-    return [backend_of(w) for w in widgets]
+    """Every open chat widget's live notebook whose view reported one, newest last."""
+    return [backend_of(w) for w in _open_hosts()]
 
 
 def backend_of(widget: Any) -> LiveNotebook:
