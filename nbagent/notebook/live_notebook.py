@@ -29,8 +29,9 @@ Wire (all custom messages of the ``ChatWidget``; ``id`` is a fresh hex string pe
   below*): the kernel answers ``{"type": "provenance", "id", "metadata"}``, the new cell's metadata
   with a ``CellAction`` (``inserted``, approved by the user) for the tool call's turn.
 
-No answer within ``REQUEST_TIMEOUT`` seconds (no view is open, or the kernel is busy in a cell
-and cannot hear the answer, e.g. a blocking ``conv.ask()``) is a ``NoLiveView`` error
+No answer within ``REQUEST_TIMEOUT`` seconds (no view is open, or the kernel is blocked in a cell
+and cannot hear the answer, e.g. a blocking ``conv.ask()``; with ipykernel 7 a cell that *awaits*
+is still heard) is a ``NoLiveView`` error
 (``config``): the caller uses the notebook's file instead.
 """
 
@@ -176,7 +177,7 @@ class LiveNotebook:
             answer = await asyncio.wait_for(future, self.timeout)
         except TimeoutError:
             raise NoLiveView(f"the live notebook did not answer within {self.timeout:g} s (no chat view is open, "
-                             "or the kernel is busy in a cell and cannot hear it)", kind="config") from None
+                             "or the kernel is blocked in a cell and cannot hear it)", kind="config") from None
         finally:
             self._pending.pop(rid, None)
         if not answer.get("ok"):
