@@ -57,6 +57,7 @@ _EXPORTS = {
     "to_parquet": "nbagent.analysis.parquet",
     "to_otel": "nbagent.analysis.otel",
     "notebook_tools": "nbagent.notebook.kernel_tools",
+    "provenance": "nbagent.notebook.provenance_frame",
     "TurnRecord": "nbagent.core.ledger",
     "ConversationEvent": "nbagent.core.conversation_state",
     "Hooks": "nbagent.loop.hooks",
@@ -116,6 +117,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .loop.model_connection import ModelConnection as ModelConnection
     from .loop.tools import Tool as Tool, tool as tool
     from .notebook.kernel_tools import notebook_tools as notebook_tools
+    from .notebook.provenance_frame import provenance as provenance
     from .notebook.widget import ChatWidget as ChatWidget
     from .providers.base import Provider as Provider
     from .session_folder import session_browser as session_browser

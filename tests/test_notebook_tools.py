@@ -25,6 +25,7 @@ from nbagent import Agent, notebook_tools  # noqa: E402
 from nbagent.core.steps import ApprovalDecision, FinishReason, StepStatus, StepType, TurnStatus  # noqa: E402
 from nbagent.loop.tools import Tool  # noqa: E402
 from nbagent.notebook.kernel_tools import CodeStatus, code_cells  # noqa: E402
+from support.widget_messages import deliver_raw  # noqa: E402
 from nbagent.notebook.variables import attach_variables  # noqa: E402
 from nbagent.providers.base import ToolSpec  # noqa: E402
 from nbagent.providers.demo import DemoProvider  # noqa: E402
@@ -165,7 +166,8 @@ def test_run_python_returns_value_stdout_and_stderr_and_keeps_variables():
                    {"code": "import sys\nprint('hello')\nprint('careful', file=sys.stderr)\n"
                             "total = int(sales.revenue.sum())\ntotal * 2"})
     assert not out.is_error
-    assert out.text == "[stdout]\nhello\n[stderr]\ncareful\n[value]\n144"
+    assert out.text == ("[stdout]\nhello\n[stderr]\ncareful\n[value]\n144\n"
+                        "[variables] created total (int, value 72)")  # the module sys is not a variable
     assert namespace["total"] == 72  # like a cell: what it assigns stays
 
 
@@ -246,7 +248,8 @@ def test_approve_code_false_runs_without_asking():
                               approve_code=False)
     agent.conversation.ask("compute")
     (step,) = tool_steps(agent.conversation)
-    assert step.approval == ApprovalDecision.AUTO and step.content == "[value]\n42" and namespace["x"] == 7
+    assert step.approval == ApprovalDecision.AUTO and step.content.startswith("[value]\n42\n[variables]")
+    assert namespace["x"] == 7
 
 
 def test_hanging_code_is_ended_by_the_timeout_and_the_conversation_goes_on():
@@ -320,6 +323,8 @@ def test_the_demo_model_describes_the_named_variable_runs_a_step_and_answers(ip)
     assert "groupby('month'" in run.tool_calls[0].args["code"]
     assert ip.user_ns["by_month"].to_dict() == {"Jan": 15, "Feb": 20, "Mar": 30}
     assert "Jan    15" in response.text and "scripted" in response.text
+    assert "[variables] created by_month (Series" in response.text  # what the code made, as the model saw it
+    del ip.user_ns["by_month"]
     again = Agent(model="demo", notebook=True, delay=0).conversation  # the same history, the same moves
     approving(again)
     assert again.ask("look at sales and plot revenue by month").text == response.text
@@ -373,11 +378,34 @@ def test_chat_code_puts_the_code_the_agent_ran_into_the_next_cell(ip):
     ip.user_ns["bot"] = agent
     agent.conversation.ask("go")
     result, out = run(ip, "%chat_code -a bot")
-    assert result.success and ip.rl_next_input == "# run by the agent (turn 1, b)\nn + 1"
+    assert [c.turn for c in agent.conversation.code_cells()] == [0, 0]  # the same number as the cell says
+    head, body = ip.rl_next_input.split("\n", 1)
+    assert head.startswith("%%chat_run call=b turn=0 sha=") and body == "# run by the agent (turn 0, b)\nn + 1"
+    assert result.success and "this cell now holds 1 piece of code the agent ran (turn 0)" in out
     run(ip, "%chat_code -a bot -n 2")
-    assert ip.rl_next_input == "# run by the agent (turn 1, a)\nn = 1\n\n# run by the agent (turn 1, b)\nn + 1"
+    assert ip.rl_next_input.split("\n", 1)[1] == "# run by the agent (turn 0, a)\nn = 1\n\n# run by the agent (turn 0, b)\nn + 1"
     result, out = run(ip, "%chat_code -a bot -n 0")
     assert "-n must be at least 1" in out
+
+
+def test_agent_code_runs_again_only_once_the_user_edits_it(ip):
+    """Run All reaching a %chat_code cell: the agent's code as it wrote it is not run (a note);
+    edited, it runs as the user's code."""
+    agent, _ = scripted_agent(ip.user_ns, run_python_call("a", "hits = hits + 1"), text_call("done"),
+                              approve_code=False)
+    ip.user_ns.update(bot=agent, hits=0)
+    agent.conversation.ask("go")
+    assert ip.user_ns["hits"] == 1  # the agent's run, approved
+    run(ip, "%chat_code -a bot")
+    cell = ip.rl_next_input
+    for _ in range(2):  # Run All, twice
+        result, out = run(ip, cell)
+        assert result.success and out.startswith("⏸ not run: code the agent ran in turn 0 (a)")
+    assert ip.user_ns["hits"] == 1
+    result, out = run(ip, cell + "\nprint('mine', hits)")  # the user's edit
+    assert result.success and "mine 2" in out and ip.user_ns["hits"] == 2
+    run(ip, cell.split("\n", 1)[1])  # the %%chat_run line deleted: plain code
+    assert ip.user_ns["hits"] == 3
 
 
 def test_at_name_in_a_chat_cell_attaches_the_variable(ip):
@@ -392,3 +420,34 @@ def test_at_name_in_a_chat_cell_attaches_the_variable(ip):
     assert "4 of 5 non-null" in prompt and prompt.count("--- @") == 1  # the email and the unknown name: left alone
     assert "attached: `@sales`" in result.result.markdown  # the cell's result says what went with it
     assert ip.user_ns["bot"].conversation.turns[-1].prompt == prompt
+
+
+def test_chat_code_records_the_insert_in_the_cells_metadata_through_an_open_chat(ip, monkeypatch):
+    """In JupyterLab / Notebook 7 the kernel knows the running cell's id; every page showing a chat
+    gets the ``inserted`` action for it (applied without an answer: the kernel is busy in the cell)."""
+    from nbagent.notebook.widget import ChatWidget
+
+    agent, _ = scripted_agent(ip.user_ns, run_python_call("a", "n = 1"), text_call("done"), approve_code=False)
+    ip.user_ns["bot"] = agent
+    agent.conversation.ask("go")
+    widget = ChatWidget(agent)
+    sent = []
+    widget.send = sent.append
+    deliver_raw(widget, {"type": "notebook", "host": True})  # its view reached the notebook
+
+    class Kernel:
+        def get_parent(self, *_):
+            return {"metadata": {"cellId": "cell-42"}}
+
+    monkeypatch.setattr(ip, "kernel", Kernel(), raising=False)
+    result, _ = run(ip, "%chat_code -a bot")
+    assert result.success
+    (note,) = [m for m in sent if m.get("op") == "add_action"]
+    assert note["id"] == "" and note["cell_id"] == "cell-42"  # nobody waits for an answer
+    action = note["action"]
+    assert (action["action"], action["turn"], action["call_id"], action["approved_by"]) == ("inserted", 0, "a", "%chat_code")
+    assert action["session_id"] == agent.conversation.conversation_id
+    from nbagent.notebook.provenance import code_hash
+
+    assert action["code_sha256"] == code_hash(ip.rl_next_input)
+    widget.close()

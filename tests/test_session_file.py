@@ -157,8 +157,8 @@ def test_cost_of_an_unknown_model_is_nan_not_zero(tmp_path):
 
 
 def _every_field_step():
-    from nbagent.core.steps import (CellPreview, CompactionStats, CutToolCall, PrefixChange, Step, StepSource,
-                                    StepStatus, StepTarget, ToolCall, UsageMetadata)
+    from nbagent.core.steps import (CellPreview, ChangeKind, CompactionStats, CutToolCall, PrefixChange, Step,
+                                    StepSource, StepStatus, StepTarget, ToolCall, UsageMetadata, VariableChange)
 
     return Step(id="x", step_index=3, type=StepType.TOOL_CALL, source=StepSource.MODEL, target=StepTarget.USER,
                 status=StepStatus.DONE, content="c", thinking="t", tool_calls=[ToolCall("a", "b", {"x": 1})],
@@ -169,7 +169,8 @@ def _every_field_step():
                 cut_tool_calls=[CutToolCall("i", "n", "{")], display={"text/plain": "x"},
                 prefix_change=PrefixChange.TOOLS, decided_at=0.0, decided_by="user", tool_server="s",
                 notice="retrying, 2 of 3",
-                preview=CellPreview("edit", "c1", 2, "a", "b", (("-", "a"), ("+", "b")), "live"))
+                preview=CellPreview("edit", "c1", 2, "a", "b", (("-", "a"), ("+", "b")), "live"),
+                changes=[VariableChange("x", ChangeKind.CREATED, "int", "value 1")])
 
 
 def test_compact_steps_keep_every_non_default_value():

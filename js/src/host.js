@@ -1,5 +1,5 @@
 // What the page hosting the widget lets it do to the notebook: insert a code cell below the
-// widget's cell. JupyterLab 4 and Notebook 7 give it through the widget manager behind the model
+// widget's cell, answer the kernel's live-notebook requests (./live.js), resolve @cell references. JupyterLab 4 and Notebook 7 give it through the widget manager behind the model
 // (@jupyter-widgets/jupyterlab-manager's WidgetManager has the notebook's document context, whose
 // model is the shared notebook): no lab extension, no `window.jupyterapp`. Elsewhere (VS Code,
 // marimo, a static HTML page, a console) there is no such context and the host is null.
@@ -8,9 +8,14 @@
 // widget-view model id whose model has our `_key`); when the widget shows in several cells, the
 // one whose DOM holds the clicked view (its index in the notebook) decides.
 
+import { applyRequest, activeIndex, markAgentCells, resolveCellRefs, watchActiveCell } from "./live.js";
+
 const WIDGET_VIEW = "application/vnd.jupyter.widget-view+json";
 
-/** @typedef {{insertBelow: (node: Element, code: string) => Promise<number>}} NotebookHost */
+/** @typedef {{insertBelow: (node: Element, code: string, metadata?: any) => Promise<number>,
+ *   answer: (node: Element|null, msg: any) => Promise<any>, cellRefs: (node: Element|null, prompt: string) => Promise<any[]>,
+ *   source: (cellId: string) => string|null, watch: (node: Element) => () => void,
+ *   provenance?: (callId: string, code: string) => Promise<any>}} NotebookHost */
 
 /** Model ids of the widget views among a cell's outputs. @param {any} cell @returns {string[]} */
 export function widgetIdsOf(cell) {
@@ -60,18 +65,64 @@ export function notebookHost(model) {
   const isOurs = async (id) => {
     try { return (await manager.get_model(id)).get("_key") === key; } catch { return false; } // a widget of a past kernel
   };
+  /** @param {Element|null} node */
+  const chatIndex = async (node) => {
+    /** @type {number[]} */
+    const showing = [];
+    const cells = shared.cells;
+    for (let i = 0; i < cells.length; i++) {
+      for (const id of widgetIdsOf(cells[i])) if (await isOurs(id)) { showing.push(i); break; }
+    }
+    return chooseCell(showing, node ? domCellIndex(node) : -1);
+  };
+  /** @param {Element|null} node */
+  const notebookNode = (node) => (node && node.closest ? node.closest(".jp-Notebook") : null);
   return {
-    async insertBelow(node, code) {
-      /** @type {number[]} */
-      const showing = [];
-      const cells = shared.cells;
-      for (let i = 0; i < cells.length; i++) {
-        for (const id of widgetIdsOf(cells[i])) if (await isOurs(id)) { showing.push(i); break; }
-      }
-      const index = chooseCell(showing, domCellIndex(node));
+    async insertBelow(node, code, metadata) {
+      const index = await chatIndex(node);
       if (index < 0) throw new Error("the cell showing this chat was not found in the notebook");
-      shared.insertCell(index + 1, { cell_type: "code", source: code, metadata: {} });
+      shared.insertCell(index + 1, { cell_type: "code", source: code, metadata: metadata || {} });
       return index + 1;
+    },
+    async answer(node, msg) {
+      const chat = await chatIndex(node);
+      const nb = notebookNode(node);
+      const result = applyRequest(shared, msg, { chatIndex: () => chat, path: String(manager.context.path || ""),
+        activeId: () => { const i = activeIndex(nb, chat); return i >= 0 && shared.cells[i] ? shared.cells[i].id : null; } });
+      if (nb) markAgentCells(shared, nb);
+      return result;
+    },
+    async cellRefs(node, prompt) {
+      return resolveCellRefs(prompt, shared, activeIndex(notebookNode(node), await chatIndex(node)));
+    },
+    source(cellId) {
+      const cell = shared.cells.find((/** @type {any} */ c) => c.id === cellId);
+      return cell ? (typeof cell.getSource === "function" ? cell.getSource() : String(cell.source ?? "")) : null;
+    },
+    watch(node) {
+      let stop = () => {};
+      let tries = 0;
+      let waiting = /** @type {any} */ (null);
+      const start = () => { // the view's element joins the page a moment after render
+        waiting = null;
+        const nb = notebookNode(node);
+        if (!nb) { if (tries++ < 100) waiting = setTimeout(start, 100); return; }
+        const unwatchActive = watchActiveCell(nb);
+        let timer = /** @type {any} */ (null);
+        const mark = () => { if (!timer) timer = setTimeout(() => { timer = null; markAgentCells(shared, nb); }, 50); };
+        const observer = new MutationObserver(mark); // cells rendered later (a windowed notebook)
+        observer.observe(nb.querySelector(".jp-WindowedPanel-viewport") || nb, { childList: true });
+        if (shared.changed && shared.changed.connect) shared.changed.connect(mark);
+        mark();
+        stop = () => {
+          unwatchActive();
+          observer.disconnect();
+          clearTimeout(timer);
+          if (shared.changed && shared.changed.disconnect) shared.changed.disconnect(mark);
+        };
+      };
+      start();
+      return () => { clearTimeout(waiting); stop(); };
     },
   };
 }

@@ -18,10 +18,13 @@ import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
 import { browserWidget } from "./browser/index.js";
+import { undoAnswered } from "./render/toolcard.js";
 
 /** @typedef {import("./protocol").ChatEvent} ChatEvent */
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
- *   send: (msg: import("./protocol").ChatRequest) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
+ *   send: (msg: import("./protocol").ChatRequest) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void,
+ *   hosts: Map<ChatView, {host: import("./host.js").NotebookHost, el: Element}>, waiting: Map<string, (msg: any) => void>,
+ *   request: (msg: any, ms: number) => Promise<any>}} Store */
 
 export const KERNEL_RESTARTED = "Kernel restarted — re-run this cell to continue.";
 export const NO_KERNEL = "Not connected to a kernel — re-run this cell to continue.";
@@ -67,12 +70,33 @@ function watchKernel(model, gone) {
   }
 }
 
+let requests = 0;
+
+/** Answer the kernel's live-notebook request through a view that reaches the notebook (the
+ * first one); a request with an empty id is only applied. @param {Store} s @param {any} msg */
+function answerNotebook(s, msg) {
+  const first = s.hosts.values().next();
+  const reply = (/** @type {any} */ answer) => { if (msg.id) s.send({ type: "notebook", id: msg.id, ...answer }); };
+  if (first.done) { reply({ ok: false, error: "this view cannot reach its notebook", kind: "config" }); return; }
+  const { host, el } = first.value;
+  host.answer(el, msg).then((result) => reply({ ok: true, result: result ?? null }),
+    (err) => reply({ ok: false, error: String(err && err.message || err), kind: (err && err.kind) || "tool" }));
+}
+
 /** @param {any} model @returns {Store} */
 function storeFor(model) {
   const key = model.get("_key") || "";
   let store = key ? stores.get(key) : undefined;
   if (store) return store;
-  const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null, everLive: false });
+  const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null, everLive: false,
+    hosts: new Map(), waiting: new Map() });
+  /** Ask the kernel; its answer (same id), or null past `ms`. @param {any} msg @param {number} ms */
+  s.request = (msg, ms) => new Promise((resolve) => {
+    const id = `r${++requests}`;
+    const timer = setTimeout(() => { s.waiting.delete(id); resolve(null); }, ms);
+    s.waiting.set(id, (/** @type {any} */ answer) => { clearTimeout(timer); resolve(answer); });
+    if (!s.send({ ...msg, id })) { clearTimeout(timer); s.waiting.delete(id); resolve(null); }
+  });
   /** @param {import("./protocol").ChatRequest} msg @returns {boolean} false when the kernel cannot be reached (the store is dead then) */
   s.send = (msg) => {
     s.checkLive();
@@ -151,6 +175,12 @@ function storeFor(model) {
       }
     },
     history: () => {}, // the session bar's own listener answers it (sessionbar.js)
+    notebook: (msg) => answerNotebook(s, msg), // live_notebook.py: read or edit the notebook this view is in
+    undo: (msg) => undoAnswered(msg), // an Undo of a tool card (toolcard.js)
+    provenance: (msg) => { // answers to s.request
+      const waiting = s.waiting.get(msg.id);
+      if (waiting) { s.waiting.delete(msg.id); waiting(msg); }
+    },
   };
   model.on("msg:custom", (/** @type {any} */ msg) => {
     const handle = msg && Object.prototype.hasOwnProperty.call(handlers, msg.type) ? /** @type {any} */ (handlers)[msg.type] : null;
@@ -183,9 +213,14 @@ export default {
     const store = storeFor(model);
     const view = new ChatView(el, store.send, model.get("placeholder") || "");
     const host = notebookHost(model); // JupyterLab, Notebook 7: tool cards can insert cells
+    if (host) host.provenance = (callId, code) => store.request({ type: "provenance", call_id: callId, source: code }, 3000)
+      .then((answer) => (answer && answer.metadata) || {});
     registerHost(el, host);
     el.classList.toggle("nba-can-insert", !!host);
     store.views.add(view);
+    view.cellRefs = host ? (prompt) => host.cellRefs(el, prompt) : null; // @cell in the box
+    const unwatchCells = host ? host.watch(el) : () => {};
+    if (host) { store.hosts.set(view, { host, el }); store.send({ type: "notebook", host: true }); } // a live backend
     if (!view.disconnected()) store.everLive = true;
     store.checkLive();
     view.update(store.state);
@@ -195,6 +230,7 @@ export default {
     const onAutosave = () => view.setAutosave(model.get("autosave") || ""); // not saved / saved elsewhere
     onAutosave();
     model.on("change:autosave", onAutosave);
-    return () => { store.views.delete(view); unmountBar(); unwatchMath(); stopHiding(); model.off("change:autosave", onAutosave); };
+    return () => { store.views.delete(view); store.hosts.delete(view); unwatchCells(); unmountBar(); unwatchMath(); stopHiding();
+      model.off("change:autosave", onAutosave); };
   },
 };

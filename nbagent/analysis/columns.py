@@ -36,7 +36,7 @@ from ..core.ledger import tokens_per_second
 from ..core.usage import TOKEN_COUNTS
 from .cache import EXPIRED, UNKNOWN
 from ..core.steps import (ApprovalDecision, FinishReason, PrefixChange, StepSource, StepStatus, StepTarget, StepType,
-                          TurnStatus)
+                          TurnStatus, changes_line)
 
 PROMPT_CHARS = 80
 PREVIEW_CHARS = 200
@@ -409,6 +409,9 @@ TOOL_CALLS = (
                                                   for c in t.objs],
            f"first {PREVIEW_CHARS} characters of the result, NA if pending"),
     Column("error", Kind.TEXT, _execution(lambda s: s.error or None), "NA when empty"),
+    Column("variables_changed", Kind.TEXT, _execution(lambda s: changes_line(s.changes) or None),
+           "what the code did to the kernel's variables, e.g. \"created by_month (Series, 4 rows); "
+           "deleted tmp\"; NA when nothing (or not code)"),
     Column("request_step", Kind.COUNT, lambda t: _floats(t, attrgetter("request_step")),
            "step_index of the model step that asked for it"),
     Column("result_step", Kind.COUNT, _execution(attrgetter("step_index"), math.nan),

@@ -26,7 +26,8 @@ What crosses layers travels in typed fields: ``finish_reason``
 (:class:`FinishReason`), ``model``, ``approval`` (:class:`ApprovalDecision`),
 ``run_seconds``, ``preparing_tool``, ``compaction`` (:class:`CompactionStats`),
 ``refusal``, ``notice`` (a provider's retry), ``cut_tool_calls`` (:class:`CutToolCall`), ``preview``
-(:class:`CellPreview`: a notebook cell tool's diff, shown before Approve), and ``raw_usage`` --
+(:class:`CellPreview`: a notebook cell tool's diff, shown before Approve), ``changes``
+(:class:`VariableChange`: what code the agent ran did to the namespace), and ``raw_usage`` --
 the provider's own usage object, kept for analysis (saved with the session,
 never sent to the widget).
 """
@@ -157,6 +158,45 @@ class ToolCall:
     @classmethod
     def from_dict(cls, d: dict) -> ToolCall:
         return cls(d.get("id", ""), d.get("name", ""), d.get("args") or {}, d.get("canonical_path"))
+
+
+class ChangeKind(str, Enum):
+    """What running code did to one variable of the namespace."""
+
+    CREATED = "created"
+    CHANGED = "changed"  # rebound, or its type, shape or length differs
+    DELETED = "deleted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class VariableChange:
+    """One variable that code the agent ran created, changed or deleted (``Step.changes``): its
+    name, type and size (``"7 rows × 3 columns"``, ``"length 4"``; "" when it has none)."""
+
+    name: str
+    change: ChangeKind
+    type: str = ""
+    size: str = ""
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "change": self.change.value, "type": self.type, "size": self.size}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> VariableChange:
+        return cls(str(d.get("name", "")), ChangeKind(d.get("change", "changed")), str(d.get("type", "")),
+                   str(d.get("size", "")))
+
+
+def changes_line(found: Any) -> str:
+    """Variable changes as one line: ``created by_month (Series, 4 rows); deleted tmp (int)``."""
+    parts: dict[str, list[str]] = {}
+    for c in found:
+        what = f"{c.name} ({c.type}{', ' + c.size if c.size else ''})" if c.type else c.name
+        parts.setdefault(c.change.value, []).append(what)
+    return "; ".join(f"{kind} {', '.join(names)}" for kind, names in parts.items())
 
 
 @dataclass(frozen=True)
@@ -321,6 +361,7 @@ class Step:
     tool_server: str = _field("", Wire.STRUCTURAL, shown=True)  # tool execution steps: the MCP server ("": a local tool)
     notice: str = _field("", Wire.STRUCTURAL, shown=True)  # model steps: the provider's latest retry or wait ("… retrying in 1 s")
     preview: CellPreview | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # cell tools: the diff before Approve
+    changes: list[VariableChange] = _field(list, Wire.STRUCTURAL, shown=True, shape=len)  # code runs: the variables it changed
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -409,7 +450,7 @@ class Step:
                 d[key] = self.compaction.to_dict()
             elif key == "preview" and self.preview is not None:
                 d[key] = self.preview.to_dict()
-            else:  # tool_calls, cut_tool_calls
+            else:  # tool_calls, cut_tool_calls, changes
                 d[key] = [c.to_dict() for c in d[key]]
         return d
 
@@ -499,6 +540,7 @@ _READERS: dict[str, Any] = {
     "prefix_change": _optional(partial(enum_member, PrefixChange)),
     "decided_at": _optional(float),
     "preview": _optional(CellPreview.from_dict),
+    "changes": lambda v: [VariableChange.from_dict(c) for c in v or []],
 }
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Step) if f.default is not dataclasses.MISSING}
 _FIELD_DEFAULTS["created_at"] = 0.0
@@ -523,10 +565,11 @@ def _json_value(value: Any) -> Any:
         return value._value_
     if isinstance(value, (UsageMetadata, CompactionStats, CellPreview)):
         return value.to_dict()
-    if isinstance(value, list) and value and isinstance(value[0], (ToolCall, CutToolCall)):
+    if isinstance(value, list) and value and isinstance(value[0], (ToolCall, CutToolCall, VariableChange)):
         return [c.to_dict() for c in value]
     return value
-_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls", "preview"}
+_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls", "preview",
+                                       "changes"}
 
 
 def _display(value: Any) -> dict | None:

@@ -20,7 +20,8 @@ widget and streams there instead (in a kernel the turn then runs in the backgrou
 Stop / Approve / Deny work; ``_`` is not set). The line magics work on the same agent:
 ``%chat_model``, ``%chat_tools``, ``%chat_system``, ``%chat_usage``, ``%chat_history``,
 ``%chat_save``, ``%chat_load``, ``%chat_reset``, ``%chat_export``, ``%chat_code`` (the code the
-agent ran, into the next cell); ``%%chat?`` and
+agent ran, in place of that cell, under a ``%%chat_run`` line: Run All skips it until the user
+edits it, so agent code never runs twice unasked); ``%%chat?`` and
 ``%chat_model?`` show their options.
 
 Errors show as one line (``NbagentError: [kind] ...``), never a traceback through the
@@ -41,6 +42,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..core.atomic_file import atomic_write_text
 from ..core.errors import NbagentError
+from ..notebook.provenance import CellAction, CellActionKind, code_hash
 from .chat_cell import ChatInterrupted, interpolate, run_turn
 from ..notebook.variables import attach_variables
 
@@ -320,16 +322,40 @@ class ChatMagics(Magics):
     @line_magic
     @one_line_errors
     def chat_code(self, line: str):
-        """Put the code the agent ran (run_python) into the next cell: the last one, or the N last."""
+        """Put the code the agent ran (run_python) in place of this cell: the last one, or the N
+        last, under a ``%%chat_run`` line, so that Run All never runs it again unasked (see
+        ``chat_run``). The cell is replaced, as ``%load`` does: running it again adds no copy."""
         args = parse_argstring(self.chat_code, line)
         if args.n < 1:
             raise NbagentError("%chat_code: -n must be at least 1", kind="config")
-        cells = self.agent(args.agent, "%chat_code").conversation.code_cells()
+        conv = self.agent(args.agent, "%chat_code").conversation
+        cells = conv.code_cells()
         if not cells:
             raise NbagentError("%chat_code: the agent has run no code yet (run_python)", kind="config")
         chosen = cells[-args.n:]
-        self.ip.set_next_input("\n\n".join(code_cell_source(c) for c in chosen), replace=False)
-        print(f"the next cell holds {len(chosen)} piece{'s' if len(chosen) != 1 else ''} of code the agent ran")
+        source = agent_code_cell(chosen)
+        self.ip.set_next_input(source, replace=True)
+        record_chat_code(self.ip, conv, chosen, source)
+        pieces = f"{len(chosen)} piece{'s' if len(chosen) != 1 else ''}"
+        print(f"this cell now holds {pieces} of code the agent ran (turn {chosen[-1].turn}); "
+              "Run All skips it until you edit it")
+
+    @cell_magic
+    def chat_run(self, line: str, cell: str):
+        """Agent code put in a cell by ``%chat_code``: run only once the user has made it theirs.
+
+        The line names the tool calls, the turn and a hash of the code under it. While the code is
+        as the agent wrote it, running the cell (Run All, or by hand) prints a one-line note and
+        runs nothing: the agent's code already ran once, with approval. Edit it (any change), or
+        delete the ``%%chat_run`` line, and it runs as the user's own code.
+        """
+        recorded = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        if recorded.get("sha", "") == code_hash(cell.strip())[:SHA_CHARS]:  # the magic gets a newline more
+            print(f"⏸ not run: code the agent ran in turn {recorded.get('turn', '?')} "
+                  f"({recorded.get('call', '?')}); edit it, or delete the %%chat_run line, to run it as yours")
+            return None
+        self.ip.run_cell(cell)  # the user's code now: its output and errors show as the cell's own
+        return None
 
     @magic_arguments()
     @argument("path", metavar="PATH", help="a .md or .html file")
@@ -351,10 +377,43 @@ class ChatMagics(Magics):
         print(f"exported {_turns(conv)} to {path}")
 
 
+SHA_CHARS = 12  # hex digits of the code's SHA-256 on a %%chat_run line
+
+
 def code_cell_source(cell) -> str:
-    """A code cell's text for the notebook: a comment saying where it came from, then the code."""
+    """A piece of the agent's code for the notebook: a comment saying where it came from (the turn
+    as ``conv.turns`` and ``conv.code_cells()`` count it), then the code."""
     how = "" if cell.status.value == "ok" else f", {cell.status.value}"
-    return f"# run by the agent (turn {cell.turn + 1}, {cell.call_id}{how})\n{cell.code.rstrip()}"
+    return f"# run by the agent (turn {cell.turn}, {cell.call_id}{how})\n{cell.code.rstrip()}"
+
+
+def agent_code_cell(cells: list) -> str:
+    """The cell ``%chat_code`` writes: a ``%%chat_run`` line (calls, turn, hash), then the code."""
+    body = "\n\n".join(code_cell_source(c) for c in cells)
+    calls = ",".join(c.call_id for c in cells)
+    return f"%%chat_run call={calls} turn={cells[-1].turn} sha={code_hash(body.strip())[:SHA_CHARS]}\n{body}"
+
+
+def record_chat_code(ip: Any, conv: Any, cells: list, source: str) -> None:
+    """Write the ``inserted`` action into the cell's metadata through the live notebook, when a
+    chat widget of this kernel shows in it (JupyterLab, Notebook 7); the ``%%chat_run`` line says
+    the same where there is none."""
+    from ..notebook.live_notebook import live_backends
+
+    views = live_backends()  # each page applies it once (the newest widget's view may not have said so yet)
+    parent: Any = getattr(getattr(ip, "kernel", None), "get_parent", lambda *a: {})()
+    cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
+    if not views or not isinstance(cell_id, str):
+        return
+    record = next((r for r in conv.turns if r.turn == cells[-1].turn), None)
+    action = CellAction(CellActionKind.INSERTED, session_id=str(conv.conversation_id), turn=cells[-1].turn,
+                        model=str(getattr(record, "model", "") or ""), call_id=cells[-1].call_id,
+                        approved_by="%chat_code", code_sha256=code_hash(source))
+    for live in views:
+        try:
+            live.notify("add_action", cell_id=cell_id, action=action.to_json())
+        except Exception:  # a closed comm: the %%chat_run line still records it
+            pass
 
 
 def _turns(conv) -> str:

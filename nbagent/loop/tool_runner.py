@@ -238,9 +238,9 @@ class ToolRunner:
             if isinstance(new, str):
                 text = new
         if output.is_error:
-            run.result(text, True, StepStatus.ERROR, approval, error=output.error or text)
+            run.result(text, True, StepStatus.ERROR, approval, error=output.error or text, changes=output.changes)
         else:
-            run.result(text, False, StepStatus.DONE, approval, display=output.display)
+            run.result(text, False, StepStatus.DONE, approval, display=output.display, changes=output.changes)
 
     async def approval(self, call: ToolCall, tool: Any, step: Step, emit) -> tuple[Any, ApprovalDecision, str]:
         """Return ((allow, reason) | None if interrupted, approval label, who or what decided)."""
@@ -371,9 +371,9 @@ class _CallRun:
         self.step.decided_by, self.step.decided_at = by, time.time()
 
     def result(self, text: str, is_error: bool, status: StepStatus, approval: ApprovalDecision,
-               error: str = "", display: dict | None = None) -> None:
+               error: str = "", display: dict | None = None, changes: tuple = ()) -> None:
         now = time.time()
         text = clean_text(text)
         self.emit(content=text, status=status, error=error, finished_at=now, approval=approval,
-                  run_seconds=now - self.started, display=display)
+                  run_seconds=now - self.started, display=display, changes=list(changes))
         self.queue.put_nowait(ToolResultPart(self.call.id, text, is_error, name=self.call.name))

@@ -39,7 +39,7 @@ from .tool_threads import ToolTimeout, run_in_daemon_thread
 from .tool_process import FunctionRef, function_ref, run_in_process
 from .tool_schema import coerce, function_schema, is_pydantic_model, json_type, jsonable, validate_value
 from ..core.errors import NbagentError
-from ..core.steps import CellPreview
+from ..core.steps import CellPreview, VariableChange
 from ..providers.base import ToolSpec
 
 DEFAULT_MAX_RESULT_CHARS = 20_000  # results longer than this are cut (per-tool override)
@@ -60,6 +60,7 @@ class ToolOutput:
     value: Any = None
     error: str = ""
     display: dict | None = None  # mime type -> data, for showing the value to the user
+    changes: tuple[VariableChange, ...] = ()  # code tools: the variables the code created, changed, deleted
 
 
 @dataclass(frozen=True)

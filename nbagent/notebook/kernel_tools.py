@@ -8,7 +8,8 @@ tools over a namespace (by default the running IPython kernel's user namespace):
   user would print; an unknown name is an error suggesting close names;
 - ``run_python(code)`` — runs the code like a cell in that namespace (``cell_runner.py``) and
   returns the last expression's value, stdout and stderr; an exception is a tool error with a
-  trimmed traceback. A figure it makes, or a DataFrame it returns, shows in the tool card. It
+  trimmed traceback. A figure it makes, or a DataFrame it returns, shows in the tool card, with
+  the variables it created, changed or deleted (``var_changes.py``, ``Step.changes``). It
   asks for approval whatever the policy unless ``approve_code=False``; the connection's
   ``tool_timeout`` (or ``timeout=``) and Stop interrupt it; the model's text is capped;
 - ``read_notebook``, ``edit_cell``, ``insert_cell`` and ``run_cell`` (cell_tools.py) over the notebook
@@ -21,14 +22,16 @@ tools over a namespace (by default the running IPython kernel's user namespace):
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import NbagentError
-from ..core.steps import ApprovalDecision, Step, StepStatus
+from ..core.steps import ApprovalDecision, Step, StepStatus, changes_line
 from ..loop.tools import Tool, ToolOutput, format_result, rich_display
 from .cell_runner import CellResult, run_cell
+from .var_changes import changes, snapshot_or_none
 from .variables import cap, describe_variable_text, list_variables_text, shell_namespace
 
 RUN_PYTHON = "run_python"
@@ -123,13 +126,19 @@ class RunPythonTool(Tool):
         ``notebook_tools`` wins). The code, not the await, is stopped when time is up."""
         limit = self.cell_timeout if self.cell_timeout is not None else timeout
         token = _timeout_of_call.set(limit)
+        before = snapshot_or_none(self.namespace)
         try:
             output = await super().run(args, timeout=None)  # run_cell keeps the time and interrupts
         finally:
             _timeout_of_call.reset(token)
         if not isinstance(output.value, CellResult):
             return output  # invalid arguments
-        return cell_output(output.value, self.max_output_chars, limit)
+        result = cell_output(output.value, self.max_output_chars, limit)
+        after = snapshot_or_none(self.namespace)
+        found = changes(before, after) if before is not None and after is not None else ()
+        if not found:
+            return result
+        return dataclasses.replace(result, text=f"{result.text}\n[variables] {changes_line(found)}", changes=found)
 
 
 def cell_output(result: CellResult, max_chars: int = OUTPUT_MAX_CHARS, timeout: float | None = None) -> ToolOutput:

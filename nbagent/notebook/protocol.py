@@ -325,6 +325,43 @@ class History(Message):
     current: str
 
 
+@CHAT.event("notebook")
+@dataclass(frozen=True)
+class NotebookOp(Message):
+    """A live-notebook operation for the view to apply to its notebook (live_notebook.py): ``op`` is
+    read | set_source | insert | delete | set_metadata | add_action; ``id`` "" means apply, don't answer."""
+
+    id: str
+    op: str
+    cell_id: str | None = None
+    source: str | None = None
+    expected_source: str | None = None
+    after: str | None = None
+    cell_type: str | None = None
+    metadata: dict | None = None
+    action: dict | None = None
+
+
+@CHAT.event("undo")
+@dataclass(frozen=True)
+class UndoDone(Message):
+    """A tool card's Undo ran (``conv.undo_async``): what to show on the card."""
+
+    id: str
+    call_id: str
+    ok: bool
+    text: str
+
+
+@CHAT.event("provenance")
+@dataclass(frozen=True)
+class CellProvenance(Message):
+    """The metadata for a cell the user inserted from a tool card (an ``inserted`` CellAction)."""
+
+    id: str
+    metadata: dict
+
+
 # --- the chat widget: requests --------------------------------------------------------------------
 
 @CHAT.request("send")
@@ -334,6 +371,7 @@ class Send(Message):
 
     prompt: str = ""
     over_budget: bool = False
+    cells: list | None = None  # the @cell references the view resolved (cell_refs.py)
 
 
 @CHAT.request("stop")
@@ -399,6 +437,39 @@ class OpenSession(Message):
 @dataclass(frozen=True)
 class NextStep(Message):
     """Play a ``step=True`` replay's next step."""
+
+
+@CHAT.request("notebook")
+@dataclass(frozen=True)
+class NotebookAnswer(Message):
+    """The view's answer to a NotebookOp of the same ``id`` (``result`` or ``error`` with its ``kind``),
+    or ``host``: this view can reach its notebook (sent when it renders)."""
+
+    id: str = ""
+    ok: bool = False
+    result: Any = None
+    error: str = ""
+    kind: str = ""
+    host: bool = False
+
+
+@CHAT.request("undo", answer=UndoDone)
+@dataclass(frozen=True)
+class UndoRequest(Message):
+    """A tool card's Undo of an applied edit_cell / insert_cell (answered when the undo ran)."""
+
+    id: str = ""
+    call_id: str = ""
+
+
+@CHAT.request("provenance", answer=CellProvenance)
+@dataclass(frozen=True)
+class ProvenanceRequest(Message):
+    """*Insert as cell below*: the metadata that records the new cell as the agent's."""
+
+    id: str = ""
+    call_id: str = ""
+    source: str = ""
 
 
 # --- the session browser: answers (in the reply envelope) and requests ------------------------------

@@ -131,6 +131,15 @@ def summary_line(value: Any) -> str:
     return ", ".join(parts)
 
 
+def size_text(value: Any) -> str:
+    """A value's shape or length as ``list_variables`` says it ("7 rows × 3 columns", "length 4"),
+    "" when it has none or cannot tell."""
+    try:
+        return _shape(value)
+    except Exception:  # a strange object must not break the caller
+        return ""
+
+
 def _shape(value: Any) -> str:
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):

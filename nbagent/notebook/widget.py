@@ -43,7 +43,10 @@ Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": 
 needing a grammar: the kernel answers ``{"type": "asset", "name", "code"}`` with a module of
 ASSETS, static/math.js (Temml) or static/grammars.js (highlight.js grammars), once per page),
 ``{"type": "names", "id"}`` (``@`` typed in the box: the kernel answers ``{"type": "names",
-"id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py);
+"id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py); a
+``send`` may carry ``cells``, the ``@cell`` references the view resolved (cell_refs.py);
+``{"type": "notebook", ...}``, ``{"type": "provenance", ...}`` and ``{"type": "undo", ...}``: the
+live notebook, *Insert as cell below*'s metadata and a card's Undo (live_notebook.py);
 ``{"type": "new_chat"}``, ``{"type": "history", "id"}``, ``{"type": "open_session", "path"}`` and
 ``{"type": "next"}``: the agent's conversations and replay steps (see widget_sessions.py; the
 ``switchable``, ``step_waiting``, ``conversation_key`` and ``session_ui`` traits go with them;
@@ -77,7 +80,9 @@ from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
+from .cell_refs import attach_cells
 from .conversation_view import ConversationView
+from .live_notebook import serve as serve_live_notebook
 from .protocol import (CHAT, Approve, AssetModule, AssetRequest, Confirm, Deltas, Deny, Handlers, Names, NamesRequest,
                        Refused, Resync, Send, Stop, TurnEnded, TurnsPage)
 from .transcript_output import TranscriptOutput, transcript_piece
@@ -389,13 +394,14 @@ class ChatWidget(anywidget.AnyWidget):
     def _serve(self) -> Handlers:
         """This widget's handlers of the chat protocol (protocol.py); the session controls add theirs."""
         handlers = Handlers(CHAT, lambda message: self.send(message), self._failed)  # `send` looked up late
-        handlers.on(Send, lambda r: self._start(r.prompt, r.over_budget))
+        handlers.on(Send, lambda r: self._start(r.prompt, r.over_budget, r.cells))
         handlers.on(Stop, lambda r: self._stop())
         handlers.on(Approve, lambda r: self.conversation.approve(r.call_id))
         handlers.on(Deny, lambda r: self.conversation.deny(r.call_id, r.reason or "denied by the user"))
         handlers.on(AssetRequest, self._asset)
         handlers.on(NamesRequest, self._names)
         handlers.on(Resync, lambda r: self._ask_resync())
+        serve_live_notebook(self, handlers)  # the live notebook's answers, a card's Undo, Insert's provenance
         return handlers
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any = None) -> None:
@@ -423,14 +429,14 @@ class ChatWidget(anywidget.AnyWidget):
         if now:
             self._flush()
 
-    def _start(self, prompt: str, over_budget: bool = False) -> None:
+    def _start(self, prompt: str, over_budget: bool = False, cells: Any = None) -> None:
         if not prompt.strip():
             self._refuse("Nothing sent: the message is empty.")
             return
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
-        prepared = self._prepare_prompt(prompt)
+        prepared = self._prepare_prompt(attach_cells(prompt, cells)[0])  # @cell: the cells the view sent
         ask, self.notice = gate(self.conversation, prepared, over_budget)
         with self._lock:
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
@@ -446,7 +452,8 @@ class ChatWidget(anywidget.AnyWidget):
     def _prepare_prompt(self, prompt: str) -> str:
         """Every prompt sent from the box passes here before it is gated and run: ``@name`` of a
         variable of the widget's namespace (default: the kernel's) attaches its description, as in
-        ``%%chat``. An over-budget prompt goes back to the box as typed and passes here again."""
+        ``%%chat`` (``@cell`` / ``@cell:N``, the cells the view sent with it, are attached before:
+        cell_refs.py). An over-budget prompt goes back to the box as typed and passes here again."""
         from .variables import attach_variables, shell_namespace
 
         namespace = self.namespace if self.namespace is not None else shell_namespace()

@@ -6,9 +6,10 @@ In the chat box the user types ``look at @sa``, picks ``sales`` from the @ list 
 ``and plot revenue by month`` and presses Enter. The prompt carries ``sales``' description; the
 demo model asks to run a group-by and a bar chart: the ``run_python`` card shows the code
 highlighted with Approve. Approving runs it in the kernel; its figure shows in the card, then the
-answer. *Insert as cell below* puts the code in a new cell under the chat's cell, and
-``%chat_code -a agent`` run as a cell fills the next cell with it. The kernel holds the prompt
-with the attached variable.
+answer. *Insert as cell below* puts the code in a new cell under the chat's cell, marked "written
+by the agent, turn 0" (its metadata records the action), and ``%chat_code -a agent`` run as a cell
+replaces itself with that code under a ``%%chat_run`` line (running it again runs nothing). The
+kernel holds the prompt with the attached variable.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ AGENT_CELL = (
     "agent"
 )
 PROMPT_CELL = "print(agent.conversation.turns[-1].prompt)"
-MAGIC_CELL = "%load_ext nbagent\n%chat_code -a agent"
-CELLS = [AGENT_CELL, PROMPT_CELL, MAGIC_CELL]
+MAGIC_CELL = "%chat_code -a agent"
+CELLS = [AGENT_CELL, PROMPT_CELL, "%load_ext nbagent", MAGIC_CELL]
 PROMPT = "look at @sales and plot revenue by month"
 # the demo model's code for that prompt (providers/demo_notebook.py fits it to sales' columns)
 CODE = ("by_month = sales.groupby('month', sort=False)['revenue'].sum()\n"
@@ -87,12 +88,17 @@ def approve_code(page, chat):
 
 
 def insert_below(page, nb, card):
-    """*Insert as cell below* puts the code in a new cell right under the chat's cell."""
+    """*Insert as cell below* puts the code in a new cell right under the chat's cell, marked as the agent's."""
     count = page.locator(f"{nb} .jp-Notebook .jp-Cell").count()
     card.locator(".nba-insert").click()
     expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1)
     expect(cell(page, nb, 1).locator(".cm-content")).to_have_text(CODE, use_inner_text=True)
     expect(cell(page, nb, 2).locator(".cm-content")).to_have_text(PROMPT_CELL, use_inner_text=True)
+    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 0")
+    actions = page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.model.cells.get(1)
+        .sharedModel.getMetadata().nbagent.actions""")
+    assert [(a["action"], a["turn"], a["approved_by"]) for a in actions] == [("inserted", 0, "user")]
+    assert actions[0]["call_id"] == card.get_attribute("data-call-id") and actions[0]["model"] == "demo"
 
 
 def kernel_holds_the_prompt(page, nb, index):
@@ -103,13 +109,19 @@ def kernel_holds_the_prompt(page, nb, index):
     expect(out).to_contain_text("- revenue: int64, 6 of 6 non-null")  # describe_variable(sales) went along
 
 
-def chat_code_fills_next_cell(page, nb, index):
-    """``%chat_code`` run as a cell execution creates the next cell holding the code the agent ran."""
+def chat_code_replaces_its_cell(page, nb, index):
+    """``%chat_code`` run as a cell puts the code the agent ran in its own place, under a
+    ``%%chat_run`` line; running that cell again runs nothing and says so."""
     count = page.locator(f"{nb} .jp-Notebook .jp-Cell").count()
+    run_cell(page, index - 1)  # %load_ext nbagent
     run_cell(page, index)
-    expect(cell(page, nb, index).locator(".jp-OutputArea-output")).to_contain_text("the next cell holds 1 piece of code")
-    expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1)
-    expect(cell(page, nb, index + 1).locator(".cm-content")).to_contain_text(CODE, use_inner_text=True)
+    expect(cell(page, nb, index).locator(".jp-OutputArea-output")).to_contain_text(
+        "this cell now holds 1 piece of code the agent ran (turn 0)")
+    expect(cell(page, nb, index).locator(".cm-content")).to_contain_text(CODE, use_inner_text=True)
+    expect(cell(page, nb, index).locator(".cm-content")).to_contain_text("%%chat_run call=", use_inner_text=True)
+    expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count)  # no copy added
+    run_cell(page, index)
+    expect(cell(page, nb, index).locator(".jp-OutputArea-output")).to_contain_text("⏸ not run: code the agent ran in turn 0")
 
 
 def agent_flow(page, nb, tmp_path, label):
@@ -131,6 +143,6 @@ def _flow(page, nb, tmp_path, label):
     shot(page, f"{chat} .nba-tool[data-status='done']", f"notebook-agent-{label}.png", tmp_path)  # scrolls the card into view
     insert_below(page, nb, card)
     kernel_holds_the_prompt(page, nb, 2)
-    chat_code_fills_next_cell(page, nb, 3)
+    chat_code_replaces_its_cell(page, nb, 4)
     errors = [e for e in page.errors if "nba" in e or "nbagent" in e or "widget" in e.lower()]
     assert not errors, errors

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbagent import Conversation
-from nbagent.core.steps import (ApprovalDecision, CellPreview, CompactionStats, FinishReason, Step, StepSource, StepStatus, StepTarget,
-                                StepType, ToolCall, UsageMetadata)
+from nbagent.core.steps import (ApprovalDecision, CellPreview, ChangeKind, CompactionStats, FinishReason, Step,
+                                StepSource, StepStatus, StepTarget, StepType, ToolCall, UsageMetadata, VariableChange)
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget
 from support.streams import StreamConnection
 
@@ -56,6 +56,8 @@ EXAMPLES: dict[str, tuple[dict, dict]] = {
     "preview": ({**TOOL_RUN, "status": StepStatus.WAITING_FOR_USER, "approval": ApprovalDecision.PENDING},
                 {"preview": CellPreview("edit", "c-7", 3, "x = revnue\n", "x = revenue\n",
                                         (("-", "x = revnue"), ("+", "x = revenue")), "file: demo.ipynb")}),
+    "changes": ({**TOOL_RUN, "status": StepStatus.DONE, "content": "42"},
+                {"changes": [VariableChange("by_month", ChangeKind.CREATED, "Series", "4 rows")]}),
 }
 
 

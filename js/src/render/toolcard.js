@@ -8,6 +8,37 @@ import DOMPurify from "dompurify";
 import { h, fmtSeconds, pretty } from "./dom.js";
 import { highlight, codeClass } from "../markdown.js";
 import { hostOf, copyText } from "../host.js";
+import { lineDiff } from "../diff.js";
+
+/** Tools that change a notebook cell: their card shows the diff before Approve, and Undo once applied. */
+export const CELL_TOOLS = new Set(["edit_cell", "insert_cell"]);
+
+/** @type {Map<string, (msg: any) => void>} */
+const undoWaiting = new Map();
+let undoIds = 0;
+
+/** The kernel answered an Undo ({"type": "undo", "id", "ok", "text"}). @param {any} msg */
+export function undoAnswered(msg) {
+  const done = undoWaiting.get(String(msg.id || ""));
+  if (done) { undoWaiting.delete(String(msg.id)); done(msg); }
+}
+
+/** The arguments of a call as an object. @param {any} call */
+function argsOf(call) {
+  let args = call ? call.args : null;
+  if (typeof args === "string") { try { args = JSON.parse(args); } catch { args = null; } }
+  return args && typeof args === "object" ? args : {};
+}
+
+/** The diff lines of a cell tool's call: the step's preview when it has one, else the call's new
+ * source against the cell's source now (`old`: null when unknown). @param {any} call @param {any} env @param {string|null} old */
+export function cellDiff(call, env, old) {
+  const preview = env && env.preview;
+  if (preview && Array.isArray(preview.diff)) return { diff: preview.diff, problem: String(preview.problem || ""), cut: !!preview.cut };
+  const args = argsOf(call);
+  const source = typeof args.source === "string" ? args.source : "";
+  return { diff: lineDiff(call.name === "insert_cell" ? "" : old ?? "", source), problem: "", cut: false };
+}
 
 /** Tools whose call carries code: tool name -> the argument holding it and its language. */
 export const CODE_TOOLS = { run_python: { arg: "code", language: "python" } };
@@ -71,6 +102,15 @@ export function toolStatus(env) {
   }
 }
 
+const CHANGE_MARK = { created: "+", changed: "~", deleted: "−" };
+
+/** What the code changed in the kernel: one line per variable. @param {any[]} changes */
+export function changesList(changes) {
+  return h("div", { class: "nba-changes" }, h("div", { class: "nba-tool-label", text: "Variables" }),
+    h("ul", {}, ...changes.map((c) => h("li", { class: `nba-change nba-change-${c.change}`,
+      text: `${CHANGE_MARK[/** @type {"created"} */ (c.change)] || "·"} ${c.name}: ${c.change}${c.type ? ` (${c.type}${c.size ? `, ${c.size}` : ""})` : ""}` }))));
+}
+
 export class ToolCard {
   /** @param {any} call @param {(msg: import("../protocol").ChatRequest) => boolean} send */
   constructor(call, send) {
@@ -96,10 +136,18 @@ export class ToolCard {
       onclick: () => this.decide({ type: "deny", call_id: this.callId, reason: "denied by the user" }) }));
     this.actions = h("div", { class: "nba-tool-actions" }, this.approve, this.deny);
     this.result = h("div", { class: "nba-tool-result" });
+    this.isCell = CELL_TOOLS.has(call.name);
+    this.diffBox = h("div", { class: "nba-diff" });
+    this.oldSource = /** @type {string|null} */ (null); // the cell's source when the call was first shown
+    this.undoBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-undo", text: "Undo",
+      title: "Put the cell back as it was before this call", onclick: () => this.undo() }));
+    this.undone = "";
+    this.writtenBy = h("div", { class: "nba-written-by" });
+    this.turnNo = -1;
     this.el = h("div", { class: "nba-tool", "data-call-id": this.callId },
       h("div", { class: "nba-tool-head" }, h("span", { class: "nba-tool-icon", text: "⚙" }),
         h("code", { class: "nba-tool-name", text: call.name || "tool" }), this.server, this.badge, this.dur),
-      this.codeBox, this.args, this.actions, this.result);
+      this.codeBox, this.diffBox, this.args, this.actions, this.result, h("div", { class: "nba-cell-done" }, this.writtenBy, this.undoBtn));
     this.key = "";
   }
 
@@ -122,10 +170,49 @@ export class ToolCard {
   insert() {
     const host = hostOf(this.el);
     if (!host) { flash(this.insertBtn, "Not available here"); return; }
-    host.insertBelow(this.el, this.code).then(() => flash(this.insertBtn, "Inserted"), (err) => {
+    const code = this.code;
+    const metadata = host.provenance ? host.provenance(this.callId, code).catch(() => ({})) : Promise.resolve({});
+    metadata.then((meta) => host.insertBelow(this.el, code, meta)).then(() => flash(this.insertBtn, "Inserted"), (err) => {
       console.warn("nbagent: insert cell", err);
       flash(this.insertBtn, "Could not insert");
     });
+  }
+
+  /** Undo an applied cell edit: the kernel runs conv.undo(call_id) and answers. */
+  undo() {
+    const id = `u${++undoIds}`;
+    this.undoBtn.disabled = true;
+    this.undoBtn.textContent = "Undoing…";
+    const timer = setTimeout(() => undoAnswered({ id, ok: false, text: "no answer from the kernel (is a cell running?)" }), 15000);
+    undoWaiting.set(id, (msg) => {
+      clearTimeout(timer);
+      this.undone = msg.ok ? "Undone" : "";
+      this.undoBtn.textContent = msg.ok ? "Undone" : "Undo";
+      this.undoBtn.disabled = !!msg.ok;
+      this.undoBtn.title = msg.ok ? "The cell was put back" : `Undo failed: ${msg.text || ""}`;
+      if (!msg.ok) this.writtenBy.textContent = `Undo failed: ${msg.text || "unknown error"}`;
+    });
+    if (!this.send({ type: "undo", id, call_id: this.callId })) { undoWaiting.delete(id); clearTimeout(timer); this.undoBtn.disabled = false; this.undoBtn.textContent = "Undo"; }
+  }
+
+  /** The diff of a cell tool's call, highlighted. @param {any} call @param {any} env */
+  showDiff(call, env) {
+    const shown = this.isCell || !!(env && env.preview && Array.isArray(env.preview.diff)); // run_cell: its preview
+    this.diffBox.style.display = shown ? "" : "none";
+    if (!shown) return;
+    const args = argsOf(call);
+    if (this.oldSource == null && call.name === "edit_cell" && typeof args.cell_id === "string") {
+      const host = hostOf(this.el);
+      this.oldSource = host ? host.source(args.cell_id) : null;
+    }
+    const { diff, problem, cut } = cellDiff(call, env, this.oldSource);
+    const added = diff.filter((/** @type {any} */ d) => d[0] === "+").length, removed = diff.filter((/** @type {any} */ d) => d[0] === "-").length;
+    const position = env && env.preview && env.preview.position ? ` (cell ${env.preview.position})` : "";
+    const where = call.name === "insert_cell" ? `new cell${position}` : `cell ${String(args.cell_id || "?")}${position}`;
+    const rows = diff.map((/** @type {any} */ [op, line]) => h("div", { class: `nba-diff-line ${op === "+" ? "nba-diff-add" : op === "-" ? "nba-diff-del" : "nba-diff-ctx"}`,
+      text: `${op === "+" ? "+" : op === "-" ? "-" : " "} ${line}` }));
+    this.diffBox.replaceChildren(h("div", { class: "nba-diff-head", text: `${where}: +${added} −${removed}${cut ? " (cut)" : ""}` }),
+      h("pre", { class: "nba-diff-body" }, ...rows), ...(problem ? [h("div", { class: "nba-diff-problem", text: problem })] : []));
   }
 
   /** @param {any} call */
@@ -138,20 +225,25 @@ export class ToolCard {
       this.codeEl.className = codeClass(code.language);
       this.codeEl.innerHTML = highlight(code.code, code.language); // escaped text in highlight.js spans
     }
-    const rest = code ? code.rest : call.args ?? {};
+    const rest = code ? code.rest : this.isCell ? {} : call.args ?? {}; // a cell tool's source shows as its diff
     const empty = code && !Object.keys(rest).length;
     this.args.textContent = empty ? "" : pretty(rest);
     this.args.style.display = empty ? "none" : "";
   }
 
-  /** @param {any} call @param {any} env the tool's SYSTEM -> ENVIRONMENT step, if any */
-  update(call, env) {
+  /** @param {any} call @param {any} env the tool's SYSTEM -> ENVIRONMENT step, if any @param {number} [turnNo] */
+  update(call, env, turnNo = -1) {
     const status = toolStatus(env);
-    const key = JSON.stringify([call, env && [env.status, env.tool_server, env.content, env.error, env.approval, env.run_seconds, env.finished_at,
-      env.display ? Object.keys(env.display) : null]]);
+    const key = JSON.stringify([call, turnNo, env && [env.status, env.tool_server, env.content, env.error, env.approval, env.run_seconds, env.finished_at,
+      env.display ? Object.keys(env.display) : null, env.preview ? env.preview.diff : null, env.changes || null]]);
     if (key === this.key) return;
     this.key = key;
     this.showArgs(call);
+    this.showDiff(call, env);
+    const applied = this.isCell && status === "done";
+    this.undoBtn.style.display = applied ? "" : "none";
+    this.writtenBy.textContent = applied ? `written by the agent, turn ${turnNo >= 0 ? turnNo : "?"}` : "";
+    /** @type {HTMLElement} */ (this.writtenBy.parentElement).style.display = applied ? "" : "none";
     this.server.textContent = env && env.tool_server ? `MCP · ${env.tool_server}` : "";
     this.badge.textContent = STATUS[status];
     this.badge.className = `nba-badge nba-st-${status}`;
@@ -171,5 +263,7 @@ export class ToolCard {
       if (rich) this.result.append(rich, h("details", { class: "nba-tool-text" }, h("summary", { text: "Text the model got" }), text));
       else this.result.append(text);
     }
+    const changes = env && Array.isArray(env.changes) ? env.changes : [];
+    if (changes.length) this.result.append(changesList(changes));
   }
 }

@@ -105,7 +105,7 @@ class StepView {
       if (!turn.modelCalls.has(call.id)) { // not announced by a model step: its own card
         const card = turn.card(call);
         if (card.el.parentNode !== this.cards) this.cards.append(card.el);
-        card.update(call, step);
+        card.update(call, step, turn.turnNo());
         if (this.cards.parentNode !== this.el) this.el.append(this.cards);
       }
     }
@@ -147,7 +147,7 @@ class StepView {
       for (const call of step.tool_calls) {
         const card = turn.card(call);
         if (card.el.parentNode !== this.cards) this.cards.append(card.el);
-        card.update(call, turn.toolRuns.get(call.id));
+        card.update(call, turn.toolRuns.get(call.id), turn.turnNo());
       }
     }
     if (step.status === "CANCELED") this.setTail("stopped", () => h("div", { class: "nba-stopped" }, stopIcon(), " stopped"));
@@ -229,6 +229,14 @@ export class TurnView {
     this.turn = null;
     this.running = true;
     this.errorKey = "";
+  }
+
+  /** This turn's number as conv.turns counts it (-1 while unknown). */
+  turnNo() {
+    const rec = this.turn && this.turn.record;
+    if (rec && Number.isInteger(rec.turn)) return rec.turn;
+    const step = this.turn && this.turn.steps.find((s) => Number.isInteger(s.turn) && s.turn >= 0);
+    return step ? step.turn : -1;
   }
 
   /** @param {any} call */

@@ -8,6 +8,7 @@ import { h } from "./dom.js";
 import { TurnView } from "./turn.js";
 import { GaugeView, ConfirmView } from "./gauge.js";
 import { MentionBox } from "./mentions.js";
+import { cellRefs } from "../live.js";
 
 const WAIT_HINT_MS = 8000; // no word from the kernel after a send: say why, let Stop unlock
 const STOP_RETRY_MS = 5000; // Stop pressed, turn still running: enable Stop again
@@ -33,6 +34,7 @@ export class ChatView {
   constructor(el, send, placeholder) {
     this.host = el;
     this.send = send;
+    /** @type {((prompt: string) => Promise<any[]>)|null} */ this.cellRefs = null; // set where the notebook is reachable
     // a chat log: screen readers announce what is added (aria-busy holds it while a turn streams)
     this.list = h("div", { class: "nba-turns", role: "log", "aria-live": "polite", "aria-label": "Chat" });
     this.empty = h("div", { class: "nba-empty", text: "No messages yet." });
@@ -181,7 +183,20 @@ export class ChatView {
     if (this.state && this.state.dead) { this.setHint(this.state.dead); return; }
     if (!prompt.trim()) { this.setHint("Nothing to send: type a message first (Enter sends, Shift+Enter adds a line)."); return; }
     if (this.running) { this.setHint("A turn is running; press Stop first."); return; }
-    if (!this.send(overBudget ? { type: "send", prompt, over_budget: true } : { type: "send", prompt })) { this.setHint(this.state ? this.state.dead : ""); return; }
+    if (this.cellRefs && cellRefs(prompt).length) { // @cell, @cell:5: the cells go with the prompt
+      this.cellRefs(prompt).then((cells) => this.sendPrompt(prompt, overBudget, cells),
+        () => this.sendPrompt(prompt, overBudget, null));
+      return;
+    }
+    this.sendPrompt(prompt, overBudget, null);
+  }
+
+  /** @param {string} prompt @param {boolean} overBudget @param {any[]|null} cells the @cell references resolved */
+  sendPrompt(prompt, overBudget, cells) {
+    /** @type {any} */
+    const msg = overBudget ? { type: "send", prompt, over_budget: true } : { type: "send", prompt };
+    if (cells && cells.length) msg.cells = cells;
+    if (!this.send(msg)) { this.setHint(this.state ? this.state.dead : ""); return; }
     this.setHint("");
     this.confirm.hide();
     this.follow(); // the user's prompt and its answer are what they look at next

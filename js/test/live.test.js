@@ -1,0 +1,97 @@
+// The live notebook's front-end side (src/live.js) on a stand-in of the shared notebook model:
+// requests applied by cell id, stale edits refused, @cell references, outputs as short text,
+// the "written by the agent" label; the cell tools' diff (src/diff.js, toolcard.js).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { applyRequest, cellRefs, resolveCellRefs, outputsText, agentLabel, Refused } from "../src/live.js";
+import { lineDiff } from "../src/diff.js";
+import { cellDiff } from "../src/render/toolcard.js";
+
+/** A YNotebook-like model: cells with ids, sources, metadata; insertCell / deleteCell / transact. */
+function notebook(sources) {
+  let n = 0;
+  const cell = (source, metadata = {}) => {
+    const c = { id: `c${++n}`, cell_type: "code", execution_count: null, src: source, meta: metadata, outs: [],
+      getSource() { return this.src; }, setSource(s) { this.src = s; }, getMetadata() { return this.meta; },
+      setMetadata(m) { this.meta = m; }, getOutputs() { return this.outs; } };
+    return c;
+  };
+  const shared = { cells: sources.map((s) => cell(s)), transact(fn) { fn(); },
+    insertCell(index, { source, metadata }) { const c = cell(source, metadata); this.cells.splice(index, 0, c); return c; },
+    deleteCell(index) { this.cells.splice(index, 1); } };
+  return shared;
+}
+const where = (chat = 0) => ({ chatIndex: () => chat, activeId: () => "c2", path: "w.ipynb" });
+
+test("a read gives every cell by id with its source, outputs and metadata, and the chat's and active cell", () => {
+  const nb = notebook(["agent", "1 / 0"]);
+  nb.cells[1].outs = [{ output_type: "error", ename: "ZeroDivisionError", evalue: "division by zero", traceback: [] }];
+  nb.cells[1].execution_count = 2;
+  const read = applyRequest(nb, { op: "read" }, where());
+  assert.deepEqual(read.cells.map((c) => [c.id, c.index, c.source, c.execution_count]), [["c1", 0, "agent", null], ["c2", 1, "1 / 0", 2]]);
+  assert.equal(read.cells[1].outputs[0].ename, "ZeroDivisionError");
+  assert.deepEqual([read.chat_cell_id, read.active_cell_id, read.path], ["c1", "c2", "w.ipynb"]);
+});
+
+test("an edit lands on the cell it names only while its source is what was read", () => {
+  const nb = notebook(["agent", "1 / 0"]);
+  const meta = { nbagent: { actions: [{ action: "edited", turn: 1 }] } };
+  const done = applyRequest(nb, { op: "set_source", cell_id: "c2", source: "1 / 1", expected_source: "1 / 0", metadata: meta }, where());
+  assert.equal(done.source, "1 / 1");
+  assert.deepEqual(nb.cells[1].getMetadata(), meta);
+  assert.throws(() => applyRequest(nb, { op: "set_source", cell_id: "c2", source: "x", expected_source: "1 / 0" }, where()),
+    (e) => e instanceof Refused && e.kind === "tool" && /changed since it was read/.test(e.message));
+  assert.throws(() => applyRequest(nb, { op: "set_source", cell_id: "gone", source: "x", expected_source: "" }, where()), /no cell with id "gone"/);
+  assert.equal(nb.cells[1].getSource(), "1 / 1"); // nothing overwritten by the refusals
+});
+
+test("an insert goes after the named cell, else after the chat's cell; a delete checks the source", () => {
+  const nb = notebook(["agent", "x"]);
+  assert.equal(applyRequest(nb, { op: "insert", source: "new" }, where(0)).index, 1);
+  assert.equal(applyRequest(nb, { op: "insert", source: "last", after: "c2" }, where(0)).index, 3);
+  assert.deepEqual(nb.cells.map((c) => c.getSource()), ["agent", "new", "x", "last"]);
+  assert.throws(() => applyRequest(nb, { op: "delete", cell_id: "c3", expected_source: "other" }, where()), /changed/);
+  applyRequest(nb, { op: "delete", cell_id: "c3", expected_source: "new" }, where());
+  assert.deepEqual(nb.cells.map((c) => c.getSource()), ["agent", "x", "last"]);
+  assert.throws(() => applyRequest(nb, { op: "drop_table" }, where()), (e) => e.kind === "protocol");
+});
+
+test("add_action appends to the cell's record once", () => {
+  const nb = notebook(["x"]);
+  const action = { action: "inserted", turn: 0, call_id: "call_5", at: 1 };
+  applyRequest(nb, { op: "add_action", cell_id: "c1", action }, where());
+  applyRequest(nb, { op: "add_action", cell_id: "c1", action }, where()); // a second chat widget on the page
+  assert.deepEqual(nb.cells[0].getMetadata().nbagent.actions, [action]);
+  assert.equal(agentLabel(nb.cells[0].getMetadata()), "written by the agent, turn 0");
+  assert.equal(agentLabel({ nbagent: { actions: [{ action: "ran", turn: 3 }] } }), ""); // ran, not written
+  assert.equal(agentLabel({}), "");
+});
+
+test("@cell and @cell:N are found (an email is not) and resolved 1-based, an unknown number said so", () => {
+  assert.deepEqual(cellRefs("fix @cell and compare @cell:2, not me@cell.org or @cell:2 again"),
+    [{ ref: "@cell", number: null }, { ref: "@cell:2", number: 2 }]);
+  assert.deepEqual(cellRefs("@cellar is a name"), []);
+  const nb = notebook(["a", "b = 1 / 0"]);
+  const [active, second, missing] = resolveCellRefs("@cell @cell:2 @cell:7", nb, 0);
+  assert.deepEqual([active.ref, active.number, active.source], ["@cell", 1, "a"]);
+  assert.deepEqual([second.id, second.number, second.source], ["c2", 2, "b = 1 / 0"]);
+  assert.equal(missing.error, "there is no cell 7 (the notebook has 2)");
+});
+
+test("outputs become short text: tracebacks without colour codes, images named, long text cut", () => {
+  const text = outputsText([{ output_type: "stream", text: ["hi\n"] },
+    { output_type: "error", ename: "E", evalue: "v", traceback: ["\x1b[0;31mZeroDivisionError\x1b[0m: division by zero"] },
+    { output_type: "display_data", data: { "image/png": "AAAA", "text/plain": "<Figure>" } }]);
+  assert.equal(text, "hi\n\nZeroDivisionError: division by zero\n[image/png]");
+  assert.ok(outputsText([{ output_type: "stream", text: "x".repeat(5000) }]).endsWith("(3000 more characters)"));
+});
+
+test("the cell tools' diff: removed and added lines around the kept ones", () => {
+  assert.deepEqual(lineDiff("a\nb = 1 / 0\nc\n", "a\nb = 1 / 1\nc"), [[" ", "a"], ["-", "b = 1 / 0"], ["+", "b = 1 / 1"], [" ", "c"]]);
+  assert.deepEqual(lineDiff("", "x"), [["+", "x"]]);
+  const edit = { name: "edit_cell", args: { cell_id: "c2", source: "y" } };
+  assert.deepEqual(cellDiff(edit, null, "x").diff, [["-", "x"], ["+", "y"]]);
+  assert.deepEqual(cellDiff({ name: "insert_cell", args: { source: "y" } }, null, "ignored").diff, [["+", "y"]]);
+  const preview = { diff: [["-", "k"], ["+", "kernel's"]], problem: "stale", cut: false };
+  assert.deepEqual(cellDiff(edit, { preview }, "x"), { diff: preview.diff, problem: "stale", cut: false }); // the kernel's wins
+});
