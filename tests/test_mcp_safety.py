@@ -107,7 +107,7 @@ def test_a_50_mb_result_arrives_cut_within_the_timeout():
 
 
 def test_a_backtracking_pattern_in_a_servers_schema_does_not_stall_the_turn():
-    provider = ScriptedProvider([tool_call(("m", "match", {"text": "a" * 40 + "!"}), ("e", "echo", {"text": "hi"})),
+    provider = ScriptedProvider([tool_call(("m", "match", {"text": "a" * 60 + "!"}), ("e", "echo", {"text": "hi"})),
                                  text_call("done")])
     agent = Agent(model=provider, mcp=[OWN])
     try:

@@ -137,7 +137,8 @@ def main(argv: list[str]) -> int:
     cap, command = int(argv[1]), argv[3:]
     die_with_parent()
     try:
-        server = subprocess.Popen(command, stdout=subprocess.PIPE, preexec_fn=die_with_parent)
+        server = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                  preexec_fn=die_with_parent if LIBC is not None else None)
     except OSError as exc:
         sys.stderr.write(f"cannot start {command[0]!r}: {exc}\n")
         return 127
