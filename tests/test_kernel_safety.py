@@ -197,16 +197,20 @@ def test_ctrl_c_gets_through_while_an_attachment_is_being_made():
     main = threading.get_ident()
     import signal
 
+    seen: list[bool] = []
+
     def interrupt_once_started() -> None:
-        for _ in range(600):
+        for _ in range(300):  # the inspection's own thread appears, or 15 s pass
             if any(t.name.startswith("nbagent-inspect-") for t in threading.enumerate()):
-                signal.pthread_kill(main, signal.SIGINT)
-                return
+                seen.append(True)
+                break
             threading.Event().wait(0.05)
+        signal.pthread_kill(main, signal.SIGINT)
 
     threading.Thread(target=interrupt_once_started, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         attach_variables("@hang", namespace)
+    assert seen, "the attachment was made on the main thread, not on a thread of its own"
     assert not inspect_threads_left()  # the inspection was interrupted too
 
 
