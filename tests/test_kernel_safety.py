@@ -183,7 +183,12 @@ def test_attachments_are_capped_in_count_time_and_size_and_say_what_was_cut():
     namespace = {f"v{i}": i for i in range(ATTACH_MAX + 5)}
     namespace.update(hang=Hangs(), blob=b"x" * 250_000_000)
     typed = "look at @hang and @blob and " + " ".join(f"@v{i}" for i in range(ATTACH_MAX + 5))
-    prompt, names = attach_variables(typed, namespace)
+    made: list = []
+    worker = threading.Thread(target=lambda: made.append(attach_variables(typed, namespace)), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert made, "the attachments were not made within 120 s (a hung repr held them)"
+    [(prompt, names)] = made
     assert names[:2] == ["hang", "blob"] and len(names) == ATTACH_MAX
     assert "hang: could not be described (InspectionTimeout: describing 'hang' took longer than" in prompt
     assert "(250,000,000 in all)" in prompt  # the bytes' start, and their size
