@@ -55,6 +55,7 @@ _EXPORTS = {
     "AgentSettings": "nbagent.core.session_settings",
     "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
+    "to_otel": "nbagent.analysis.otel",
     "notebook_tools": "nbagent.notebook.kernel_tools",
     "TurnRecord": "nbagent.core.ledger",
     "ConversationEvent": "nbagent.core.conversation_state",
@@ -67,6 +68,7 @@ _EXPORTS = {
 if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .agent import Agent as Agent
     from .analysis.estimate import RequestEstimate as RequestEstimate
+    from .analysis.otel import to_otel as to_otel
     from .analysis.parquet import to_parquet as to_parquet
     from .analysis.session_list import list_sessions as list_sessions
     from .analysis.sessions import load_sessions as load_sessions

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from .conversation import Conversation
+from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
 from .core.conversation_state import ConversationEvent
-from .core.errors import NbagentError
+from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
 from .core.session_settings import AgentSettings
 from .loop.hooks import Policy
@@ -51,27 +52,13 @@ def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
 
     prefix, _, name = model.strip().partition(":")
     if providers.lookup(prefix) is None:
-        guessed = _guess_prefix(model)
+        guessed = providers.guess_prefix(model)
         if guessed is None:
-            known = ", ".join(sorted(set(providers.registered()) - providers.ALIASES))
-            raise NbagentError(
-                f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}",
-                kind="config")
+            known = ", ".join(sorted(set(providers.registered()) - providers.aliases()))
+            raise ConfigError(
+                f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}")
         prefix, name = guessed, model.strip()
     return providers.create(prefix, name, api_key=api_key, base_url=base_url, **options)  # None can mean something
-
-
-def _guess_prefix(model: str) -> str | None:
-    m = model.lower()
-    if m.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):
-        return "openai"
-    if m.startswith("claude"):
-        return "anthropic"
-    if m.startswith("gemini"):
-        return "gemini"
-    if m.endswith(".gguf"):
-        return "local"
-    return None
 
 
 def with_notebook_tools(tools: Any) -> list:
@@ -99,7 +86,6 @@ class Agent:
     """
 
     save_to: Path | None  # the folder autosave writes into (None: no autosave)
-    session_path: Path | None  # the file the active conversation saves to
 
     def __init__(
         self,
@@ -223,7 +209,8 @@ class Agent:
             raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
-        self.session_path = None  # the file autosave writes (named at the first save)
+        self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
+        self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
         self._notebook = notebook
         self._tool_timeout = tool_timeout
@@ -231,12 +218,29 @@ class Agent:
     def _autosaver(self, conv: Conversation):
         def on_event(event: ConversationEvent, payload: Any) -> None:
             if event is ConversationEvent.TURN_FINISHED and conv is self._conversation and self.save_to is not None:
+                if self._autosave.status.read_only:
+                    return  # the session is open elsewhere and was loaded read-only: the status says so
                 try:
                     self.save()
                 except NbagentError as exc:
-                    warnings.warn(f"nbagent: autosave failed, the previous file is unchanged: {exc}",
-                                  RuntimeWarning, stacklevel=2)
+                    if self._autosave.status.failures <= 1:  # once a run: the widget shows the rest
+                        warnings.warn(f"nbagent: autosave failed, the previous file is unchanged: {exc}",
+                                      RuntimeWarning, stacklevel=2)
         return on_event
+
+    @property
+    def session_path(self) -> Path | None:
+        """The file the active conversation saves to (a branch when it was open in another process)."""
+        return self._autosave.path
+
+    @session_path.setter
+    def session_path(self, path: str | os.PathLike | None) -> None:
+        self._autosave.claim(None if path is None else Path(path), self._if_open)
+
+    @property
+    def autosave_status(self) -> AutosaveStatus:
+        """Where the turns are saved and whether the last save worked (see ``core/autosave.py``)."""
+        return self._autosave.status
 
     def settings(self) -> AgentSettings:
         """What a saved file records to resume this agent (``Agent.load``): never a key."""
@@ -273,22 +277,26 @@ class Agent:
                 name = session_file_name(first.started_at if first else 0.0, first.prompt if first else "",
                                          self._conversation.conversation_id)
                 self.session_path = self.save_to / name
-            path = self.session_path
         conv = self._conversation
         state = conv.to_state()
-        return save_conversation(state, Path(path), settings=self.settings(),
-                                 frames=conv.export_frames(state) if frames else None)
+        settings, frame_data = self.settings(), conv.export_frames(state) if frames else None
+        if path is None:  # autosave's file: one writer, each outcome recorded
+            return self._autosave.write(lambda p: save_conversation(state, p, settings=settings, frames=frame_data))
+        return save_conversation(state, Path(path), settings=settings, frames=frame_data)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, tools: Any = (), **overrides: Any) -> Agent:
+    def load(cls, path: str | os.PathLike, tools: Any = (), *, if_open: str = "branch", **overrides: Any) -> Agent:
         """Resume a saved conversation with its saved settings; further turns save to the same file.
 
         ``tools`` gives the functions again (files hold only their names); ``overrides`` replace
-        saved settings (``policy=``, ``hooks=``, ``api_key=``, another ``model=``...).
+        saved settings (``policy=``, ``hooks=``, ``api_key=``, another ``model=``...). One writer per
+        file: when another process (or agent) has it open, ``if_open="branch"`` saves to
+        ``<name>.branch-2.json`` and says so, ``"read_only"`` saves nothing, ``"raise"`` refuses.
         """
         from .core.session_file import read_session_head
         from .notebook.variables import shell_namespace
 
+        choice = IfOpen.of(if_open)
         path = Path(path).expanduser()
         head = read_session_head(path)
         settings = head.settings or AgentSettings(model=head.model)
@@ -300,6 +308,7 @@ class Agent:
             warnings.warn("nbagent: the saved conversation used the notebook tools; outside a kernel it goes on "
                           "without them", RuntimeWarning, stacklevel=2)
         agent = cls(tools=tools, resume=path, **kwargs)
+        agent._if_open = choice
         if agent.save_to == path.parent:
             agent.session_path = path
         missing = [n for n in settings.tools if n not in agent.tools]

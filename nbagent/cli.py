@@ -19,7 +19,7 @@ from . import __version__
 from .core.distribution import DISTRIBUTION, install_hint
 from .core.errors import NbagentError
 
-__all__ = ["EXTRAS", "FRONT_ENDS", "KEY_VARIABLES", "main"]
+__all__ = ["EXTRAS", "FRONT_ENDS", "KEY_VARIABLES", "key_variables", "main"]  # noqa: F822 - KEY_VARIABLES: __getattr__
 
 # each extra of pyproject.toml -> (import name, distribution name) of what it installs
 EXTRAS: dict[str, list[tuple[str, str]]] = {
@@ -30,11 +30,26 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
     "html": [("markdown_it", "markdown-it-py")],
     "local": [("xllamacpp", "xllamacpp")],
     "mcp": [("mcp", "mcp")],
+    "otel": [("opentelemetry.sdk", "opentelemetry-sdk"),
+             ("opentelemetry.exporter.otlp.proto.http", "opentelemetry-exporter-otlp-proto-http"),
+             ("genai_prices", "genai-prices"), ("numpy", "numpy")],
 }
 # where the chat widget can show (anywidget hosts it in each)
 FRONT_ENDS = [("jupyterlab", "jupyterlab"), ("notebook", "notebook"), ("marimo", "marimo"), ("ipykernel", "ipykernel")]
-# the environment variables providers read their keys from (only whether each is set is shown)
-KEY_VARIABLES = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"]
+
+
+def key_variables() -> list[str]:
+    """The environment variables the wires read their keys from, from each wire's spec (only whether
+    each is set is shown)."""
+    from .providers import wire_specs
+
+    return list(dict.fromkeys(name for spec in wire_specs() for name in spec.key_variables))
+
+
+def __getattr__(name: str) -> object:
+    if name == "KEY_VARIABLES":  # read from the wire specs when asked for (importing them loads httpx)
+        return key_variables()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -120,7 +135,7 @@ def _doctor_front_ends() -> list[str]:
 
 def _doctor_keys() -> list[str]:
     return ["API keys (values never shown):"] + [
-        _line(name, "set" if os.environ.get(name, "").strip() else "not set") for name in KEY_VARIABLES]
+        _line(name, "set" if os.environ.get(name, "").strip() else "not set") for name in key_variables()]
 
 
 def _default_model(local_ready: bool) -> str:

@@ -26,6 +26,7 @@ from .core.ledger import TurnRecord
 from .core.steps import ChatResponse, Step, StepStatus, UsageMetadata
 from .core.text import clean_text
 from .core.turn_log import TurnLog
+from .loop.model_connection import ModelConnection
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,8 +133,10 @@ class Conversation:
         # over budget: raises before any request and before the turn opens
         self._budget.check_prompt(prompt, self.estimate)
         self._interrupt_requested = False
-        self._log.open_turn(prompt, model=str(conn.model_name or ""), provider=str(conn.provider_name or ""),
-                            context_window=conn.context_window)
+        record = self._log.open_turn(prompt, model=str(conn.model_name or ""), provider=str(conn.provider_name or ""),
+                                     context_window=conn.context_window)
+        if isinstance(conn, ModelConnection):
+            conn.turn = record.turn  # its steps (and the tools' ToolCallContext) carry the turn from the start
         try:
             await conn.send(prompt)
         except BaseException as exc:
@@ -443,6 +446,19 @@ class Conversation:
         from .analysis.report import plot_usage
 
         return plot_usage(self.turns, pricing=self._prices(pricing))
+
+    def undo(self, call_id: str) -> str:
+        """Revert an applied ``edit_cell`` (the previous source back) or ``insert_cell`` (the cell
+        deleted), only while the cell still holds what the agent wrote; blocking. What was done."""
+        from .core.blocking import run_sync
+
+        return run_sync(self.undo_async(call_id))
+
+    async def undo_async(self, call_id: str) -> str:
+        """``undo`` on the running loop (a live notebook answers only while the kernel is not busy in a cell)."""
+        from .notebook.cell_tools import undo_call
+
+        return await undo_call(getattr(self._connection, "tools", None) or {}, call_id)
 
     def code_cells(self) -> list[CodeCell]:
         """The code the agent ran with ``run_python`` (in order, with its turn and status)."""

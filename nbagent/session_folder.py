@@ -4,7 +4,8 @@ Plain functions over the files ``Agent(save_to=folder)`` writes, for a front end
 kernel: list them (``list_sessions``), read one (its transcript and usage, read-only), resume it
 (a live ``Agent``), export it (markdown or HTML), and move it to the folder's trash (and back).
 Nothing here deletes a file: the trash is a ``.trash`` folder beside the sessions, which
-``list_sessions(folder)`` does not list.
+``list_sessions(folder)`` does not list (the browser's *Undo* moves a file back). Exports are
+atomic and never follow a link planted at their name.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from .analysis.session_list import list_sessions
 from .conversation import Conversation
-from .core.errors import NbagentError
+from .core.atomic_file import atomic_write_text
+from .core.errors import NbagentError, StorageError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,25 +66,28 @@ def session_browser(folder: str | os.PathLike, tools: Any = (), **overrides: Any
     from .notebook.session_browser import SessionActions, SessionBrowser
 
     actions = SessionActions(resume=lambda path: resume_session(path, tools=tools, **overrides),
-                             export=lambda path, fmt: export_session(path, fmt=fmt), trash=trash_session)
+                             export=lambda path, fmt: export_session(path, fmt=fmt), trash=trash_session,
+                             restore=restore_session)
     return SessionBrowser(folder, actions)
 
 
 def export_session(path: str | os.PathLike, dest: str | os.PathLike | None = None, fmt: str | None = None) -> Path:
     """Write the transcript beside the session (or to ``dest``); the format from ``fmt`` or
-    ``dest``'s suffix (markdown by default). Returns the written path."""
+    ``dest``'s suffix (markdown by default). Returns the written path.
+
+    Written atomically (a temporary file renamed over the target: a full disk keeps the previous
+    export); a symbolic link at the target is refused (``StorageError``), never written through.
+    """
     src = Path(path)
     if fmt is None:
         fmt = Path(dest).suffix.lstrip(".").lower() if dest is not None and Path(dest).suffix else "md"
     fmt = _format(fmt)
     out = Path(dest) if dest is not None else src.with_suffix("." + fmt)
     text = session_transcript(src, fmt)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise NbagentError(f"cannot write {out}: {exc.strerror or exc}", kind="io") from None
-    return out
+    if out.is_symlink():
+        raise StorageError(f"{out} is a symbolic link: nbagent does not write through or over links "
+                           "(remove it, or export to another file)")
+    return atomic_write_text(out, text)
 
 
 def trash_session(path: str | os.PathLike) -> Path:

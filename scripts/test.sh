@@ -1,8 +1,33 @@
 #!/usr/bin/env bash
-# Set everything up and run every test: ruff and mypy on nbagent/, Python (incl. the real local
-# model and real-browser widget tests), the JS unit tests, the bundle check, the notebooks.
+# Run the tests in tiers.
+#
+#   scripts/test.sh --fast [pytest args]   ruff and mypy on nbagent/, then the fast tier: every test not
+#                                          marked browser, notebook, wheel or local_model (unit, provider,
+#                                          recorded-fixture, loopback-server tests), in parallel
+#                                          (pytest-xdist) with the 15 slowest listed.
+#   scripts/test.sh [pytest args]          everything: setup, ruff, mypy, the bundle check and the JS tests,
+#                                          every pytest tier (the real local model, the widget in real
+#                                          JupyterLab / Notebook 7 / marimo + Chromium, the notebooks, the
+#                                          built wheel in a fresh venv); with no arguments, the bench tier
+#                                          after a green run.
+#
+# Every test has a time limit (pyproject's `timeout`; longer per tier in tests/support/tiers.py), so a hung
+# test fails with its name. Browser tests run under `flock /tmp/nbagent-browser.lock`: one Chromium
+# suite at a time on a shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FAST_TIER="not (browser or notebook or wheel or local_model)"
+
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  bash scripts/setup.sh  # about a second when nothing it installs from changed
+  status=0
+  .venv/bin/ruff check nbagent || status=1
+  .venv/bin/mypy || status=1
+  .venv/bin/python -m pytest -q -n auto --durations=15 -m "$FAST_TIER" "$@" || status=$?
+  exit $status
+fi
+
 bash scripts/setup.sh
 # Debian packages the tests need: chromium (real-browser widget tests), node + npm
 # (the bundle check and the JS unit tests) when the machine has none.
@@ -22,11 +47,19 @@ if [ -f js/package.json ]; then
   bash scripts/check_bundle.sh || status=1
   (cd js && node --test test/) || status=1
 fi
-.venv/bin/python -m pytest -q "$@" || status=$?
+if [ $# -eq 0 ]; then
+  # the fast tier in parallel, then the slow tiers one test at a time (they start servers, kernels
+  # and browsers of their own)
+  .venv/bin/python -m pytest -q -n auto --durations=15 -m "$FAST_TIER" || status=$?
+  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q --durations=15 -m "not ($FAST_TIER)" || status=$?
+else
+  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q "$@" || status=$?
+fi
 # the whole run (no arguments) also prints the widget's long-chat measures in headless Chromium
 # (bench/bench_browser.py: long tasks while streaming at turn 200, DOM nodes, heap, reopen time;
 # it reports its goals and never fails the run: speed is measured, not asserted)
 if [ $# -eq 0 ] && [ $status -eq 0 ]; then
-  timeout 900 .venv/bin/python bench/bench_browser.py || echo "bench_browser.py did not finish"
+  timeout 900 flock /tmp/nbagent-browser.lock .venv/bin/python bench/bench_browser.py \
+    || echo "bench_browser.py did not finish"
 fi
 exit $status

@@ -478,7 +478,7 @@ def test_model_none_prefers_the_local_model_when_installed(monkeypatch):
     assert default_model() == "local"
 
 
-def test_ctrl_c_during_ask_interrupts_the_turn_and_returns_the_partial_answer():
+def test_ctrl_c_during_ask_interrupts_the_turn_and_returns_the_partial_answer(ctrl_c):
     import os
     import signal
 

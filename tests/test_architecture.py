@@ -8,7 +8,9 @@
   saying why it is long (module size is a review hint, not a test: ruff's
   complexity gate, C901 <= 15, runs from scripts/test.sh);
 - every import goes to the module's own layer or one below it (``LAYERS``,
-  the map README's Layout states), imports inside functions included.
+  the map README's Layout states), imports inside functions included;
+- no import cycles between modules, imports inside functions included (those
+  hide a cycle from Python, not from a reader): each is reported with its path.
 """
 
 from __future__ import annotations
@@ -200,3 +202,126 @@ def test_readme_layout_names_every_module():
         if path.name not in layout or (rel.parent != Path(".") and f"nbagent/{rel.parts[0]}/" not in layout):
             missing.append(str(rel))
     assert not missing, f"README's Layout section does not name: {missing}"
+
+
+# --- import cycles ----------------------------------------------------------------------------
+
+# Cycles still allowed, each a set of modules. Remove an entry once its cycle is broken.
+ALLOWED_CYCLES: list[set[str]] = []  # none: a cycle is a layering defect to fix, not to list
+
+
+def module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("").parts
+    return ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """The ids of import nodes under ``if TYPE_CHECKING:`` (never run, so no cycle)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            found |= {id(n) for child in node.body for n in ast.walk(child)}
+    return found
+
+
+def import_graph(root: Path) -> dict[str, dict[str, int]]:
+    """Module -> {imported module: line}, for the modules of the package at ``root`` (names relative
+    to it, ``""`` the package itself); a ``from x import y`` goes to ``x.y`` when that is a module."""
+    paths = sorted(root.rglob("*.py"))
+    modules = {module_name(p, root) for p in paths}
+    graph: dict[str, dict[str, int]] = {}
+    for path in paths:
+        name = module_name(path, root)
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        package = [p for p in package if p]
+        tree = _tree(path)
+        skip = _type_checking_only(tree)
+        edges = graph.setdefault(name, {})
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[:len(package) - node.level + 1] if node.level > 1 else package
+                    module = [*base, *(node.module.split(".") if node.module else [])]
+                elif (node.module or "").split(".")[0] == root.name:
+                    module = (node.module or "").split(".")[1:]
+                else:
+                    continue
+                for alias in node.names:
+                    sub = ".".join([*module, alias.name])
+                    targets.append(sub if sub in modules else ".".join(module))
+            elif isinstance(node, ast.Import):
+                targets = [".".join(a.name.split(".")[1:]) for a in node.names if a.name.split(".")[0] == root.name]
+            for target in targets:
+                if target in modules and target != name:
+                    edges.setdefault(target, node.lineno)
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each as a path around the cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def describe_cycle(group: list[str], graph: dict[str, dict[str, int]]) -> str:
+    """One path around the group: ``a (line) -> b (line) -> ... -> a``."""
+    members, start = set(group), group[0]
+    path, seen = [start], {start}
+    while True:
+        nxt = next((w for w in sorted(graph[path[-1]]) if w in members and (w == start or w not in seen)), None)
+        if nxt is None or nxt == start:
+            break
+        path.append(nxt)
+        seen.add(nxt)
+    hops = [f"{a} (line {graph[a][b]})" for a, b in zip(path, [*path[1:], start]) if b in graph[a]]
+    return " -> ".join(hops) + f" -> {start}"
+
+
+def test_no_import_cycles():
+    graph = import_graph(PACKAGE)
+    cycles = [c for c in import_cycles(graph) if set(c) not in ALLOWED_CYCLES]
+    assert not cycles, "import cycles (imports inside functions included):\n" + "\n".join(
+        describe_cycle(c, graph) for c in cycles)
+
+
+def test_the_cycle_check_finds_a_cycle_hidden_in_a_function(tmp_path):
+    pkg = tmp_path / "nbagent"
+    (pkg / "loop").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "loop" / "__init__.py").write_text("")
+    (pkg / "loop" / "a.py").write_text("from .b import f\n")
+    (pkg / "loop" / "b.py").write_text("def f():\n    from . import a\n    from nbagent.loop import c\n")
+    (pkg / "loop" / "c.py").write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from .a import x\n")
+    graph = import_graph(pkg)
+    assert graph["loop.b"] == {"loop.a": 2, "loop.c": 3} and graph["loop.c"] == {}
+    assert import_cycles(graph) == [["loop.a", "loop.b"]]
+    assert describe_cycle(["loop.a", "loop.b"], graph) == "loop.a (line 1) -> loop.b (line 2) -> loop.a"

@@ -228,7 +228,7 @@ def test_widget_option_shows_the_widget_and_completes_in_plain_ipython(ip):
     assert conv.turn_count == 1 and conv.is_idle() and conv.last_response
 
 
-def test_interrupting_keeps_the_partial_answer(ip):
+def test_interrupting_keeps_the_partial_answer(ip, ctrl_c):
     ip.user_ns["bot"] = Agent(model="demo", delay=0.05)
     conv = ip.user_ns["bot"].conversation
     main = threading.main_thread().ident

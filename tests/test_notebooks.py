@@ -11,6 +11,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+OWN_FILE = {"fix_the_error"}  # notebooks that edit their own .ipynb
 KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "NBAGENT_MODEL")
 
 
@@ -34,6 +35,10 @@ def run_notebook(path: Path, tmp_path: Path, monkeypatch):
     for key in KEYS:  # the kernel inherits this environment: no key, no call out
         monkeypatch.delenv(key, raising=False)
     nb = nbformat.read(path, as_version=4)
+    if path.stem in OWN_FILE:  # as Jupyter Server does: the kernel knows its notebook's file (a copy here)
+        copy = tmp_path / path.name
+        copy.write_bytes(path.read_bytes())
+        monkeypatch.setenv("JPY_SESSION_NAME", str(copy))
     monkeypatch.chdir(tmp_path)
     client = nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
@@ -41,6 +46,7 @@ def run_notebook(path: Path, tmp_path: Path, monkeypatch):
     return nb
 
 
+@pytest.mark.notebook  # a real kernel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     if path.stem == "quickstart":
@@ -183,6 +189,31 @@ def check_data_analysis(nb, tmp_path):
     assert "get_current_time (MCP mcp-time)" in text_of(cell("%chat_tools -a analyst"))
 
 
+def check_fix_the_error(nb, tmp_path):
+    cells = code_cells(nb)
+
+    def cell(marker: str):
+        return next(c for c in cells if marker in c.source)
+
+    broken = cell('sales["revnue"]')
+    assert [o.get("ename") for o in outputs(broken) if o.get("output_type") == "error"] == ["KeyError"]
+    copy = tmp_path / "fix_the_error.ipynb"
+    turn = text_of(cell("approve_next(turn)"))
+    assert f"edit_cell asks to edit cell [3] (file: {copy}):" in turn  # the diff, before Approve
+    assert '  - total = sales["revnue"].sum()\n  + total = sales["revenue"].sum()\n    total' in turn
+    assert "run_cell asks to run cell [3]" in turn and "Fixed: the cell runs clean now" in turn
+    assert "415" in text_of(next(c for c in cells if c.source == "total"))  # the fixed cell ran in this kernel
+    assert 'total = sales["revenue"].sum()' in text_of(cell("read_notebook"))
+    history = text_of(cell("recorded_actions")).splitlines()
+    assert [line.split()[0] for line in history] == ["edited", "ran"] and "approved by user" in history[0]
+    assert "has its previous source again" in text_of(cell("conv.undo("))
+    saved = next(c for c in nbformat.read(copy, as_version=4).cells if c.id == "broken")
+    assert saved.source == 'total = sales["revnue"].sum()\ntotal'  # undone, in the file
+    from nbagent.notebook.provenance import recorded_actions
+
+    assert [a.action.value for a in recorded_actions(saved.metadata)] == ["edited", "ran", "edited"]
+
+
 def check_mcp(nb, tmp_path):
     cells = code_cells(nb)
     texts = [text_of(c) for c in cells]
@@ -195,4 +226,15 @@ def check_mcp(nb, tmp_path):
 
 
 CHECKS = {"data_analysis": check_data_analysis, "tools_and_approval": check_tools, "usage_analysis": check_usage,
-          "teaching": check_teaching, "providers": check_providers, "magics": check_magics, "mcp_tools": check_mcp}
+          "teaching": check_teaching, "providers": check_providers, "magics": check_magics, "mcp_tools": check_mcp,
+          "fix_the_error": check_fix_the_error}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_tracked_notebook_is_kept_without_outputs(path):
+    """The notebooks in git hold no outputs, execution counts or widget state: a diff shows only what
+    was edited, and scripts/run.sh works on copies in my-notebooks/ (running one never dirties git)."""
+    nb = nbformat.read(path, as_version=4)
+    ran = [c.id for c in code_cells(nb) if c.get("outputs") or c.get("execution_count") is not None]
+    assert ran == [], f"{path.name}: cells with outputs (python scripts/make_notebooks.py rewrites them): {ran}"
+    assert "widgets" not in nb.metadata, f"{path.name} holds saved widget state"

@@ -43,6 +43,7 @@ def _sdist_names(dist: Path) -> list[str]:
         return [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
 
 
+@pytest.mark.wheel
 def test_the_wheel_ships_the_licence_the_notices_and_its_types(dist):
     with _wheel(dist) as whl:
         names = whl.namelist()
@@ -65,6 +66,7 @@ def test_the_wheel_ships_the_licence_the_notices_and_its_types(dist):
     assert any(r.startswith("anywidget") and "extra == 'all'" in r for r in requires)
 
 
+@pytest.mark.wheel
 def test_the_sdist_ships_the_licences_and_no_test_files(dist):
     names = _sdist_names(dist)
     assert {"LICENSE", "README.md", "pyproject.toml", "nbagent/notebook/static/THIRD_PARTY_NOTICES.md",

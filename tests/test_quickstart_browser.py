@@ -100,12 +100,13 @@ def test_quickstart_run_all_then_chat_in_the_widget(lab, notebook, tmp_path):
     chat = f"{nb} .nba-chat"
     page.wait_for_selector(chat, timeout=30_000)
     TIMINGS["widget_visible_s"] = round(time.monotonic() - t0, 1)
+    # wait for what is checked, however slowly the real model writes (1-3 tokens/s on a loaded machine):
+    # the first answer's text, then Run All's end (its promise settles when the last cell has finished).
+    # The test's time limit (the browser tier's, tests/support/tiers.py) fails a hang with its name.
     page.wait_for_function("(s) => (document.querySelector(s + ' .nba-md')?.textContent || '').trim().length > 0",
-                           arg=chat, timeout=60_000, polling=50)
+                           arg=chat, timeout=0, polling=100)
     TIMINGS["first_answer_text_s"] = round(time.monotonic() - t0, 1)
-    ok = page.evaluate("""async (t) => await Promise.race([window.__run.then(() => true),
-                          new Promise(r => setTimeout(() => r(false), t))])""", 60_000)
-    assert ok, "Run All did not finish within 60 s of the first answer"
+    assert page.evaluate("async () => { await window.__run; return true; }"), "Run All did not finish"
     TIMINGS["run_all_s"] = round(time.monotonic() - t0, 1)
 
     # every code cell ran, none has an error output
@@ -165,7 +166,7 @@ def test_quickstart_run_all_then_chat_in_the_widget(lab, notebook, tmp_path):
     page.keyboard.press("Enter")
     page.wait_for_function("([s, n]) => document.querySelectorAll(s + ' .nba-turn').length > n",
                            arg=[chat, n_before], timeout=10_000, polling=50)
-    _wait_turns(page, chat, n_before + 1, timeout=45_000)
+    _wait_turns(page, chat, n_before + 1, timeout=0)  # the real model's answer, however slow
     TIMINGS["typed_turn_s"] = round(time.monotonic() - t1, 1)
     typed = _turn(page, chat, n_before)
     TIMINGS["typed_answer"] = typed["answer"].strip()[:200]
@@ -202,7 +203,7 @@ def test_quickstart_shift_enter_steps_through_the_cells(lab, notebook):
                && 'ran'; }"""
     for i in range(usage + 1):
         page.keyboard.press("Shift+Enter")
-        res = page.wait_for_function(ran_or_lost, arg=i, timeout=45_000, polling=50).json_value()
+        res = page.wait_for_function(ran_or_lost, arg=i, timeout=0, polling=50).json_value()  # a cell may ask the model
         if i == ask:  # the turn's end arrives with (or just after) the cell's end
             _wait_turns(page, f"{nb} .nba-chat", 1, timeout=30_000)
             page.wait_for_timeout(300)

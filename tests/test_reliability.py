@@ -376,10 +376,10 @@ def test_a_conversation_records_each_retry_on_its_model_step_and_the_answer_foll
     from support.wires import OPENAI_WIRE
 
     with FaultServer() as server:
-        server.push(reply(503, OPENAI_WIRE.error_body(503, "overloaded")), silent(5.0),
+        server.push(reply(503, OPENAI_WIRE.error_body(503, "overloaded")), silent(0.0),  # a hang-up, no reply
                     sse(OPENAI_WIRE.text_body(["finally"])))
         provider = OpenAIProvider("gpt-fault", base_url=server.url + "/v1", api_key="sk-test-0123456789abcdef",
-                                  first_byte_timeout=0.5, retry_base_delay=0.01, max_retries=2)
+                                  retry_base_delay=0.01, max_retries=2)
         conv = Agent(provider).conversation
 
         async def run() -> list:
@@ -391,7 +391,7 @@ def test_a_conversation_records_each_retry_on_its_model_step_and_the_answer_foll
     notices = [s.notice for s in model if s.notice]
     shown = list(dict.fromkeys(notices))  # each distinct notice, in the order the updates carried them
     assert len(shown) == 2 and shown[0].endswith("2 of 3") and shown[1].endswith("3 of 3")
-    assert shown[1].startswith("no reply from 127.0.0.1")
+    assert shown[1].startswith("could not reach 127.0.0.1")
     firsts = [next(s for s in model if s.notice == n) for n in shown]
     assert all(not s.content and s.status == StepStatus.ACTIVE for s in firsts)  # shown while it waited
     assert conv.turns[-1].status == "done" and model[-1].content.strip() == "finally"

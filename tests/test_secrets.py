@@ -20,7 +20,7 @@ from nbagent import Agent, NbagentError
 from nbagent.core.errors import secret_forms
 from nbagent.providers.openai_chat import OpenAIProvider
 
-from support.fault_server import FaultServer, collect, reply, sse, stall_after
+from support.fault_server import FaultServer, collect, reply, request_for, sse, stall_after
 from support.wires import WIRES
 
 KEY = "sk-leak-test-0123456789abcdefXYZ"
@@ -125,38 +125,101 @@ def test_disconnecting_one_conversation_leaves_anothers_stream_alone():
     asyncio.run(main())
 
 
-def test_a_server_that_never_answers_fails_at_the_first_byte_timeout():
+def test_a_server_that_never_answers_fails_at_the_first_byte_timeout_saying_how_long_it_waits():
+    """The run found a server that takes the request and never answers took 90 s to fail (3 attempts)."""
+    from nbagent.providers.base import Waiting
+
     wire = WIRES[0]
 
     async def main():
         with FaultServer() as server:
-            server.push(*[lambda ex: ex.sleep(30)] * 2)  # takes the request, never replies
-            provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=0.3, max_retries=1,
-                                          retry_base_delay=0.01)
-            events, error = await collect(provider)
-            assert error is not None and error.kind == "timeout" and "first_byte_timeout" in str(error)
-            assert len(server.requests) == 2  # retried once: nothing had been received
+            server.push(lambda ex: ex.sleep(30))  # takes the request, never replies
+            provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=1.0, retry_base_delay=0.01)
+            assert provider.max_retries == 2  # retries were left, and none was spent on the silent server
+            provider.waiting_notice_after, provider.waiting_notice_every = 0.2, 0.2
+            events, error = [], None
+            try:
+                async for batch in provider.stream_batches(request_for(provider)):
+                    events += batch
+            except NbagentError as exc:
+                error = exc
+            await provider.aclose()
+            assert error is not None and error.kind == "timeout" and "within 1 s (first_byte_timeout)" in str(error)
+            assert "not asked again" in str(error)
+            assert len(server.requests) == 1  # the server holds the request: a retry would wait again
+            waits = [e for e in events if isinstance(e, Waiting)]
+            assert waits and all(isinstance(e, Waiting) for e in events)  # shown while it waited
+            assert [w.waited_s for w in waits] == sorted(w.waited_s for w in waits) and waits[-1].waited_s < 1.0
+            assert waits[0].notice.startswith("waiting for the first byte from 127.0.0.1 (") \
+                and waits[0].notice.endswith(" s of 1 s)")
             # long silences between tokens stay allowed: that is read_timeout, not this one
             server.push(stall_after(wire.text_prefix(["slow"]), seconds=0.6))
             provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=0.3, read_timeout=5.0)
             events, error = await collect(provider)
             assert error is not None and "first_byte_timeout" not in str(error)  # the stream ended unfinished
+        assert wire.make_provider("http://127.0.0.1:9").first_byte_timeout == 30.0  # the documented default
 
     asyncio.run(main())
 
 
-def test_a_silent_server_is_given_up_at_the_total_deadline():
+def test_the_wait_for_the_first_byte_is_the_model_steps_notice_until_the_answer_starts():
+    from support.fault_server import Exchange
+
+    wire = WIRES[0]
+
+    def late(ex: Exchange) -> None:  # the first byte after 0.8 s, then the answer
+        ex.sleep(0.8)
+        sse(wire.text_body(["at", " last"]))(ex)
+
+    with FaultServer() as server:
+        server.push(late)
+        provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=5.0)
+        provider.waiting_notice_after, provider.waiting_notice_every = 0.2, 0.2
+        conv = Agent(provider).conversation
+
+        async def steps() -> list:
+            await conv.send("hi")
+            return [(s.notice, s.content) async for s in conv.receive_steps() if s.is_model_call]
+
+        seen = asyncio.run(steps())
+    waiting = [n for n, c in seen if n.startswith("waiting for the first byte from 127.0.0.1")]
+    assert waiting and all(n.endswith(" s of 5 s)") for n in waiting) and not any(c for n, c in seen if n)
+    assert seen[-1] == ("", "at last")  # cleared once the reply started
+    assert conv.turns[-1].status == "done"
+
+
+def test_stop_while_waiting_for_the_first_byte_ends_the_turn_and_the_request():
+    from nbagent import FinishReason
+
+    wire = WIRES[0]
+    with FaultServer() as server:
+        server.push(lambda ex: ex.sleep(60))  # takes the request, never replies
+        provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=60.0)
+        provider.waiting_notice_after, provider.waiting_notice_every = 0.1, 0.1
+        conv = Agent(provider).conversation
+
+        async def run():
+            await conv.send("hi")
+            async for step in conv.receive_steps():
+                if step.notice.startswith("waiting for the first byte"):
+                    conv.interrupt()  # Stop, while it waits
+
+        asyncio.run(run())
+    assert conv.turns[-1].finish_reason == FinishReason.INTERRUPTED and conv.turns[-1].status == "interrupted"
+    assert len(server.requests) == 1 and conv.is_idle()
+
+
+def test_a_busy_server_is_given_up_at_the_total_deadline():
     wire = WIRES[0]
 
     async def main():
-        with FaultServer() as server:
-            server.push(*[lambda ex: ex.sleep(30)] * 12)  # takes every request, never replies
-            provider = wire.make_provider(server.url, api_key=KEY, first_byte_timeout=0.4, max_retries=10,
-                                          retry_base_delay=0.01, total_timeout=1.0)
+        with FaultServer() as server:  # answers 503 "retry after 0.3 s" to every request
+            server.push(*[reply(503, wire.error_body(503, "busy"), {"retry-after": "0.3"})] * 12)
+            provider = wire.make_provider(server.url, api_key=KEY, max_retries=10, total_timeout=1.0)
             events, error = await collect(provider)
-            assert error is not None and error.kind == "timeout"
-            assert "total_timeout 1 s reached" in str(error) and "first_byte_timeout" in str(error)
-            assert 1 <= len(server.requests) < 11  # 11 attempts of 0.4 s never fit in 1 s
+            assert error is not None and error.kind in ("server", "timeout")  # a 503, or the last wait cut short
+            assert "total_timeout 1 s reached" in str(error)
+            assert 1 <= len(server.requests) < 11  # 11 attempts 0.3 s apart never fit in 1 s
         assert wire.make_provider("http://127.0.0.1:9").total_timeout == 90.0  # the documented default
 
     asyncio.run(main())

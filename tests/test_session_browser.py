@@ -14,6 +14,8 @@ pytest.importorskip("anywidget")
 import nbagent  # noqa: E402
 from nbagent import Agent, list_sessions, tool  # noqa: E402
 from nbagent.notebook.session_browser import SessionBrowser  # noqa: E402
+from support.widget_messages import deliver, deliver_raw  # noqa: E402
+from nbagent.notebook.protocol import BrowserAsset, Export, HistoryRequest, NewChat, NextStep, Open, OpenSession, Refresh, Restore, Resume, Search, Send, Trash  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
 from nbagent.session_folder import TRASH  # noqa: E402
 
@@ -50,9 +52,14 @@ def finished(w: ChatWidget) -> list:
     return w.finished_turns()
 
 
-def ask(browser: SessionBrowser, box: Outbox, rid: str, **msg) -> dict:
-    browser._on_msg(browser, {"id": rid, **msg})
-    return box.reply(rid)
+def ask(browser: SessionBrowser, box: Outbox, request) -> dict:
+    deliver(browser, request)
+    return box.reply(request.id)
+
+
+def ask_raw(browser: SessionBrowser, box: Outbox, content: dict) -> dict:
+    deliver_raw(browser, content)
+    return box.reply(content["id"])
 
 
 def test_the_browser_lists_sessions_and_a_damaged_file_as_unreadable(tmp_path):
@@ -72,7 +79,7 @@ def test_open_answers_the_chat_widgets_turns_and_usage_and_refuses_unlisted_path
     first, second = two_chats(tmp_path)
     browser = nbagent.session_browser(tmp_path)
     box = Outbox(browser)
-    reply = ask(browser, box, "r1", type="open", path=str(second))
+    reply = ask(browser, box, Open(id="r1", path=str(second)))
     assert reply["ok"] and reply["type"] == "reply"
     assert [t["record"]["prompt"] for t in reply["turns"]] == ["Second chat", "More please"]
     assert [u["turn"] for u in reply["usage"]] == [0, 1] and all(u["output_tokens"] > 0 for u in reply["usage"])
@@ -82,18 +89,18 @@ def test_open_answers_the_chat_widgets_turns_and_usage_and_refuses_unlisted_path
     assert set(reply["turns"][0]) == set(finished(shown)[0])  # the same turn dicts as the chat widget's
     outside = tmp_path.parent / "elsewhere.json"
     outside.write_text(first.read_text())
-    refused = ask(browser, box, "r2", type="open", path=str(outside))
+    refused = ask(browser, box, Open(id="r2", path=str(outside)))
     assert not refused["ok"] and "not a session this browser lists" in refused["error"]
-    assert not ask(browser, box, "r3", type="export", path=str(outside), fmt="md")["ok"]
+    assert not ask(browser, box, Export(id="r3", path=str(outside), fmt="md"))["ok"]
     assert not outside.with_suffix(".md").exists()
 
 
 def test_a_shown_session_gets_the_grammars_and_math_modules_and_nothing_else(tmp_path):
     browser = nbagent.session_browser(tmp_path)
     box = Outbox(browser)
-    assert "export" in ask(browser, box, "a1", type="asset", name="grammars")["code"]
-    assert "MathML" in ask(browser, box, "a2", type="asset", name="math")["code"]
-    refused = ask(browser, box, "a3", type="asset", name="../widget.js")
+    assert "export" in ask(browser, box, BrowserAsset(id="a1", name="grammars"))["code"]
+    assert "MathML" in ask(browser, box, BrowserAsset(id="a2", name="math"))["code"]
+    refused = ask(browser, box, BrowserAsset(id="a3", name="../widget.js"))
     assert refused["ok"] is False and "code" not in refused
 
 
@@ -102,32 +109,87 @@ def test_search_export_trash_and_refresh(tmp_path):
     browser = nbagent.session_browser(tmp_path)
     box = Outbox(browser)
     answer = first.read_text()
-    assert ask(browser, box, "s1", type="search", text="sales")["paths"] == [str(first)]  # the prompt's text
-    assert ask(browser, box, "s2", type="search", text="")["paths"] == []
-    md = ask(browser, box, "e1", type="export", path=str(second), fmt="md")
+    assert ask(browser, box, Search(id="s1", text="sales"))["paths"] == [str(first)]  # the prompt's text
+    assert ask(browser, box, Search(id="s2", text=""))["paths"] == []
+    md = ask(browser, box, Export(id="e1", path=str(second), fmt="md"))
     assert md["ok"] and Path(md["written"]).read_text().count("More please") >= 1
-    html = ask(browser, box, "e2", type="export", path=str(second), fmt="html")
+    html = ask(browser, box, Export(id="e2", path=str(second), fmt="html"))
     assert Path(html["written"]).read_text().startswith("<!DOCTYPE html>")
-    assert not ask(browser, box, "e3", type="export", path=str(second), fmt="pdf")["ok"]
-    moved = ask(browser, box, "t1", type="trash", path=str(first))
+    assert not ask(browser, box, Export(id="e3", path=str(second), fmt="pdf"))["ok"]
+    moved = ask(browser, box, Trash(id="t1", path=str(first)))
     assert moved["ok"] and Path(moved["moved"]).parent == tmp_path / TRASH and not first.exists()
     assert Path(moved["moved"]).read_text() == answer  # moved, not deleted
     assert [r["path"] for r in browser.sessions] == [str(second)]  # the list was refreshed
     Agent(model="demo", delay=0, save_to=tmp_path).ask("Third")
-    assert ask(browser, box, "f1", type="refresh")["ok"] and len(browser.sessions) == 2
-    assert not ask(browser, box, "x1", type="bogus", path=str(second))["ok"]
+    assert ask(browser, box, Refresh(id="f1"))["ok"] and len(browser.sessions) == 2
+    assert not ask_raw(browser, box, {"type": "bogus", "id": "x1", "path": str(second)})["ok"]
+
+
+def test_export_refuses_a_planted_link_and_never_writes_through_it(tmp_path):
+    _, second = two_chats(tmp_path)
+    victim = tmp_path.parent / f"{tmp_path.name}-victim.txt"
+    victim.write_text("keep me")
+    link = second.with_suffix(".md")
+    link.symlink_to(victim)  # planted where Export md writes
+    browser = nbagent.session_browser(tmp_path)
+    box = Outbox(browser)
+    refused = ask(browser, box, Export(id="l1", path=str(second), fmt="md"))
+    assert not refused["ok"] and "is a symbolic link" in refused["error"] and str(link) in refused["error"]
+    assert victim.read_text() == "keep me" and link.is_symlink()  # neither written through nor replaced
+    html = ask(browser, box, Export(id="l2", path=str(second), fmt="html"))  # no link there: written
+    assert html["ok"] and Path(html["written"]).read_text().startswith("<!DOCTYPE html>")
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_export_on_a_full_disk_keeps_the_previous_export(tmp_path):
+    from support.small_disk import fill, small_disk
+
+    with small_disk(tmp_path / "disk", size_kb=256) as disk:
+        agent = Agent(model="demo", delay=0, save_to=disk)
+        agent.ask("Explain the export")
+        browser = nbagent.session_browser(disk)
+        box = Outbox(browser)
+        first = ask(browser, box, Export(id="d1", path=str(agent.session_path), fmt="md"))
+        before = Path(first["written"]).read_text()
+        agent.ask("A second, longer question " + "with many words " * 200)
+        browser.refresh()
+        fill(disk)
+        full = ask(browser, box, Export(id="d2", path=str(agent.session_path), fmt="md"))
+        assert not full["ok"] and "No space left on device" in full["error"]
+        assert Path(first["written"]).read_text() == before  # the previous export is whole
+        assert not [p.name for p in disk.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_deleted_session_can_be_restored_with_undo(tmp_path):
+    first, second = two_chats(tmp_path)
+    browser = nbagent.session_browser(tmp_path)
+    box = Outbox(browser)
+    text = first.read_text()
+    moved = ask(browser, box, Trash(id="t1", path=str(first)))
+    assert moved["ok"] and not first.exists() and str(first) not in [r["path"] for r in browser.sessions]
+    assert moved["undo"] == moved["moved"]  # what the view's Undo sends back
+    back = ask(browser, box, Restore(id="u1", path=moved["undo"]))
+    assert back["ok"] and back["restored"] == str(first) and first.read_text() == text
+    assert str(first) in [r["path"] for r in browser.sessions]  # listed again
+    again = ask(browser, box, Restore(id="u2", path=moved["undo"]))  # only once
+    assert not again["ok"]
+    other = tmp_path / TRASH / "planted.json"  # a file in the trash this browser did not move there
+    other.write_text(text)
+    refused = ask(browser, box, Restore(id="u3", path=str(other)))
+    assert not refused["ok"] and "not a session this browser moved to the trash" in refused["error"]
+    assert other.exists() and not (tmp_path / "planted.json").exists()
 
 
 async def test_resume_shows_a_live_chat_that_saves_to_the_same_file(tmp_path):
     _, second = two_chats(tmp_path)
     browser = nbagent.session_browser(tmp_path, delay=0)
     box = Outbox(browser)
-    assert ask(browser, box, "u1", type="resume", path=str(second))["ok"]
+    assert ask(browser, box, Resume(id="u1", path=str(second)))["ok"]
     chat = browser.chat_widget
     assert browser.chat == f"anywidget:{chat.model_id}" and browser.agent.session_path == second
     assert [t["record"]["prompt"] for t in finished(chat)] == ["Second chat", "More please"]
     assert chat.switchable  # the resumed agent saves to the folder: New chat and History show
-    chat._on_msg(chat, {"type": "send", "prompt": "And a third"})
+    deliver(chat, Send(prompt="And a third"))
     await chat._task
     assert list_sessions(tmp_path).set_index("path").loc[str(second), "turns"] == 3
     assert len(list(tmp_path.glob("*.json"))) == 2  # no new file
@@ -140,7 +202,7 @@ def test_a_folder_that_does_not_exist_yet_lists_nothing_and_says_so(tmp_path):
     assert browser.sessions == [] and "no folder" in browser.notice
     Agent(model="demo", delay=0, save_to=folder).ask("Now it exists")
     box = Outbox(browser)
-    assert ask(browser, box, "f", type="refresh")["ok"]
+    assert ask(browser, box, Refresh(id="f"))["ok"]
     assert [r["title"] for r in browser.sessions] == ["Now it exists"] and browser.notice == ""
 
 
@@ -156,17 +218,17 @@ def test_the_session_bar_is_sent_only_to_widgets_that_show_it(tmp_path):
 async def test_new_chat_rebinds_the_widget_and_the_old_conversation_stays_saved(tmp_path):
     agent = Agent(model="demo", delay=0, save_to=tmp_path)
     w = agent.widget()
-    w._on_msg(w, {"type": "send", "prompt": "First question"})
+    deliver(w, Send(prompt="First question"))
     await w._task
     old_conv, old_key, first = agent.conversation, w.conversation_key, agent.session_path
     assert len(finished(w)) == 1
-    w._on_msg(w, {"type": "new_chat"})
+    deliver(w, NewChat())
     assert agent.conversation is not old_conv and w.conversation is agent.conversation
     assert finished(w) == [] and w.current is None and w.conversation_key != old_key
     assert agent.widget() is w  # displaying the agent again shows the same widget
     old_conv.ask("A turn on the old conversation")  # no longer listened to
     assert finished(w) == []
-    w._on_msg(w, {"type": "send", "prompt": "Fresh start"})
+    deliver(w, Send(prompt="Fresh start"))
     await w._task
     assert [t["record"]["prompt"] for t in finished(w)] == ["Fresh start"]
     assert agent.session_path != first and len(list(tmp_path.glob("*.json"))) == 2
@@ -177,28 +239,28 @@ async def test_history_lists_the_folder_and_opening_one_rebinds(tmp_path):
     agent = Agent(model="demo", delay=0, save_to=tmp_path)
     w = agent.widget()
     box = Outbox(w)
-    w._on_msg(w, {"type": "history", "id": "h1"})
+    deliver(w, HistoryRequest(id="h1"))
     listed = box.reply("h1")
     assert listed["type"] == "history" and [s["path"] for s in listed["sessions"]] == [str(second), str(first)]
     assert listed["sessions"][0]["title"] == "Second chat" and listed["current"] == ""
-    w._on_msg(w, {"type": "open_session", "path": str(second)})
+    deliver(w, OpenSession(path=str(second)))
     assert agent.session_path == second and w.conversation is agent.conversation
     assert [t["record"]["prompt"] for t in finished(w)] == ["Second chat", "More please"]
-    w._on_msg(w, {"type": "send", "prompt": "Continue"})
+    deliver(w, Send(prompt="Continue"))
     await w._task
     assert list_sessions(tmp_path).set_index("path").loc[str(second), "turns"] == 3
     elsewhere = tmp_path / "sub"
     elsewhere.mkdir()
     stray = elsewhere / first.name
     stray.write_text(first.read_text())
-    w._on_msg(w, {"type": "open_session", "path": str(stray)})
+    deliver(w, OpenSession(path=str(stray)))
     assert "is not a session of" in w.notice and agent.session_path == second  # refused, nothing changed
 
 
 def test_new_chat_and_history_need_an_agent_with_save_to():
     w = Agent(model="demo", delay=0).widget()
     conv = w.conversation
-    w._on_msg(w, {"type": "new_chat"})
+    deliver(w, NewChat())
     assert "save_to" in w.notice and w.conversation is conv
 
 
@@ -208,7 +270,7 @@ async def test_next_plays_a_stepping_replay_one_model_call_at_a_time(tmp_path):
     replay = Agent(model=f"replay:{recorder.session_path}", speed=None, step=True)
     w = replay.widget()
     assert w.session_ui and not w.switchable  # the bar shows Next only
-    w._on_msg(w, {"type": "send", "prompt": "What is 12 * 7?"})
+    deliver(w, Send(prompt="What is 12 * 7?"))
     calls = len(replay.provider.recording.turns[0].calls)
     assert calls == 2  # the tool call, then the answer
     for _ in range(calls):
@@ -217,11 +279,11 @@ async def test_next_plays_a_stepping_replay_one_model_call_at_a_time(tmp_path):
                 break
             await asyncio.sleep(0.02)
         assert w.step_waiting and not w._task.done()
-        w._on_msg(w, {"type": "next"})
+        deliver(w, NextStep())
         assert not w.step_waiting
     await asyncio.wait_for(w._task, 10)
     assert not w.step_waiting and "84" in recorded
     assert replay.conversation.last_response == recorder.conversation.last_response
     plain = Agent(model="demo", delay=0).widget()
-    plain._on_msg(plain, {"type": "next"})
+    deliver(plain, NextStep())
     assert "step=True" in plain.notice

@@ -38,6 +38,9 @@ NOTEBOOKS = {
         "from nbagent import Agent\nAgent(model='demo', delay=0, save_to='chats2').ask('Old question')\n"
         "agent = Agent(model='demo', delay=0, save_to='chats2')\nagent",
     ],
+    "unsaved.ipynb": [
+        "from nbagent import Agent\nagent = Agent(model='demo', delay=0, save_to='unsaved')\nagent",
+    ],
     "replay.ipynb": [
         CALCULATOR + "rec = Agent(model='demo', delay=0, save_to='lesson', tools=[calculator])\n"
         "rec.ask('What is 12 * 7?')\n"
@@ -144,6 +147,12 @@ def test_the_browser_lists_filters_opens_exports_resumes_and_deletes(lab, notebo
     wait_rows(lab, browser, 2)
     assert not first[0].exists() and (folder / ".trash" / first[0].name).exists()
     assert "Plot the sales data" not in rows(lab, browser)
+    # undo: the notice of the delete has Undo, which moves the file back and lists it again
+    lab.click(f"{browser} .nba-notice .nbb-undo")
+    wait_rows(lab, browser, 3)
+    assert first[0].exists() and not (folder / ".trash" / first[0].name).exists()
+    assert "Plot the sales data" in rows(lab, browser)
+    lab.wait_for_function("(s) => /Restored /.test(document.querySelector(s + ' .nba-notice').textContent)", arg=browser)
     assert not lab.errors
 
 
@@ -197,4 +206,39 @@ def test_a_stepping_replay_waits_for_next(lab, notebook, tmp_path):
     turns_done(lab, chat, 1)
     assert "84" in lab.inner_text(f"{chat} .nba-turn")
     assert not lab.locator(f"{chat} .nba-next").is_visible()
+    assert not lab.errors
+
+
+def test_a_chat_whose_saves_fail_says_so_until_a_save_works(lab, notebook, jupyter_server, tmp_path):
+    """The run found a repeated autosave failure silent after the first warning."""
+    folder = Path(jupyter_server["root"]) / "unsaved"
+    nb = notebook("unsaved.ipynb")
+    chat = run_all(lab, nb, ".nba-chat")
+    banner = f"{chat} .nba-autosave"
+
+    def say(prompt: str, n: int) -> None:
+        lab.fill(f"{chat} .nba-input", prompt)
+        lab.press(f"{chat} .nba-input", "Enter")
+        turns_done(lab, chat, n)
+
+    say("first", 1)
+    assert not lab.locator(banner).is_visible()
+    saved = next(folder.glob("*.json"))
+    away = folder.with_name("unsaved-away")
+    folder.rename(away)
+    folder.write_text("a file where the folder was: every save fails")
+    try:
+        say("second", 2)
+        lab.wait_for_selector(f"{banner}.nba-autosave-failing", state="visible")
+        text = lab.inner_text(banner)
+        assert text.startswith("Not saved since") and "saves again after each turn" in text, text
+        say("third", 3)
+        lab.wait_for_function("(s) => /2 saves failed/.test(document.querySelector(s).textContent)", arg=banner)
+        shot(lab, chat, "autosave_failing.png", tmp_path)
+    finally:
+        folder.unlink()
+        away.rename(folder)
+    say("fourth", 4)
+    lab.wait_for_selector(banner, state="hidden")
+    assert saved_turns(saved) == 4  # the turns kept in memory were all saved at once
     assert not lab.errors

@@ -157,8 +157,8 @@ def test_cost_of_an_unknown_model_is_nan_not_zero(tmp_path):
 
 
 def _every_field_step():
-    from nbagent.core.steps import (CompactionStats, CutToolCall, PrefixChange, Step, StepSource, StepStatus,
-                                    StepTarget, ToolCall, UsageMetadata)
+    from nbagent.core.steps import (CellPreview, CompactionStats, CutToolCall, PrefixChange, Step, StepSource,
+                                    StepStatus, StepTarget, ToolCall, UsageMetadata)
 
     return Step(id="x", step_index=3, type=StepType.TOOL_CALL, source=StepSource.MODEL, target=StepTarget.USER,
                 status=StepStatus.DONE, content="c", thinking="t", tool_calls=[ToolCall("a", "b", {"x": 1})],
@@ -168,7 +168,8 @@ def _every_field_step():
                 run_seconds=0.0, preparing_tool="p", compaction=CompactionStats(1, 2, 3), raw_usage={}, refusal="r",
                 cut_tool_calls=[CutToolCall("i", "n", "{")], display={"text/plain": "x"},
                 prefix_change=PrefixChange.TOOLS, decided_at=0.0, decided_by="user", tool_server="s",
-                notice="retrying, 2 of 3")
+                notice="retrying, 2 of 3",
+                preview=CellPreview("edit", "c1", 2, "a", "b", (("-", "a"), ("+", "b")), "live"))
 
 
 def test_compact_steps_keep_every_non_default_value():
@@ -328,3 +329,28 @@ def test_files_that_stored_the_per_step_keys_load_them_as_stored(tmp_path, versi
         == [(f"cascade-{i}", "trajectory-1", i % 2 == 0) for i in range(len(loaded))]
     assert [s.copy(cascade_id="", trajectory_id="", is_complete_response=None) for s in loaded] \
         == [s.copy(cascade_id="", trajectory_id="", is_complete_response=None) for s in conv.history]
+
+
+@pytest.mark.parametrize("where", ["after the ledger", "at the end"])
+def test_a_second_turns_key_is_an_io_error_naming_the_file_and_the_key(tmp_path, where):
+    """JSON keeps the last of two equal keys: a file with two ledgers would load one and list the other."""
+    from support.many_sessions import synthetic_state
+
+    from nbagent.core.errors import StorageError
+    from nbagent.core.session_file import save_conversation
+
+    state = synthetic_state(3, 2)
+    text = save_conversation(state, tmp_path / "s.json").read_text(encoding="utf-8")
+    doubled = tmp_path / "doubled.json"
+    if where == "after the ledger":
+        doubled.write_text(text.replace(',"steps":[', ',"turns":[],"steps":[', 1), encoding="utf-8")
+    else:
+        doubled.write_text(text[: text.rstrip().rfind("}")] + ',"turns":[]}', encoding="utf-8")
+    # the full readers; listing and load_sessions read the head only (the ledger, never the steps)
+    readers = [read_session, Conversation.load, Agent.load]
+    for read in readers:
+        with pytest.raises(NbagentError) as err:
+            read(doubled)
+        assert isinstance(err.value, StorageError) and err.value.kind == "io", (read, err.value)
+        assert "doubled.json" in str(err.value) and '"turns" twice' in str(err.value), str(err.value)
+    assert Conversation.load(tmp_path / "s.json").turns == state.turns  # the file as written loads

@@ -101,7 +101,8 @@ def test_a_failed_write_leaves_the_previous_file_whole(tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="autosave failed.*No space left"):
         resp = agent.ask("two")
     assert resp.text  # the turn itself went through
-    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert path.read_bytes() == before  # and no temp file left (the session's lock file is its writer's)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [path.name]
     monkeypatch.undo()
     agent.ask("three")  # the next save catches up
     assert [t.prompt for t in read_session_head(path).turns] == ["one", "two", "three"]
@@ -333,3 +334,32 @@ def test_a_notebook_chat_read_in_a_script_goes_on_without_the_kernel_tools(tmp_p
     with pytest.raises(NbagentError) as err:  # asked for explicitly: the usual error
         Agent.load(agent.session_path, notebook=True)
     assert err.value.kind == "config"
+
+
+def test_a_failing_autosave_shows_in_the_widget_until_a_save_works(tmp_path, monkeypatch):
+    """The run found a repeated autosave failure silent after the first warning."""
+    pytest.importorskip("anywidget")
+    from nbagent.notebook.widget import ChatWidget
+
+    agent = Agent(model="demo", delay=0, save_to=tmp_path)
+    widget = ChatWidget(agent)
+    agent.ask("one")
+    assert widget.autosave == "" and agent.autosave_status.saving
+
+    def read_only(src, dst):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(os, "replace", read_only)
+    with pytest.warns(RuntimeWarning, match="autosave failed.*Read-only file system"):
+        agent.ask("two")
+    line = widget.autosave
+    assert line.startswith("Not saved since ") and "Read-only file system" in line, line
+    assert "nbagent saves again after each turn" in line and not agent.autosave_status.saving
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once; the widget keeps saying it
+        agent.ask("three")
+    assert "(2 saves failed)" in widget.autosave and widget.autosave.startswith(line[:len("Not saved since 00:00:00")])
+    monkeypatch.undo()
+    agent.ask("four")  # this save works: the line goes, every turn is in the file
+    assert widget.autosave == "" and agent.autosave_status.saving
+    assert [t.prompt for t in read_session_head(agent.session_path).turns] == ["one", "two", "three", "four"]

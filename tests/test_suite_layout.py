@@ -138,3 +138,41 @@ def test_nothing_imports_private_names_from_the_helpers():
                 found += [f"{_rel(path)}:{node.lineno}: {a.name} from {node.module}"
                           for a in node.names if _private(a.name)]
     assert not found, "give these helper names public names:\n" + "\n".join(found)
+
+
+# --- tiers --------------------------------------------------------------------------------
+
+
+def test_a_test_that_sends_itself_ctrl_c_installs_the_handler_it_needs():
+    """Started with SIGINT ignored (``nohup``, ``cmd &``), a test sending SIGINT would wait forever for a
+    KeyboardInterrupt: every test naming ``signal.SIGINT`` asks for the ``ctrl_c`` fixture."""
+    found, checked = [], 0
+    for path in sorted(TESTS.rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        defs = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body)]
+        for node in defs:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+                if any(isinstance(n, ast.Attribute) and n.attr == "SIGINT" for n in ast.walk(node)):
+                    checked += 1
+                    if "ctrl_c" not in [a.arg for a in node.args.args]:
+                        found.append(f"{_rel(path)}:{node.lineno}: {node.name}")
+    assert checked >= 2 and not found, "these tests send SIGINT without the ctrl_c fixture:\n" + "\n".join(found)
+
+
+def test_the_fast_tier_starts_no_browser_and_no_local_model():
+    """A helper starting Chromium, Jupyter or the llama.cpp server fails a test not marked for its tier
+    (this test is marked none), so the fast tier's selection is what the markers declare."""
+    from nbagent.providers import local_server
+    from support import tiers
+
+    with pytest.raises(pytest.fail.Exception, match="not marked browser"):
+        tiers.require("browser", "starts Chromium")
+    with pytest.raises(pytest.fail.Exception, match="llama.cpp server but is not marked local_model"):
+        local_server.start_server(None)
+    assert set(tiers.SLOW_TIERS) <= {line.split(":")[0].strip(' "') for line in _pytest_markers()}
+
+
+def _pytest_markers() -> list[str]:
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]["markers"]

@@ -9,6 +9,7 @@ import re
 import json
 import shutil
 import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from nbagent import Agent, NbagentError, tool
 from nbagent.core.safe_markdown import code_block, code_span, prose
 from nbagent.notebook.transcript import transcript_markdown
 from nbagent.providers.base import TextDelta, ThinkingDelta
+from support.link_payloads import SCHEME_LINKS, nbconvert_page
 from support.scripted import ScriptedProvider, text_call, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,6 +236,48 @@ def test_a_disarmed_link_is_text_not_a_link_to_a_relative_page():
     hrefs = re.findall(r'href="([^"]*)"', page)
     assert hrefs == ["https://x.org"], hrefs
     assert "a link" in page and "java\u200bscript:alert(1)" in page  # shown, as text
+
+
+_ALLOWED_HREF = re.compile(r"(?i)^(https?:|mailto:|#|[^:]*$|\./)")
+
+
+def live_hrefs(page: str) -> list[str]:
+    """The targets of the page's links, as a browser reads them (entities decoded, tabs and breaks gone)."""
+    import html as html_lib
+
+    return [re.sub(r"[\t\n\r]", "", html_lib.unescape(h)).strip()
+            for h in re.findall(r'<a\b[^>]*\bhref\s*=\s*"([^"]*)"', page)]
+
+
+@pytest.mark.parametrize("renderer", ["nbconvert", "jupyterlab", "to_html"])
+def test_only_the_widgets_schemes_are_links_in_a_saved_transcript(renderer):
+    """The run found data: links live in saved transcripts under nbconvert and JupyterLab (5 checks)."""
+    if renderer == "jupyterlab" and (shutil.which("node") is None or not MARKED.exists()):
+        pytest.skip("Node.js and js/node_modules (npm ci in js/) are needed for marked")
+    if renderer == "to_html":
+        from nbagent.notebook.transcript_html import markdown_html
+
+        pages = [markdown_html(source) for source in SCHEME_LINKS]
+    elif renderer == "nbconvert":
+        pages = [mistune_html(prose(source)) for source in SCHEME_LINKS]
+    else:
+        pages = marked_html([prose(source) for source in SCHEME_LINKS])
+    hrefs = [h for page in pages for h in live_hrefs(page)]
+    assert [h for h in hrefs if not _ALLOWED_HREF.match(h)] == [], renderer
+    assert set(hrefs) >= {"https://example.org/a", "mailto:a@b.c", "notes/page.md", "#top"}  # links still work
+    assert "open" in pages[0] and "data:text/html;base64" in pages[0]  # the refused one is shown as text
+
+
+def test_jupyter_nbconvert_of_a_saved_chat_with_data_links_links_only_the_widgets_schemes(tmp_path):
+    """A saved notebook whose transcript output holds a model's data:, file: and vbscript: links,
+    through the real ``jupyter nbconvert --to html`` command."""
+    pytest.importorskip("nbformat")
+    page = nbconvert_page(tmp_path).read_text(encoding="utf-8")
+    assert "data:text/html;base64" in page  # shown as text
+    ours = [h for h in live_hrefs(page) if h.startswith(("data:", "file:", "vbscript:", "javascript:"))]
+    assert [h for h in ours if not h.startswith("data:image/")] == [], ours  # nbconvert's own inline assets aside
+    assert not [h for h in ours if "svg+xml,<svg" in h or "onload" in h]
+    assert {"https://example.org/a", "mailto:a@b.c", "notes/page.md", "#top"} <= set(live_hrefs(page))
 
 
 def test_the_transcripts_usage_line_writes_times_and_speed_as_the_widgets_footer_does():

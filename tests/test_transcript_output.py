@@ -9,6 +9,8 @@ import pytest
 
 from support.kernel_chat import KernelChat, answer_text
 
+pytestmark = pytest.mark.notebook  # a real kernel
+
 pytest.importorskip("ipykernel")
 pytest.importorskip("anywidget")
 

@@ -1,14 +1,22 @@
-"""A pip user's path, end to end: the wheel built from this checkout, installed into one fresh venv
-(no system site-packages, no repository on the path or as the working folder) with the README's
-Install command -- the extras and all three front ends; then ``doctor``, a chat with the offline
-model from Python, the widget's bundle and ``pip check``; then, in Chromium, the offline chat in the
-widget under Notebook 7 and under ``marimo run``, each served from that venv.
+"""A pip user's path, end to end: the wheel and sdist built from this checkout are put in a local
+package index (a PEP 503 "simple" folder), and the README's Install lines run **as written**, by name,
+in one fresh venv (no system site-packages, no repository on the path or as the working folder), with
+only ``--extra-index-url`` to that folder added: the real index (PyPI) serves every other package, so
+a name or an extra that resolves to something else (the other project called ``nbagent``) fails here.
+This machine's own pip configuration (mirrors, find-links, constraints) is left out: pip sees what a
+user's pip sees. Then ``doctor``, a chat with the offline model from Python, the widget's bundle and
+``pip check``; then, in Chromium, the offline chat in the widget under JupyterLab, Notebook 7 and
+``marimo run``, each served from that venv.
 
-Needs the package index (or pip's cache) for the extras' dependencies, like ``scripts/setup.sh``."""
+Needs the package index for the extras' dependencies, like ``scripts/setup.sh``."""
 
 from __future__ import annotations
 
+import hashlib
+import html
 import os
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -25,10 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("build")
 pytest.importorskip("hatchling")
-pytestmark = pytest.mark.local_model  # it starts the real llama.cpp server
+pytestmark = [pytest.mark.wheel, pytest.mark.local_model]  # it starts the real llama.cpp server
 
-# the README's Install section in one pip call, with every front end it names
-EXTRAS = "widget,frames,local"
+DISTRIBUTION = "jupyter-nbagent"
+# the front ends the README's Install section names besides the one its first line installs
 FRONT_ENDS = ["jupyterlab", "notebook", "marimo"]
 
 CHAT = """
@@ -67,40 +75,108 @@ MARIMO_APP = textwrap.dedent('''
 
 @dataclass
 class FreshVenv:
-    """The venv the wheel went into, the environment its commands run with, and a folder outside the repo."""
+    """The venv the README's lines installed into, the environment its commands run with, a folder
+    outside the repo, and what ``doctor`` and pip said on the way."""
 
     path: Path
     python: Path
     env: dict
     outside: Path
     doctor_before_model: str
+    pip_said: str
+    wheel_version: str
+
+
+# What of this machine's pip set-up a user's pip would share: TLS and timeouts, not package sources.
+KEPT_PIP_VARS = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_DISABLE_PIP_VERSION_CHECK")
+
+
+def user_pip_env() -> dict:
+    """The environment of a user's shell as pip sees it: no config files (this machine's mirrors,
+    find-links and constraints) and no ``PIP_*`` package sources; PyPI is the index."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "NBAGENT_MODEL", "VIRTUAL_ENV") and (not k.startswith("PIP_") or k in KEPT_PIP_VARS)}
+    env["PIP_CONFIG_FILE"] = os.devnull  # pip then reads no config file at all
+    return env
 
 
 def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBAGENT_MODEL", "VIRTUAL_ENV")}
+    env = user_pip_env()
     env.update(kw.pop("env", {}))
     done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=900, **kw)
     assert done.returncode == 0, f"{cmd[1:4]} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     return done
 
 
+def readme_install_lines() -> list[list[str]]:
+    """The commands of the ```bash block under README's "## Install", split as a shell would
+    (comments dropped)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "README's Install section has no ```bash block"
+    return [shlex.split(line, comments=True) for line in block.group(1).splitlines() if line.strip()]
+
+
+def simple_index(folder: Path, dists: list[Path]) -> Path:
+    """A PEP 503 "simple" index in ``folder`` serving ``dists`` (our wheel and sdist) under the
+    normalized project name; returns its file:// root for ``--extra-index-url``."""
+    project = folder / "simple" / DISTRIBUTION
+    project.mkdir(parents=True)
+    links = []
+    for dist in dists:
+        target = project / dist.name
+        target.write_bytes(dist.read_bytes())
+        digest = hashlib.sha256(target.read_bytes()).hexdigest()
+        links.append(f'<a href="{html.escape(dist.name)}#sha256={digest}">{html.escape(dist.name)}</a><br>')
+    (project / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    (folder / "simple" / "index.html").write_text(
+        f'<!DOCTYPE html><html><body><a href="{DISTRIBUTION}/">{DISTRIBUTION}</a></body></html>\n')
+    return folder / "simple"
+
+
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory) -> FreshVenv:
-    """Build the wheel, install it with the documented extras and front ends into a new venv; record
-    ``doctor`` before and run ``install-model`` after, as the README's commands go."""
+    """Build the sdist and the wheel, serve them from a local index, run README's Install lines as
+    written (``pip install`` with the index added, ``python -m nbagent ...`` with the venv's Python)
+    and the front ends the README names; record ``doctor`` before ``install-model``."""
     tmp = tmp_path_factory.mktemp("fresh")
-    _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", tmp / "dist", ROOT])
+    _run([sys.executable, "-m", "build", "--sdist", "--wheel", "--no-isolation", "-o", tmp / "dist", ROOT])
     wheel = next((tmp / "dist").glob("jupyter_nbagent-*.whl"))
+    sdist = next((tmp / "dist").glob("jupyter_nbagent-*.tar.gz"))
+    index = simple_index(tmp / "index", [wheel, sdist])
     venv.create(tmp / "venv", with_pip=True, system_site_packages=False)
     python = venv_bin(tmp / "venv") / "python"
     env = {"NBAGENT_MODEL_DIR": str(tmp / "models")}
-    # --no-compile: pip would byte-compile all of JupyterLab, marimo, pandas... (~15 s of CPU); the servers
-    # compile only what they import. What gets installed is the same.
-    _run([python, "-m", "pip", "install", "-q", "--no-compile", f"jupyter-nbagent[{EXTRAS}] @ {wheel.as_uri()}",
-          *FRONT_ENDS], cwd=tmp)
-    before = _run([python, "-m", "nbagent", "doctor"], cwd=tmp, env=env).stdout
-    _run([python, "-m", "nbagent", "install-model"], cwd=tmp, env=env)
-    return FreshVenv(tmp / "venv", python, env, tmp, before)
+    pip_said, before = [], ""
+    lines = readme_install_lines()
+    assert [c[:2] for c in lines if c[0] == "pip"] and all(c[0] in ("pip", "python") for c in lines), lines
+    lines.append(["pip", "install", *[f for f in FRONT_ENDS if f not in lines[0]]])  # "install the one you use"
+    for cmd in sorted(lines, key=lambda c: c[0] != "pip"):  # README's order, the front ends before the model
+        if cmd[0] == "pip":
+            assert cmd[1] == "install", cmd
+            done = _run([python, "-m", "pip", "install", "--extra-index-url", index.as_uri(), *cmd[2:]], cwd=tmp)
+            pip_said.append(done.stdout + done.stderr)
+        else:
+            assert cmd[:3] == ["python", "-m", "nbagent"], cmd
+            if cmd[3] == "install-model":
+                before = _run([python, "-m", "nbagent", "doctor"], cwd=tmp, env=env).stdout
+            _run([python, *cmd[1:]], cwd=tmp, env=env)
+    assert before, "README's Install lines do not run install-model"
+    return FreshVenv(tmp / "venv", python, env, tmp, before, "\n".join(pip_said), wheel.name.split("-")[1])
+
+
+def test_readme_install_lines_install_this_project_by_name_and_every_extra(fresh):
+    """pip found every extra README names (no "does not provide the extra") and installed ours, not
+    the other project of the index called ``nbagent``."""
+    assert "does not provide the extra" not in fresh.pip_said, fresh.pip_said[-3000:]
+    other = subprocess.run([fresh.python, "-m", "pip", "show", "nbagent"], capture_output=True, text=True,
+                           env=user_pip_env())
+    assert other.returncode != 0 and "not found" in other.stderr, other.stdout
+    ours = _run([fresh.python, "-m", "pip", "show", "-f", DISTRIBUTION], cwd=fresh.outside).stdout
+    assert f"Name: {DISTRIBUTION}" in ours and f"Version: {fresh.wheel_version}" in ours, ours
+    assert f"Location: {fresh.path}" in ours, ours  # in the fresh venv
+    assert "nbagent/__main__.py" in ours  # `python -m nbagent` is this package's
 
 
 def test_the_built_wheel_installs_and_chats_offline_with_pip_check_clean(fresh):

@@ -17,6 +17,8 @@ pytest.importorskip("anywidget")
 from nbagent import Agent, Conversation, MockConnection, tool  # noqa: E402
 from nbagent.core.steps import (Step, StepSource, StepStatus, StepTarget, StepType,  # noqa: E402
                            ToolCall, UsageMetadata)
+from support.widget_messages import deliver, deliver_raw  # noqa: E402
+from nbagent.notebook.protocol import Approve, AssetRequest, Deny, Resync, Send, Stop  # noqa: E402
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
 
 from support.streams import StreamConnection, words  # noqa: E402
@@ -213,7 +215,7 @@ async def test_a_resync_sends_every_turn_whole_in_pages_and_the_whole_state_carr
     await settle(w)
     monkeypatch.setattr(widget_module, "PAGE_CHARS", 1_500)  # a page holds about one turn here
     rec = Recorder(w)
-    w._on_msg(w, {"type": "resync"})
+    deliver(w, Resync())
     await settle(w)
     pages = [b for _, k, b in rec.log if k == "custom" and b["type"] == "turns"]
     assert len(pages) >= 3 and [p["first"] for p in pages] == [True] + [False] * (len(pages) - 1)
@@ -275,7 +277,7 @@ async def test_js_reducer_mid_stream_view_asks_for_resync_and_catches_up():
     await asyncio.sleep(0.15)
     rec = Recorder(w)  # the new view starts from the traits as they are now
     await asyncio.sleep(0.1)
-    w._on_msg(w, {"type": "resync"})
+    deliver(w, Resync())
     await task
     await settle(w)
     assert replay(rec.messages)["transcript"] == from_history(conv)
@@ -286,12 +288,12 @@ async def test_js_reducer_mid_stream_view_asks_for_resync_and_catches_up():
 async def test_send_runs_a_turn_as_a_task_and_stop_keeps_partial_text():
     conv = Conversation(StreamConnection(words(5_000), pace=0.005, batch=10))
     w = ChatWidget(conv)
-    w._on_msg(w, {"type": "send", "prompt": "long please"})
+    deliver(w, Send(prompt="long please"))
     await asyncio.sleep(0.3)
     assert w.running is True and w.current is not None
-    w._on_msg(w, {"type": "send", "prompt": "again"})  # refused while running
+    deliver(w, Send(prompt="again"))  # refused while running
     assert "already running" in w.notice
-    w._on_msg(w, {"type": "stop"})
+    deliver(w, Stop())
     await w._task
     await settle(w)
     rec = finished(w)[-1]["record"]
@@ -306,11 +308,11 @@ async def test_a_prompt_the_kernel_does_not_run_is_answered_so_no_view_waits():
     w = ChatWidget(conv)
     rec = Recorder(w)
     for _ in range(2):  # the same notice twice still reaches the view: a "refused" message each time
-        w._on_msg(w, {"type": "send", "prompt": "   "})
+        deliver(w, Send(prompt="   "))
     refused = [b for _, k, b in rec.log if k == "custom" and b["type"] == "refused"]
     assert len(refused) == 2 and "empty" in refused[0]["text"] and "empty" in w.notice
     assert w.running is False
-    w._on_msg(w, {"type": "send", "prompt": "go"})
+    deliver(w, Send(prompt="go"))
     assert w.running is True  # at once: the view that sent it stops guessing
     await w._task
     await settle(w)
@@ -320,7 +322,7 @@ async def test_a_prompt_the_kernel_does_not_run_is_answered_so_no_view_waits():
 def test_a_view_that_meets_math_gets_the_temml_module():
     w = ChatWidget(Conversation(MockConnection([])))
     rec = Recorder(w)
-    w._on_msg(w, {"type": "asset", "name": "math"})
+    deliver(w, AssetRequest(name="math"))
     (kind, body), = [(k, b) for _, k, b in rec.log]
     assert kind == "custom" and body["type"] == "asset" and body["name"] == "math"
     assert "export" in body["code"] and "MathML" in body["code"] and len(body["code"]) > 50_000
@@ -329,8 +331,8 @@ def test_a_view_that_meets_math_gets_the_temml_module():
 def test_a_view_that_meets_a_sql_block_gets_the_grammars_and_unknown_assets_get_nothing():
     w = ChatWidget(Conversation(MockConnection([])))
     rec = Recorder(w)
-    w._on_msg(w, {"type": "asset", "name": "grammars"})
-    w._on_msg(w, {"type": "asset", "name": "../widget.js"})  # only the named modules are ever sent
+    deliver(w, AssetRequest(name="grammars"))
+    deliver(w, AssetRequest(name="../widget.js"))  # only the named modules are ever sent
     (kind, body), = [(k, b) for _, k, b in rec.log]
     assert kind == "custom" and body["type"] == "asset" and body["name"] == "grammars"
     assert "SELECT" in body["code"].upper() and "export" in body["code"]
@@ -342,10 +344,10 @@ async def test_stop_right_after_send_never_leaves_the_widget_running(steps_betwe
     (a prompt not begun is dropped, a begun one interrupted) and nothing stays running."""
     agent = Agent(model="demo")
     w = ChatWidget(agent)
-    w._on_msg(w, {"type": "send", "prompt": "hello"})
+    deliver(w, Send(prompt="hello"))
     for _ in range(steps_between):
         await asyncio.sleep(0)
-    w._on_msg(w, {"type": "stop"})
+    deliver(w, Stop())
     done, _ = await asyncio.wait([w._task], timeout=10)
     assert done  # never hangs
     await settle(w)
@@ -358,12 +360,13 @@ async def test_stop_right_after_send_never_leaves_the_widget_running(steps_betwe
 async def test_approve_and_deny_from_the_front_end():
     conv = Conversation(StreamConnection(["Done."], tool=ToolCall("c1", "calc", {"x": 1}), tool_result="2"))
     w = ChatWidget(conv)
-    for kind, expect in (("approve", "approved"), ("deny", "denied")):
-        w._on_msg(w, {"type": "send", "prompt": kind})
+    for kind, expect, decide in (("approve", "approved", Approve(call_id="c1")),
+                                 ("deny", "denied", Deny(call_id="c1", reason="no"))):
+        deliver(w, Send(prompt=kind))
         await asyncio.sleep(0.2)
         tool_step = w.current["steps"][2]
         assert tool_step["status"] == "WAITING_FOR_USER" and tool_step["approval"] == "pending"
-        w._on_msg(w, {"type": kind, "call_id": "c1", "reason": "no"})
+        deliver(w, decide)
         await w._task
         await settle(w)
         assert finished(w)[-1]["steps"][2]["approval"] == expect
@@ -373,19 +376,19 @@ async def test_errors_become_records_not_tracebacks():
     boom = RuntimeError("HTTP 503 from the server")
     conv = Conversation(MockConnection([[user(0, "x"), boom]]))
     w = ChatWidget(conv)
-    w._on_msg(w, {"type": "send", "prompt": "x"})
+    deliver(w, Send(prompt="x"))
     await w._task
     await settle(w)
     rec = finished(w)[-1]["record"]
     assert rec["status"] == "error" and "503" in rec["error"]
-    w._on_msg(w, {"type": "send", "prompt": "again"})  # no scripted turn left: error record, no raise
+    deliver(w, Send(prompt="again"))  # no scripted turn left: error record, no raise
     await w._task
     await settle(w)
     assert finished(w)[-1]["record"]["status"] == "error"
-    w._on_msg(w, {"type": "approve", "call_id": "nope"})  # MockConnection accepts anything
-    w._on_msg(w, {"type": "bogus"})
+    deliver(w, Approve(call_id="nope"))  # MockConnection accepts anything
+    deliver_raw(w, {"type": "bogus"})
     ro = ChatWidget(Conversation(None))
-    ro._on_msg(ro, {"type": "send", "prompt": "x"})
+    deliver(ro, Send(prompt="x"))
     await ro._task
     assert "read-only" in ro.notice
 
@@ -401,14 +404,14 @@ def calculator(expression: str) -> str:
 async def test_demo_agent_turn_under_ask_policy():
     agent = Agent(model="demo", tools=[calculator], policy="ask")
     w = agent.widget()
-    w._on_msg(w, {"type": "send", "prompt": "What is 12 * 7?"})
+    deliver(w, Send(prompt="What is 12 * 7?"))
     for _ in range(200):
         await asyncio.sleep(0.02)
         steps = (w.current or {}).get("steps", [])
         if any(s["status"] == "WAITING_FOR_USER" for s in steps):
             break
     waiting = next(s for s in w.current["steps"] if s["status"] == "WAITING_FOR_USER")
-    w._on_msg(w, {"type": "approve", "call_id": waiting["tool_calls"][0]["id"]})
+    deliver(w, Approve(call_id=waiting["tool_calls"][0]["id"]))
     await w._task
     await settle(w)
     steps = finished(w)[-1]["steps"]

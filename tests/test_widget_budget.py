@@ -10,9 +10,10 @@ import pytest
 pytest.importorskip("anywidget")
 
 from nbagent import Agent  # noqa: E402
+from nbagent.notebook.protocol import Send  # noqa: E402
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
 
-from support.widget_messages import customs, until_idle  # noqa: E402
+from support.widget_messages import customs, until_idle, deliver  # noqa: E402
 from support.scripted import ScriptedProvider, text_call  # noqa: E402
 
 PRICE = {"scripted-1": {"input": 1.0, "output": 2.0}}  # USD per 1M tokens
@@ -41,7 +42,7 @@ async def test_an_over_budget_send_asks_and_send_anyway_sends_that_one_turn():
     agent = Agent(model=provider, pricing=PRICE, budget_usd=0.0)
     w = ChatWidget(agent)
     sent = customs(w)
-    w._on_msg(w, {"type": "send", "prompt": "<b>hi</b> there"})
+    deliver(w, Send(prompt="<b>hi</b> there"))
     await until_idle(w)
     assert provider.requests == [] and agent.conversation.turns == []
     assert [m["type"] for m in sent] == ["confirm"]
@@ -49,13 +50,13 @@ async def test_an_over_budget_send_asks_and_send_anyway_sends_that_one_turn():
     assert "input tokens" in sent[0]["text"] and "of $0.0000" in sent[0]["text"]
     assert w.gauge["budget"] == 0.0
     agent.conversation.budget_usd = 1e-9  # set in code: the gauge shows it at the next send
-    w._on_msg(w, {"type": "send", "prompt": "<b>hi</b> there"})
+    deliver(w, Send(prompt="<b>hi</b> there"))
     assert w.gauge["budget"] == 1e-9 and len(sent) == 2 and provider.requests == []
-    w._on_msg(w, {"type": "send", "prompt": "<b>hi</b> there", "over_budget": True})
+    deliver(w, Send(prompt="<b>hi</b> there", over_budget=True))
     await until_idle(w)
     assert len(provider.requests) == 1 and agent.conversation.turns[-1].status.value == "done"
     assert agent.conversation.budget_usd == 1e-9  # the budget stays; only that turn went through
-    w._on_msg(w, {"type": "send", "prompt": "more"})
+    deliver(w, Send(prompt="more"))
     await until_idle(w)
     assert [m["type"] for m in sent if m["type"] not in ("deltas", "turn")] == ["confirm"] * 3 and len(provider.requests) == 1
 
@@ -64,7 +65,7 @@ async def test_a_likely_overflow_is_a_notice_before_the_turn():
     provider = ScriptedProvider([text_call("ok")], context_window=100)
     agent = Agent(model=provider)
     w = ChatWidget(agent)
-    w._on_msg(w, {"type": "send", "prompt": "word " * 200})
+    deliver(w, Send(prompt="word " * 200))
     assert w.notice.startswith("Warning: this turn will likely overflow the context window")
     await until_idle(w)
     # the window is known and the prompt alone cannot fit: refused before sending, the turn says why

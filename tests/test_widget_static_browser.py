@@ -30,6 +30,19 @@ SCRIPTS = {  # a part of the CDN address -> the local file
 }
 
 
+def own_state(widget) -> dict:
+    """The embed state of ``widget`` and of the widgets its traits hold (its ``layout``), nothing else."""
+    from ipywidgets import Widget
+
+    found, todo = {}, [widget]
+    while todo:
+        w = todo.pop()
+        if w.model_id not in found:
+            found[w.model_id] = w
+            todo += [v for name in w.keys if isinstance(v := getattr(w, name, None), Widget)]
+    return Widget.get_manager_state(drop_defaults=False, widgets=list(found.values()))["state"]
+
+
 def static_page(tmp_path: Path) -> str:
     """embed_minimal_html of a chat with one finished turn, its transcript outputs displayed after it:
     the head, shown before the turn, then the turn's."""
@@ -41,7 +54,9 @@ def static_page(tmp_path: Path) -> str:
     conv.ask("What is the answer?")
     widget = conv.widget()
     path = tmp_path / "page.html"
-    embed_minimal_html(path, views=[widget], drop_defaults=False, title="nbagent")
+    # the state of this widget and its layout alone: without state= every widget still alive in this
+    # process (earlier tests' too) is embedded, and the page fails to initialize their models
+    embed_minimal_html(path, views=[widget], state=own_state(widget), drop_defaults=False, title="nbagent")
     html = path.read_text()
     html = re.sub(r' integrity="[^"]*"', "", html)  # the local require.js is not the CDN's build
     from nbagent.notebook.transcript_output import transcript_piece
@@ -53,6 +68,27 @@ def static_page(tmp_path: Path) -> str:
                   lambda m: f'<div class="output">{m.group(1)}</div><div class="output">{head}</div>'
                             f'<div class="output">{turn}</div>',
                   html, count=1, flags=re.S)
+
+
+def embedded_models(html: str) -> set[str]:
+    """The model ids of the widget state a page embeds."""
+    import json
+
+    found = re.search(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', html, re.S)
+    assert found, "the page embeds no widget state"
+    return set(json.loads(found.group(1))["state"])
+
+
+def test_the_page_embeds_the_shown_widget_only_not_the_others_alive(tmp_path):
+    from nbagent import Conversation
+    from support.streams import StreamConnection
+
+    other = Conversation(StreamConnection(["left over"])).widget()  # as an earlier test leaves one behind
+    html = static_page(tmp_path)
+    models = embedded_models(html)
+    view = re.search(r'"model_id": "([0-9a-f]+)"', html)
+    assert view and view.group(1) in models and not {other.model_id, other.layout.model_id} & models
+    assert len(models) == 2, models  # the chat's model and its layout's
 
 
 def test_the_live_widget_hides_the_transcript_output_beside_it_without_jupyterlab_css(tmp_path):

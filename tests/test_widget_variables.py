@@ -17,9 +17,10 @@ pytest.importorskip("anywidget")
 
 from nbagent import Agent, tool  # noqa: E402
 from nbagent.notebook.variables import VariableName, variable_names  # noqa: E402
+from nbagent.notebook.protocol import Approve, NamesRequest, Send  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
 
-from support.widget_messages import customs, until_idle  # noqa: E402
+from support.widget_messages import customs, until_idle, deliver  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ def test_the_widget_answers_a_names_request_with_its_id():
     w = ChatWidget(Agent(model="demo"))
     w.namespace = {"sales": [1], "_x": 2, "price": 1.5}
     sent = customs(w)
-    w._on_msg(w, {"type": "names", "id": "box-1-7"})
+    deliver(w, NamesRequest(id="box-1-7"))
     assert sent == [{"type": "names", "id": "box-1-7", "names": [["price", "float"], ["sales", "list"]]}]
 
 
@@ -74,14 +75,14 @@ async def test_every_send_passes_the_prompt_seam_and_a_refused_one_comes_back_as
     provider = ScriptedProvider([text_call("ok")])
     agent = Agent(model=provider)
     w = Prepared(agent)
-    w._on_msg(w, {"type": "send", "prompt": "look at @sales"})
+    deliver(w, Send(prompt="look at @sales"))
     await until_idle(w)
     assert agent.conversation.turns[-1].prompt == "look at @sales\n\n[attached: sales]"
     over = Agent(model=ScriptedProvider([text_call("never")]), pricing={"scripted-1": {"input": 1.0, "output": 1.0}},
                  budget_usd=0.0)
     w2 = Prepared(over)
     sent = customs(w2)
-    w2._on_msg(w2, {"type": "send", "prompt": "look at @sales"})
+    deliver(w2, Send(prompt="look at @sales"))
     await until_idle(w2)
     assert [m["type"] for m in sent] == ["confirm"] and sent[0]["prompt"] == "look at @sales"
 
@@ -90,7 +91,7 @@ async def test_a_mention_in_the_box_attaches_the_variable_like_chat_cells_do():
     agent = Agent(model=ScriptedProvider([text_call("ok")]))
     w = ChatWidget(agent)
     w.namespace = {"sales": [3, 1, 2], "other": 1}
-    w._on_msg(w, {"type": "send", "prompt": "sum @sales please, mail me at a@b.com"})
+    deliver(w, Send(prompt="sum @sales please, mail me at a@b.com"))
     await until_idle(w)
     prompt = agent.conversation.turns[-1].prompt
     assert prompt.startswith("sum @sales please, mail me at a@b.com")
@@ -113,7 +114,7 @@ async def test_a_code_tool_call_reaches_the_card_with_its_code_before_and_after_
     provider = ScriptedProvider([tool_call(("c1", "run_python", {"code": code})), text_call("Done.")])
     agent = Agent(model=provider, tools=[run_python])
     w = ChatWidget(agent)
-    w._on_msg(w, {"type": "send", "prompt": "revenue by month"})
+    deliver(w, Send(prompt="revenue by month"))
     for _ in range(300):
         await asyncio.sleep(0.01)
         steps = (w.current or {}).get("steps", [])
@@ -122,7 +123,7 @@ async def test_a_code_tool_call_reaches_the_card_with_its_code_before_and_after_
     calls = [(c["id"], c["name"], c["args"]) for s in w.current["steps"] if s["source"] == "MODEL"
              for c in s.get("tool_calls", [])]
     assert calls == [("c1", "run_python", {"code": code})]
-    w._on_msg(w, {"type": "approve", "call_id": "c1"})
+    deliver(w, Approve(call_id="c1"))
     await until_idle(w)
     turn = w.finished_turns()[-1]
     run = next(s for s in turn["steps"] if s.get("target") == "ENVIRONMENT" and s["type"] == "TOOL_CALL")

@@ -17,9 +17,11 @@ import { loadAsset, setAssetRequester } from "./assets.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
+import { browserWidget } from "./browser/index.js";
 
+/** @typedef {import("./protocol").ChatEvent} ChatEvent */
 /** @typedef {{state: import("./reducer.js").State, views: Set<ChatView>, resyncAt: number, timer: any,
- *   send: (msg: any) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
+ *   send: (msg: import("./protocol").ChatRequest) => boolean, checkLive: () => void, everLive: boolean, unwatch: () => void}} Store */
 
 export const KERNEL_RESTARTED = "Kernel restarted — re-run this cell to continue.";
 export const NO_KERNEL = "Not connected to a kernel — re-run this cell to continue.";
@@ -71,7 +73,7 @@ function storeFor(model) {
   let store = key ? stores.get(key) : undefined;
   if (store) return store;
   const s = /** @type {Store} */ ({ state: initialState(), views: new Set(), resyncAt: 0, timer: null, everLive: false });
-  /** @param {any} msg @returns {boolean} false when the kernel cannot be reached (the store is dead then) */
+  /** @param {import("./protocol").ChatRequest} msg @returns {boolean} false when the kernel cannot be reached (the store is dead then) */
   s.send = (msg) => {
     s.checkLive();
     if (s.state.dead) return false;
@@ -92,6 +94,7 @@ function storeFor(model) {
   if (key) stores.set(key, s);
   // finished turns come as custom messages ("turn", "turns"), the running one in `current`, the
   // text as deltas (see nbagent/notebook/widget.py); `finished` says how many finished turns there are
+  /** @returns {import("./reducer.js").Event} */
   const traits = () => ({ type: "traits", current: model.get("current"), running: model.get("running"),
     notice: model.get("notice"), gauge: model.get("gauge"), finished: model.get("finished") || 0 });
   /** Text or turns missing (a page reloaded, a late view, a new conversation): ask for all, once
@@ -127,18 +130,31 @@ function storeFor(model) {
   model.on("change:conversation_key", () => { resetViews(s); onTraits(); }); // rebound: New chat, History
   model.on("comm_live_update", () => queueMicrotask(s.checkLive));
   s.unwatch = watchKernel(model, (why) => dispatch({ type: "dead", reason: why }));
+  /** One handler per event the kernel sends (nbagent/notebook/protocol.py; the types are generated, so
+   * tsc fails here when an event is declared without a handler).
+   * @type {{[K in ChatEvent["type"]]: (msg: Extract<ChatEvent, {type: K}>) => void}} */
+  const handlers = {
+    refused: dispatch,
+    confirm: dispatch,
+    turn: dispatch,
+    turns: dispatch,
+    deltas: (msg) => {
+      const debug = debugLog();
+      if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
+        msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
+      dispatch(msg);
+    },
+    names: (msg) => { for (const v of s.views) v.mentions.receive(msg); }, // @name: the kernel's variables
+    asset: (msg) => { // math.js, grammars.js
+      if (typeof msg.name === "string" && typeof msg.code === "string") {
+        loadAsset(msg.name, msg.code).catch((e) => console.warn(`nbagent: ${msg.name}`, e));
+      }
+    },
+    history: () => {}, // the session bar's own listener answers it (sessionbar.js)
+  };
   model.on("msg:custom", (/** @type {any} */ msg) => {
-    if (msg && (msg.type === "refused" || msg.type === "confirm" || msg.type === "turn" || msg.type === "turns")) { dispatch(msg); return; }
-    if (msg && msg.type === "names") { for (const v of s.views) v.mentions.receive(msg); return; } // @name: the kernel's variables
-    if (msg && msg.type === "asset" && typeof msg.name === "string" && typeof msg.code === "string") { // math.js, grammars.js
-      loadAsset(msg.name, msg.code).catch((e) => console.warn(`nbagent: ${msg.name}`, e));
-      return;
-    }
-    if (!msg || msg.type !== "deltas") return;
-    const debug = debugLog();
-    if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
-      msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
-    dispatch(msg);
+    const handle = msg && Object.prototype.hasOwnProperty.call(handlers, msg.type) ? /** @type {any} */ (handlers)[msg.type] : null;
+    if (handle) handle(msg);
   });
   setAssetRequester((name) => s.send({ type: "asset", name })); // the newest widget asks for lazy modules
   const whole = model.get("turns"); // the whole state's turns (widget.py get_state), when it was sent
@@ -148,15 +164,22 @@ function storeFor(model) {
   return s;
 }
 
+/** One bundle for both widgets: a SessionBrowser's model says so in `_role` (session_browser.py).
+ * @param {any} model */
+const isBrowser = (model) => model.get("_role") === "session_browser";
+
 export default {
   /** @param {{model: any}} ctx */
   initialize({ model }) {
+    if (isBrowser(model)) return undefined;
     const store = storeFor(model);
     saveStubWith(model); // a reopened notebook finds a (blank) model instead of an error box
     return () => { store.unwatch(); stores.delete(model.get("_key") || ""); }; // the widget was closed
   },
-  /** @param {{model: any, el: HTMLElement}} ctx */
-  render({ model, el }) {
+  /** @param {{model: any, el: HTMLElement, host?: any}} ctx */
+  render(ctx) {
+    const { model, el } = ctx;
+    if (isBrowser(model)) return browserWidget.render(ctx);
     const store = storeFor(model);
     const view = new ChatView(el, store.send, model.get("placeholder") || "");
     const host = notebookHost(model); // JupyterLab, Notebook 7: tool cards can insert cells
@@ -169,6 +192,9 @@ export default {
     const unmountBar = mountSessionBar(model, view.root, store.send); // New chat, History, Next
     const unwatchMath = watchMath(view.root); // also inside a shadow root (marimo)
     const stopHiding = hideTranscriptBeside(el); // the saved transcript is for readers without a kernel
-    return () => { store.views.delete(view); unmountBar(); unwatchMath(); stopHiding(); };
+    const onAutosave = () => view.setAutosave(model.get("autosave") || ""); // not saved / saved elsewhere
+    onAutosave();
+    model.on("change:autosave", onAutosave);
+    return () => { store.views.delete(view); unmountBar(); unwatchMath(); stopHiding(); model.off("change:autosave", onAutosave); };
   },
 };

@@ -3,11 +3,8 @@
 // so the renderer redraws only what changed.
 
 /**
- * @typedef {{step_index: number, type?: string, source?: string, target?: string, status?: string,
- *   content: string, thinking?: string, tool_calls?: any[], error?: string, http_code?: number,
- *   usage_metadata?: any, approval?: string, run_seconds?: number, compaction?: any,
- *   finish_reason?: string, model?: string, preparing_tool?: string, notice?: string, created_at?: number,
- *   finished_at?: number, turn?: number, n?: [number, number]}} Step
+ * @typedef {import("./protocol").WireStep & {content: string}} Step  a step as the kernel sends it (the
+ *   generated js/src/protocol.d.ts, from the Step fields' roles), its text filled in from the deltas;
  *   `n`: the lengths of content and thinking the kernel has (a bare step: its text came as deltas)
  * @typedef {{turn: number, record: any, steps: Step[], done?: boolean}} Turn
  *   `done`: its end came ("turn" or "turns"): a late `current` trait of it is stale
@@ -21,7 +18,7 @@
  *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
  *   view asks for a resync).
  * @typedef {{type: "traits", current?: any, running?: boolean, notice?: string, gauge?: any, finished?: number}
- *   | {type: "deltas", items: DeltaItem[]} | {type: "turn", turn: any} | {type: "turns", turns: any[], first?: boolean}
+ *   | {type: "deltas", items: DeltaItem[]} | {type: "turn", turn: any} | {type: "turns", turns: any[], first?: boolean, last?: boolean}
  *   | {type: "dead", reason: string} | {type: "refused", text: string}
  *   | {type: "confirm", prompt: string, text: string}} Event
  * The kernel's messages: nbagent/notebook/widget.py. Finished turns arrive as events ("turn" bare,

@@ -16,7 +16,7 @@ export function shortDate(iso) {
 }
 
 /** One view's session bar, mounted at the top of the chat.
- * @param {any} model @param {HTMLElement} root the chat's root element @param {(msg: any) => boolean} send */
+ * @param {any} model @param {HTMLElement} root the chat's root element @param {(msg: import("./protocol").ChatRequest) => boolean} send */
 export function mount(model, root, send) {
   const list = h("div", { class: "nba-history", role: "listbox", "aria-label": "Saved conversations" });
   const newBtn = h("button", { type: "button", class: "nba-btn nba-new-chat", text: "New chat", title: "Start a new conversation (the current one stays saved)",
@@ -34,7 +34,7 @@ export function mount(model, root, send) {
     list.replaceChildren(h("div", { class: "nba-history-empty", text: "Loading…" }));
     if (!send({ type: "history", id: pending })) hide();
   };
-  /** @param {any} msg */
+  /** @param {import("./protocol").ChatEvent_history} msg */
   const onMsg = (msg) => {
     if (!msg || msg.type !== "history" || msg.id !== pending) return;
     const rows = (msg.sessions || []).map((/** @type {any} */ s) => {

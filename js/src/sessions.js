@@ -17,7 +17,7 @@ export function resetViews(store) {
 }
 
 /** Mount the session bar in a view once the kernel has sent its code. Returns an unmount.
- * @param {any} model @param {HTMLElement} root @param {(msg: any) => boolean} send */
+ * @param {any} model @param {HTMLElement} root @param {(msg: import("./protocol").ChatRequest) => boolean} send */
 export function mountSessionBar(model, root, send) {
   let unmount = () => {};
   let done = false;

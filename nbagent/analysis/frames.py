@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from ..core.distribution import install_hint
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
-from ..core.steps import Step, StepSource
+from ..core.steps import Step, StepKind
 from .columns import (HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column,
                       Table, column_table)
 
@@ -136,11 +136,11 @@ def tool_call_rows(steps: Sequence[Step]) -> list[ToolCallRow]:
                 executions[call.id] = s
             else:
                 anonymous.setdefault((s.turn, call.name), []).append(s)
-        elif s.source == StepSource.MODEL:
+        elif s.kind is StepKind.MODEL_CALL:
             requested.update(c.id for c in s.tool_calls if c.id)
     rows = []
     for s in steps:
-        if s.source == StepSource.MODEL:
+        if s.kind is StepKind.MODEL_CALL:
             for c in s.tool_calls:
                 if c.id:
                     ex = executions.get(c.id)

@@ -14,7 +14,8 @@ INT           int64, not null                      ``turn``, ``call``
 COUNT         int64, nullable                      token counts, ``http_code``; null = NA
 FLOAT         double                               null = NaN (durations, costs, ratios)
 TEXT          string                               null = NA
-CATEGORY      string                               enum values (``"done"``, ``"STOP"``); null = NA
+CATEGORY      dictionary<int32, string>            enum values (``"done"``, ``"STOP"``); null = NA;
+                                                   pandas reads it back as ``category``
 TIME          timestamp[us, tz=UTC]                null = NaT
 BOOL          bool                                 nullable
 ============  ===================================  ==========================================
@@ -40,7 +41,7 @@ from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Ki
 
 __all__ = ["to_parquet", "parquet_schema", "TABLES", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: category columns dictionary-encoded (1: plain strings)
 TABLES = ("usage", "tool_calls")
 _KEYS = ("session_id", "path")
 
@@ -64,7 +65,7 @@ def _table_columns(table: str) -> tuple[Column, Sequence[Column]]:
 
 def _arrow_type(pa: Any, kind: Kind) -> Any:
     types = {Kind.INT: pa.int64(), Kind.COUNT: pa.int64(), Kind.FLOAT: pa.float64(), Kind.TEXT: pa.string(),
-             Kind.CATEGORY: pa.string(), Kind.TIME: pa.timestamp("us", tz="UTC"), Kind.BOOL: pa.bool_()}
+             Kind.CATEGORY: pa.dictionary(pa.int32(), pa.string()), Kind.TIME: pa.timestamp("us", tz="UTC"), Kind.BOOL: pa.bool_()}
     try:
         return types[kind]
     except KeyError:
@@ -215,6 +216,13 @@ def _arrow_array(pa: Any, series: Any, type_: Any):
     if pa.types.is_string(type_):
         values = series.astype(object)
         return pa.array(values.where(series.notna(), None).tolist(), type=type_)
+    if pa.types.is_dictionary(type_):  # a category column: its codes and the values they name
+        if not isinstance(series.dtype, pd.CategoricalDtype):
+            series = series.astype("category")
+        values = series.cat.remove_unused_categories()
+        categories = pa.array([str(c) for c in values.cat.categories], type=type_.value_type)
+        codes = pa.array(values.cat.codes.to_numpy(), type=type_.index_type, mask=values.isna().to_numpy())
+        return pa.DictionaryArray.from_arrays(codes, categories)
     return pa.array(series, type=type_, from_pandas=True)
 
 

@@ -14,9 +14,9 @@ Lookup (:func:`get_price`), first match wins:
 1. the per-call ``pricing=`` mapping (``{"my-model": {"input": 1.0, "output": 2.0}}``),
 2. :func:`set_price` overrides,
 3. ``local`` / ``demo`` (provider, or model ``demo``/``local``/``smollm2``): free, 0.0,
-4. genai-prices: the nbagent provider maps to its provider id (``openai`` and
-   ``openai-responses`` -> ``openai``, ``anthropic``/``claude`` -> ``anthropic``,
-   ``gemini``/``google`` -> ``google``; a name genai-prices knows, e.g.
+4. genai-prices: the nbagent provider maps to the provider id its wire's spec
+   names (``openai`` and ``openai-responses`` -> ``openai``, ``anthropic``/``claude``
+   -> ``anthropic``, ``gemini``/``google`` -> ``google``; :func:`pricing_id`); a name genai-prices knows, e.g.
    ``openrouter``, as is; ``provider_api_url`` picks the provider of an
    OpenAI-compatible endpoint; a provider it does not know, e.g. ``mock``,
    leaves the match to the model name). The model name is tried as given (lower case),
@@ -62,6 +62,7 @@ __all__ = [
     "FREE",
     "get_price",
     "price_source",
+    "pricing_id",
     "set_price",
     "reset_prices",
     "cost",
@@ -142,9 +143,17 @@ FREE_PROVIDERS = frozenset({"demo", "local", "replay"})  # a replay calls no one
 _FREE_MODELS = frozenset({"demo", "local", "smollm2"})
 _FREE_PRICE = Price(0.0, 0.0, 0.0, 0.0, source="runs locally: free")
 
-#: nbagent provider names -> genai-prices provider ids
-_PROVIDER_IDS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic",
-                 "claude": "anthropic", "gemini": "google", "google": "google"}
+
+def pricing_id(provider: str) -> str:
+    """The genai-prices provider id of an nbagent provider name or prefix (each wire's spec says its
+    own: ``claude`` -> ``anthropic``, ``gemini`` -> ``google``); another name as it is."""
+    from ..providers import wire_specs
+
+    for spec in wire_specs():
+        if provider in spec.prefixes:
+            return spec.pricing_id
+    return provider
+
 
 _USER_PRICES: dict[str, Price] = {}
 _CATALOG: dict[tuple, Any] = {}  # (model, provider, api url) -> (ModelInfo | None, Price | None)
@@ -318,7 +327,7 @@ def _find_model(snapshot: Any, model: str, provider: str, api_url: str | None) -
     prov = (provider or "").strip().lower()
     if not prov and ":" in text:  # "anthropic:claude-sonnet-4-5"
         prov = text.split(":", 1)[0]
-    provider_id = _PROVIDER_IDS.get(prov, prov) or None
+    provider_id = pricing_id(prov) or None
     if api_url or (provider_id and data_snapshot.find_provider_by_id(snapshot.providers, provider_id) is None):
         provider_id = None  # a provider genai-prices does not know ("mock", a plugin): match by model
     refs = dict.fromkeys(r for r in (text.split(":", 1)[1] if ":" in text else text, normalize_model(text)) if r)

@@ -7,6 +7,7 @@ fails on one bad file.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -123,8 +124,11 @@ def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
     from .literal_frame import literal_frame
 
     df = literal_frame(pd.DataFrame([vars(r) for r in rows], columns=list(COLUMNS)))
-    for name in ("created", "updated"):
-        df[name] = pd.to_datetime(df[name], unit="s", utc=True)
+    from .columns import utc_times
+
+    for name in ("created", "updated"):  # datetime64[ns, UTC] like every frame, whatever the values
+        seconds = [getattr(r, name) for r in rows]
+        df[name] = utc_times([math.nan if v is None else v for v in seconds])
     df = df.astype({"turns": "int64", "tokens": "int64", "cost_usd": "float64", "out_of_budget": "bool",
                     "budget_usd": "float64"})
     return df.sort_values("updated", ascending=False, na_position="last", kind="stable").reset_index(drop=True)

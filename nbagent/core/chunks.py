@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .ledger import TurnRecord
-from .steps import (ChatResponse, FinishReason, Step, StepSource, StepTarget, StepType, Text, Thought, ToolCall,
+from .steps import (ChatResponse, FinishReason, Step, StepKind, StepTarget, Text, Thought, ToolCall,
                     UsageMetadata)
 
 Chunk = Thought | Text | ToolCall
@@ -19,7 +19,7 @@ def chunks_of(step: Step, seen_call_ids: set[str]) -> list[Chunk]:
     if step.target == StepTarget.ENVIRONMENT:
         return []
     out: list[Chunk] = []
-    if step.source == StepSource.MODEL and step.target == StepTarget.USER:
+    if step.kind is StepKind.MODEL_CALL:
         if step.thinking_delta:
             out.append(Thought(step.step_index, step.thinking_delta))
         if step.content_delta:
@@ -35,11 +35,11 @@ def chunks_of(step: Step, seen_call_ids: set[str]) -> list[Chunk]:
 
 def response_of(steps: list[Step], record: TurnRecord | None) -> ChatResponse:
     """The ChatResponse of one turn from its steps and ledger record."""
-    texts = [s.content for s in steps if s.source == StepSource.MODEL and s.target == StepTarget.USER and s.content]
+    texts = [s.content for s in steps if s.kind is StepKind.MODEL_CALL and s.content]
     if not texts:  # no answer: say why (tool-call limit reached, prompt blocked, ...)
-        texts = [s.content for s in steps if s.type == StepType.FINISH and s.content][-1:]
+        texts = [s.content for s in steps if s.kind is StepKind.FINISH and s.content][-1:]
     # one paragraph per model call, like the answer's texts (glued, "…12 * 7"}.The tool…" ran together)
-    thinking = "\n\n".join(s.thinking for s in steps if s.source == StepSource.MODEL and s.thinking)
+    thinking = "\n\n".join(s.thinking for s in steps if s.kind is StepKind.MODEL_CALL and s.thinking)
     structured = next((s.structured_output for s in reversed(steps) if s.structured_output is not None), None)
     reason = FinishReason.STOP
     if record is not None and record.finish_reason is not None:

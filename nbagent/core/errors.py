@@ -53,7 +53,10 @@ class ErrorKind(str, enum.Enum):
 
 KINDS = tuple(k.value for k in ErrorKind)
 
-_KEY_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+# environment variables holding API keys, scrubbed from every message: each wire's spec registers its
+# own when the provider registry first reads the specs (the pattern below catches the usual key shapes
+# before that)
+_key_variables: list[str] = []
 _KEY_PATTERN = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,})")
 _registered_secrets: set[str] = set()
 
@@ -63,6 +66,17 @@ def secret_forms(secret: str) -> set[str]:
     forms = {secret, secret.strip(), repr(secret)[1:-1], json.dumps(secret)[1:-1], quote(secret, safe=""),
              quote_plus(secret)}
     return {f for f in forms if len(f) >= 6}
+
+
+def register_key_variable(name: str) -> None:
+    """Scrub the value of the environment variable ``name`` (an API key) from every message."""
+    if name and name not in _key_variables:
+        _key_variables.append(name)
+
+
+def key_variables() -> tuple[str, ...]:
+    """The environment variables whose values are scrubbed (as registered, in order)."""
+    return tuple(_key_variables)
 
 
 def register_secret(secret: str | None) -> None:
@@ -76,7 +90,7 @@ def redact(text: str) -> str:
     if not text:
         return text
     secrets = set(_registered_secrets)
-    for name in _KEY_ENV:
+    for name in _key_variables:
         value = os.environ.get(name)
         if value and len(value.strip()) >= 6:
             secrets.update(secret_forms(value))

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Mapping
 
-from .steps import (FinishReason, PrefixChange, Step, StepSource, StepStatus, StepTarget, StepType, TurnStatus,
+from .steps import (FinishReason, PrefixChange, Step, StepKind, StepStatus, StepTarget, TurnStatus,
                     UsageMetadata, enum_member)
 from .usage import count
 
@@ -161,7 +161,7 @@ class TurnTally:
         """Fold one step update into the record; returns the usage it added (if any)."""
         rec = self.record
         added = self._count_usage(step)
-        if step.source == StepSource.MODEL:
+        if step.kind is StepKind.MODEL_CALL:
             if step.step_index not in self._model_steps:
                 self._model_steps.add(step.step_index)
                 rec.model_calls += 1
@@ -179,7 +179,7 @@ class TurnTally:
         if step.is_tool_run:
             self._tool_call_ids.update(c.id or (step.step_index, i) for i, c in enumerate(step.tool_calls))
             rec.tool_calls = len(self._tool_call_ids)
-        if step.type == StepType.FINISH:
+        if step.kind is StepKind.FINISH:
             rec.finish_reason = step.finish_reason
             if step.finish_reason == FinishReason.INTERRUPTED:
                 rec.status = TurnStatus.INTERRUPTED
@@ -189,7 +189,7 @@ class TurnTally:
                 rec.status = TurnStatus.WAITING
             else:
                 rec.status = TurnStatus.DONE
-        if step.type == StepType.FINISH and step.error:  # why the loop ended the turn early (e.g. budget)
+        if step.kind is StepKind.FINISH and step.error:  # why the loop ended the turn early (e.g. budget)
             rec.error = step.error
         elif step.error and step.status in (StepStatus.ERROR, StepStatus.TERMINAL_ERROR):
             if step.target != StepTarget.ENVIRONMENT:  # tool errors do not fail the turn

@@ -12,7 +12,8 @@ own quirks (math, tables, mermaid blocks), so nothing relies on it parsing as we
 - code that contains ``<`` (an inline code span or a fenced block) is written as
   ``<code>`` / ``<pre><code>`` with its text entity-escaped, so it shows exactly as
   written whether or not a renderer sees the code where we do;
-- ``javascript:``-like schemes get a zero-width space (no longer a scheme), in code too.
+- ``javascript:``-like schemes get a zero-width space (no longer a scheme), in code too;
+- a link to any other scheme than the widget's (``data:``, ``file:``, ...) is shown as text.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ _SCHEME = re.compile(r"(?i)\b(java|vb|live)(script\s*\\?:)")
 _TEXT_TOKEN = re.compile(r"(\\[!-/:-@\[-`{-~])|(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});)"
                          r"|(<(?=[A-Za-z/!?]|$))|(\$)")
 _DOLLAR = "\\\\$"  # markdown for "\$": MathJax (which reads the page's text) shows it as "$"
-_DEFUSED = r"(?:java|vb|live)\u200bscript"
-_DISARMED_LINK = re.compile(r"\]\((?=\s*<?\s*" + _DEFUSED + ")", re.I)
-_DISARMED_DEF = re.compile(r"^ {0,3}\[(?=[^\]]*\]:\s*<?\s*" + _DEFUSED + ")", re.I)
+# where a link's address starts: an inline link's "](", a reference definition's "[label]:"
+_LINK_DEST = re.compile(r"\]\(\s*(?:<|&lt;)?\s*([^\s)>]*)")
+_LINK_DEF = re.compile(r"^ {0,3}\[(?=[^\]]*\]:\s*(?:<|&lt;)?\s*(\S*))")
+_URL_NOISE = re.compile(r"[\x00-\x20\x7f\\]|&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z]+);?")
 _SAFE_URL = re.compile(r"(?i)^(https?:|mailto:|#|/|\./|\.\./|[^:]*$)")
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _BACKTICKS = re.compile(r"`+")
@@ -61,6 +63,15 @@ def safe_url(url: str) -> str | None:
     """``url`` when it is http(s), mailto or relative (as the widget allows), else None."""
     url = _CONTROL.sub("", html.unescape(url or "")).strip()
     return url if url and _SAFE_URL.match(url) else None
+
+
+def _link_allowed(dest: str) -> bool:
+    """Whether markdown's link address ``dest`` (as written: entities, backslash escapes, breaks inside)
+    is one the widget would link: http(s), mailto, ``#name`` or relative. Judged as a browser reads it
+    once the renderer has decoded it, so ``d&#x61;ta:`` and ``data\\:`` are ``data:``."""
+    decoded = _URL_NOISE.sub(lambda m: html.unescape(m.group(0)) if m.group(0).startswith("&") else "", dest)
+    decoded = _URL_NOISE.sub("", decoded)  # what the entities spelled (a tab, a backslash) goes too
+    return bool(_SAFE_URL.match(decoded))
 
 
 def plain(text: object) -> str:
@@ -225,9 +236,10 @@ def _text(text: str) -> str:
 
 def _prose_text(text: str) -> str:
     text = _defuse(_TEXT_TOKEN.sub(_text_token, text)).replace("![", "🖼 [")
-    # a link to a defused address would still be a link (to a relative page): show it as text
-    text = _DISARMED_LINK.sub(lambda m: m.group(0)[:-1] + "\\(", text)
-    return _DISARMED_DEF.sub(lambda m: "\\" + m.group(0), text)
+    # a link to another scheme (data:, file:, a defused javascript:, which would open a relative page)
+    # is shown as text: its "](" becomes "]\(", its definition's "[" becomes "\["
+    text = _LINK_DEST.sub(lambda m: m.group(0) if _link_allowed(m.group(1)) else "]\\" + m.group(0)[1:], text)
+    return _LINK_DEF.sub(lambda m: m.group(0) if _link_allowed(m.group(1)) else "\\" + m.group(0), text)
 
 
 def _text_token(m: re.Match) -> str:

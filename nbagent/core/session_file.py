@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
-from .chat_session import ChatSession, atomic_write_json, open_session_file, read_json
+from .chat_session import ChatSession, atomic_write_json, open_session_file
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
-from .errors import NbagentError
+from .errors import NbagentError, StorageError
 from .ledger import TurnRecord
 from .session_settings import AgentSettings
 from .steps import Step, UsageMetadata
@@ -84,8 +84,12 @@ def gc_paused() -> Iterator[None]:
 
 
 def read_session_document(path: str | Path) -> dict:
-    """Read a session file and check its format and version (``NbagentError(kind="io")``)."""
-    return _checked(read_json(path), path)
+    """Read a session file and check its format and version (``StorageError``, kind ``io``).
+
+    A top-level key written twice (two ``"turns"`` ledgers: JSON would keep the last one silently)
+    is refused too: nbagent writes each key once.
+    """
+    return _checked(read_head(path, None), path)
 
 
 def _checked(doc: Any, path: str | Path) -> dict:
@@ -188,17 +192,18 @@ _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def read_head(path: str | Path, keys: frozenset[str]) -> dict:
+def read_head(path: str | Path, keys: frozenset[str] | None) -> dict:
     """The top-level entries of a JSON object file up to the last of ``keys`` (all of them if
-    some are absent); ``NbagentError(kind="io")`` naming the file when it is not one.
+    some are absent, or ``keys`` is None); ``NbagentError(kind="io")`` naming the file when it is
+    not one, or when a key it parsed comes twice.
 
     Reads the file's first ``_HEAD_BYTES`` and its end (it must close the object) and parses
     those entries; only when they run past that prefix does it read the whole file.
     """
     try:
         with open_session_file(path, "rb") as f:
-            data = f.read(_HEAD_BYTES)
-            whole = len(data) < _HEAD_BYTES
+            data = f.read(_HEAD_BYTES if keys is not None else -1)
+            whole = keys is None or len(data) < _HEAD_BYTES
             if not whole:
                 f.seek(-64, os.SEEK_END)
             if not (data if whole else f.read()).rstrip(b" \t\n\r").endswith(b"}"):
@@ -214,6 +219,9 @@ def read_head(path: str | Path, keys: frozenset[str]) -> dict:
         raise NbagentError(f"no such session file: {path}", kind="io") from None
     except OSError as exc:
         raise NbagentError(f"cannot read {path}: {exc.strerror or exc}", kind="io") from None
+    except DuplicateKey as exc:
+        raise StorageError(f"{path} has the key {json.dumps(exc.key)} twice (a damaged or edited file: nbagent writes "
+                           "each key once, and JSON would keep the last one silently)") from None
     except (ValueError, IndexError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
 
@@ -221,10 +229,20 @@ def read_head(path: str | Path, keys: frozenset[str]) -> dict:
 _HEAD_BYTES = 1 << 16  # a 100-turn ledger fits
 
 
-def _object_head(text: str, keys: frozenset[str]) -> dict:
-    """Parse ``{"key": value, ...`` entry by entry; stop once every key of ``keys`` is in.
+class DuplicateKey(ValueError):
+    """A top-level key came twice in one JSON object."""
 
-    Raises ValueError / IndexError when the text ends first (or is not an object's start).
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} comes twice")
+        self.key = key
+
+
+def _object_head(text: str, keys: frozenset[str] | None) -> dict:
+    """Parse ``{"key": value, ...`` entry by entry; stop once every key of ``keys`` is in (``None``:
+    parse to the object's end, and nothing but white space may follow it).
+
+    Raises :class:`DuplicateKey` for a key seen twice, ValueError / IndexError when the text ends
+    first (or is not an object's start).
     """
     decode = _DECODER.raw_decode
     i = _skip_space(text, 0)
@@ -233,7 +251,7 @@ def _object_head(text: str, keys: frozenset[str]) -> dict:
     out: dict[str, Any] = {}
     i = _skip_space(text, i + 1)
     if text[i] == "}":
-        return out
+        return _ended(text, i, out) if keys is None else out
     while True:
         key, i = decode(text, i)
         i = _skip_space(text, i)
@@ -243,10 +261,22 @@ def _object_head(text: str, keys: frozenset[str]) -> dict:
         i = _skip_space(text, i)
         if text[i] not in ",}":  # also proves a number was not cut by the end of a prefix
             raise ValueError(f"expected ',' or '}}' at character {i}")
+        if key in out:
+            raise DuplicateKey(key)
         out[key] = value
-        if text[i] == "}" or keys.issubset(out):
+        if text[i] == "}":
+            return _ended(text, i, out) if keys is None else out
+        if keys is not None and keys.issubset(out):
             return out
         i = _skip_space(text, i + 1)
+
+
+def _ended(text: str, close: int, out: dict) -> dict:
+    """``out``, once nothing but white space follows the object's closing brace at ``close``."""
+    end = _skip_space(text, close + 1)
+    if end != len(text):
+        raise ValueError(f"extra data after the object at character {end}")
+    return out
 
 
 def read_session(path: str | Path) -> ConversationState:

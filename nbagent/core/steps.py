@@ -25,7 +25,8 @@ Conventions used by nbagent's own connections:
 What crosses layers travels in typed fields: ``finish_reason``
 (:class:`FinishReason`), ``model``, ``approval`` (:class:`ApprovalDecision`),
 ``run_seconds``, ``preparing_tool``, ``compaction`` (:class:`CompactionStats`),
-``refusal``, ``notice`` (a provider's retry), ``cut_tool_calls`` (:class:`CutToolCall`), and ``raw_usage`` --
+``refusal``, ``notice`` (a provider's retry), ``cut_tool_calls`` (:class:`CutToolCall`), ``preview``
+(:class:`CellPreview`: a notebook cell tool's diff, shown before Approve), and ``raw_usage`` --
 the provider's own usage object, kept for analysis (saved with the session,
 never sent to the widget).
 """
@@ -183,6 +184,50 @@ def cut_note(calls: list[CutToolCall]) -> str:
     return f"The reply was cut at the token limit while the model was writing a call to {names}; nothing was run."
 
 
+PREVIEW_MAX_CHARS = 20_000  # each source a CellPreview keeps, at most (the rest is cut, ``cut`` set)
+PREVIEW_MAX_LINES = 2_000  # diff lines a CellPreview keeps, at most
+
+
+@dataclass(frozen=True)
+class CellPreview:
+    """What a notebook cell tool (``edit_cell``, ``insert_cell``, ``run_cell``) will do, computed
+    before the call waits for Approve so its card can show the diff: the cell, its source before
+    and after, and the line diff between them (``(" " | "-" | "+", line)`` pairs, old to new)."""
+
+    action: str  # "edit" | "insert" | "run"
+    cell_id: str = ""  # the cell edited or run; an insert: the cell it goes after ("" at the end)
+    position: int = 0  # 1-based, as the user counts cells: the cell's, or the new cell's place
+    old_source: str = ""  # the cell's source now ("" for an insert)
+    new_source: str = ""  # the source after the call (run: the source that will run)
+    diff: tuple[tuple[str, str], ...] = ()
+    notebook: str = ""  # where the cell lives: "live", "file: <path>", "history"
+    problem: str = ""  # non-empty: the call will be refused if approved, and why (a stale cell, ...)
+    cut: bool = False  # a source or the diff was longer than the card keeps
+
+    @property
+    def added(self) -> int:
+        return sum(1 for op, _ in self.diff if op == "+")
+
+    @property
+    def removed(self) -> int:
+        return sum(1 for op, _ in self.diff if op == "-")
+
+    def to_dict(self) -> dict:
+        return {"action": self.action, "cell_id": self.cell_id, "position": self.position,
+                "old_source": self.old_source, "new_source": self.new_source,
+                "diff": [list(d) for d in self.diff], "added": self.added, "removed": self.removed,
+                "notebook": self.notebook, "problem": self.problem, "cut": self.cut}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CellPreview:
+        if not isinstance(d, dict):
+            raise TypeError(f"step field 'preview' must be an object, got {type(d).__name__}")
+        diff = tuple((str(op), str(line)) for op, line in d.get("diff") or ())
+        return cls(str(d.get("action") or ""), str(d.get("cell_id") or ""), int(d.get("position") or 0),
+                   str(d.get("old_source") or ""), str(d.get("new_source") or ""), diff,
+                   str(d.get("notebook") or ""), str(d.get("problem") or ""), bool(d.get("cut")))
+
+
 class StepKind(str, Enum):
     """What a step is to its reader, from the conventions above (``Step.kind``)."""
 
@@ -194,47 +239,88 @@ class StepKind(str, Enum):
     OTHER = "other"  # a system message, or a step of unknown shape
 
 
+class Wire(str, Enum):
+    """How a Step field reaches the live widget (notebook/widget_wire.py)."""
+
+    STRUCTURAL = "structural"  # sent with the turn's structure, and a change re-sends it
+    TEXT = "text"  # sent as deltas (content, thinking)
+    CARRIED = "carried"  # sent with the structure; a change alone does not re-send it
+    KERNEL = "kernel"  # never sent to the widget
+
+
+@dataclass(frozen=True)
+class FieldRole:
+    """What a Step field is to each of its views, declared on the field (``Step`` and ``field_roles``).
+
+    ``saved``: in session files and ``to_dict``; ``shown``: the live widget draws it (a contract test
+    checks each such field reaches its DOM); ``keep_empty``: the widget's compact dict keeps it at its
+    default; ``shape``: for a structural field, what of its value counts as a change (default: the value).
+    """
+
+    wire: Wire
+    saved: bool = True
+    shown: bool = False
+    keep_empty: bool = False
+    shape: Any = None  # Callable[[value], Hashable] | None
+
+
+def _present(value: Any) -> bool:
+    return value is not None
+
+
+def _field(default: Any, wire: Wire, *, saved: bool = True, shown: bool = False, keep_empty: bool = False,
+           shape: Any = None) -> Any:
+    """A Step field with its roles; ``default`` may be a factory (``list``, ``time.time``)."""
+    role = {FieldRole: FieldRole(wire, saved, shown, keep_empty, shape)}  # keyed by the class, not a string
+    if callable(default):
+        return field(default_factory=default, metadata=role)
+    return field(default=default, metadata=role)
+
+
 @dataclass
 class Step:
     """One logical event of a turn; see the module docstring for conventions."""
 
-    id: str = ""
-    step_index: int = 0
-    type: StepType = StepType.UNKNOWN
-    source: StepSource = StepSource.UNKNOWN
-    target: StepTarget = StepTarget.UNKNOWN
-    status: StepStatus = StepStatus.ACTIVE
-    content: str = ""
-    content_delta: str = ""
-    thinking: str = ""
-    thinking_delta: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    error: str = ""
-    is_complete_response: bool | None = None  # derived (see ``derive``); never saved
-    structured_output: Any = None
-    usage_metadata: UsageMetadata | None = None
-    cascade_id: str = ""  # the conversation's id (see ``derive``); never saved
-    trajectory_id: str = ""  # named by the public API; nbagent leaves it empty and never saves it
-    http_code: int = 0
+    # each field declares its roles (FieldRole): how it reaches the live widget, whether it is saved and
+    # whether the widget draws it; the wire, fingerprint and saved forms are made from these (see FieldRole)
+    id: str = _field("", Wire.CARRIED)
+    step_index: int = _field(0, Wire.CARRIED, keep_empty=True)  # the step's identity in its turn
+    type: StepType = _field(StepType.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
+    source: StepSource = _field(StepSource.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
+    target: StepTarget = _field(StepTarget.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
+    status: StepStatus = _field(StepStatus.ACTIVE, Wire.STRUCTURAL, shown=True, keep_empty=True)
+    content: str = _field("", Wire.TEXT, shown=True, keep_empty=True)
+    content_delta: str = _field("", Wire.KERNEL, saved=False)  # transient
+    thinking: str = _field("", Wire.TEXT, shown=True)
+    thinking_delta: str = _field("", Wire.KERNEL, saved=False)  # transient
+    tool_calls: list[ToolCall] = _field(list, Wire.STRUCTURAL, shown=True, shape=len)
+    error: str = _field("", Wire.STRUCTURAL, shown=True)
+    is_complete_response: bool | None = _field(None, Wire.KERNEL, saved=False)  # derived (see ``derive``)
+    structured_output: Any = _field(None, Wire.CARRIED)
+    usage_metadata: UsageMetadata | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)
+    cascade_id: str = _field("", Wire.KERNEL, saved=False)  # the conversation's id (see ``derive``)
+    trajectory_id: str = _field("", Wire.KERNEL, saved=False)  # named by the public API; nbagent leaves it empty
+    http_code: int = _field(0, Wire.STRUCTURAL, shown=True)
     # nbagent additions
-    created_at: float = field(default_factory=time.time)
-    finished_at: float | None = None
-    turn: int = -1
-    finish_reason: FinishReason | None = None  # a model call's or the turn's (FINISH) end
-    model: str = ""  # the model that answered (model steps)
-    approval: ApprovalDecision | None = None  # tool execution steps
-    run_seconds: float | None = None  # how long the tool ran (approval wait excluded)
-    preparing_tool: str = ""  # a tool call the model is still writing
-    compaction: CompactionStats | None = None  # COMPACTION steps
-    raw_usage: dict | None = None  # the provider's own usage object (analysis only)
-    refusal: str = ""  # the model declined: its refusal text (model steps; not in content)
-    cut_tool_calls: list[CutToolCall] = field(default_factory=list)  # cut by the token limit
-    display: dict | None = None  # tool execution steps: what the user sees of the result (mime type -> data)
-    prefix_change: PrefixChange | None = None  # model steps: what changed in the request prefix (None: nothing)
-    decided_at: float | None = None  # tool execution steps: when the approval decision was made
-    decided_by: str = ""  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
-    tool_server: str = ""  # tool execution steps: the MCP server the tool belongs to ("": a local tool)
-    notice: str = ""  # model steps: the provider's latest retry, e.g. "no reply from … — retrying in 1 s, 2 of 3"
+    created_at: float = _field(time.time, Wire.CARRIED)
+    finished_at: float | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)
+    turn: int = _field(-1, Wire.CARRIED)
+    finish_reason: FinishReason | None = _field(None, Wire.STRUCTURAL)  # a model call's or the turn's (FINISH) end
+    model: str = _field("", Wire.CARRIED)  # the model that answered (model steps)
+    approval: ApprovalDecision | None = _field(None, Wire.STRUCTURAL, shown=True)  # tool execution steps
+    run_seconds: float | None = _field(None, Wire.STRUCTURAL, shown=True)  # how long the tool ran (approval wait excluded)
+    preparing_tool: str = _field("", Wire.STRUCTURAL)  # a tool call the model is still writing
+    compaction: CompactionStats | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # COMPACTION steps
+    raw_usage: dict | None = _field(None, Wire.KERNEL)  # the provider's own usage object (analysis only)
+    refusal: str = _field("", Wire.STRUCTURAL, shown=True)  # the model declined: its refusal text (not in content)
+    cut_tool_calls: list[CutToolCall] = _field(list, Wire.CARRIED)  # cut by the token limit
+    display: dict | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # tool runs: what the user sees
+    prefix_change: PrefixChange | None = _field(None, Wire.CARRIED)  # model steps: what changed in the request prefix
+    decided_at: float | None = _field(None, Wire.CARRIED)  # tool execution steps: when the approval decision was made
+    decided_by: str = _field("", Wire.CARRIED)  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
+    tool_server: str = _field("", Wire.STRUCTURAL, shown=True)  # tool execution steps: the MCP server ("": a local tool)
+    notice: str = _field("", Wire.STRUCTURAL, shown=True)  # model steps: the provider's latest retry or wait ("… retrying in 1 s")
+    preview: CellPreview | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # cell tools: the diff before Approve
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed
@@ -321,6 +407,8 @@ class Step:
                 d[key] = self.usage_metadata.to_dict(compact=True)
             elif key == "compaction" and self.compaction is not None:
                 d[key] = self.compaction.to_dict()
+            elif key == "preview" and self.preview is not None:
+                d[key] = self.preview.to_dict()
             else:  # tool_calls, cut_tool_calls
                 d[key] = [c.to_dict() for c in d[key]]
         return d
@@ -344,6 +432,14 @@ class Step:
             if name not in d:
                 values[name] = make()
         return step
+
+
+def field_roles() -> dict[str, FieldRole]:
+    """Every Step field's declared roles, by name, in field order."""
+    return _ROLES
+
+
+_ROLES = {f.name: f.metadata[FieldRole] for f in dataclasses.fields(Step)}
 
 
 def enum_member(enum_cls: type[Enum], value: Any) -> Any:
@@ -402,6 +498,7 @@ _READERS: dict[str, Any] = {
     "display": lambda v: _display(v),
     "prefix_change": _optional(partial(enum_member, PrefixChange)),
     "decided_at": _optional(float),
+    "preview": _optional(CellPreview.from_dict),
 }
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Step) if f.default is not dataclasses.MISSING}
 _FIELD_DEFAULTS["created_at"] = 0.0
@@ -411,9 +508,12 @@ _FIELD_FACTORIES = tuple((f.name, f.default_factory) for f in dataclasses.fields
 _EMPTY_DEFAULTS = frozenset(f.name for f in dataclasses.fields(Step) if f.name in _READERS and (
     f.default in ("", 0) or f.default_factory is list) and f.name != "created_at")
 _COMPACT_ENUMS = frozenset(("finish_reason", "approval", "prefix_change"))
-# not saved: the deltas are transient, the rest derived from the conversation (``Step.derive``) or unused
-_UNSAVED = frozenset(("cascade_id", "trajectory_id", "is_complete_response"))
-_SAVED = frozenset(_READERS).difference(_UNSAVED)
+# not saved (declared on the fields): the deltas are transient, the rest derived from the conversation
+# (``Step.derive``) or unused
+_UNSAVED = frozenset(f.name for f in dataclasses.fields(Step) if f.name in _READERS and not field_roles()[f.name].saved)
+_SAVED = frozenset(f.name for f in dataclasses.fields(Step) if field_roles()[f.name].saved)
+if not _SAVED <= set(_READERS):  # every saved field is read back
+    raise AssertionError(f"saved Step fields without a reader: {sorted(_SAVED - set(_READERS))}")
 _SAVED_FIELDS = tuple(f.name for f in dataclasses.fields(Step) if f.name in _SAVED)
 
 
@@ -421,12 +521,12 @@ def _json_value(value: Any) -> Any:
     """A Step field's value as JSON: enums by value, nested records by their ``to_dict``."""
     if isinstance(value, Enum):
         return value._value_
-    if isinstance(value, (UsageMetadata, CompactionStats)):
+    if isinstance(value, (UsageMetadata, CompactionStats, CellPreview)):
         return value.to_dict()
     if isinstance(value, list) and value and isinstance(value[0], (ToolCall, CutToolCall)):
         return [c.to_dict() for c in value]
     return value
-_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls"}
+_COMPACT_CONVERTED = _COMPACT_ENUMS | {"usage_metadata", "compaction", "tool_calls", "cut_tool_calls", "preview"}
 
 
 def _display(value: Any) -> dict | None:

@@ -20,7 +20,7 @@ from .chunks import Chunk, chunks_of, response_of
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationEvent, ConversationState, Listener
 from .errors import NbagentError
 from .ledger import TurnRecord, TurnTally
-from .steps import ApprovalDecision, ChatResponse, Step, StepSource, StepStatus, StepTarget, StepType, UsageMetadata
+from .steps import ApprovalDecision, ChatResponse, Step, StepKind, StepStatus, UsageMetadata
 
 
 class TurnLog:
@@ -99,15 +99,14 @@ class TurnLog:
             else:
                 self._turn_positions[step.step_index] = self._trimmed + len(self._steps)
                 self._steps.append(step)
-                if step.type == StepType.COMPACTION:
+                if step.kind is StepKind.COMPACTION:
                     self._compactions.append(self._trimmed + len(self._steps) - 1)
             if self._tally is not None:
                 added = self._tally.observe(step, time.time())
                 if added is not None:
                     self._total = self._total + added
             if (
-                step.source == StepSource.MODEL
-                and step.target == StepTarget.USER
+                step.kind is StepKind.MODEL_CALL
                 and step.content
                 and step.status in (StepStatus.DONE, StepStatus.CANCELED)
             ):

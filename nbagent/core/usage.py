@@ -1,9 +1,9 @@
 """Token counts of a model call or a turn, alike for every provider, and their one vocabulary.
 
 ``TOKEN_COUNTS`` is the only place that says what each count is called: its ``UsageMetadata``
-field (the seed's name), its DataFrame column (``history_df``, ``usage_df``, Parquet), and where
-each provider's usage object carries it (each provider's ``normalize_usage`` reads those). The
-frames' token columns are generated from it. "Input" is every token sent; "output" is the
+field (the seed's name) and its DataFrame column (``history_df``, ``usage_df``, Parquet); the
+frames' token columns are generated from it. Where each wire's usage object carries a count is
+that wire's spec (``WireSpec.token_names``), which its ``normalize_usage`` is tested against. "Input" is every token sent; "output" is the
 generated tokens other than thinking; "generated" is output plus thinking.
 """
 
@@ -102,34 +102,21 @@ _USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))
 
 @dataclass(frozen=True)
 class TokenCount:
-    """One token count under each of its names."""
+    """One token count under each of its names (where each wire's usage object carries it is in
+    that wire's spec: ``WireSpec.token_names``, providers/wire_spec.py)."""
 
     field: str  # the UsageMetadata field (the seed's name)
     column: str  # the DataFrame / Parquet column
     meaning: str
-    openai: str  # Chat Completions' ``usage``
-    openai_responses: str  # the Responses API's ``usage``
-    anthropic: str  # Messages' ``usage``
-    gemini: str  # ``usageMetadata``
 
 
 TOKEN_COUNTS: tuple[TokenCount, ...] = (
-    TokenCount("prompt_token_count", "input_tokens", "every input token, cached and cache-written included",
-               "prompt_tokens", "input_tokens",
-               "input_tokens + cache_read_input_tokens + cache_creation_input_tokens", "promptTokenCount"),
-    TokenCount("cached_content_token_count", "cached_tokens", "cache reads among the input tokens",
-               "prompt_tokens_details.cached_tokens", "input_tokens_details.cached_tokens",
-               "cache_read_input_tokens", "cachedContentTokenCount"),
-    TokenCount("cache_write_token_count", "cache_write_tokens", "input tokens written to a prompt cache",
-               "(none)", "(none)", "cache_creation_input_tokens", "(none)"),
-    TokenCount("thoughts_token_count", "thinking_tokens", "reasoning tokens",
-               "completion_tokens_details.reasoning_tokens", "output_tokens_details.reasoning_tokens",
-               "output_tokens_details.thinking_tokens", "thoughtsTokenCount"),
-    TokenCount("candidates_token_count", "output_tokens", "generated tokens other than thinking",
-               "completion_tokens - reasoning_tokens", "output_tokens - reasoning_tokens",
-               "output_tokens - thinking_tokens", "candidatesTokenCount"),
-    TokenCount("total_token_count", "total_tokens", "the provider's total",
-               "total_tokens", "total_tokens", "input + output (computed)", "totalTokenCount"),
+    TokenCount("prompt_token_count", "input_tokens", "every input token, cached and cache-written included"),
+    TokenCount("cached_content_token_count", "cached_tokens", "cache reads among the input tokens"),
+    TokenCount("cache_write_token_count", "cache_write_tokens", "input tokens written to a prompt cache"),
+    TokenCount("thoughts_token_count", "thinking_tokens", "reasoning tokens"),
+    TokenCount("candidates_token_count", "output_tokens", "generated tokens other than thinking"),
+    TokenCount("total_token_count", "total_tokens", "the provider's total"),
 )
 
 

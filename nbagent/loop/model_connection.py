@@ -25,7 +25,7 @@ from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
 from ..core.connection import RequestGuard
 from ..providers.base import REFUSAL, Finish, ModelRequest, Provider, ToolSpec
 from ..core.text import clean_text
-from ..core.steps import FinishReason, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
+from ..core.steps import FinishReason, Step, StepKind, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
 from .compaction import compact_if_needed, compaction_budget, prompt_overflow
 from .model_step import fold_batch
 from .request_prefix import PrefixTracker
@@ -82,6 +82,7 @@ class ModelConnection:
         self.session.with_cache_strategy(cache_strategy)
         self.conversation_id = conversation_id or self.session.session_id
         self.next_step_index = 0
+        self.turn = -1  # the running turn's number as the conversation counts it (Conversation.send sets it)
         self.request_guard: RequestGuard | None = None
         self._prompt: str | None = None
         self._idle = True
@@ -91,7 +92,8 @@ class ModelConnection:
         self.prefix_tracker = PrefixTracker()
         self.tool_runner = ToolRunner(tools, auto_execute_tools=auto_execute_tools, policy=policy,
                                       hooks=self.hooks, interrupted=self._interrupted,
-                                      active_tasks=self._active_tasks, tool_timeout=tool_timeout)
+                                      active_tasks=self._active_tasks, tool_timeout=tool_timeout,
+                                      model=lambda: str(self.provider.model or ""))
         self.tool_sources: list[ToolSource] = list(tool_sources or ())  # MCP servers: listed at a turn
         self._listed_sources: set[int] = set()  # id() of the sources whose tools are in self.tools
 
@@ -190,6 +192,7 @@ class ModelConnection:
     # --- the turn ---------------------------------------------------------------------
 
     def _new_step(self, **kw: Any) -> Step:
+        kw.setdefault("turn", self.turn)
         step = Step(id=str(uuid.uuid4()), step_index=self.next_step_index, cascade_id=self.conversation_id, **kw)
         self.next_step_index += 1
         return step
@@ -220,7 +223,7 @@ class ModelConnection:
         self._push_prompt(prompt)
         async for step in self._list_tool_sources():
             yield step
-            if step.type == StepType.FINISH:  # interrupted
+            if step.kind is StepKind.FINISH:  # interrupted
                 return
         rounds = 0
         while True:
@@ -255,7 +258,7 @@ class ModelConnection:
             async with contextlib.aclosing(self._tool_round(calls)) as steps:
                 async for step in steps:
                     yield step
-                    if step.type == StepType.FINISH:
+                    if step.kind is StepKind.FINISH:
                         return
 
     async def _tool_round(self, calls: list[ToolUsePart]) -> AsyncGenerator[Step, None]:

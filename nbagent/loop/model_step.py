@@ -13,8 +13,8 @@ from typing import Any
 from ..core.chat_session import ChatSession
 from ..core.steps import Step, StepStatus, StepType, ToolCall
 from ..core.text import clean_text
-from ..providers.base import (Finish, RefusalDelta, Retrying, TextDelta, ThinkingDelta, ToolCallEnd, ToolCallStart,
-                              Usage)
+from ..providers.base import (NOTICES, Finish, RefusalDelta, Retrying, TextDelta, ThinkingDelta, ToolCallEnd,
+                              ToolCallStart, Usage, Waiting)
 from .tool_runner import with_unique_call_ids
 
 
@@ -30,6 +30,8 @@ def fold_batch(step: Step, events: list, calls: list[ToolCall], session: ChatSes
         else:
             changed = fold_event(step, event, calls, session) or changed
             finish = event if isinstance(event, Finish) else finish
+    if step.notice.startswith(Waiting.PREFIX) and any(not isinstance(e, NOTICES) for e in events):
+        step.notice, changed = "", True  # the reply started: the wait is over
     content, thought = clean_text("".join(text)), clean_text("".join(thinking))
     step.content += content
     step.thinking += thought
@@ -40,7 +42,7 @@ def fold_event(step: Step, event: Any, calls: list[ToolCall], session: ChatSessi
     if isinstance(event, RefusalDelta):
         step.refusal += event.text
         return True
-    elif isinstance(event, Retrying):
+    elif isinstance(event, (Retrying, Waiting)):
         step.notice = event.notice
         return True
     elif isinstance(event, ToolCallStart):

@@ -53,18 +53,22 @@ def function_ref(fn: Callable[..., Any], tool_name: str) -> FunctionRef:
     return FunctionRef(str(module), str(qualname))
 
 
-def resolve(ref: FunctionRef) -> Callable[..., Any]:
-    """The function ``ref`` names (a Tool's handler when the name holds the decorated Tool)."""
+def _same(obj: Any) -> Any:
+    return obj
+
+
+def resolve(ref: FunctionRef, unwrap: Callable[[Any], Any] = _same) -> Callable[..., Any]:
+    """The function ``ref`` names, passed through ``unwrap`` (tools.py's ``handler_of`` gives a decorated
+    Tool's handler: this module imports nothing of the tools)."""
     obj: Any = importlib.import_module(ref.module)
     for part in ref.qualname.split("."):
         obj = getattr(obj, part)
-    from .tools import Tool
-
-    return obj.handler if isinstance(obj, Tool) else obj
+    return unwrap(obj)
 
 
-async def run_in_process(ref: FunctionRef, kwargs: dict) -> Any:
-    """Call the function ``ref`` names with ``kwargs`` in a new process; its result or exception.
+async def run_in_process(ref: FunctionRef, kwargs: dict, unwrap: Callable[[Any], Any] = _same) -> Any:
+    """Call the function ``ref`` names (through ``unwrap``, a module-level function the new process
+    imports) with ``kwargs`` in a new process; its result or exception.
 
     Cancelling the await (a timeout, Stop) terminates the process, then kills it.
     """
@@ -72,7 +76,7 @@ async def run_in_process(ref: FunctionRef, kwargs: dict) -> Any:
 
     ctx = multiprocessing.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child, args=(ref, kwargs, sender), name=f"nbagent-tool-{ref.qualname}",
+    process = ctx.Process(target=_child, args=(ref, kwargs, sender, unwrap), name=f"nbagent-tool-{ref.qualname}",
                           daemon=True)
     try:
         process.start()
@@ -106,10 +110,10 @@ def stop_process(process: Any) -> None:
     process.close()
 
 
-def _child(ref: FunctionRef, kwargs: dict, sender: Any) -> None:
+def _child(ref: FunctionRef, kwargs: dict, sender: Any, unwrap: Callable[[Any], Any]) -> None:
     """The subprocess: call the function and send ``(True, result)`` or ``(False, exception)``."""
     try:
-        fn = resolve(ref)
+        fn = resolve(ref, unwrap)
         value = fn(**kwargs)
         if inspect.isawaitable(value):
             value = asyncio.run(_awaited(value))

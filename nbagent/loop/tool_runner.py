@@ -29,7 +29,7 @@ from ..core.text import clean_text
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
 from .hooks import Block, Hooks, Policy, call_hook, check_policy
 from .tool_threads import DEFAULT_TOOL_TIMEOUT
-from .tools import Tool, format_result, to_tools
+from .tools import Tool, ToolCallContext, format_result, reset_current_call, set_current_call, to_tools
 
 CANCELED_RESULT = "The user interrupted the turn before this tool call ran."
 STOPPED_RESULT = "The user stopped this tool call while it ran (after {:.1f} s); it did not finish."
@@ -44,7 +44,8 @@ class ToolRunner:
 
     def __init__(self, tools: Any, *, auto_execute_tools: bool, policy: Policy, hooks: Hooks,
                  interrupted: threading.Event, active_tasks: set[asyncio.Task],
-                 tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT) -> None:
+                 tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT, model: Callable[[], str] | None = None) -> None:
+        self.model = model or (lambda: "")  # the model answering now (ToolCallContext.model)
         self.tools: dict[str, Tool] = to_tools(tools or ())
         self.auto_execute_tools = auto_execute_tools
         self.policy = check_policy(policy)
@@ -166,6 +167,8 @@ class ToolRunner:
             self.pending_manual[call.id] = call
             run.emit(status=StepStatus.WAITING_FOR_USER, approval=ApprovalDecision.MANUAL, decided_by=CALLER)
             return
+        if tool is not None:
+            run.step.preview = await self._preview(run, tool)
         decision, approval, by = await self.approval(call, tool, run.step, run.emit)
         run.decided(by)
         if decision is None:
@@ -184,6 +187,19 @@ class ToolRunner:
         if hook is not None and not await self._pre_tool_use(run, hook, approval):
             return
         await self._execute(run, tool, approval)
+
+    def _context(self, run: _CallRun) -> ToolCallContext:
+        return ToolCallContext(run.call.id, run.step.turn, run.step.cascade_id, self.model(), run.step.decided_by)
+
+    async def _preview(self, run: _CallRun, tool: Tool) -> Any:
+        """The tool's preview of the call (None when it has none or its preview fails)."""
+        token = set_current_call(self._context(run))
+        try:
+            return await tool.preview(dict(run.call.args))
+        except Exception:
+            return None
+        finally:
+            reset_current_call(token)
 
     async def _pre_tool_use(self, run: _CallRun, hook: Callable[..., Any], approval: ApprovalDecision) -> bool:
         """Apply the pre_tool_use hook (it may block the call or change its arguments); False if it ended the call."""
@@ -208,7 +224,11 @@ class ToolRunner:
         """Run the approved tool, pass its text through the post_tool_use hook, and put its result."""
         run.emit(status=StepStatus.ACTIVE, approval=approval)
         run.started, run.running = time.time(), True
-        output = await tool.run(run.call.args, timeout=self.tool_timeout)
+        token = set_current_call(self._context(run))
+        try:
+            output = await tool.run(run.call.args, timeout=self.tool_timeout)
+        finally:
+            reset_current_call(token)
         text = output.text
         if self.hooks.post_tool_use is not None:
             try:

@@ -6,6 +6,11 @@ builds one by hand (the handler gets the model's arguments as keyword arguments)
 ``await tool.run(args)`` validates, runs the handler (sync ones in a worker thread) and returns a
 ``ToolOutput``; a handler that raises becomes an error result ("ValueError: ..."), never an exception.
 
+A tool may also override ``preview(args)``: what the call will do, computed before the call waits
+for approval (a notebook cell tool's diff, ``Step.preview``). While ``preview`` and ``run`` execute, the
+loop sets :func:`current_call` to the call's :class:`ToolCallContext` (call id, turn, conversation,
+model, who approved), which tools that record what they did read.
+
 Rich results: a pandas DataFrame / Series, a matplotlib Figure or a PIL image also gets a
 ``ToolOutput.display`` (mime type -> data: an escaped ``text/html`` table or a base64
 ``image/png``, size-capped) that the tool's step carries to the widget's tool card; the model
@@ -17,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections.abc
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -33,6 +39,7 @@ from .tool_threads import ToolTimeout, run_in_daemon_thread
 from .tool_process import FunctionRef, function_ref, run_in_process
 from .tool_schema import coerce, function_schema, is_pydantic_model, json_type, jsonable, validate_value
 from ..core.errors import NbagentError
+from ..core.steps import CellPreview
 from ..providers.base import ToolSpec
 
 DEFAULT_MAX_RESULT_CHARS = 20_000  # results longer than this are cut (per-tool override)
@@ -53,6 +60,35 @@ class ToolOutput:
     value: Any = None
     error: str = ""
     display: dict | None = None  # mime type -> data, for showing the value to the user
+
+
+@dataclass(frozen=True)
+class ToolCallContext:
+    """The tool call being previewed or run, as the loop knows it (see :func:`current_call`)."""
+
+    call_id: str
+    turn: int = -1
+    conversation_id: str = ""
+    model: str = ""
+    decided_by: str = ""  # "user", "policy allow_all", ... ("" while previewing)
+
+
+_current_call: contextvars.ContextVar[ToolCallContext | None] = contextvars.ContextVar("nbagent_tool_call",
+                                                                                       default=None)
+
+
+def current_call() -> ToolCallContext | None:
+    """The call whose ``preview`` or ``run`` is executing in this task (None outside the loop)."""
+    return _current_call.get()
+
+
+def set_current_call(context: ToolCallContext | None) -> contextvars.Token:
+    """Make ``context`` the current call of this task (the loop's; reset with ``reset_current_call``)."""
+    return _current_call.set(context)
+
+
+def reset_current_call(token: contextvars.Token) -> None:
+    _current_call.reset(token)
 
 
 class Tool:
@@ -112,6 +148,10 @@ class Tool:
         flag = ", requires_approval=True" if self.requires_approval else ""
         return f"Tool(name={self.name!r}, params={params!r}{flag})"
 
+    async def preview(self, args: dict) -> CellPreview | None:
+        """What a call with ``args`` will do, shown before it is approved (None: nothing to show)."""
+        return None
+
     def validate(self, args: dict) -> list[str]:
         """Human-readable problems of ``args`` against the input schema ([] when valid)."""
         if not isinstance(args, dict):
@@ -150,8 +190,14 @@ class Tool:
 
     def _call(self, kwargs: dict) -> Any:
         if self._ref is not None:
-            return run_in_process(self._ref, kwargs)
+            return run_in_process(self._ref, kwargs, unwrap=handler_of)
         return _call_handler(self.handler, kwargs)
+
+
+def handler_of(obj: Any) -> Any:
+    """What an isolated tool's process calls of the object its module names: a Tool's handler
+    (``@tool`` replaced the function by the Tool), else the object itself."""
+    return obj.handler if isinstance(obj, Tool) else obj
 
 
 async def _call_handler(handler: Callable[..., Any], kwargs: dict) -> Any:

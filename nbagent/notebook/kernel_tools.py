@@ -1,7 +1,7 @@
 """Tools that let the agent work in the notebook: ``notebook_tools()`` and ``code_cells()``.
 
-``notebook_tools(namespace=None, *, run_code=True, approve_code=True)`` gives three tools over a
-namespace (by default the running IPython kernel's user namespace):
+``notebook_tools(namespace=None, *, run_code=True, approve_code=True, notebook=None)`` gives these
+tools over a namespace (by default the running IPython kernel's user namespace):
 
 - ``list_variables()`` — the user's variables: type, shape or length, dtypes, memory size;
 - ``describe_variable(name)`` — a DataFrame's columns, ``head()`` and ``describe()``, or what a
@@ -10,7 +10,10 @@ namespace (by default the running IPython kernel's user namespace):
   returns the last expression's value, stdout and stderr; an exception is a tool error with a
   trimmed traceback. A figure it makes, or a DataFrame it returns, shows in the tool card. It
   asks for approval whatever the policy unless ``approve_code=False``; the connection's
-  ``tool_timeout`` (or ``timeout=``) and Stop interrupt it; the model's text is capped.
+  ``tool_timeout`` (or ``timeout=``) and Stop interrupt it; the model's text is capped;
+- ``read_notebook``, ``edit_cell``, ``insert_cell`` and ``run_cell`` (cell_tools.py) over the notebook
+  ``notebook`` names: a path to an ``.ipynb``, or None for the live notebook, else the kernel's own
+  file, else its input history (notebook_select.py).
 
 ``code_cells(history)`` lists the code ``run_python`` ran in a conversation, in order.
 """
@@ -51,11 +54,23 @@ def kernel_namespace() -> dict:
     return namespace
 
 
+def call_timeout() -> float | None:
+    """The time limit of the code-running call in progress (``run_python``, ``run_cell``)."""
+    return _timeout_of_call.get()
+
+
 def notebook_tools(namespace: dict | None = None, *, run_code: bool = True, approve_code: bool = True,
-                   timeout: float | None = None, max_output_chars: int = OUTPUT_MAX_CHARS) -> list[Tool]:
-    """``list_variables``, ``describe_variable`` and (with ``run_code``) ``run_python`` over
-    ``namespace`` (default: the running kernel's). ``timeout`` (seconds) overrides the agent's
-    ``tool_timeout`` for ``run_python``."""
+                   timeout: float | None = None, max_output_chars: int = OUTPUT_MAX_CHARS,
+                   notebook: Any = None, budget_tokens: int | None = None) -> list[Tool]:
+    """``list_variables``, ``describe_variable``, ``read_notebook`` and (with ``run_code``)
+    ``run_python``, ``edit_cell``, ``insert_cell`` and ``run_cell`` over ``namespace`` (default: the
+    running kernel's). ``timeout`` (seconds) overrides the agent's ``tool_timeout`` for the code;
+    ``notebook``: an ``.ipynb`` path or a ``NotebookBackend`` (None: the live notebook, else the
+    kernel's file, else its history); ``budget_tokens`` caps ``read_notebook``'s answer."""
+    from .cell_tools import cell_tools
+    from .notebook_context import DEFAULT_BUDGET_TOKENS
+    from .notebook_select import NotebookChoice
+
     if namespace is None:
         namespace = kernel_namespace()
     if not isinstance(namespace, dict):
@@ -75,11 +90,14 @@ def notebook_tools(namespace: dict | None = None, *, run_code: bool = True, appr
         """
         return describe_variable_text(namespace, name)
 
+    choice = NotebookChoice(notebook, namespace)
     tools = [Tool.from_function(list_variables), Tool.from_function(describe_variable)]
     if run_code:
         tools.append(RunPythonTool(namespace, requires_approval=approve_code, timeout=timeout,
                                    max_output_chars=max_output_chars))
-    return tools
+    return tools + cell_tools(choice, namespace, run_code=run_code, approve_code=approve_code, timeout=timeout,
+                              max_output_chars=max_output_chars,
+                              budget_tokens=budget_tokens or DEFAULT_BUDGET_TOKENS)
 
 
 class RunPythonTool(Tool):
@@ -114,9 +132,14 @@ class RunPythonTool(Tool):
             return ToolOutput(text=msg, is_error=True, error=msg)
         token = _timeout_of_call.set(limit)
         try:  # not through Tool.run: the result is never made into text outside the code's time limit
-            result = await self.execute(args["code"])  # run_cell keeps the time and interrupts
+            result = await self.handler(**args)  # execute (run_cell keeps the time and interrupts)
+        except Exception as exc:  # the handler refused (e.g. run_cell's unknown cell)
+            msg = f"{type(exc).__name__}: {exc}"
+            return ToolOutput(text=msg, is_error=True, error=msg)
         finally:
             _timeout_of_call.reset(token)
+        if not isinstance(result, CellResult):
+            return ToolOutput(text=format_result(result, self.max_output_chars), value=result)
         return cell_output(result, self.max_output_chars, limit)
 
 

@@ -1,14 +1,17 @@
-"""SessionBrowser: a folder of saved conversations as a notebook widget (front end: js/src/browser/).
+"""SessionBrowser: a folder of saved conversations as a notebook widget (front end: js/src/browser/, in
+the chat's bundle, static/widget.js).
 
 Traits (durable): ``folder``, ``sessions`` (the rows of ``list_sessions``, newest first, as JSON:
 path, title, created, updated, models, turns, tokens, cost_usd, user, error), ``notice`` and
 ``chat``, the ``"anywidget:<model id>"`` reference of the live chat a *Resume* opened ("" none).
 
-Requests (front end -> kernel, each answered once with ``{"type": "reply", "id", "ok", "error"?,
-...}``): ``{"type": "open", "id", "path"}`` -> ``turns`` (the chat widget's turn dicts, rendered
+Requests (front end -> kernel, declared in protocol.py's ``BROWSER``, one handler each; each answered
+once with ``{"type": "reply", "id", "ok", "error"?, ...}``): ``{"type": "open", "id", "path"}`` -> ``turns`` (the chat widget's turn dicts, rendered
 read-only by the same code) and ``usage`` (one row per turn); ``{"type": "search", "id", "text"}``
 -> ``paths`` whose full text contains it; ``{"type": "export", "id", "path", "fmt"}`` ->
-``written``; ``{"type": "trash", "id", "path"}`` -> ``moved`` (the list is refreshed);
+``written``; ``{"type": "trash", "id", "path"}`` -> ``moved`` and ``undo`` (the list is refreshed);
+``{"type": "restore", "id", "path": undo}`` -> ``restored``, the file back in the folder (only files
+this browser moved to the trash, each once);
 ``{"type": "resume", "id", "path"}`` -> the ``chat`` trait names the new chat widget;
 ``{"type": "refresh", "id"}`` (also done after each turn of the resumed chat). Only paths the
 browser listed are acted on.
@@ -19,7 +22,6 @@ given them as ``SessionActions`` and never imports the layer above it.
 
 from __future__ import annotations
 
-import math
 import os
 import uuid
 from dataclasses import dataclass
@@ -30,14 +32,16 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..analysis.session_list import list_sessions
 from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
 from ..core.session_file import read_session
+from .protocol import (BROWSER, AssetCode, BrowserAsset, Export, Exported, Found, Handlers, Open, Opened, Refresh,
+                       Restore, Restored, Resume, Resumed, Search, Trash, Trashed)
+from .session_rows import session_rows
+from .widget import ChatWidget, asset_code
 from .widget_wire import TurnBuffer, jsonable
 
 _STATIC = Path(__file__).parent / "static"
-ROW_FIELDS = ("path", "title", "created", "updated", "models", "turns", "tokens", "cost_usd", "user", "error")
 __all__ = ["SessionActions", "SessionBrowser", "session_rows", "session_turns"]
 
 
@@ -48,23 +52,7 @@ class SessionActions:
     resume: Callable[[Path], Any]  # -> an Agent (the chat widget is made for it)
     export: Callable[[Path, str], Path]  # (path, "md" | "html") -> the written file
     trash: Callable[[Path], Path]  # -> where the file went
-
-
-def session_rows(folder: str | os.PathLike) -> list[dict]:
-    """``list_sessions(folder)`` as JSON rows (timestamps as ISO strings, unknown numbers as None)."""
-    df = list_sessions(folder)
-    rows = []
-    for rec in df.to_dict("records"):
-        row: dict[str, Any] = {}
-        for name in ROW_FIELDS:
-            value = rec.get(name)
-            if hasattr(value, "isoformat"):
-                value = None if value != value else value.isoformat()  # NaT != NaT
-            elif isinstance(value, float) and math.isnan(value):
-                value = None
-            row[name] = value
-        rows.append(row)
-    return jsonable(rows)
+    restore: Callable[[Path], Path] | None = None  # a trashed file -> where it is back
 
 
 def session_turns(path: str | os.PathLike) -> tuple[list[dict], list[dict]]:
@@ -98,14 +86,15 @@ def _contains(path: str, text: str) -> bool:
 class SessionBrowser(anywidget.AnyWidget):
     """The saved conversations of a folder: search, read, resume, export, delete (to the trash)."""
 
-    _esm = _STATIC / "session_browser.js"
-    _css = _STATIC / "session_browser.css"
+    _esm = _STATIC / "widget.js"  # one bundle for the chat and the browser: ``_role`` picks the browser
+    _css = _STATIC / "widget.css"
 
     folder = traitlets.Unicode("").tag(sync=True)
     sessions = traitlets.List(traitlets.Dict()).tag(sync=True)
     notice = traitlets.Unicode("").tag(sync=True)
     chat = traitlets.Unicode("").tag(sync=True)  # "anywidget:<model id>" of the resumed chat
     _key = traitlets.Unicode("").tag(sync=True)
+    _role = traitlets.Unicode("session_browser").tag(sync=True)  # widget.js renders the browser for it
 
     def __init__(self, folder: str | os.PathLike, actions: SessionActions, **kwargs: Any) -> None:
         folder = Path(folder).expanduser()
@@ -113,6 +102,8 @@ class SessionBrowser(anywidget.AnyWidget):
         self.actions = actions
         self.agent: Any = None  # the agent of the resumed chat
         self.chat_widget: Any = None
+        self._trashed: set[str] = set()  # what Delete moved to the trash: what Undo may move back
+        self.handlers = self._serve()
         self.refresh()
         self.on_msg(self._on_msg)
 
@@ -123,53 +114,60 @@ class SessionBrowser(anywidget.AnyWidget):
             return
         self.sessions, self.notice = session_rows(self.folder), ""
 
-    def _listed(self, content: dict) -> Path:
-        path = str(content.get("path", ""))
+    def _listed(self, path: str) -> Path:
         if not any(row["path"] == path for row in self.sessions):
             raise NbagentError(f"{path!r} is not a session this browser lists", kind="invalid_request")
         return Path(path)
 
-    def _on_msg(self, _widget: Any, content: dict, _buffers: Any = None) -> None:
-        if not isinstance(content, dict):
-            return
-        kind, rid = content.get("type"), str(content.get("id", ""))
-        try:
-            reply = self._handle(str(kind), content)
-        except Exception as exc:  # answered in the view, never a traceback in the cell
-            reply = {"ok": False, "error": str(exc) or type(exc).__name__}
-        self.send({"type": "reply", "id": rid, "ok": True, **reply})
+    def _serve(self) -> Handlers:
+        """The browser's handlers of its protocol (protocol.py); each request is answered once."""
+        handlers = Handlers(BROWSER, lambda message: self.send(message))
+        handlers.on(Refresh, lambda r: self.refresh())
+        handlers.on(Search, self._search)
+        handlers.on(BrowserAsset, self._asset)
+        handlers.on(Open, self._open)
+        handlers.on(Export, lambda r: Exported(os.fspath(self.actions.export(self._listed(r.path), r.fmt))))
+        handlers.on(Trash, self._trash)
+        handlers.on(Restore, self._restore)
+        handlers.on(Resume, lambda r: self._resume(self._listed(r.path)))
+        return handlers
 
-    def _handle(self, kind: str, content: dict) -> dict:
-        if kind == "refresh":
-            self.refresh()
-            return {}
-        if kind == "search":
-            text = str(content.get("text", "")).lower().strip()
-            return {"paths": [r["path"] for r in self.sessions if text and not r["error"] and _contains(r["path"], text)]}
-        if kind == "asset":  # a shown session met math or a code block needing a grammar (see widget.py)
-            from .widget import asset_code
+    def _on_msg(self, _widget: Any, content: Any, _buffers: Any = None) -> None:
+        self.handlers.receive(content)  # answered in the view, never a traceback in the cell
 
-            code = asset_code(content.get("name"))
-            if code is None:
-                raise NbagentError(f"no asset {content.get('name')!r}", kind="invalid_request")
-            return {"code": code}
-        path = self._listed(content)
-        if kind == "open":
-            turns, usage = session_turns(path)
-            return {"path": str(path), "turns": turns, "usage": usage}
-        if kind == "export":
-            return {"written": os.fspath(self.actions.export(path, str(content.get("fmt", "md"))))}
-        if kind == "trash":
-            moved = self.actions.trash(path)
-            self.refresh()
-            return {"moved": os.fspath(moved)}
-        if kind == "resume":
-            return self._resume(path)
-        raise NbagentError(f"unknown request {kind!r}", kind="invalid_request")
+    def _search(self, request: Search) -> Found:
+        text = request.text.lower().strip()
+        return Found([r["path"] for r in self.sessions if text and not r["error"] and _contains(r["path"], text)])
 
-    def _resume(self, path: Path) -> dict:
-        from .widget import ChatWidget
+    def _asset(self, request: BrowserAsset) -> AssetCode:
+        """A shown session met math or a code block needing a grammar (see widget.py)."""
+        code = asset_code(request.name)
+        if code is None:
+            raise NbagentError(f"no asset {request.name!r}", kind="invalid_request")
+        return AssetCode(code)
 
+    def _open(self, request: Open) -> Opened:
+        path = self._listed(request.path)
+        turns, usage = session_turns(path)
+        return Opened(str(path), turns, usage)
+
+    def _trash(self, request: Trash) -> Trashed:
+        moved = os.fspath(self.actions.trash(self._listed(request.path)))
+        self._trashed.add(moved)
+        self.refresh()
+        return Trashed(moved, undo=moved)
+
+    def _restore(self, request: Restore) -> Restored:
+        """*Undo* of a Delete: the file back from the trash, listed again."""
+        if request.path not in self._trashed or self.actions.restore is None:
+            raise NbagentError(f"{request.path!r} is not a session this browser moved to the trash",
+                               kind="invalid_request")
+        back = self.actions.restore(Path(request.path))
+        self._trashed.discard(request.path)
+        self.refresh()
+        return Restored(os.fspath(back))
+
+    def _resume(self, path: Path) -> Resumed:
         agent = self.actions.resume(path)
         old = self.chat_widget
         self.agent, self.chat_widget = agent, ChatWidget(agent)
@@ -177,7 +175,7 @@ class SessionBrowser(anywidget.AnyWidget):
         self.chat = f"anywidget:{self.chat_widget.model_id}"
         if old is not None:
             old.close()
-        return {"path": str(path)}
+        return Resumed(str(path))
 
     def _on_resumed_event(self, event: ConversationEvent, _payload: Any) -> None:
         """A turn of the resumed chat ended (and was saved): its row shows the new figures."""

@@ -17,7 +17,7 @@ from typing import Any
 from collections.abc import Iterable
 
 from ..core.ledger import TurnRecord
-from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepType
+from ..core.steps import ApprovalDecision, Step, StepKind, StepStatus
 from ..core.safe_markdown import code_block, code_span, plain, prose, quote
 from .transcript_html import html_page, render_items_html
 from .transcript_items import Answer, Call, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
@@ -37,9 +37,10 @@ _DENIED = {ApprovalDecision.DENIED: "denied by the user", ApprovalDecision.POLIC
 def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[TranscriptItem]:
     """What one step shows, as items every renderer understands (``transcript_items.py``)."""
     items: list[TranscriptItem] = []
-    if step.source == StepSource.USER and step.content:
+    kind = step.kind
+    if kind is StepKind.PROMPT and step.content:
         items.append(Prompt(step.content))
-    elif step.source == StepSource.MODEL:
+    elif kind is StepKind.MODEL_CALL:
         if step.thinking:
             items.append(Thinking(step.thinking))
         if step.content:
@@ -50,16 +51,16 @@ def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[TranscriptI
         items += [Call(c.name, c.arguments, cut=True) for c in step.cut_tool_calls]
         if step.error:
             items.append(Failure(step.error))
-    elif step.is_tool_run:
+    elif kind is StepKind.TOOL_RUN:
         items.append(_result_item(step, result_chars))
-    elif step.type == StepType.COMPACTION:
+    elif kind is StepKind.COMPACTION:
         items.append(Note(step.content or "history compacted"))
-    elif step.type == StepType.FINISH:
+    elif kind is StepKind.FINISH:
         if step.error:
             items.append(Failure(step.error))
         elif step.content or step.refusal:
             items.append(Note(step.content or step.refusal))
-    if step.status == StepStatus.CANCELED and step.source == StepSource.MODEL:
+    if step.status == StepStatus.CANCELED and kind is StepKind.MODEL_CALL:
         items.append(Note("stopped"))
     return items
 
@@ -191,7 +192,7 @@ def seconds_text(s: float) -> str:
 
 def turn_markdown(steps: list[Step], record: TurnRecord | None) -> str:
     """One turn's answer side (thoughts, tool calls, answer, errors) and its usage line."""
-    body = transcript_markdown([s for s in steps if s.source != StepSource.USER])
+    body = transcript_markdown([s for s in steps if s.kind is not StepKind.PROMPT])
     line = usage_line(record)
     return body + ("\n\n<sub>" + plain(line) + "</sub>" if line else "")
 

@@ -1,5 +1,9 @@
 """ChatWidget: a Conversation rendered in the notebook (anywidget front end in ``js/``).
 
+Every custom message below is declared once in protocol.py (``CHAT``: a dataclass per request and
+per event); the widget registers a handler per request (``_serve``) and the session controls add
+theirs. What follows is how they work together.
+
 Wire protocol (kernel -> front end):
 
 - traits: ``current``, the running turn (or None), *bare*: a turn is ``{"record": {...TurnRecord,
@@ -42,7 +46,9 @@ ASSETS, static/math.js (Temml) or static/grammars.js (highlight.js grammars), on
 "id", "names": [[name, type name], ...]}`` from the user's namespace, see variables.py);
 ``{"type": "new_chat"}``, ``{"type": "history", "id"}``, ``{"type": "open_session", "path"}`` and
 ``{"type": "next"}``: the agent's conversations and replay steps (see widget_sessions.py; the
-``switchable``, ``step_waiting``, ``conversation_key`` and ``session_ui`` traits go with them).
+``switchable``, ``step_waiting``, ``conversation_key`` and ``session_ui`` traits go with them;
+``autosave`` is the agent's ``autosave_status.line()``: why turns are not being saved, until a save
+works, or the branch they go to; "" when all is well).
 A prompt runs as an asyncio task on the kernel's loop,
 so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
@@ -72,8 +78,10 @@ from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
 from .conversation_view import ConversationView
+from .protocol import (CHAT, Approve, AssetModule, AssetRequest, Confirm, Deltas, Deny, Handlers, Names, NamesRequest,
+                       Refused, Resync, Send, Stop, TurnEnded, TurnsPage)
 from .transcript_output import TranscriptOutput, transcript_piece
-from .widget_sessions import SESSION_REQUESTS, SessionControls
+from .widget_sessions import SessionControls
 from .widget_usage import gate, gauge_dict
 from .widget_wire import PendingDelta, TurnBuffer, record_dict, step_dict, step_shape, utf16_len
 
@@ -107,6 +115,7 @@ class ChatWidget(anywidget.AnyWidget):
     step_waiting = traitlets.Bool(False).tag(sync=True)  # a step=True replay waits: Next shown
     conversation_key = traitlets.Unicode("").tag(sync=True)  # changes when the widget is rebound
     session_ui = traitlets.Unicode("").tag(sync=True)  # static/session_bar.js, for widgets that show the bar
+    autosave = traitlets.Unicode("").tag(sync=True)  # an Agent's AutosaveStatus.line(): not saved, or saved elsewhere
 
     def __init__(self, conversation: ConversationView | Any, **kwargs: Any) -> None:
         agent = None
@@ -115,7 +124,8 @@ class ChatWidget(anywidget.AnyWidget):
         super().__init__(_key=uuid.uuid4().hex, conversation_key=uuid.uuid4().hex, **kwargs)
         self._widget_id = self.model_id or ""
         self.conversation: ConversationView = conversation
-        self.sessions = SessionControls(self, agent)  # New chat, History, Next
+        self.handlers = self._serve()
+        self.sessions = SessionControls(self, agent)  # New chat, History, Next (their handlers too)
         self.namespace: Any = None  # where @names come from; None: the running IPython shell's user namespace
         self._lock = threading.RLock()  # guards the state below; never held while sending
         self._send_lock = threading.Lock()
@@ -189,6 +199,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self._dirty.add("gauge")
             self._flush()
             self._update_transcript(payload.turn)
+            self.sessions.show_autosave()  # the agent's autosave ran first (its listener came first)
             return
         with self._lock:
             if event == ConversationEvent.TURN_STARTED:
@@ -320,9 +331,9 @@ class ChatWidget(anywidget.AnyWidget):
         if items:
             self.stats["messages"] += 1
             self.stats["delta_items"] += len(items)
-            self.send({"type": "deltas", "items": items})
+            self.handlers.emit(Deltas(items))
         for message in messages:
-            self.send(message)
+            self.handlers.emit(message)
         if values or running != self.running:
             self.stats["syncs"] += 1
             with self.hold_sync():
@@ -351,59 +362,66 @@ class ChatWidget(anywidget.AnyWidget):
         """Every turn with its text, oldest first, with its number (``_lock`` held)."""
         return [(n, self._turns[n].to_dict(pricing)) for n in sorted(self._turns)]
 
-    def _turn_messages(self, pricing: Any) -> list[dict]:
+    def _turn_messages(self, pricing: Any) -> list[TurnEnded | TurnsPage]:
         """The custom messages of turns, with ``_lock`` held: each finished turn that changed, bare
         (``{"type": "turn", "turn"}``); after a resync request, every turn whole, oldest first, in
         pages (``{"type": "turns", "turns", "first", "last"}``; the first page tells a view to drop
         the turns it has)."""
         ended, self._ended = self._ended, set()
         if not self._resync:
-            return [{"type": "turn", "turn": self._turns[n].bare_dict(pricing)}
-                    for n in sorted(ended) if n in self._turns and n != self._live]
+            return [TurnEnded(self._turns[n].bare_dict(pricing)) for n in sorted(ended) if n in self._turns and n != self._live]
         self._resync = False
-        pages: list[dict] = []
+        pages: list[TurnEnded | TurnsPage] = []
         page: list[dict] = []
         size = 0
         for _, turn in self._whole_turns(pricing):
             cost = len(json.dumps(turn))
             if page and size + cost > PAGE_CHARS:
-                pages.append({"type": "turns", "turns": page, "first": not pages, "last": False})
+                pages.append(TurnsPage(page, first=not pages, last=False))
                 page, size = [], 0
             page.append(turn)
             size += cost
-        pages.append({"type": "turns", "turns": page, "first": not pages, "last": True})
+        pages.append(TurnsPage(page, first=not pages, last=True))
         return pages
 
     # --- front end -> kernel -------------------------------------------------------
 
-    def _on_msg(self, _widget: Any, content: dict, _buffers: Any = None) -> None:
-        kind = content.get("type") if isinstance(content, dict) else None
-        try:
-            if kind == "send":
-                self._start(str(content.get("prompt", "")), content.get("over_budget") is True)
-            elif kind == "stop":
-                self._stop()
-            elif kind == "approve":
-                self.conversation.approve(str(content["call_id"]))
-            elif kind == "deny":
-                self.conversation.deny(str(content["call_id"]), content.get("reason") or "denied by the user")
-            elif kind == "asset" and (code := asset_code(content.get("name"))) is not None:  # once per page
-                self.send({"type": "asset", "name": content["name"], "code": code})
-            elif kind == "names":  # @ in the box: the user's variables, for autocomplete
-                from .variables import variable_names
+    def _serve(self) -> Handlers:
+        """This widget's handlers of the chat protocol (protocol.py); the session controls add theirs."""
+        handlers = Handlers(CHAT, lambda message: self.send(message), self._failed)  # `send` looked up late
+        handlers.on(Send, lambda r: self._start(r.prompt, r.over_budget))
+        handlers.on(Stop, lambda r: self._stop())
+        handlers.on(Approve, lambda r: self.conversation.approve(r.call_id))
+        handlers.on(Deny, lambda r: self.conversation.deny(r.call_id, r.reason or "denied by the user"))
+        handlers.on(AssetRequest, self._asset)
+        handlers.on(NamesRequest, self._names)
+        handlers.on(Resync, lambda r: self._ask_resync())
+        return handlers
 
-                names = [[v.name, v.type_name] for v in variable_names(self.namespace)]
-                self.send({"type": "names", "id": str(content.get("id", "")), "names": names})
-            elif kind in SESSION_REQUESTS:  # New chat, History, Next (widget_sessions.py)
-                self.sessions.handle(kind, content)
-            elif kind == "resync":  # a view arrived late or missed some text: every turn, whole
-                with self._lock:
-                    self._resync = True
-                    now = self._arm()
-                if now:
-                    self._flush()
-        except Exception as exc:  # shown in the widget, never a traceback in the cell
-            self.notice = f"{kind} failed: {exc}"
+    def _on_msg(self, _widget: Any, content: Any, _buffers: Any = None) -> None:
+        self.handlers.receive(content)
+
+    def _failed(self, kind: str, exc: Exception) -> None:
+        self.notice = f"{kind} failed: {exc}"  # shown in the widget, never a traceback in the cell
+
+    def _asset(self, request: AssetRequest) -> AssetModule | None:
+        """A module of ASSETS, once per page; any other name is not answered."""
+        code = asset_code(request.name)
+        return AssetModule(request.name, code) if code is not None else None
+
+    def _names(self, request: NamesRequest) -> Names:
+        """``@`` in the box: the user's variables, for autocomplete."""
+        from .variables import variable_names
+
+        return Names(request.id, [[v.name, v.type_name] for v in variable_names(self.namespace)])
+
+    def _ask_resync(self) -> None:
+        """A view arrived late or missed some text: every turn goes out whole."""
+        with self._lock:
+            self._resync = True
+            now = self._arm()
+        if now:
+            self._flush()
 
     def _start(self, prompt: str, over_budget: bool = False) -> None:
         if not prompt.strip():
@@ -418,7 +436,7 @@ class ChatWidget(anywidget.AnyWidget):
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
         if ask is not None:  # over budget: the view asks "Send anyway" / "Cancel"
             self._flush()
-            self.send({**ask, "prompt": prompt})  # the user's own text comes back, prepared again if sent
+            self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
             return
         self._task = asyncio.ensure_future(self._run(prepared))
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
@@ -447,7 +465,7 @@ class ChatWidget(anywidget.AnyWidget):
     def _refuse(self, text: str) -> None:
         """Tell the views a prompt was not run (a repeated notice would not change the trait)."""
         self.notice = text
-        self.send({"type": "refused", "text": text})
+        self.handlers.emit(Refused(text))
 
     async def _run(self, prompt: str) -> None:
         try:

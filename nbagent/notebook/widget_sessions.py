@@ -7,10 +7,12 @@ widgets that show it): ``{"type": "new_chat"}`` starts ``agent.new_conversation(
 title, updated, turns, error}], "current": path}`` from ``list_sessions(agent.save_to)``;
 ``{"type": "open_session", "path"}`` (a path of that folder) makes ``agent.open_session(path)``
 the active conversation. Either way the widget is rebound to it (``ChatWidget.rebind``).
+The ``autosave`` trait mirrors the agent's ``autosave_status.line()`` after each turn's save.
 
 When the provider is a ``step=True`` replay, the ``step_waiting`` trait says whether it waits for
 ``next_step()`` (checked every ``STEP_POLL`` s while a turn from the widget runs) and
-``{"type": "next"}`` calls it. The agent is duck-typed: this layer does not import ``Agent``.
+``{"type": "next"}`` calls it. The requests are protocol.py's; ``serve`` registers their handlers on
+the widget's. The agent is duck-typed: this layer does not import ``Agent``.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import NbagentError
+from .protocol import History, HistoryRequest, Handlers, NewChat, NextStep, OpenSession
+from .session_rows import session_rows
 
 _STATIC = Path(__file__).parent / "static"
-SESSION_REQUESTS = frozenset({"new_chat", "history", "open_session", "next"})
+SESSION_REQUESTS = frozenset(r.KIND for r in (NewChat, HistoryRequest, OpenSession, NextStep))  # handled here
 STEP_POLL = 0.1  # seconds between looks at a stepping replay's `waiting` while a turn runs
 HISTORY_ROWS = 50  # the History list shows the newest this many sessions
 __all__ = ["HISTORY_ROWS", "SESSION_REQUESTS", "STEP_POLL", "SessionControls"]
@@ -35,9 +39,18 @@ class SessionControls:
     def __init__(self, widget: Any, agent: Any = None) -> None:
         self.widget = widget
         self.agent = agent
+        self.serve(widget.handlers)
         widget.switchable = self.folder is not None
         if widget.switchable or getattr(self.provider, "step", False):  # the bar's code, only where it shows
             widget.session_ui = (_STATIC / "session_bar.js").read_text(encoding="utf-8")
+        self.show_autosave()
+
+    def show_autosave(self) -> None:
+        """Mirror the agent's autosave status in the ``autosave`` trait (after each turn's save)."""
+        status = getattr(self.agent, "autosave_status", None)
+        line = status.line() if status is not None else ""
+        if self.widget.autosave != line:
+            self.widget.autosave = line
 
     @property
     def folder(self) -> Path | None:
@@ -53,15 +66,12 @@ class SessionControls:
         conn = getattr(self.widget.conversation, "connection", None)
         return getattr(conn, "provider", None)
 
-    def handle(self, kind: str, content: dict) -> None:
-        if kind == "next":
-            self.next_step()
-        elif kind == "history":
-            self.widget.send({"type": "history", "id": str(content.get("id", "")), **self.history()})
-        elif kind == "new_chat":
-            self.new_chat()
-        elif kind == "open_session":
-            self.open(str(content.get("path", "")))
+    def serve(self, handlers: Handlers) -> None:
+        """Handle the chat protocol's session requests (protocol.py)."""
+        handlers.on(NextStep, lambda r: self.next_step())
+        handlers.on(HistoryRequest, lambda r: History(r.id, **self.history()))
+        handlers.on(NewChat, lambda r: self.new_chat())
+        handlers.on(OpenSession, lambda r: self.open(r.path))
 
     def _agent(self) -> Any:
         if self.folder is None:
@@ -73,11 +83,10 @@ class SessionControls:
         agent = self._agent()
         self._idle()
         self.widget.rebind(agent.new_conversation())
+        self.show_autosave()
 
     def history(self) -> dict:
         """The newest sessions of the agent's folder, for the History list."""
-        from .session_browser import session_rows
-
         folder = self._agent().save_to
         rows = session_rows(folder) if Path(folder).is_dir() else []
         keep = ("path", "title", "updated", "turns", "error")
@@ -93,6 +102,7 @@ class SessionControls:
             raise NbagentError(f"{path!r} is not a session of {agent.save_to}", kind="invalid_request")
         self._idle()
         self.widget.rebind(agent.open_session(target))
+        self.show_autosave()
 
     def _idle(self) -> None:
         task = self.widget._task

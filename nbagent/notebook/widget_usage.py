@@ -34,8 +34,9 @@ def gauge_dict(conv: ConversationView) -> dict:
             "budget": conv.budget_usd, "unpriced": unpriced}
 
 
-def gate(conv: ConversationView, prompt: str, over_budget: bool) -> tuple[dict | None, str]:
-    """Before a widget send: (a confirm message to ask with instead of sending, or None; a notice).
+def gate(conv: ConversationView, prompt: str, over_budget: bool) -> tuple[str | None, str]:
+    """Before a widget send: (the question to ask instead of sending — the widget's ``confirm``
+    event, protocol.py — or None; a notice).
 
     ``over_budget=True`` is the user's "Send anyway": the conversation lets this one turn through.
     """
@@ -44,8 +45,7 @@ def gate(conv: ConversationView, prompt: str, over_budget: bool) -> tuple[dict |
     except Exception as exc:  # no estimate: send as usual, the request itself will tell
         return None, f"(no estimate: {exc})"
     if est.over_budget and not over_budget:
-        return {"type": "confirm", "prompt": prompt,
-                "text": f"This turn would exceed the budget. Estimate: {est.summary()}."}, ""
+        return f"This turn would exceed the budget. Estimate: {est.summary()}.", ""
     if over_budget:
         conv.allow_over_budget_once()
     if est.will_overflow:

@@ -10,10 +10,13 @@ from typing import Any
 from collections.abc import Mapping
 
 from ..core.ledger import TurnRecord
-from ..core.steps import Step
+from ..core.steps import Step, Wire, field_roles
 
-_KEEP_EMPTY = {"step_index", "type", "source", "target", "status", "content"}
-_NOT_SHOWN = {"raw_usage"}  # the provider's own usage object stays in the kernel
+# made from the fields' declared roles (core/steps.py): what the compact dict keeps at its default,
+# what stays in the kernel, and the structural fields with what of each counts as a change
+_KEEP_EMPTY = frozenset(n for n, r in field_roles().items() if r.keep_empty)
+_NOT_SHOWN = frozenset(n for n, r in field_roles().items() if r.wire is Wire.KERNEL)  # raw usage stays in the kernel
+_STRUCTURAL = tuple((n, r.shape) for n, r in field_roles().items() if r.wire is Wire.STRUCTURAL)
 
 
 def step_dict(step: Step) -> dict:
@@ -93,16 +96,14 @@ def bare_record(record: dict | None, steps: list[dict]) -> dict | None:
     the prompt step (whose text went as deltas) is there."""
     if record is None:
         return None
-    drop = _NOT_RENDERED | ({"prompt"} if any(s.get("source") == "USER" for s in steps) else set())
+    drop = _NOT_RENDERED | ({"prompt"} if any(s.get("kind") == "prompt" for s in steps) else set())
     return {k: v for k, v in record.items() if k not in drop and not (k in ("error", "http_code") and not v)}
 
 
 def step_shape(step: Step) -> tuple:
-    """What makes an update structural (re-synced) rather than a text delta."""
-    return (step.type, step.source, step.target, step.status, len(step.tool_calls), step.error,
-            step.http_code, step.usage_metadata is not None, step.finished_at is not None,
-            step.approval, step.preparing_tool, step.finish_reason, step.compaction is not None,
-            step.display is not None)
+    """What makes an update structural (re-synced) rather than a text delta: the fields declared
+    ``Wire.STRUCTURAL``, each through its ``shape`` (a list's length, whether a record is there)."""
+    return tuple(getattr(step, n) if shape is None else shape(getattr(step, n)) for n, shape in _STRUCTURAL)
 
 
 @dataclasses.dataclass(slots=True)

@@ -1,6 +1,10 @@
 """Providers: one package per wire format (``openai_chat``, ``openai_responses``, ``anthropic``,
 ``gemini``), the local, demo and replay models, and the registry of model-string prefixes.
 
+Every subpackage here is a wire package exporting one ``SPEC`` (a ``WireSpec``: prefixes, key
+variables, pricing id, token names, model-name prefixes); the registry reads them on first use
+(:func:`wire_specs`), so a new wire is its package and its spec.
+
 ``Agent(model="prefix:name")`` finds the provider factory registered under
 ``prefix``. Built-in prefixes are below; a separate package adds its own with
 :func:`register` or, without any import, through the ``nbagent.providers``
@@ -18,14 +22,16 @@ Every factory is called the same way, like the built-in provider classes::
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import warnings
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from ..core.errors import NbagentError, register_secret
+from ..core.errors import ConfigError, NbagentError, register_key_variable, register_secret
 from ..core.text import exception_text
 from .base import Provider
+from .wire_spec import WireSpec
 
 ENTRY_POINT_GROUP = "nbagent.providers"
 
@@ -39,21 +45,58 @@ class Registration:
     default_model: str = ""
 
 
+# the models that are no wire format (the wires come from their specs)
 _BUILTIN = {
-    "openai": ("nbagent.providers.openai_chat:OpenAIProvider", "gpt-4.1-mini"),
-    "openai-responses": ("nbagent.providers.openai_responses:OpenAIResponsesProvider", "gpt-5-mini"),
-    "anthropic": ("nbagent.providers.anthropic:AnthropicProvider", "claude-sonnet-4-5"),
-    "claude": ("nbagent.providers.anthropic:AnthropicProvider", "claude-sonnet-4-5"),
-    "gemini": ("nbagent.providers.gemini:GeminiProvider", "gemini-2.5-flash"),
-    "google": ("nbagent.providers.gemini:GeminiProvider", "gemini-2.5-flash"),
     "local": ("nbagent.providers.local:LocalProvider", "smollm2"),
     "demo": ("nbagent.providers.demo:DemoProvider", "demo"),
     "replay": ("nbagent.providers.replay:ReplayProvider", ""),
 }
-ALIASES = frozenset({"claude", "google"})
 
 _registry: dict[str, Registration] = {p: Registration(p, f, d) for p, (f, d) in _BUILTIN.items()}
+_specs: list[WireSpec] = []
+_unregistered: set[str] = set()  # built-in prefixes unregister() removed before the specs were read
 _entry_points_loaded = False
+
+
+def wire_specs() -> tuple[WireSpec, ...]:
+    """The ``SPEC`` of every wire package under ``nbagent/providers/`` (read once, by package name)."""
+    if not _specs:
+        found = []
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+            if not info.ispkg:
+                continue
+            spec = getattr(importlib.import_module(f"{__name__}.{info.name}"), "SPEC", None)
+            if not isinstance(spec, WireSpec) or spec.package != info.name:
+                raise ConfigError(f"the wire package nbagent.providers.{info.name} exports no WireSpec SPEC "
+                                  "naming it")
+            found.append(spec)
+        for spec in found:
+            for name in spec.key_variables:
+                register_key_variable(name)  # scrubbed from every message from now on
+            for prefix in spec.prefixes:
+                if prefix not in _registry and prefix not in _unregistered:  # register() set in this process wins
+                    _registry[prefix] = Registration(prefix, spec.factory, spec.default_model)
+        _specs.extend(found)
+    return tuple(_specs)
+
+
+def aliases() -> frozenset[str]:
+    """The prefixes that are another name of a wire (``claude``, ``google``)."""
+    return frozenset(a for spec in wire_specs() for a in spec.aliases)
+
+
+def guess_prefix(model: str) -> str | None:
+    """The prefix a bare model name belongs to (``claude-…`` -> ``anthropic``; ``*.gguf`` -> ``local``)."""
+    for spec in wire_specs():
+        if spec.claims(model):
+            return spec.name
+    return "local" if model.strip().lower().endswith(".gguf") else None
+
+
+def __getattr__(name: str) -> object:
+    if name == "ALIASES":  # kept for callers of the former constant
+        return aliases()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(prefix: str, factory: Factory | str, *, default_model: str = "") -> None:
@@ -64,24 +107,29 @@ def register(prefix: str, factory: Factory | str, *, default_model: str = "") ->
     """
     key = prefix.strip().lower()
     if not key or ":" in key:
-        raise NbagentError(f"a provider prefix must be a non-empty word without ':', not {prefix!r}",
-                           kind="config")
+        raise ConfigError(f"a provider prefix must be a non-empty word without ':', not {prefix!r}")
     _registry[key] = Registration(key, factory, default_model)
 
 
 def unregister(prefix: str) -> None:
     """Forget a prefix (a built-in one too); unknown prefixes are ignored."""
-    _registry.pop(prefix.strip().lower(), None)
+    key = prefix.strip().lower()
+    if not _specs:
+        _unregistered.add(key)
+    _registry.pop(key, None)
 
 
 def registered() -> dict[str, Registration]:
-    """Every known prefix (entry points included)."""
+    """Every known prefix (wires and entry points included)."""
+    wire_specs()
     _load_entry_points()
     return dict(_registry)
 
 
 def lookup(prefix: str) -> Registration | None:
     key = prefix.lower()
+    if key not in _registry:
+        wire_specs()
     if key not in _registry:
         _load_entry_points()
     return _registry.get(key)
@@ -92,17 +140,16 @@ def create(prefix: str, name: str, *, api_key: str | None = None, base_url: str 
     """The provider for ``prefix:name`` (``name`` empty: the prefix's default model)."""
     reg = lookup(prefix)
     if reg is None:
-        known = ", ".join(sorted(set(registered()) - ALIASES))
-        raise NbagentError(f"unknown provider {prefix!r}: known prefixes are {known}", kind="config")
+        known = ", ".join(sorted(set(registered()) - aliases()))
+        raise ConfigError(f"unknown provider {prefix!r}: known prefixes are {known}")
     register_secret(api_key)  # scrubbed from whatever a plugin's error says
     factory = _factory(reg)
     try:
         provider = factory(name or reg.default_model, api_key=api_key, base_url=base_url, **options)
-    except NbagentError:
+    except (NbagentError, KeyboardInterrupt, GeneratorExit):
         raise
-    except Exception as exc:  # noqa: BLE001 - a plugin may raise anything: one typed error naming it
-        raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) failed: {exception_text(exc)}",
-                           kind="config") from None
+    except BaseException as exc:  # noqa: BLE001 - a plugin may raise anything (SystemExit too): one typed error
+        raise ConfigError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) failed: {exception_text(exc)}") from None
     if not isinstance(provider, Provider):
         raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) returned a "
                            f"{type(provider).__name__}, not an nbagent Provider", kind="config")
@@ -115,9 +162,11 @@ def _factory(reg: Registration) -> Factory:
     module, _, attr = reg.factory.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
-    except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError or the plugin's own import-time error
-        raise NbagentError(f"provider plugin {reg.prefix!r} ({reg.factory}) cannot be loaded: {exception_text(exc)}",
-                           kind="config") from None
+    except (KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - ImportError, AttributeError, the plugin's own import-time error,
+        # SystemExit from a plugin that calls sys.exit() at import: never the kernel's end, one typed error
+        raise ConfigError(f"provider plugin {reg.prefix!r} ({reg.factory}) cannot be loaded: {exception_text(exc)}") from None
 
 
 def _origin(reg: Registration) -> str:
@@ -126,8 +175,10 @@ def _origin(reg: Registration) -> str:
 
 
 def refresh() -> None:
-    """Read the ``nbagent.providers`` entry points again (e.g. after installing a plugin)."""
+    """Read the wire specs and the ``nbagent.providers`` entry points again (e.g. after installing a plugin)."""
     global _entry_points_loaded
+    _specs.clear()
+    wire_specs()
     _entry_points_loaded = False
     _load_entry_points()
 

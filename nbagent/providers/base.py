@@ -153,8 +153,30 @@ class Retrying:
         return f"{self.reason} — retrying in {self.wait_s:.2g} s, {self.attempt} of {self.attempts}"
 
 
+@dataclass
+class Waiting:
+    """The request is sent and no reply has come yet: ``waited_s`` of ``limit_s`` (``first_byte_timeout``).
+
+    Sent by ``stream_batches`` only, after ``HTTPProvider.waiting_notice_after`` seconds, then every
+    ``waiting_notice_every``: the loop shows ``notice`` on the model step until the reply starts.
+    """
+
+    waited_s: float
+    limit_s: float
+    host: str = ""
+
+    PREFIX = "waiting for the first byte"
+
+    @property
+    def notice(self) -> str:
+        """One line for the user, e.g. "waiting for the first byte from api.openai.com (12 s of 30 s)"."""
+        return f"{self.PREFIX} from {self.host or 'the server'} ({self.waited_s:.0f} s of {self.limit_s:g} s)"
+
+
+NOTICES = (Retrying, Waiting)  # events about the call itself, not part of the answer
+
 Event = (TextDelta | ThinkingDelta | RefusalDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | Usage
-         | Finish | Retrying)
+         | Finish | Retrying | Waiting)
 
 
 class Provider(abc.ABC):

@@ -3,7 +3,7 @@
 It streams a short thought, calls a tool when one fits the prompt (a
 calculator-like tool for arithmetic, or a tool the prompt names as a whole word, with
 the prompt's "double-quoted" texts as its text arguments; with the notebook tools, the moves of
-``demo_notebook.py``), answers in markdown, and reports plausible token usage. It says plainly
+``demo_notebook.py``: a look at a variable, or "fix the error" in a cell), answers in markdown, and reports plausible token usage. It says plainly
 that it is a
 demo. Nothing here is random: the same history gives the same stream.
 """
@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from ..core.compression import ApproxTokenizer
 from ..core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from ..core.steps import FinishReason, ToolCall, UsageMetadata
-from .demo_notebook import notebook_move
+from .demo_notebook import fix_move, notebook_move
 from .base import (
     Event,
     Finish,
@@ -59,7 +59,11 @@ class DemoProvider(Provider):
         prompt = _last_prompt(request.messages)
         parts: list = []
         call: ToolCall | None = None if results else _pick_call(prompt, request.tools, len(request.messages))
-        move = notebook_move(request.messages, request.tools, prompt, len(request.messages)) if call is None else None
+        move = None
+        if call is None:
+            n = len(request.messages)
+            move = fix_move(request.messages, request.tools, prompt, n) or notebook_move(request.messages, request.tools,
+                                                                                        prompt, n)
         if move is not None:
             thought, answer, call = move.thought, move.answer, move.call
         elif results:

@@ -1,15 +1,22 @@
 """The demo model's notebook moves: with ``list_variables`` / ``describe_variable`` /
-``run_python`` among its tools it looks at the variable a prompt names and runs a small step.
+``run_python`` among its tools it looks at the variable a prompt names and runs a small step;
+with ``read_notebook`` / ``edit_cell`` / ``run_cell`` it fixes the error in a cell.
 
 One turn goes: ``list_variables`` (skipped when the prompt has ``@name`` variables attached),
 ``describe_variable`` of the first listed variable the prompt names as a whole word, then
 ``run_python`` with code fitted to it (a group-by sum and a bar chart when the prompt asks for a
 plot "by" a column, else ``head()`` or ``describe()``), then an answer. Deterministic: the same
 history gives the same moves.
+
+A "fix the error" turn (``fix_move``: the prompt asks to fix an error): ``read_notebook``, then, if
+the answer names the last error's cell, ``edit_cell`` of that cell with a fixed source -- a
+``NameError`` or ``KeyError`` whose name is a near miss of a name or a string the notebook's other
+cells define (``revnue`` -> ``revenue``) -- then ``run_cell`` of it, then a report.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -25,6 +32,13 @@ _COLUMN = re.compile(r"^- (.+?): (\S+), [\d,]+ of [\d,]+ non-null$", re.M)
 _PLOT_WORDS = ("plot", "chart", "graph", "visuali", "draw")
 _NUMERIC = ("int", "uint", "float", "Int", "UInt", "Float")
 SCRIPTED = "\n\n*(nbagent demo model: this answer is scripted.)*"
+READ_NB, EDIT, RUN_CELL = "read_notebook", "edit_cell", "run_cell"
+FIX_TOOLS = frozenset({READ_NB, EDIT, RUN_CELL})
+_FIX_WORDS = re.compile(r"\b(fix|repair|error|traceback|exception|fails?|failing|broken)\b", re.I)
+_LAST_ERROR = re.compile(r"^Last error in the (?:kernel|saved outputs): (.+?) — from cell \[(\d+)\] id=([\w-]+)", re.M)
+_CELL_HEAD = re.compile(r"^--- cell \[(\d+)\] id=([\w-]+) (\w+)[^\n]*---$", re.M)
+_ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(?!=)", re.M)
+_STRINGS = re.compile(r"[\"']([A-Za-z_][\w ]{0,40})[\"']")
 
 
 @dataclass
@@ -176,3 +190,88 @@ def _report_run(code: str, result: str) -> DemoMove:
 
 def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# --- "fix the error in the cell above" ------------------------------------------------------------
+
+
+def fix_move(messages: list[Message], tools: list[ToolSpec], prompt: str, n: int) -> DemoMove | None:
+    """The next move of a "fix the error" turn, or None when it does not apply."""
+    names = {t.name for t in tools}
+    asked = re.split(r"^\[Attached notebook (?:variables|cells): ", prompt, maxsplit=1, flags=re.M)[0]
+    if not {READ_NB, EDIT, RUN_CELL} <= names or not _FIX_WORDS.search(asked):
+        return None
+    calls, results = _turn_so_far(messages)
+    if any(c.name not in FIX_TOOLS for c in calls):
+        return None
+    if not calls:
+        return DemoMove("The user asks me to fix an error; first I read the notebook and its last error.",
+                        "Let me read your notebook.", ToolCall(f"call_demo_{n}", READ_NB, {}))
+    last = calls[-1]
+    result = results.get(last.id)
+    if result is None:
+        return None
+    if result.is_error:
+        return DemoMove(f"`{last.name}` failed; I will tell the user why.",
+                        f"The `{last.name}` call did not work:\n\n```\n{_short(result.content, 600)}\n```" + SCRIPTED)
+    if last.name == READ_NB:
+        return _propose_fix(result.content, n)
+    if last.name == EDIT:
+        cell_id = str(last.args.get("cell_id", ""))
+        return DemoMove("The edit is in; running the cell shows whether the error is gone.",
+                        "The cell is edited; now I run it.", ToolCall(f"call_demo_{n}", RUN_CELL, {"cell_id": cell_id}))
+    return DemoMove("The fixed cell ran without an error; I will report what it gave.",
+                    f"Fixed: the cell runs clean now. It gave:\n\n```\n{_short(result.content, 600)}\n```\n\n"
+                    "Undo on the edit's card (or `conv.undo(call_id)`) puts the old source back." + SCRIPTED)
+
+
+def _propose_fix(notebook: str, n: int) -> DemoMove:
+    found = _LAST_ERROR.search(notebook)
+    if found is None:
+        return DemoMove("The notebook shows no error, so there is nothing to fix.",
+                        "I read your notebook: no cell shows an error, and the kernel has raised none." + SCRIPTED)
+    error, position, cell_id = found.group(1), found.group(2), found.group(3)
+    sources = _cell_sources(notebook)
+    source = sources.get(cell_id)
+    fixed = fixed_source(source, error, [s for c, s in sources.items() if c != cell_id]) if source else None
+    if fixed is None:
+        return DemoMove(f"Cell [{position}] raised `{error}`; I have no scripted fix for it.",
+                        f"Cell [{position}] raised `{error}`. The demo model only fixes a misspelt name or key; "
+                        "a real model can do more." + SCRIPTED)
+    return DemoMove(f"Cell [{position}] raised `{error}`: a near miss of a name the notebook defines. "
+                    "I will propose the corrected cell; the user sees the diff and approves it.",
+                    f"Cell [{position}] raised `{error}`. Here is the fix:\n\n```python\n{fixed}\n```",
+                    ToolCall(f"call_demo_{n}", EDIT, {"cell_id": cell_id, "source": fixed}))
+
+
+def _cell_sources(notebook: str) -> dict[str, str]:
+    """Each cell's source as ``read_notebook`` showed it (cells shown cut left out)."""
+    heads = list(_CELL_HEAD.finditer(notebook))
+    out = {}
+    for head, following in zip(heads, heads[1:] + [None]):
+        body = notebook[head.end() + 1: following.start() if following else len(notebook)]
+        source = re.split(r"^out \d+: ", body, maxsplit=1, flags=re.M)[0].rstrip("\n")
+        if "[source cut to fit the budget" not in source:
+            out[head.group(2)] = source
+    return out
+
+
+def fixed_source(source: str, error: str, others: list[str]) -> str | None:
+    """``source`` with the misspelt name or key of ``error`` replaced by its closest match among the
+    names and strings ``others`` define (None: no such fix)."""
+    missing = re.match(r"NameError: name '(\w+)' is not defined", error)
+    key = re.match(r"KeyError: '([^']+)'", error)
+    if missing:
+        wrong = missing.group(1)
+        known = sorted({m for s in others for m in _ASSIGNED.findall(s)} - {wrong})
+        pattern = rf"(?<![\w.]){re.escape(wrong)}(?!\w)"
+    elif key:
+        wrong = key.group(1)
+        known = sorted({m for s in others for m in _STRINGS.findall(s)} - {wrong})
+        pattern = rf"(?<=[\"']){re.escape(wrong)}(?=[\"'])"
+    else:
+        return None
+    close = difflib.get_close_matches(wrong, known, n=1, cutoff=0.6)
+    if not close or not re.search(pattern, source):
+        return None
+    return re.sub(pattern, close[0], source)

@@ -3,7 +3,9 @@
 ``HTTPProvider.stream`` POSTs the request a subclass builds, maps error
 replies to ``NbagentError`` (see ERRORS.md), retries retryable failures
 that happen before the first byte of a successful body (and retryable
-in-band stream errors that come before any output), decodes the SSE body
+in-band stream errors that come before any output; never a server that took
+the request and stayed silent past ``first_byte_timeout``: it says how long it
+waits meanwhile, with ``Waiting`` events), decodes the SSE body
 and runs it through the subclass's parser. A 2xx body that is an HTML or
 XML page (a proxy, a login portal) is a ``protocol`` error naming its
 type. Subclasses implement ``build_http_request``, ``new_parser`` and, if
@@ -19,13 +21,13 @@ import random
 import re
 import weakref
 from typing import Any, Protocol
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 
 import httpx
 
 from ..core.errors import NbagentError, redact
 from .credentials import clean_api_key, install_log_filter, split_base_url
-from .base import Event, ModelRequest, Provider, Retrying, Usage
+from .base import NOTICES, Event, ModelRequest, Provider, Retrying, Usage, Waiting
 from .http_errors import classify_error, error_from_payload, is_context_length_message, retry_after_from_headers
 from .sse import SSEDecoder, SSEEvent
 from .stream_json import UNDECODED, decode_payloads, parse_json
@@ -66,6 +68,8 @@ class HTTPProvider(Provider):
     retry_base_delay: float = 0.5  # seconds; doubled on each retry, with jitter
     retry_max_delay: float = 8.0
     max_retry_after: float = 60.0  # cap on a server-requested wait
+    waiting_notice_after: float = 5.0  # seconds without a reply before the step says it waits
+    waiting_notice_every: float = 1.0  # then how often the notice counts up
 
     def __init__(
         self,
@@ -74,7 +78,7 @@ class HTTPProvider(Provider):
         api_key: str | None = None,
         base_url: str | None = None,
         connect_timeout: float = 10.0,
-        first_byte_timeout: float = 60.0,
+        first_byte_timeout: float = 30.0,
         read_timeout: float = 120.0,
         max_retries: int = 2,
         total_timeout: float = 90.0,
@@ -86,7 +90,9 @@ class HTTPProvider(Provider):
         self._api_key = clean_api_key(api_key, self.name)
         self.base_url, self._base_params = split_base_url(base_url or self.default_base_url)
         self.connect_timeout = connect_timeout  # to open a connection
-        self.first_byte_timeout = first_byte_timeout  # from sending the request to the reply's headers
+        # from sending the request to the reply's headers; a server that took the request and stays
+        # silent this long is given up, not asked again (it holds the request: a retry waits again)
+        self.first_byte_timeout = first_byte_timeout
         self.read_timeout = read_timeout  # the longest silence between two reads of a streaming reply
         self.max_retries = max(0, int(max_retries))
         # every attempt until a reply's headers, with the waits between them (a streaming reply may run longer)
@@ -205,7 +211,7 @@ class HTTPProvider(Provider):
         """POST the request, retry what may be retried, yield parsed events."""
         async for batch in self.stream_batches(request):
             for event in batch:
-                if not isinstance(event, Retrying):  # a notice for the loop, not part of the answer
+                if not isinstance(event, NOTICES):  # a notice for the loop, not part of the answer
                     yield event
 
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Event]]:
@@ -234,7 +240,14 @@ class HTTPProvider(Provider):
             progress = _Progress()
             cause: BaseException | None = None
             try:
-                response = await self._send(client, url, headers, body, deadline)
+                sending = self._send(client, url, headers, body, deadline)
+                waits = sending.waits()
+                try:
+                    async for waiting in waits:
+                        yield [waiting]
+                finally:  # also when the caller stops reading mid-wait (Stop): the request is cancelled now
+                    await waits.aclose()
+                response = sending.response
                 try:
                     if not 200 <= response.status_code < 300:
                         error = await self._error_reply(response)
@@ -254,9 +267,10 @@ class HTTPProvider(Provider):
                 error, cause = self._transport_error(exc, url, progress.got_bytes), exc
             if progress.got_bytes:  # output may have started: never retry
                 raise error from cause
+            silent = isinstance(cause, FirstByteTimeout)  # the server holds the request: never ask again
             delay = self._retry_delay(attempt, error.retry_after)
             in_time = asyncio.get_running_loop().time() + delay < deadline
-            if error.retryable and attempt < self.max_retries and in_time:
+            if error.retryable and not silent and attempt < self.max_retries and in_time:
                 yield [Retrying(attempt + 2, self.max_retries + 1, _one_line(error.message), delay, _host(url))]
                 await asyncio.sleep(delay)
                 attempt += 1
@@ -267,16 +281,13 @@ class HTTPProvider(Provider):
                 error.args = (error.message,)
             raise error from cause
 
-    async def _send(self, client: httpx.AsyncClient, url: str, headers: dict, body: dict,
-                    deadline: float) -> httpx.Response:
-        """POST and wait for the reply's headers, at most ``first_byte_timeout`` seconds and never
+    def _send(self, client: httpx.AsyncClient, url: str, headers: dict, body: dict, deadline: float) -> _Sending:
+        """POST; the reply's headers are awaited at most ``first_byte_timeout`` seconds and never
         past ``deadline`` (the loop's clock: the end of ``total_timeout``)."""
         req = client.build_request("POST", url, headers=headers, json=body, timeout=self._timeout())
         limit = min(self.first_byte_timeout, max(0.0, deadline - asyncio.get_running_loop().time()))
-        try:
-            return await asyncio.wait_for(client.send(req, stream=True), limit)
-        except TimeoutError:
-            raise FirstByteTimeout(f"no reply within {limit:g} s") from None
+        return _Sending(client.send(req, stream=True), limit, self.first_byte_timeout, _host(url),
+                        self.waiting_notice_after, self.waiting_notice_every)
 
     async def _error_reply(self, response: httpx.Response) -> NbagentError:
         """The NbagentError of a non-2xx reply, with its retry advice."""
@@ -319,9 +330,14 @@ class HTTPProvider(Provider):
 
     def _transport_error(self, exc: Exception, url: str, got_bytes: bool) -> NbagentError:
         """The NbagentError for an httpx failure; raises at once for what no retry can fix."""
+        if isinstance(exc, FirstByteTimeout) and exc.limit < self.first_byte_timeout:  # cut by total_timeout
+            return NbagentError(f"no reply from {_host(url)} in the {exc.limit:.2g} s left of total_timeout",
+                                kind="timeout", retryable=True, provider=self.name)
         if isinstance(exc, FirstByteTimeout):
             return NbagentError(f"no reply from {_host(url)} within {self.first_byte_timeout:g} s "
-                                f"(first_byte_timeout)", kind="timeout", retryable=True, provider=self.name)
+                                "(first_byte_timeout): the server took the request and sent nothing; not "
+                                "asked again (raise first_byte_timeout= for a slow server)", kind="timeout",
+                                retryable=True, provider=self.name)
         if isinstance(exc, httpx.TimeoutException):
             connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
             if connect:
@@ -375,8 +391,58 @@ async def _parsed(parser: StreamParser, sses: Iterable[SSEEvent], closing: bool 
         yield batch
 
 
+class _Sending:
+    """One request on its way: ``waits()`` yields a :class:`Waiting` notice now and then until the reply's
+    headers come (then ``response``), or raises :class:`FirstByteTimeout` at ``limit`` seconds."""
+
+    def __init__(self, send: Any, limit: float, first_byte_timeout: float, host: str, after: float,
+                 every: float) -> None:
+        self._send, self.limit, self.shown_limit, self.host = send, limit, first_byte_timeout, host
+        self.after, self.every = after, max(every, 0.05)
+        self.response: Any = None
+
+    async def waits(self) -> AsyncGenerator[Waiting, None]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        task = asyncio.ensure_future(self._send)
+        try:
+            tick = self.after
+            while True:
+                waited = loop.time() - start
+                timeout = max(0.0, min(self.limit, tick) - waited)
+                done, _ = await asyncio.wait({task}, timeout=timeout)
+                if done:
+                    self.response = task.result()  # a transport error is raised here
+                    return
+                waited = loop.time() - start
+                if waited >= self.limit:
+                    raise FirstByteTimeout(self.limit)
+                if waited >= tick:
+                    yield Waiting(waited, self.shown_limit, self.host)
+                    tick += self.every
+        finally:
+            if not task.done():
+                task.cancel()
+            if self.response is None:  # given up, or the consumer went away: nothing left open
+                await _settle(task)
+
+
+async def _settle(task: asyncio.Future) -> None:
+    """Wait for a cancelled send to end; close a reply that came anyway."""
+    try:
+        response = await task
+    except BaseException:  # noqa: BLE001 - cancelled or failed: nothing to close
+        return
+    await response.aclose()
+
+
 class FirstByteTimeout(httpx.TimeoutException):
-    """The server took the request but sent no reply headers within ``first_byte_timeout``."""
+    """The server took the request but sent no reply headers within ``limit`` seconds
+    (``first_byte_timeout``, or less when ``total_timeout`` ran out first)."""
+
+    def __init__(self, limit: float) -> None:
+        super().__init__(f"no reply within {limit:g} s")
+        self.limit = limit
 
 
 class _Progress:

@@ -48,7 +48,7 @@ from collections.abc import AsyncIterator
 
 from ..core.distribution import install_hint
 from ..core.errors import NbagentError
-from .base import Event, ModelRequest, Retrying, Usage
+from .base import NOTICES, Event, ModelRequest, Usage
 from .model_files import user_model_file
 from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
 from .openai_chat import OpenAIChatStreamParser, OpenAIProvider
@@ -347,7 +347,7 @@ class LocalProvider(OpenAIProvider):
         started = False
         try:
             async for batch in super().stream_batches(request):
-                started = started or not all(isinstance(e, Retrying) for e in batch)  # a retry notice is no answer
+                started = started or not all(isinstance(e, NOTICES) for e in batch)  # a retry or wait notice is no answer
                 yield batch
             return
         except NbagentError as exc:

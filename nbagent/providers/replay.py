@@ -25,10 +25,8 @@ from ..core.session_file import read_session
 from ..core.steps import (
     FinishReason,
     Step,
-    StepSource,
+    StepKind,
     StepStatus,
-    StepTarget,
-    StepType,
     ToolCall,
     UsageMetadata,
 )
@@ -106,11 +104,11 @@ def read_recording(path: str | Path) -> Recording:
     results: list[RecordedResult] = []
     for step in state.steps:
         turn = by_turn.setdefault(step.turn, RecordedTurn(prompts.get(step.turn, "")))
-        if step.source is StepSource.USER and not turn.prompt:
+        if step.kind is StepKind.PROMPT and not turn.prompt:
             turn.prompt = step.content
-        elif step.source is StepSource.MODEL:
+        elif step.kind is StepKind.MODEL_CALL:
             turn.calls.append(_recorded_call(step))
-        elif step.target is StepTarget.ENVIRONMENT and step.type is StepType.TOOL_CALL and step.tool_calls:
+        elif step.kind is StepKind.TOOL_RUN and step.tool_calls:
             call = step.tool_calls[0]
             results.append(RecordedResult(call.id, call.name, dict(call.args), step.content,
                                           step.status is StepStatus.ERROR))

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from support.fault_server import reply
 from support.replay import fixture_names, load_error_fixture, load_fixture, replay
 from nbagent.core.errors import NbagentError
 from nbagent.core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
@@ -406,6 +407,43 @@ async def test_keys_local_servers_and_repr(monkeypatch):
     assert (await _body(remote, hello()))["headers"]["authorization"] == "Bearer sk-from-env-0123456789"
     explicit = provider()
     assert KEY not in repr(explicit) and "sk-from-env" not in repr(remote)
+
+
+@pytest.mark.parametrize("env_key", ["sk-from-env-0123456789", None], ids=["env-key-set", "no-env-key"])
+def test_a_401_from_a_loopback_server_says_the_env_key_is_kept_back_and_asks_for_api_key(
+        env_key, fault_server, monkeypatch):
+    """A local vLLM started with --api-key answers 401 {"error": "Unauthorized"}: the error says why no
+    key went (OPENAI_API_KEY is never sent to loopback) and how to pass one; the env key stays out of it."""
+    from nbagent import Agent
+
+    if env_key:
+        monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    else:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    fault_server.push(reply(401, {"error": "Unauthorized"}))
+    base = fault_server.url + "/v1"
+    agent = Agent(model="openai:served-model", base_url=base)
+    with pytest.raises(NbagentError) as err:
+        agent.ask("hi")
+    message = str(err.value)
+    assert (err.value.kind, err.value.http_code) == ("auth", 401)
+    assert "Unauthorized" in message and "loopback" in message and "api_key=" in message
+    assert f'base_url="{base}"' in message and "--api-key" in message
+    assert ("OPENAI_API_KEY is set" in message) == bool(env_key)
+    assert "sk-from-env" not in message and "authorization" not in fault_server.requests[0].headers
+    assert len(fault_server.requests) == 1  # an auth error is not retried
+
+
+def test_a_401_after_an_explicit_key_has_no_loopback_advice(fault_server, monkeypatch):
+    from nbagent import Agent
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env-0123456789")
+    fault_server.push(reply(401, {"error": "Unauthorized"}))
+    agent = Agent(model="openai:served-model", base_url=fault_server.url + "/v1", api_key="sk-local-wrong-0000")
+    with pytest.raises(NbagentError) as err:
+        agent.ask("hi")
+    assert err.value.kind == "auth" and "loopback" not in str(err.value) and "sk-local" not in str(err.value)
+    assert fault_server.requests[0].headers["authorization"] == "Bearer sk-local-wrong-0000"
 
 
 async def test_deltas_stream_before_the_finish():

@@ -9,6 +9,7 @@ import traceback
 import pytest
 
 from nbagent import Agent, NbagentError, providers
+from nbagent.core.errors import ConfigError
 from nbagent.providers.demo import DemoProvider
 
 
@@ -93,9 +94,10 @@ def plugins(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     monkeypatch.undo()  # off sys.path before reading the entry points again
-    for prefix in ("raising", "broken", "notaprovider", "works"):
+    for prefix in ("raising", "broken", "notaprovider", "works", "exiting", "quitting"):
         providers.unregister(prefix)
-    for module in ("raising_plugin", "broken_plugin", "dict_plugin", "works_plugin"):
+    for module in ("raising_plugin", "broken_plugin", "dict_plugin", "works_plugin", "exiting_plugin",
+                   "quitting_plugin"):
         sys.modules.pop(module, None)
     providers.refresh()
 
@@ -121,6 +123,25 @@ def test_plugin_failures_are_config_errors_naming_the_plugin_without_the_key(plu
         assert err.value.kind == "config" and message in str(err.value), str(err.value)
         shown = "".join(traceback.format_exception(err.value)) + repr(err.value)
         assert KEY not in shown and KEY[:12] not in shown
+
+
+def test_a_plugin_that_exits_at_import_or_when_called_is_a_config_error_naming_it(plugins):
+    """SystemExit (a BaseException) from a plugin must not end the kernel or escape untyped."""
+    plugin_package(plugins, "exiting_plugin", "import sys\nsys.exit('no licence for this machine')\n",
+                   b"[nbagent.providers]\nexiting = exiting_plugin:Provider\n")
+    plugin_package(plugins, "quitting_plugin", """
+        def make(model, **kwargs):
+            raise SystemExit(3)
+    """, b"[nbagent.providers]\nquitting = quitting_plugin:make\n")
+    providers.refresh()
+    cases = [("exiting:m", "'exiting' (exiting_plugin:Provider) cannot be loaded: SystemExit: no licence"),
+             ("quitting:m", "'quitting' (quitting_plugin:make) failed: SystemExit: 3")]
+    for model, message in cases:
+        with pytest.raises(NbagentError) as err:
+            Agent(model=model)
+        assert err.value.kind == "config" and isinstance(err.value, ConfigError), repr(err.value)
+        assert message in str(err.value), str(err.value)
+    assert Agent(model="demo").ask("hello").text  # the process goes on
 
 
 def test_a_distribution_with_non_utf8_entry_points_is_skipped_with_a_warning(plugins):

@@ -21,6 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from support import tiers
+
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is tests/support/jupyter.py)
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -141,6 +143,7 @@ def jupyter_server(app: str, tmp: Path, root: Path, extra_args=(), ready_timeout
 
     show_log_on_error: a callable returning True when the tail of the server log should be printed.
     venv: run that venv's Jupyter, which sees nothing of this checkout; env: extra environment variables."""
+    tiers.require("browser", f"starts jupyter {app}")
     server_env = {**isolated_env(tmp, venv), **(env or {})}
     port, token = free_port(), secrets.token_hex(16)
     cmd = [str(venv_bin(venv) / "jupyter"), app, "--no-browser", "--allow-root", "--ip=127.0.0.1",
@@ -204,6 +207,7 @@ def chromium_page(url: str):
     """Debian's Chromium (headless) on one page at ``url``; ``page.errors`` collects page errors."""
     from playwright import sync_api
 
+    tiers.require("browser", "starts Chromium")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -335,6 +339,7 @@ def marimo_server(tmp: Path, source: str, venv: Path | None = None, env: dict | 
     """``marimo run app.py`` (headless, no token) of the app ``source`` in tmp on a free loopback port,
     its config, cache and state isolated in tmp; yield its URL. ``venv``, ``env``: as for jupyter_server.
     At exit, kill its process group and every descendant by PID."""
+    tiers.require("browser", "starts marimo run")
     (tmp / "app.py").write_text(source)
     server_env = isolated_env(tmp, venv)
     for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support import tiers
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SETUP = """
@@ -84,6 +86,8 @@ class KernelChat:
 
     def __init__(self, answers: list[str], timeout: float = 60.0) -> None:
         from jupyter_client.manager import KernelManager
+
+        tiers.require("notebook", "starts a Jupyter kernel")
 
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self.km = KernelManager(kernel_name="python3")

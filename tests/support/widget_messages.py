@@ -4,6 +4,7 @@ its turn has ended and everything it queued has gone out."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget
@@ -25,3 +26,15 @@ async def until_idle(w: ChatWidget) -> None:
     await asyncio.sleep(0)  # the task's done callback flushes
     while w._armed is not None:  # a flush is scheduled: it goes out within FLUSH_INTERVAL
         await asyncio.sleep(FLUSH_INTERVAL)
+
+
+def deliver(widget, request) -> None:
+    """Send ``request`` (a request dataclass of nbagent/notebook/protocol.py) to ``widget`` as its front
+    end does: encoded on the wire as ``{"type": kind, **fields}``, through JSON, to the widget's handlers."""
+    content = {"type": request.KIND, **{f.name: getattr(request, f.name) for f in dataclasses.fields(request)}}
+    widget.handlers.receive(json.loads(json.dumps(content)))
+
+
+def deliver_raw(widget, content: dict) -> None:
+    """Send a wire dict as it is (a malformed or unknown message)."""
+    widget.handlers.receive(json.loads(json.dumps(content)))

@@ -1,6 +1,8 @@
 // The session browser's filters, pure: text (title, or the kernel's full-text matches), model, user.
 
-/** @typedef {{path: string, title?: string, models?: string, user?: string, error?: string}} SessionRow */
+/** @typedef {{path: string, title?: string, models?: string, user?: string, error?: string, created?: string|null,
+ *   updated?: string|null, turns?: number, tokens?: number, cost_usd?: number|null}} SessionRow
+ *   a row of the `sessions` trait (nbagent/notebook/session_rows.py ROW_FIELDS) */
 
 /** Sessions shown for the given filters (order kept). An unreadable session shows while no model
  * or user is chosen and its file name matches the text.

@@ -1,7 +1,9 @@
-// nbagent SessionBrowser front end (anywidget; bundled into static/session_browser.js): the saved
+// nbagent SessionBrowser front end (anywidget; bundled into static/widget.js with the chat, which
+// hands a SessionBrowser's model here: see index.js): the saved
 // conversations of a folder, searchable; the selected one read-only through the chat widget's own
 // renderer (render/turn.js, markdown.js and its sanitiser); Resume shows a live chat widget for it
-// (a child widget), Export writes md / html, Delete asks first and moves the file to the trash.
+// (a child widget), Export writes md / html, Delete asks first and moves the file to the trash
+// (its notice then has Undo, which moves it back).
 // Kernel side and message protocol: nbagent/notebook/session_browser.py.
 import { h, fmtInt, fmtCost } from "../render/dom.js";
 import { TurnView } from "../render/turn.js";
@@ -27,7 +29,7 @@ function requester(model) {
   };
   model.on("msg:custom", onMsg);
   return {
-    /** @param {any} msg @returns {Promise<any>} */
+    /** @param {import("../protocol").BrowserRequest} msg @returns {Promise<any>} the reply (its answer fields), or a local {ok: false, error} */
     call(msg) {
       const id = `r${++next}`;
       return new Promise((resolve) => {
@@ -251,8 +253,20 @@ class BrowserView {
   async remove(path) {
     this.confirm.replaceChildren();
     const reply = await this.rpc.call({ type: "trash", path });
-    if (reply.ok) { this.select(""); this.notice.textContent = ""; this.setStatus(""); this.flash(`Moved to ${reply.moved}`); }
-    else this.setStatus(reply.error, true);
+    if (!reply.ok) { this.setStatus(reply.error, true); return; }
+    this.select(""); this.setStatus("");
+    this.flash(`Moved to ${reply.moved} `);
+    if (reply.undo) {
+      this.notice.append(h("button", { type: "button", class: "nba-btn nbb-undo", text: "Undo",
+        title: "Move the session back from the trash", onclick: () => this.undo(reply.undo) }));
+    }
+  }
+
+  /** Undo a Delete: the file back from the trash (the kernel lists it again). @param {string} trashed */
+  async undo(trashed) {
+    const reply = await this.rpc.call({ type: "restore", path: trashed });
+    this.flash(reply.ok ? `Restored ${reply.restored}` : reply.error);
+    if (reply.ok && reply.restored) this.open(reply.restored);
   }
 
   /** @param {string} text */
@@ -278,7 +292,7 @@ class BrowserView {
   }
 }
 
-export default {
+export const browserWidget = {
   /** @param {{model: any, el: HTMLElement, host?: any}} ctx */
   render({ model, el, host }) {
     const view = new BrowserView(model, el, host);

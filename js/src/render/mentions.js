@@ -34,7 +34,7 @@ export class MentionBox {
     this.el = h("ul", { class: "nba-mentions", role: "listbox", id: this.uid, "aria-label": "Variables in the kernel" });
     this.el.addEventListener("mousedown", (e) => e.preventDefault()); // keep the focus in the box
     this.el.addEventListener("click", (e) => {
-      const li = /** @type {HTMLElement} */ (e.target).closest?.(".nba-mention");
+      const li = /** @type {HTMLElement|null} */ (/** @type {HTMLElement} */ (e.target).closest?.(".nba-mention"));
       if (li) this.pick(Number(li.dataset.index));
     });
     input.setAttribute("aria-autocomplete", "list");
@@ -66,7 +66,7 @@ export class MentionBox {
     this.render();
   }
 
-  /** The kernel's answer. @param {any} msg */
+  /** The kernel's answer. @param {import("../protocol").ChatEvent_names} msg */
   receive(msg) {
     if (!msg || msg.id !== this.pending || !this.open) return;
     this.names = parseNames(msg.names);

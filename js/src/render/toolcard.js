@@ -107,7 +107,7 @@ export function toolStatus(env) {
 }
 
 export class ToolCard {
-  /** @param {any} call @param {(msg: any) => boolean} send */
+  /** @param {any} call @param {(msg: import("../protocol").ChatRequest) => boolean} send */
   constructor(call, send) {
     this.callId = call.id || "";
     this.send = send;
@@ -148,7 +148,7 @@ export class ToolCard {
     if (!active || active === document.body || chat.contains(active)) this.approve.focus();
   }
 
-  /** @param {any} msg */
+  /** @param {import("../protocol").ChatRequest_approve | import("../protocol").ChatRequest_deny} msg */
   decide(msg) {
     this.approve.disabled = this.deny.disabled = true;
     if (!this.send(msg)) this.approve.disabled = this.deny.disabled = false; // no kernel: nothing was decided

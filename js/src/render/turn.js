@@ -53,7 +53,7 @@ export function turnErrors(steps, rec) {
     } else out.push({ message: m, code: code || 0 });
   };
   for (const s of steps) {
-    if (!isToolRun(s) && s.error && (failed(s) || s.type === "FINISH" || s.type === "SYSTEM_MESSAGE")) add(s.error, s.http_code);
+    if (!isToolRun(s) && s.error && (failed(s) || s.kind === "finish" || s.type === "SYSTEM_MESSAGE")) add(s.error, s.http_code);
   }
   if (rec && rec.status === "error") add(rec.error || "the turn failed", rec.http_code);
   return out;
@@ -70,6 +70,14 @@ export function stepNotice(step, streaming) {
   return streaming && !step.content && !(step.tool_calls || []).length ? String(step.notice || "") : "";
 }
 
+/** What a step says of a refusal, as the saved transcript words it: a model's refusal text, or the
+ * provider's notice when it blocked the prompt (on the turn's FINISH). @param {any} step */
+export function refusalText(step) {
+  if (!step.refusal) return "";
+  if (isModel(step)) return `The model declined: ${step.refusal}`;
+  return step.kind === "finish" ? String(step.refusal) : "";
+}
+
 class StepView {
   /** @param {any} step */
   constructor(step) {
@@ -81,16 +89,17 @@ class StepView {
     this.step = null;
     this.tailKey = "";
     /** @type {HTMLElement|null} */ this.notice = null;
+    /** @type {HTMLElement|null} */ this.refusal = null;
   }
 
   /** @param {any} step @param {TurnView} turn */
   update(step, turn) {
     if (isModel(step)) this.updateModel(step, turn);
-    else if (step.type === "COMPACTION" && compactionShown(step.compaction)) this.setTail("compaction", () => {
+    else if (step.kind === "compaction" && compactionShown(step.compaction)) {
       const c = step.compaction || {};
       const sizes = c.tokens_before ? ` · ${fmtInt(c.tokens_before)} → ${fmtInt(c.tokens_after)} tokens` : "";
-      return h("div", { class: "nba-compaction", text: `History compacted${sizes}` });
-    });
+      this.setTail(`compaction${sizes}`, () => h("div", { class: "nba-compaction", text: `History compacted${sizes}` }));
+    }
     else if (isToolRun(step)) {
       const call = (step.tool_calls || [])[0] || { id: "", name: "tool", args: {} };
       if (!turn.modelCalls.has(call.id)) { // not announced by a model step: its own card
@@ -100,7 +109,19 @@ class StepView {
         if (this.cards.parentNode !== this.el) this.el.append(this.cards);
       }
     }
+    this.showRefusal(refusalText(step));
     this.step = step;
+  }
+
+  /** @param {string} text */
+  showRefusal(text) {
+    if (!this.refusal) {
+      if (!text) return;
+      this.refusal = h("div", { class: "nba-refusal", role: "note" });
+      this.el.insertBefore(this.refusal, this.cards.parentNode === this.el ? this.cards : null);
+    }
+    if (this.refusal.textContent !== text) this.refusal.textContent = text;
+    this.refusal.style.display = text ? "" : "none";
   }
 
   /** @param {any} step @param {TurnView} turn */
@@ -193,7 +214,7 @@ class PromptView {
 }
 
 export class TurnView {
-  /** @param {(msg: any) => boolean} send */
+  /** @param {(msg: import("../protocol").ChatRequest) => boolean} send */
   constructor(send) {
     this.send = send;
     this.prompt = new PromptView();
@@ -223,7 +244,7 @@ export class TurnView {
     if (turn === this.turn) return;
     this.turn = turn;
     const rec = turn.record;
-    const user = turn.steps.find((s) => s.source === "USER");
+    const user = turn.steps.find((s) => s.kind === "prompt");
     this.prompt.set(user ? user.content : rec ? rec.prompt : "");
     this.toolRuns = new Map(turn.steps.filter(isToolRun).map((s) => [((s.tool_calls || [])[0] || {}).id, s]));
     this.modelCalls = new Set(turn.steps.filter(isModel).flatMap((s) => (s.tool_calls || []).map((/** @type {any} */ c) => c.id)));
@@ -234,7 +255,7 @@ export class TurnView {
       if (!present.has(index)) { view.el.remove(); this.steps.delete(index); }
     }
     for (const step of turn.steps) {
-      if (step.source === "USER") continue;
+      if (step.kind === "prompt") continue;
       let view = this.steps.get(step.step_index);
       if (!view) {
         view = new StepView(step);

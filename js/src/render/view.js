@@ -29,7 +29,7 @@ export function hiddenTurns(total, hidden, following) {
 }
 
 export class ChatView {
-  /** @param {HTMLElement} el @param {(msg: any) => boolean} send @param {string} placeholder */
+  /** @param {HTMLElement} el @param {(msg: import("../protocol").ChatRequest) => boolean} send @param {string} placeholder */
   constructor(el, send, placeholder) {
     this.host = el;
     this.send = send;
@@ -37,6 +37,9 @@ export class ChatView {
     this.list = h("div", { class: "nba-turns", role: "log", "aria-live": "polite", "aria-label": "Chat" });
     this.empty = h("div", { class: "nba-empty", text: "No messages yet." });
     this.notice = h("div", { class: "nba-notice", role: "status" });
+    // the `autosave` trait: why the turns are not being saved (until a save works), or where they go
+    this.autosave = h("div", { class: "nba-autosave", role: "alert" });
+    this.autosave.hidden = true;
     this.hint = h("div", { class: "nba-hint", role: "status" });
     this.input = /** @type {HTMLTextAreaElement} */ (h("textarea", { class: "nba-input", rows: 2, placeholder, "aria-label": "Message" }));
     this.sendBtn = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-send", text: "Send", onclick: () => this.submit() }));
@@ -54,7 +57,7 @@ export class ChatView {
     this.earlier = /** @type {HTMLButtonElement} */ (h("button", { type: "button", class: "nba-btn nba-earlier", onclick: () => this.showEarlier() }));
     this.earlier.hidden = true;
     this.list.append(this.earlier);
-    this.root = h("div", { class: "nba-chat" }, h("div", { class: "nba-turns-box" }, this.list, this.newBtn), this.empty, this.notice, this.confirm.el,
+    this.root = h("div", { class: "nba-chat" }, h("div", { class: "nba-turns-box" }, this.list, this.newBtn), this.empty, this.notice, this.autosave, this.confirm.el,
       h("div", { class: "nba-inputbar" }, this.input, this.mentions.el, h("div", { class: "nba-buttons" }, this.sendBtn, this.stopBtn)), this.hint, this.gauge.el);
     this.root.addEventListener("click", (e) => this.onClick(e));
     el.append(this.root);
@@ -255,6 +258,7 @@ export class ChatView {
     this.earlier.hidden = !hidden;
     if (hidden) this.earlier.textContent = `Show earlier turns (${hidden} more)`;
     const seen = new Set();
+    /** @type {HTMLElement} */
     let prev = this.earlier;
     for (let i = hidden; i < total; i++) {
       const turn = state.turns[i];
@@ -275,6 +279,13 @@ export class ChatView {
       view.el.remove();
       this.turns.delete(key);
     }
+  }
+
+  /** The autosave line ("" hides it). @param {string} text */
+  setAutosave(text) {
+    this.autosave.textContent = text;
+    this.autosave.hidden = !text;
+    this.autosave.classList.toggle("nba-autosave-failing", text.startsWith("Not saved"));
   }
 
   /** @param {import("../reducer.js").State} state */

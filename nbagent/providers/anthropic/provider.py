@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ...core.errors import NbagentError
 from ..base import ModelRequest
 from ..http import HTTPProvider
 from .request import build_body, structured_schema
+from .spec import SPEC
 from .stream import AnthropicStreamParser
 
 API_VERSION = "2023-06-01"
@@ -22,7 +22,7 @@ class AnthropicProvider(HTTPProvider):
     context_window = 200_000
 
     def __init__(self, model: str = "claude-sonnet-4-5", *, api_key: str | None = None, **kwargs: Any):
-        super().__init__(model, api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"), **kwargs)
+        super().__init__(model, api_key=api_key or SPEC.api_key_from_environment(), **kwargs)
 
     def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
         if not self.api_key and self.base_url == self.default_base_url:

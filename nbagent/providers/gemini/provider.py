@@ -8,7 +8,6 @@ or ``GOOGLE_API_KEY``), never in the URL, so it cannot leak into errors. A
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from ...core.errors import NbagentError
 from ..base import ModelRequest
 from ..http import HTTPProvider
 from .request import build_body
+from .spec import SPEC
 from .stream import GeminiStreamParser
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
@@ -31,7 +31,7 @@ class GeminiProvider(HTTPProvider):
     context_window = 1_048_576
 
     def __init__(self, model: str = "gemini-2.5-flash", *, api_key: str | None = None, **kwargs: Any):
-        key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        key = api_key or SPEC.api_key_from_environment()
         super().__init__(model, api_key=key, **kwargs)
 
     def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 
 import httpx
 
@@ -10,6 +10,7 @@ from ...core.errors import NbagentError
 from ..base import ModelRequest
 from ..http import HTTPProvider, StreamParser
 from .request import build_body
+from .spec import SPEC
 from .stream import OpenAIChatStreamParser
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -19,9 +20,11 @@ _LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 class OpenAIProvider(HTTPProvider):
     """Chat Completions over SSE; ``base_url`` points it at any compatible server.
 
-    The key comes from ``api_key`` or ``OPENAI_API_KEY``; the environment key is
-    not sent to a loopback server, and no ``Authorization`` header is sent
-    without a key.
+    The key comes from ``api_key`` or ``OPENAI_API_KEY``. The environment key is
+    sent to any ``base_url`` that is not loopback, and on purpose not to a loopback
+    one (it is an OpenAI key, not the local server's): a 401 from a local server
+    says so and asks for ``api_key=``. No ``Authorization`` header is sent without
+    a key.
     """
 
     name = "openai"
@@ -29,8 +32,9 @@ class OpenAIProvider(HTTPProvider):
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None, **kwargs):
         base = (base_url or OPENAI_BASE_URL).rstrip("/")
-        if api_key is None and not _is_loopback(base):
-            api_key = os.environ.get("OPENAI_API_KEY") or None
+        self.loopback_without_key = api_key is None and _is_loopback(base)
+        if api_key is None and not self.loopback_without_key:
+            api_key = SPEC.api_key_from_environment()
         super().__init__(model, api_key=api_key, base_url=base, **kwargs)
 
     @property
@@ -53,6 +57,23 @@ class OpenAIProvider(HTTPProvider):
 
     def new_parser(self, request: ModelRequest) -> StreamParser:
         return OpenAIChatStreamParser(provider=self.name, structured=bool(request.response_format))
+
+    def parse_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> NbagentError:
+        """As the base class; a 401 from a loopback server we sent no key says why and what to pass."""
+        error = super().parse_error(status, body, headers)
+        if status == 401 and self.loopback_without_key and not self.api_key:
+            return error.with_kind("auth", message=f"{error.message} -- {self.loopback_key_advice()}")
+        return error
+
+    def loopback_key_advice(self) -> str:
+        """Why no key went to this loopback server, and how to give it one."""
+        why = ("OPENAI_API_KEY is set, but nbagent keeps the environment's key back from loopback base_urls on "
+               "purpose (it is meant for OpenAI, not a local server); " if SPEC.api_key_from_environment()
+               else "no key was sent (api_key= not given; the environment's OPENAI_API_KEY is never sent to a "
+                    "loopback base_url); ")
+        return (f"the server at {self.base_url} wants an API key: {why}pass its key as api_key=, e.g. "
+                f'Agent(model="openai:{self.model}", base_url="{self.base_url}", api_key="...") '
+                "(the key a vLLM server was started with by --api-key)")
 
 
 def _is_loopback(url: str) -> bool:

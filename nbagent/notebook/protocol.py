@@ -1,0 +1,592 @@
+"""The widgets' custom messages, declared once: a dataclass per request (front end -> kernel) and
+per event (kernel -> front end), in one registry per widget (``CHAT``, ``BROWSER``).
+
+On the wire a message is ``{"type": kind, **fields}``. A request that expects an answer names its
+answer class; in the chat the answer is itself an event (``Names`` answers ``NamesRequest``, with the
+request's ``id``), in the session browser every answer goes in the ``reply`` envelope
+``{"type": "reply", "id", "ok": true, **answer}`` (or ``"ok": false, "error"`` when it failed).
+
+A widget serves its protocol with a :class:`Handlers`: one handler per request class, so no widget
+branches on kinds. ``Handlers.receive`` decodes a message (each field checked against its declared
+type: a malformed one is an :class:`~nbagent.core.errors.InvalidRequest` naming the field), runs the
+handler, and sends its answer. Adding a message is one declaration here plus its handler::
+
+    @CHAT.request("ping", answer=Pong)
+    @dataclass(frozen=True)
+    class Ping(Message):
+        id: str = ""
+
+    widget.handlers.on(Ping, lambda req: Pong(id=req.id))
+
+``schema()`` is the same declaration as JSON Schema (js/src/protocol.json, written by
+``python -m nbagent.notebook.protocol``; a test keeps it current and the JS tests check the
+front end's messages against it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from enum import Enum
+import sys
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable
+
+from ..core.errors import InvalidRequest
+from ..core.steps import Step, StepKind, Wire, field_roles
+
+M = TypeVar("M", bound="Message")
+T = TypeVar("T")
+__all__ = ["BROWSER", "CHAT", "Handlers", "Message", "Protocol", "schema", "SCHEMA_PATH"]
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "js" / "src" / "protocol.json"
+
+
+class Message:
+    """A widget message: its ``KIND`` is the wire ``type`` (set by ``Protocol.request`` / ``event``)."""
+
+    KIND: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    check: tuple[type, ...]  # the JSON types the value may have
+    optional: bool  # None allowed
+    required: bool  # no default: the message must carry it
+    schema: dict
+
+
+_JSON_TYPES: dict[Any, tuple[tuple[type, ...], dict]] = {
+    str: ((str,), {"type": "string"}),
+    bool: ((bool,), {"type": "boolean"}),
+    int: ((int,), {"type": "integer"}),
+    float: ((int, float), {"type": "number"}),
+    list: ((list,), {"type": "array"}),
+    dict: ((dict,), {"type": "object"}),
+}
+
+
+def _field_of(f: dataclasses.Field, hint: Any) -> _Field:
+    optional = False
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        optional = True
+        (hint,) = [a for a in args if a is not type(None)]
+    required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    if hint is Any:
+        return _Field(f.name, (object,), True, required, {})
+    base = typing.get_origin(hint) or hint
+    check, sch = _JSON_TYPES[base]
+    sch = dict(sch)
+    item = typing.get_args(hint)
+    if base is list and item and item[0] in _JSON_TYPES:
+        sch["items"] = _JSON_TYPES[item[0]][1]
+    if optional:
+        sch = {"anyOf": [sch, {"type": "null"}]}
+    return _Field(f.name, check, optional, required, sch)
+
+
+@dataclass
+class _Spec:
+    cls: type
+    fields: tuple[_Field, ...]
+    answer: type | None = None
+
+
+class Protocol:
+    """The requests and events of one widget, by kind."""
+
+    def __init__(self, widget: str, reply: str = "") -> None:
+        self.widget = widget
+        self.reply = reply  # the envelope kind of answers ("": an answer is an event of its own)
+        self.requests: dict[str, _Spec] = {}
+        self.events: dict[str, _Spec] = {}
+        self.answers: dict[type, _Spec] = {}  # a reply envelope's contents, by class
+
+    def _declare(self, table: dict[str, _Spec], kind: str, answer: type | None = None) -> Callable[[type[M]], type[M]]:
+        def register(cls: type[M]) -> type[M]:
+            if kind in table:
+                raise ValueError(f"{self.widget}: {kind!r} is declared twice")
+            cls.KIND = kind
+            table[kind] = _Spec(cls, _fields(cls), answer)
+            return cls
+        return register
+
+    def request(self, kind: str, answer: type | None = None) -> Callable[[type[M]], type[M]]:
+        """Declare a request (front end -> kernel); ``answer``: the class its handler returns."""
+        return self._declare(self.requests, kind, answer)
+
+    def event(self, kind: str) -> Callable[[type[M]], type[M]]:
+        """Declare an event (kernel -> front end)."""
+        return self._declare(self.events, kind)
+
+    def answer(self, cls: type[T]) -> type[T]:
+        """Declare what goes in a reply envelope (the session browser's answers)."""
+        self.answers[cls] = _Spec(cls, _fields(cls))
+        return cls
+
+    def decode(self, content: Any) -> Message:
+        """The request a message carries; InvalidRequest naming what is wrong when it is malformed."""
+        if not isinstance(content, dict):
+            raise InvalidRequest(f"a {self.widget} message must be an object, got {type(content).__name__}")
+        kind = content.get("type")
+        spec = self.requests.get(kind) if isinstance(kind, str) else None
+        if spec is None:
+            raise InvalidRequest(f"unknown {self.widget} request {kind!r}")
+        return _build(spec, content, str(kind))
+
+    def encode(self, message: Message) -> dict:
+        """An event as the wire dict (its fields as they are, shallow)."""
+        return {"type": message.KIND, **{f.name: getattr(message, f.name) for f in self.events[message.KIND].fields}}
+
+    def encode_answer(self, request: Message, answer: Any) -> dict:
+        """What a handler returned as the wire message answering ``request``."""
+        if not self.reply:
+            return self.encode(answer)
+        body: dict[str, Any] = {} if answer is None else {f.name: getattr(answer, f.name) for f in self.answers[type(answer)].fields}
+        return {"type": self.reply, "id": getattr(request, "id", ""), "ok": True, **body}
+
+    def failure(self, rid: str, error: str) -> dict:
+        """A reply envelope saying a request failed."""
+        return {"type": self.reply, "id": rid, "ok": False, "error": error}
+
+    def schema(self) -> dict:
+        """This widget's messages as JSON Schema: ``requests`` and ``events`` by kind (and the reply's answers)."""
+        out: dict[str, Any] = {
+            "requests": {k: _object_schema(k, s) for k, s in sorted(self.requests.items())},
+            "events": {k: _object_schema(k, s) for k, s in sorted(self.events.items())},
+        }
+        if self.reply:
+            out["reply"] = self.reply
+            out["answers"] = {k: s.answer.__name__ if s.answer else None for k, s in sorted(self.requests.items())}
+            out["answer_fields"] = {s.cls.__name__: _object_schema("", s) for s in self.answers.values()}
+        else:
+            out["answers"] = {k: getattr(s.answer, "KIND", None) for k, s in sorted(self.requests.items())}
+        return out
+
+
+def _fields(cls: type) -> tuple[_Field, ...]:
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    return tuple(_field_of(f, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+def _build(spec: _Spec, content: dict, kind: str) -> Any:
+    values: dict[str, Any] = {}
+    for f in spec.fields:
+        if f.name not in content:
+            if f.required:
+                raise InvalidRequest(f"the {kind!r} message lacks {f.name!r}")
+            continue
+        value = content[f.name]
+        if value is None and f.optional:
+            values[f.name] = None
+            continue
+        if not isinstance(value, f.check) or (bool not in f.check and isinstance(value, bool) and f.check != (object,)):
+            want = " or ".join(t.__name__ for t in f.check)
+            raise InvalidRequest(f"the {kind!r} message's {f.name!r} must be {want}, got {type(value).__name__}")
+        values[f.name] = value
+    return spec.cls(**values)
+
+
+def _object_schema(kind: str, spec: _Spec) -> dict:
+    props: dict[str, Any] = {"type": {"const": kind}} if kind else {}
+    props.update({f.name: f.schema for f in spec.fields})
+    required = (["type"] if kind else []) + [f.name for f in spec.fields if f.required]
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+class Handlers:
+    """One widget's handlers for its protocol's requests; ``receive`` runs the one a message names.
+
+    ``send`` puts a wire dict on the comm; ``failed(request kind, error)`` is called when decoding or a
+    handler raised (the chat shows a notice; with a reply envelope the failure is also answered).
+    """
+
+    def __init__(self, protocol: Protocol, send: Callable[[dict], Any],
+                 failed: Callable[[str, Exception], Any] | None = None) -> None:
+        self.protocol = protocol
+        self.send = send
+        self.failed = failed
+        self.table: dict[type, Callable[[Any], Any]] = {}
+
+    def on(self, cls: type[M], handler: Callable[[M], Any]) -> None:
+        """Handle requests of ``cls``; what the handler returns (not None) is sent as the answer."""
+        if cls.KIND not in self.protocol.requests or self.protocol.requests[cls.KIND].cls is not cls:
+            raise ValueError(f"{cls.__name__} is not a request of the {self.protocol.widget} protocol")
+        self.table[cls] = handler
+
+    def missing(self) -> list[str]:
+        """The requests of the protocol nothing handles (a test keeps it empty)."""
+        return sorted(k for k, s in self.protocol.requests.items() if s.cls not in self.table)
+
+    def emit(self, event: Message) -> None:
+        """Send an event."""
+        self.send(self.protocol.encode(event))
+
+    def receive(self, content: Any) -> None:
+        """Decode a message from the front end and run its handler (errors go to ``failed``)."""
+        kind = content.get("type") if isinstance(content, dict) else None
+        rid = content.get("id") if isinstance(content, dict) else None
+        try:
+            request = self.protocol.decode(content)
+            handler = self.table.get(type(request))
+            if handler is None:
+                raise InvalidRequest(f"the {self.protocol.widget} widget does not handle {kind!r}")
+            answer = handler(request)
+            if answer is not None or self.protocol.reply:  # a reply envelope answers every request
+                self.send(self.protocol.encode_answer(request, answer))
+        except Exception as exc:
+            if self.protocol.reply:
+                self.send(self.protocol.failure(rid if isinstance(rid, str) else "", str(exc) or type(exc).__name__))
+            if self.failed is not None:
+                self.failed(str(kind), exc)
+            elif not self.protocol.reply:
+                raise
+
+
+CHAT = Protocol("chat")
+BROWSER = Protocol("session browser", reply="reply")
+
+
+# --- the chat widget: events ----------------------------------------------------------------------
+
+@CHAT.event("deltas")
+@dataclass(frozen=True)
+class Deltas(Message):
+    """Text since the last flush: ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces."""
+
+    items: list[list]
+
+
+@CHAT.event("turn")
+@dataclass(frozen=True)
+class TurnEnded(Message):
+    """A turn ended (or a finished one changed): its structure, bare."""
+
+    turn: dict
+
+
+@CHAT.event("turns")
+@dataclass(frozen=True)
+class TurnsPage(Message):
+    """A page of a resync's answer: whole turns, oldest first; ``first`` tells a view to drop what it has."""
+
+    turns: list[dict]
+    first: bool
+    last: bool
+
+
+@CHAT.event("refused")
+@dataclass(frozen=True)
+class Refused(Message):
+    """A prompt was not run (empty, or a turn is running): the view that sent it unlocks."""
+
+    text: str
+
+
+@CHAT.event("confirm")
+@dataclass(frozen=True)
+class Confirm(Message):
+    """An over-budget prompt: the view asks Send anyway / Cancel (see widget_usage.py)."""
+
+    prompt: str
+    text: str
+
+
+@CHAT.event("asset")
+@dataclass(frozen=True)
+class AssetModule(Message):
+    """A lazily loaded module's code (ASSETS: math, grammars)."""
+
+    name: str
+    code: str
+
+
+@CHAT.event("names")
+@dataclass(frozen=True)
+class Names(Message):
+    """The user's variables for ``@`` autocomplete: ``[name, type name]`` pairs."""
+
+    id: str
+    names: list[list]
+
+
+@CHAT.event("history")
+@dataclass(frozen=True)
+class History(Message):
+    """The agent's newest sessions for the History list, and the open one's path."""
+
+    id: str
+    sessions: list[dict]
+    current: str
+
+
+# --- the chat widget: requests --------------------------------------------------------------------
+
+@CHAT.request("send")
+@dataclass(frozen=True)
+class Send(Message):
+    """Run a prompt typed in the box (``over_budget``: the user chose Send anyway)."""
+
+    prompt: str = ""
+    over_budget: bool = False
+
+
+@CHAT.request("stop")
+@dataclass(frozen=True)
+class Stop(Message):
+    """Stop the running turn, or drop a prompt whose turn has not begun."""
+
+
+@CHAT.request("approve")
+@dataclass(frozen=True)
+class Approve(Message):
+    call_id: str
+
+
+@CHAT.request("deny")
+@dataclass(frozen=True)
+class Deny(Message):
+    call_id: str
+    reason: str | None = None
+
+
+@CHAT.request("resync")
+@dataclass(frozen=True)
+class Resync(Message):
+    """A view arrived late or missed text: every turn, whole."""
+
+
+@CHAT.request("asset", answer=AssetModule)
+@dataclass(frozen=True)
+class AssetRequest(Message):
+    """The view met math or a code block needing a grammar (answered once per page, if known)."""
+
+    name: str
+
+
+@CHAT.request("names", answer=Names)
+@dataclass(frozen=True)
+class NamesRequest(Message):
+    """``@`` typed in the box."""
+
+    id: str = ""
+
+
+@CHAT.request("new_chat")
+@dataclass(frozen=True)
+class NewChat(Message):
+    pass
+
+
+@CHAT.request("history", answer=History)
+@dataclass(frozen=True)
+class HistoryRequest(Message):
+    id: str = ""
+
+
+@CHAT.request("open_session")
+@dataclass(frozen=True)
+class OpenSession(Message):
+    path: str = ""
+
+
+@CHAT.request("next")
+@dataclass(frozen=True)
+class NextStep(Message):
+    """Play a ``step=True`` replay's next step."""
+
+
+# --- the session browser: answers (in the reply envelope) and requests ------------------------------
+
+@BROWSER.answer
+@dataclass(frozen=True)
+class Opened:
+    path: str
+    turns: list[dict]
+    usage: list[dict]
+
+
+@BROWSER.answer
+@dataclass(frozen=True)
+class Found:
+    paths: list[str]
+
+
+@BROWSER.answer
+@dataclass(frozen=True)
+class Exported:
+    written: str
+
+
+@BROWSER.answer
+@dataclass(frozen=True)
+class Trashed:
+    moved: str
+    undo: str  # what a Restore request names to move the file back
+
+
+@BROWSER.answer
+@dataclass(frozen=True)
+class Restored:
+    restored: str
+
+
+@BROWSER.answer
+@dataclass(frozen=True)
+class Resumed:
+    path: str
+
+
+@BROWSER.answer
+@dataclass(frozen=True)
+class AssetCode:
+    code: str
+
+
+@BROWSER.request("refresh")
+@dataclass(frozen=True)
+class Refresh(Message):
+    id: str = ""
+
+
+@BROWSER.request("search", answer=Found)
+@dataclass(frozen=True)
+class Search(Message):
+    id: str = ""
+    text: str = ""
+
+
+@BROWSER.request("asset", answer=AssetCode)
+@dataclass(frozen=True)
+class BrowserAsset(Message):
+    id: str = ""
+    name: str = ""
+
+
+@BROWSER.request("open", answer=Opened)
+@dataclass(frozen=True)
+class Open(Message):
+    id: str = ""
+    path: str = ""
+
+
+@BROWSER.request("export", answer=Exported)
+@dataclass(frozen=True)
+class Export(Message):
+    id: str = ""
+    path: str = ""
+    fmt: str = "md"
+
+
+@BROWSER.request("trash", answer=Trashed)
+@dataclass(frozen=True)
+class Trash(Message):
+    id: str = ""
+    path: str = ""
+
+
+@BROWSER.request("restore", answer=Restored)
+@dataclass(frozen=True)
+class Restore(Message):
+    """*Undo* of a Delete: ``path`` is the ``undo`` a Trashed answer gave."""
+
+    id: str = ""
+    path: str = ""
+
+
+@BROWSER.request("resume", answer=Resumed)
+@dataclass(frozen=True)
+class Resume(Message):
+    id: str = ""
+    path: str = ""
+
+
+def schema() -> dict:
+    """Every widget's messages as JSON Schema (js/src/protocol.json)."""
+    return {"$comment": "generated by `python -m nbagent.notebook.protocol` from nbagent/notebook/protocol.py; do not edit",
+            "chat": CHAT.schema(), "session_browser": BROWSER.schema()}
+
+
+def schema_text() -> str:
+    return json.dumps(schema(), indent=1, sort_keys=True) + "\n"
+
+
+_TS = {"string": "string", "boolean": "boolean", "integer": "number", "number": "number", "object": "Record<string, any>"}
+
+
+def _ts_type(sch: dict) -> str:
+    if "anyOf" in sch:
+        return " | ".join(_ts_type(s) for s in sch["anyOf"])
+    if sch.get("type") == "null":
+        return "null"
+    if sch.get("type") == "array":
+        return f"{_ts_type(sch['items'])}[]" if "items" in sch else "any[]"
+    return _TS.get(sch.get("type", ""), "any")
+
+
+def _ts_interface(name: str, kind: str, spec: _Spec) -> str:
+    fields = [f'type: "{kind}";'] if kind else []
+    fields += [f"{f.name}{'' if f.required else '?'}: {_ts_type(f.schema)};" for f in spec.fields]
+    return f"export interface {name} {{ {' '.join(fields)} }}"
+
+
+def _ts_step() -> list[str]:
+    """The wire form of a step (widget_wire.step_dict): every field that leaves the kernel, typed."""
+    hints = typing.get_type_hints(Step)
+    lines = []
+    for name, role in field_roles().items():
+        if role.wire is Wire.KERNEL or not role.saved:
+            continue
+        hint = hints[name]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        base = args[0] if typing.get_origin(hint) in (typing.Union, types.UnionType) else hint
+        if isinstance(base, type) and issubclass(base, Enum):
+            ts = " | ".join(f'"{m.value}"' for m in base)
+        elif base in (str,):
+            ts = "string"
+        elif base in (int, float):
+            ts = "number"
+        elif typing.get_origin(base) is list:
+            ts = "any[]"
+        else:
+            ts = "any"
+        required = role.keep_empty and role.wire is not Wire.TEXT  # a bare step's text went as deltas
+        lines.append(f"  {name}{'' if required else '?'}: {ts};  // {role.wire.value}{', shown' if role.shown else ''}")
+    lines.append("  kind: " + " | ".join(f'"{k.value}"' for k in StepKind) + ";  // Step.kind")
+    lines.append("  n?: [number, number];  // a bare step: the lengths of its content and thinking")
+    return lines
+
+
+def typescript() -> str:
+    """The same declaration as TypeScript types (js/src/protocol.d.ts), for ``tsc --checkJs``."""
+    out = ["// Generated by `python -m nbagent.notebook.protocol` from nbagent/notebook/protocol.py and the Step",
+           "// fields' roles (nbagent/core/steps.py); do not edit. The JS front end's JSDoc imports these types.", ""]
+    for proto, prefix in ((CHAT, "Chat"), (BROWSER, "Browser")):
+        names: dict[str, list[str]] = {}
+        for table, what in ((proto.requests, "Request"), (proto.events, "Event")):
+            for kind, spec in sorted(table.items()):
+                name = f"{prefix}{what}_{kind}"
+                names.setdefault(what, []).append(name)
+                out.append(_ts_interface(name, kind, spec))
+            if names.get(what):
+                out.append(f"export type {prefix}{what} = {' | '.join(names[what])};")
+        for spec in proto.answers.values():
+            out.append(_ts_interface(f"{prefix}Answer_{spec.cls.__name__}", "", spec))
+        out.append("")
+    if BROWSER.reply:
+        out.append('export interface BrowserReply { type: "reply"; id: string; ok: boolean; error?: string; [field: string]: any }')
+    out += ["", "/** A step as the widget gets it (widget_wire.step_dict). */", "export interface WireStep {", *_ts_step(), "}", ""]
+    return "\n".join(out)
+
+
+TS_PATH = SCHEMA_PATH.with_name("protocol.d.ts")
+
+if __name__ == "__main__":  # write js/src/protocol.json and js/src/protocol.d.ts
+    SCHEMA_PATH.write_text(schema_text(), encoding="utf-8")
+    TS_PATH.write_text(typescript(), encoding="utf-8")
+    print(f"wrote {SCHEMA_PATH} and {TS_PATH}")

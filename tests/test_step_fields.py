@@ -1,0 +1,63 @@
+"""Each Step field declared once (core/steps.py): its roles make the wire, fingerprint and saved forms,
+and every field the widget shows, changed on a live step, reaches the JS reducer's view of the step
+(tests/test_step_fields_browser.py checks the DOM draws it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("anywidget")
+
+from nbagent.core.steps import Step, StepStatus, Wire, field_roles  # noqa: E402
+from nbagent.notebook.widget_wire import step_dict, step_shape  # noqa: E402
+from support.step_fields import EXAMPLES, INDEX, record_change  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE = shutil.which("node")
+SHOWN = sorted(n for n, r in field_roles().items() if r.shown)
+
+
+def test_every_field_declares_its_roles_and_every_shown_one_has_a_contract_example():
+    assert list(field_roles()) == [f.name for f in dataclasses.fields(Step)]
+    assert sorted(EXAMPLES) == SHOWN, "a field the widget shows needs an example in tests/support/step_fields.py"
+    for name, role in field_roles().items():
+        assert not (role.shown and role.wire in (Wire.KERNEL, Wire.CARRIED)), f"{name}: shown, but a change is never re-sent"
+        assert role.saved or role.wire is Wire.KERNEL, f"{name}: on the wire but not saved (a reloaded view would lose it)"
+
+
+def test_the_forms_follow_the_declaration():
+    step = Step(step_index=3, content_delta="x", raw_usage={"secret_tokens": 1}, cascade_id="conv")
+    wire = step_dict(step)
+    assert not {n for n, r in field_roles().items() if r.wire is Wire.KERNEL} & set(wire)
+    assert {n for n, r in field_roles().items() if r.keep_empty} <= set(wire)
+    saved = step.to_dict()
+    assert set(saved) == {n for n, r in field_roles().items() if r.saved}
+    assert Step.from_dict(json.loads(json.dumps(step.to_dict(compact=True)))).to_dict() == saved
+
+
+@pytest.mark.parametrize("name", [n for n, r in field_roles().items() if r.wire is Wire.STRUCTURAL])
+def test_a_change_of_a_structural_field_is_a_structural_update(name):
+    fields, change = EXAMPLES.get(name, ({}, {}))
+    base = Step(**{"status": StepStatus.ACTIVE, **fields})
+    value = change.get(name, {"finish_reason": "STOP", "preparing_tool": "calc"}.get(name))
+    assert step_shape(base) != step_shape(base.copy(**{name: value}))
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("name", SHOWN)
+async def test_a_shown_field_changed_on_a_live_step_reaches_the_view(name):
+    rec = await record_change(name)
+    out = subprocess.run([NODE, str(ROOT / "js" / "tools" / "live_steps.mjs")], check=True, capture_output=True,
+                         input=json.dumps({"messages": rec.messages, "marks": list(rec.marks)}).encode(), timeout=60)
+    before, after = ({s["step_index"]: s for s in steps} for steps in json.loads(out.stdout))
+    want = step_dict(rec.step)
+    assert INDEX in before and INDEX in after, "the live step is missing from the view"
+    assert after[INDEX].get(name) == want.get(name), f"the view's {name} is not the kernel's"
+    assert before[INDEX].get(name) != want.get(name)  # it changed while the turn ran
+    assert after[INDEX]["kind"] == want["kind"]
