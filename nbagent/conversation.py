@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 class Conversation:
     """Step history, turns, usage and chunk filtering over a connection, with a budget and views."""
+
+    approval_wait: float | None = 30.0  # seconds a blocking ask() waits for an approval (approval_wait.py)
 
     def __init__(self, connection: Connection | None = None, max_history_size: int | None = None) -> None:
         self._log = TurnLog(max_history_size)
@@ -81,17 +84,45 @@ class Conversation:
             await chunks.aclose()
 
     async def chat_to_completion(self, prompt: str) -> ChatResponse:
-        """Send ``prompt`` and wait for the whole turn."""
+        """Send ``prompt`` and wait for the whole turn (outside a kernel, with no widget, a call
+        waiting for approval is announced on stderr)."""
+        from .approval_wait import NO_WIDGET, ApprovalWatch
+
+        if self._widget is not None or "ipykernel" in sys.modules:
+            return await self._complete(prompt)
+        watch = ApprovalWatch(self, None, NO_WIDGET)
+        self.add_listener(watch)
+        try:
+            return await self._complete(prompt)
+        finally:
+            self.remove_listener(watch)
+            watch.close()
+
+    async def _complete(self, prompt: str) -> ChatResponse:
         await self.send(prompt)
         async for _ in self._steps(None):
             pass
         return self._log.last_turn_response()
 
     def ask(self, prompt: str) -> ChatResponse:
-        """Blocking ``chat_to_completion``; works in scripts and inside a running loop."""
+        """Blocking ``chat_to_completion``; works in scripts and inside a running loop.
+
+        Nothing can press Approve while it blocks: a call waiting for approval is announced on
+        stderr at once, and after ``approval_wait`` seconds (30; None waits forever) with no
+        ``approve`` / ``deny`` from another thread the turn ends and ``ConfigError`` says why."""
+        from .approval_wait import ApprovalWatch
         from .core.blocking import run_sync
 
-        return run_sync(self.chat_to_completion(prompt), on_cancel=self.interrupt)
+        watch = ApprovalWatch(self, self.approval_wait)
+        self.add_listener(watch)
+        try:
+            response = run_sync(self._complete(prompt), on_cancel=self.interrupt)
+        finally:
+            self.remove_listener(watch)
+            watch.close()
+        if watch.error is not None:
+            raise watch.error
+        return response
 
     async def send(self, prompt: str) -> None:
         """Send a prompt and open a turn (records the turn boundary)."""

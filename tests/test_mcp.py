@@ -219,8 +219,13 @@ async def test_a_missing_command_is_a_config_error_naming_the_server_and_the_con
     with pytest.raises(NbagentError) as err:
         await mcp_tools("no-such-mcp-server-xyz --flag").list_tools()
     assert err.value.kind == "config" and "no-such-mcp-server-xyz" in str(err.value)
+    with pytest.raises(NbagentError) as err:  # before any turn: naming the server checks its command
+        Agent(model=model(text_call("never")), mcp=["no-such-mcp-server-xyz"])
+    assert err.value.kind == "config" and "'no-such-mcp-server-xyz' not found" in str(err.value)
     provider = model(text_call("no tools, but here"), text_call("still here"))
-    agent = Agent(model=provider, mcp=["no-such-mcp-server-xyz"])
+    server = mcp_tools(TIME)
+    server.command = ["no-such-mcp-server-xyz"]  # uninstalled after it was named
+    agent = Agent(model=provider, mcp=[server])
     resp = await agent.chat_to_completion("hello")
     assert resp.text.strip() == "no tools, but here"
     [note] = [s for s in agent.conversation.history if s.type == StepType.SYSTEM_MESSAGE]

@@ -70,3 +70,18 @@ test("a model step shows the provider's retry while it waits, and drops it once 
   assert.equal(stepNotice({ ...waiting, status: "DONE" }, false), "");
   assert.equal(stepNotice({ ...waiting, notice: undefined }, true), "");
 });
+
+test("a tool call's hidden bidirectional and invisible characters are shown as markers, with a warning", async () => {
+  const { hiddenChars, markHidden, hiddenWarning } = await import("../src/render/toolcard.js");
+  // Trojan Source: the RLO/LRI/PDI make `if access_level != "user"` read as a comment in an editor
+  const code = 'access_level = "user"\nif access_level != "user\u202E \u2066# Check if admin\u2069 \u2066":\n    print("admin")\nx\u200B = 1';
+  assert.deepEqual(hiddenChars(code), ["U+202E", "U+2066", "U+2069", "U+2066", "U+200B"]);
+  const html = markHidden(code.replace(/&/g, "&amp;").replace(/</g, "&lt;"));
+  assert.ok(!/[\u202E\u2066\u2069\u200B]/.test(html), "no hidden character is left raw");
+  assert.equal((html.match(/class="nba-hidden-char"/g) || []).length, 5);
+  assert.ok(html.includes('title="bidirectional control U+202E">⟨U+202E⟩</span>'));
+  assert.ok(html.includes('title="invisible character U+200B">⟨U+200B⟩</span>'));
+  assert.match(hiddenWarning(hiddenChars(code)), /^⚠ This call holds 5 hidden bidirectional or invisible characters/);
+  assert.equal(hiddenWarning(hiddenChars("print('plain')")), "");
+  assert.equal(markHidden("x = '\u00e9\u4e2d'"), "x = '\u00e9\u4e2d'"); // ordinary non-ASCII text is left alone
+});

@@ -14,7 +14,7 @@ from ..core.steps import ApprovalDecision, Step, StepStatus, Text, Thought, Tool
 from ..core.text import exception_text
 from ..notebook.transcript import turn_markdown
 
-__all__ = ["ChatAnswer", "ChatInterrupted", "interpolate", "run_turn", "value_text"]
+__all__ = ["ChatAnswer", "ChatInterrupted", "interpolate", "run_turn", "typed_text", "value_text"]
 
 VALUE_CHARS = 4_000  # a variable's text in a prompt, at most
 FRAME_ROWS = 20  # a DataFrame's rows in a prompt (first and last ones when longer)
@@ -79,6 +79,15 @@ def interpolate(template: str, namespace: dict) -> str:
                                kind="config") from None
         out.append(_field_text(field, value, spec, conversion))
     return "".join(out)
+
+
+def typed_text(template: str) -> str:
+    """What the user typed of ``template``: its literal text, without the ``{fields}`` that
+    ``interpolate`` fills from variables (only typed ``@name`` may attach a variable)."""
+    try:
+        return " ".join(literal for literal, *_ in string.Formatter().parse(template))
+    except ValueError:
+        return template
 
 
 def _field_text(field: str, value: Any, spec: str | None, conversion: str | None) -> str:

@@ -43,7 +43,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..core.atomic_file import atomic_write_text
 from ..core.errors import NbagentError
 from ..notebook.provenance import CellAction, CellActionKind, code_hash
-from .chat_cell import ChatInterrupted, interpolate, run_turn
+from .chat_cell import ChatInterrupted, interpolate, run_turn, typed_text
 from ..notebook.variables import attach_variables
 
 DEFAULT_NAME = "nbagent_agent"
@@ -150,7 +150,7 @@ class ChatMagics(Magics):
         if not prompt.strip():
             raise NbagentError("%%chat: the cell is empty; write the prompt under the %%chat line",
                                kind="config")
-        prompt, attached = attach_variables(prompt, self.user_ns)
+        prompt, attached = attach_variables(prompt, self.user_ns, typed=typed_text(cell or ""))
         if attached:
             print(f"📎 attached: {', '.join('@' + n for n in attached)}")
         key = args.agent or DEFAULT_NAME

@@ -19,18 +19,22 @@ import asyncio
 import contextlib
 import os
 import shlex
+import re
 import shutil
+import sys
 import tempfile
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.errors import NbagentError, register_secret
+from . import mcp_relay
 from .mcp_results import McpTool
 from .mcp_thread import (EXIT_TIMEOUT, mcp_thread_started, run_on_mcp_thread, track, wait_on_mcp_thread,
                          warm_up_sdk)
 from .tools import Tool
 
 DEFAULT_START_TIMEOUT = 60.0  # seconds a server may take to start and list its tools
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # a stdio server's message past this is cut by mcp_relay.py
 STDERR_TAIL = 300  # characters of a crashed server's stderr quoted in its error (its last 3 lines)
 MAX_LIST_PAGES = 50
 
@@ -40,7 +44,8 @@ class McpServer:
 
     def __init__(self, server: str | list[str] | tuple[str, ...], *, name: str | None = None,
                  headers: dict[str, str] | None = None, env: dict[str, str] | None = None,
-                 cwd: str | os.PathLike | None = None, timeout: float = DEFAULT_START_TIMEOUT) -> None:
+                 cwd: str | os.PathLike | None = None, timeout: float = DEFAULT_START_TIMEOUT,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.url: str | None = None
         self.command: list[str] | None = None
         if isinstance(server, str) and server.strip().lower().startswith(("http://", "https://")):
@@ -58,11 +63,17 @@ class McpServer:
             raise NbagentError("headers= is for an MCP server at an http(s):// URL", kind="config")
         self._name = name
         self.reported_name = ""  # the name the server gave itself, once started
+        self.env = dict(env) if env else None
+        if self.command is not None:
+            self.command = _with_kernel_python(self.command)
+            if shutil.which(self.command[0], path=(self.env or {}).get("PATH")) is None:
+                raise NbagentError(f"MCP server {self.name!r}: command {self.command[0]!r} not found "
+                                   "(is it installed and on PATH?)", kind="config")
+        self.max_message_bytes = int(max_message_bytes)
         self.headers = dict(headers or {})
         for value in self.headers.values():  # tokens: scrubbed from every error message
             register_secret(str(value))
             register_secret(str(value).partition(" ")[2])
-        self.env = dict(env) if env else None
         self.cwd = cwd
         self.timeout = timeout
         self._client: Any = None
@@ -212,7 +223,9 @@ class McpServer:
                                "(is it installed and on PATH?)", kind="config")
         if self._stderr is None:
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-        params = StdioServerParameters(command=command[0], args=command[1:], env=self.env,
+        # through mcp_relay.py: the server dies with the kernel and its big messages are cut
+        relay = [os.path.abspath(mcp_relay.__file__), str(self.max_message_bytes), "--", *command]
+        params = StdioServerParameters(command=sys.executable, args=relay, env=self.env,
                                        cwd=None if self.cwd is None else os.fspath(self.cwd))
         return stdio_client(params, errlog=self._stderr)
 
@@ -304,17 +317,21 @@ class McpServer:
 
 def mcp_tools(server: str | list[str] | tuple[str, ...] | McpServer, *, name: str | None = None,
               headers: dict[str, str] | None = None, env: dict[str, str] | None = None,
-              cwd: str | os.PathLike | None = None, timeout: float = DEFAULT_START_TIMEOUT) -> McpServer:
+              cwd: str | os.PathLike | None = None, timeout: float = DEFAULT_START_TIMEOUT,
+              max_message_bytes: int = MAX_MESSAGE_BYTES) -> McpServer:
     """The tools of an MCP server, listed when first needed: pass the result to ``Agent(mcp=[...])``.
 
     ``server``: a command (``"uvx mcp-server-time"`` or a list) spoken to over stdio, or an
     ``http(s)://`` URL (streamable HTTP; ``headers=`` are sent with every request). ``name``
-    overrides the server's own name (used in cards and to prefix clashing tool names).
-    ``.tools()`` lists them now; ``.close()`` stops the server.
+    overrides the server's own name (used in cards and to prefix clashing tool names). A command
+    starting with ``python`` runs with this interpreter; one not found is a ``config`` error at
+    once. A stdio server's message over ``max_message_bytes`` is cut (a result's text, with a note)
+    or answered with an error. ``.tools()`` lists them now; ``.close()`` stops the server.
     """
     if isinstance(server, McpServer):
         return server
-    return McpServer(server, name=name, headers=headers, env=env, cwd=cwd, timeout=timeout)
+    return McpServer(server, name=name, headers=headers, env=env, cwd=cwd, timeout=timeout,
+                     max_message_bytes=max_message_bytes)
 
 
 def as_mcp_servers(servers: Any) -> list[McpServer]:
@@ -327,9 +344,16 @@ def as_mcp_servers(servers: Any) -> list[McpServer]:
 
 
 def _tool_name(remote: str) -> str:
-    import re
-
     return re.sub(r"[^A-Za-z0-9_-]", "_", remote)[:64] or "tool"
+
+
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+
+
+def _with_kernel_python(command: list[str]) -> list[str]:
+    """A command starting with a bare ``python`` (``python3``, ``python3.11``) runs with this
+    interpreter (the kernel's), not whichever ``python`` is first on PATH."""
+    return [sys.executable, *command[1:]] if _PYTHON.fullmatch(command[0]) else command
 
 
 _RUNNERS = {"python", "python3", "uv", "uvx", "npx", "node", "pipx", "sh", "bash", "deno", "bun", "docker"}

@@ -15,7 +15,7 @@ import json
 from typing import Any, Protocol
 
 from ..core.errors import NbagentError
-from .tool_threads import ToolTimeout
+from .tool_threads import ToolTimeout, run_in_daemon_thread
 from .tools import DISPLAY_MAX_BYTES, Tool, ToolOutput, format_result
 
 NO_OUTPUT = "(the tool returned no output)"
@@ -101,6 +101,7 @@ class McpTool(Tool):
         super().__init__(name or remote_name, description, schema, self._call_sync, server=caller.name)
         self.caller = caller
         self.remote_name = remote_name
+        self.has_pattern = '"pattern"' in json.dumps(schema or {}, default=str)
 
     def renamed(self, name: str) -> McpTool:
         """The same server tool under another name (for a name clash)."""
@@ -115,7 +116,10 @@ class McpTool(Tool):
     async def run(self, args: dict | None = None, *, timeout: float | None = None) -> ToolOutput:
         """Validate, call the server and convert its result; never raises on tool errors."""
         args = {} if args is None else args
-        problems = self.validate(args)
+        if self.has_pattern:  # a server's pattern may backtrack for ages: matched off the loop
+            problems = await run_in_daemon_thread(self.validate, args)
+        else:
+            problems = self.validate(args)
         if problems:
             msg = f"Invalid arguments for tool {self.name!r}: " + "; ".join(problems)
             return ToolOutput(text=msg, is_error=True, error=msg)

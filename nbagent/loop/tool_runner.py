@@ -32,6 +32,7 @@ from .tool_threads import DEFAULT_TOOL_TIMEOUT
 from .tools import Tool, ToolCallContext, format_result, reset_current_call, set_current_call, to_tools
 
 CANCELED_RESULT = "The user interrupted the turn before this tool call ran."
+STOPPED_RESULT = "The user stopped this tool call while it ran (after {:.1f} s); it did not finish."
 USER, CALLER, INTERRUPT, LOOP = "user", "caller", "interrupt", "loop"  # decided_by values
 DENIED_RESULT = "The user denied this tool call."
 POLICY_DENIED_RESULT = "This tool call was denied by {}."  # the policy: "policy deny_all", "policy <function>"
@@ -148,7 +149,8 @@ class ToolRunner:
             if step.decided_at is None:
                 run.decided(INTERRUPT)
             decision = step.approval  # None or PENDING: canceled while waiting
-            run.result(CANCELED_RESULT, True, StepStatus.CANCELED,
+            text = STOPPED_RESULT.format(time.time() - run.started) if run.running else CANCELED_RESULT
+            run.result(text, True, StepStatus.CANCELED,
                        decision if decision not in (None, ApprovalDecision.PENDING) else ApprovalDecision.CANCELED)
         finally:
             queue.put_nowait(_END)
@@ -221,7 +223,7 @@ class ToolRunner:
     async def _execute(self, run: _CallRun, tool: Tool, approval: ApprovalDecision) -> None:
         """Run the approved tool, pass its text through the post_tool_use hook, and put its result."""
         run.emit(status=StepStatus.ACTIVE, approval=approval)
-        run.started = time.time()
+        run.started, run.running = time.time(), True
         token = set_current_call(self._context(run))
         try:
             output = await tool.run(run.call.args, timeout=self.tool_timeout)
@@ -361,6 +363,7 @@ class _CallRun:
         self.step = step
         self.queue = queue
         self.started = time.time()  # reset when the tool itself starts
+        self.running = False  # the tool itself has started
 
     def emit(self, **changes: Any) -> None:
         for k, v in changes.items():

@@ -487,8 +487,31 @@ def _validate_limits(value: Any, schema: dict, where: str) -> list[str]:
     return problems
 
 
+PATTERN_SECONDS = 0.5  # a schema pattern's match, at most (``regex`` module); past it, left unchecked
+PLAIN_RE_CHARS = 16  # without ``regex``, values past this length are matched by ``re`` only for simple patterns
+_RISKY = re.compile(r"\)\s*[*+{]|\\\d|\(\?[=!<]")  # a repeated group ((a+)+, (a|aa)*), backreferences, lookarounds
+
+
 def _search(pattern: str, value: str) -> bool | None:
-    """Whether ``pattern`` (JSON schema: unanchored) finds a match; None when Python cannot compile it."""
+    """Whether ``pattern`` (JSON schema: unanchored) finds a match; None when it cannot be told in
+    time or Python cannot compile it (the tool's server still checks).
+
+    A schema may come from an MCP server: ``^(a+)+$`` on 28 characters takes ``re`` 20 s, doubling
+    with each one. The ``regex`` module (the ``mcp`` extra) matches with a time limit; without it a
+    pattern with a repeated group, backreferences or lookarounds is only matched on short values."""
+    try:
+        import regex
+    except ImportError:
+        regex = None
+    if regex is not None:
+        try:
+            return regex.search(pattern, value, timeout=PATTERN_SECONDS, concurrent=True) is not None
+        except TimeoutError:
+            return None
+        except regex.error:
+            pass  # a pattern only ``re`` reads
+    if len(value) > PLAIN_RE_CHARS and _RISKY.search(pattern):
+        return None
     try:
         return re.search(pattern, value) is not None
     except re.error:

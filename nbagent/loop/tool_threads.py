@@ -6,10 +6,12 @@ sync call gets its own daemon thread, so a hung handler only costs its own
 thread: the turn gets a timeout result, later calls run, and the interpreter
 can exit.
 
-A timed-out thread cannot be killed: it lives until its handler returns. At most
-:data:`MAX_ABANDONED_THREADS` of them may be alive at once; past that, sync tools
-are refused with :class:`TooManyHungTools` (an error result the model and the user
-see) instead of piling up threads.
+A timed-out thread cannot be killed: it lives until its handler returns. Once
+:data:`MAX_ABANDONED_THREADS` of them are alive, a tool that has such stuck calls is
+refused with :class:`TooManyHungTools` (an error result the model and the user see,
+naming the stuck tools) instead of piling up threads; a tool with no stuck call still
+runs, so a quick tool keeps working beside a hung one (at most one stuck call more per
+tool can be added that way).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ DEFAULT_TOOL_TIMEOUT = 300.0  # seconds a tool may run before the model is told 
 MAX_ABANDONED_THREADS = 32  # timed-out sync tool threads still running; past it new sync calls are refused
 
 _names = itertools.count(1)
-_abandoned: set[threading.Thread] = set()
+_abandoned: dict[threading.Thread, str] = {}  # each stuck thread -> the tool (function) it runs
 _abandoned_lock = threading.Lock()
 
 
@@ -36,13 +38,32 @@ class TooManyHungTools(Exception):
 
 def abandoned_threads() -> int:
     """How many timed-out (abandoned) sync tool threads are still running."""
+    return sum(stuck_tools().values())
+
+
+def stuck_tools() -> dict[str, int]:
+    """The tools whose timed-out threads still run, with how many each (most first)."""
     with _abandoned_lock:
-        _abandoned.difference_update([t for t in _abandoned if not t.is_alive()])
-        return len(_abandoned)
+        for thread in [t for t in _abandoned if not t.is_alive()]:
+            del _abandoned[thread]
+        counts: dict[str, int] = {}
+        for label in _abandoned.values():
+            counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _refusal(label: str, stuck: dict[str, int]) -> str:
+    hung = sum(stuck.values())
+    named = ", ".join(f"{name!r} ({n})" for name, n in list(stuck.items())[:5])
+    return (f"{hung} earlier tool calls timed out and their threads still run (at most {MAX_ABANDONED_THREADS}); "
+            f"stuck: {named}. {label!r} is one of them, so this call starts no new thread until some finish; "
+            "tools that are not stuck still run. Fix or time out the hanging tool, or restart the kernel "
+            "(nbagent.loop.tool_threads.MAX_ABANDONED_THREADS sets the bound)")
 
 
 async def run_in_daemon_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` on a fresh daemon thread; cancelling the await abandons the thread."""
+    """``fn(*args, **kwargs)`` on a fresh daemon thread; cancelling the await abandons the thread
+    (counted under ``fn``'s name: a function with too many stuck calls is refused)."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
     context = contextvars.copy_context()
@@ -65,12 +86,10 @@ async def run_in_daemon_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: 
         except RuntimeError:  # the loop is closed: nobody waits for this result any more
             pass
 
-    hung = abandoned_threads()
-    if hung >= MAX_ABANDONED_THREADS:
-        raise TooManyHungTools(
-            f"{hung} earlier tool calls timed out and their threads still run (at most {MAX_ABANDONED_THREADS}); "
-            "no new tool thread is started until some finish. Fix or time out the hanging tool, or restart "
-            "the kernel (nbagent.loop.tool_threads.MAX_ABANDONED_THREADS sets the bound)")
+    label = getattr(fn, "__name__", None) or type(fn).__name__
+    stuck = stuck_tools()
+    if sum(stuck.values()) >= MAX_ABANDONED_THREADS and label in stuck:
+        raise TooManyHungTools(_refusal(label, stuck))
     thread = threading.Thread(target=work, name=f"nbagent-tool-{next(_names)}", daemon=True)
     thread.start()
     try:
@@ -78,7 +97,7 @@ async def run_in_daemon_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: 
     except asyncio.CancelledError:  # a timeout or Stop: the thread runs on, counted until it ends
         if thread.is_alive():
             with _abandoned_lock:
-                _abandoned.add(thread)
+                _abandoned[thread] = label
         raise
 
 

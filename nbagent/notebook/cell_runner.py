@@ -22,7 +22,8 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+from collections.abc import Callable
 
 INTERRUPT_RETRIES = 5  # an interrupt is raised again while the code still runs (it may catch one)
 INTERRUPT_SPACING = 0.5  # seconds between those tries
@@ -30,6 +31,7 @@ GRACE_SECONDS = 1.0  # how long a timeout waits for the interrupted code to unwi
 TRACEBACK_FRAMES = 6  # frames of the code's own traceback kept (the last ones)
 
 _ids = itertools.count(1)
+T = TypeVar("T")
 
 
 class CodeInterrupted(KeyboardInterrupt):
@@ -50,6 +52,7 @@ class CellResult:
     timed_out: bool = False
     interrupted: bool = False
     figures: list = field(default_factory=list)  # matplotlib figures the code made (closed)
+    value_text: str | None = None  # the value as text, made by ``render`` inside the time limit
 
 
 class _Run:
@@ -78,9 +81,12 @@ class _Run:
         threading.Thread(target=keep_trying, name="nbagent-cell-interrupt", daemon=True).start()
 
 
-async def run_cell(code: str, namespace: dict, *, timeout: float | None = None) -> CellResult:
+async def run_cell(code: str, namespace: dict, *, timeout: float | None = None,
+                   render: Callable[[Any], str] | None = None) -> CellResult:
     """Run ``code`` in ``namespace`` on a fresh daemon thread (see the module docstring).
 
+    ``render`` turns a last expression's value into the result's ``value_text`` on the code's
+    thread, inside its time limit (Stop and the timeout interrupt it as they do the code).
     A syntax error comes back as the result's ``error``; cancelling the await interrupts the
     code and re-raises ``CancelledError``.
     """
@@ -99,7 +105,7 @@ async def run_cell(code: str, namespace: dict, *, timeout: float | None = None) 
     def work() -> None:
         run.thread_id = threading.get_ident()
         try:
-            run.result = _execute(code, body, last, namespace, run)
+            run.result = _execute(code, body, last, namespace, run, render)
         except BaseException as exc:  # an interrupt that landed outside the code itself
             run.result = run.result or CellResult(code, error=exc, interrupted=True)
         finally:
@@ -138,7 +144,8 @@ def _compile(code: str) -> tuple[Any, Any]:
     return body, (compile(last, filename, "eval") if last is not None else None)
 
 
-def _execute(code: str, body: Any, last: Any, namespace: dict, run: _Run) -> CellResult:
+def _execute(code: str, body: Any, last: Any, namespace: dict, run: _Run,
+             render: Callable[[Any], str] | None = None) -> CellResult:
     result = CellResult(code)
     out, err = io.StringIO(), io.StringIO()
     figures_before = _figure_numbers()
@@ -150,6 +157,8 @@ def _execute(code: str, body: Any, last: Any, namespace: dict, run: _Run) -> Cel
             exec(body, namespace)
             if last is not None:
                 result.value, result.has_value = eval(last, namespace), True
+                if render is not None and result.value is not None:
+                    result.value_text = render(result.value)
         finally:
             with run.lock:
                 run.running = False
@@ -257,3 +266,59 @@ class ThreadOutputRouter:
 
 
 ROUTER = ThreadOutputRouter()
+
+
+# --- any call, time-limited on a thread of its own -------------------------------------------
+
+
+class TimeLimitExceeded(Exception):
+    """A call given to :func:`call_with_time_limit` ran past its limit and was interrupted."""
+
+    def __init__(self, seconds: float, ended: bool) -> None:
+        self.seconds, self.ended = seconds, ended
+        fate = "was interrupted" if ended else "was interrupted and left running (it is blocked in C code)"
+        super().__init__(f"took longer than {seconds:g} s and {fate}")
+
+
+def call_with_time_limit(fn: Callable[[], T], seconds: float) -> T:
+    """``fn()`` on a fresh daemon thread, for at most ``seconds``: past them it is interrupted like
+    code (``CodeInterrupted`` raised in its thread) and :class:`TimeLimitExceeded` is raised here.
+
+    The caller only waits (an interrupt of the caller, Ctrl-C or Stop, gets through at once); a
+    call stuck in one C call cannot be interrupted and is left to end on its own (a daemon)."""
+    run = _Run()
+    outcome: list = []
+
+    def work() -> None:
+        run.thread_id = threading.get_ident()
+        try:
+            with run.lock:
+                run.running = True
+            try:
+                value = fn()
+            finally:
+                with run.lock:
+                    run.running = False
+            outcome.append((True, value))
+        except BaseException as exc:  # delivered to the caller (an interrupt that landed too)
+            outcome.append((False, exc))
+        finally:
+            run.done.set()
+
+    threading.Thread(target=work, name=f"nbagent-inspect-{next(_ids)}", daemon=True).start()
+    try:
+        finished = run.done.wait(seconds)
+    except BaseException:  # the caller was interrupted (Ctrl-C): so is the call
+        run.interrupt()
+        raise
+    if not finished:
+        run.interrupt()
+        ended = run.done.wait(GRACE_SECONDS)
+        if not ended or not outcome or isinstance(outcome[0][1], CodeInterrupted):
+            raise TimeLimitExceeded(seconds, ended)
+    ok, value = outcome[0]
+    if not ok:
+        if isinstance(value, CodeInterrupted):  # landed just as the limit was reached
+            raise TimeLimitExceeded(seconds, True)
+        raise value
+    return value

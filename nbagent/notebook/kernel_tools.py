@@ -32,10 +32,11 @@ from ..core.steps import ApprovalDecision, Step, StepStatus, changes_line
 from ..loop.tools import Tool, ToolOutput, format_result, rich_display
 from .cell_runner import CellResult, run_cell
 from .var_changes import changes, snapshot_or_none
-from .variables import cap, describe_variable_text, list_variables_text, shell_namespace
+from .variables import cap, capped_repr, describe_variable_text, list_variables_text, shell_namespace
 
 RUN_PYTHON = "run_python"
 OUTPUT_MAX_CHARS = 4_000  # run_python's text for the model, at most (plus the notes of cuts)
+SMALL_ITEMS = 10_000  # a value with more items in all is shown by its first items
 NOT_IN_KERNEL = ("notebook_tools(): no IPython kernel is running here, so there is no notebook "
                  "namespace; pass one: notebook_tools(namespace=globals())")
 RUN_PYTHON_DOC = (
@@ -119,26 +120,36 @@ class RunPythonTool(Tool):
 
     async def execute(self, code: str) -> CellResult:
         """Run ``code`` in the namespace (the time limit comes from ``run``)."""
-        return await run_cell(code, self.namespace, timeout=_timeout_of_call.get())
+        max_chars = self.max_output_chars
+        return await run_cell(code, self.namespace, timeout=_timeout_of_call.get(),
+                              render=lambda value: value_for_model(value, max_chars))
 
     async def run(self, args: dict | None = None, *, timeout: float | None = None) -> ToolOutput:
         """Validate and run the code; ``timeout`` is the connection's (``timeout=`` given to
         ``notebook_tools`` wins). The code, not the await, is stopped when time is up."""
         limit = self.cell_timeout if self.cell_timeout is not None else timeout
+        args = {} if args is None else args
+        problems = self.validate(args)
+        if problems:
+            msg = f"Invalid arguments for tool {self.name!r}: " + "; ".join(problems)
+            return ToolOutput(text=msg, is_error=True, error=msg)
         token = _timeout_of_call.set(limit)
         before = snapshot_or_none(self.namespace)
-        try:
-            output = await super().run(args, timeout=None)  # run_cell keeps the time and interrupts
+        try:  # not through Tool.run: the result is never made into text outside the code's time limit
+            result = await self.handler(**args)  # execute (run_cell keeps the time and interrupts)
+        except Exception as exc:  # the handler refused (e.g. run_cell's unknown cell)
+            msg = f"{type(exc).__name__}: {exc}"
+            return ToolOutput(text=msg, is_error=True, error=msg)
         finally:
             _timeout_of_call.reset(token)
-        if not isinstance(output.value, CellResult):
-            return output  # invalid arguments
-        result = cell_output(output.value, self.max_output_chars, limit)
+        if not isinstance(result, CellResult):
+            return ToolOutput(text=format_result(result, self.max_output_chars), value=result)
+        output = cell_output(result, self.max_output_chars, limit)
         after = snapshot_or_none(self.namespace)
         found = changes(before, after) if before is not None and after is not None else ()
         if not found:
-            return result
-        return dataclasses.replace(result, text=f"{result.text}\n[variables] {changes_line(found)}", changes=found)
+            return output
+        return dataclasses.replace(output, text=f"{output.text}\n[variables] {changes_line(found)}", changes=found)
 
 
 def cell_output(result: CellResult, max_chars: int = OUTPUT_MAX_CHARS, timeout: float | None = None) -> ToolOutput:
@@ -157,8 +168,8 @@ def cell_output(result: CellResult, max_chars: int = OUTPUT_MAX_CHARS, timeout: 
     elif result.error is not None:
         sections.append(("error", result.traceback or f"{type(result.error).__name__}: {result.error}"))
     elif result.has_value and result.value is not None:
-        value = result.value  # a string as a cell's Out shows it: quoted
-        sections.append(("value", repr(value) if isinstance(value, str) else format_result(value, None)))
+        text = result.value_text if result.value_text is not None else value_for_model(result.value, max_chars)
+        sections.append(("value", text))
     share = max(max_chars // max(len(sections), 1), 200)
     parts = [f"[{label}]\n{cap(text.rstrip(), share, 'of ' + label)}" for label, text in sections]
     parts += [_figure_note(f) for f in result.figures]
@@ -167,6 +178,39 @@ def cell_output(result: CellResult, max_chars: int = OUTPUT_MAX_CHARS, timeout: 
         first = sections[-1][1].strip().splitlines()[-1] if sections else "error"
         return ToolOutput(text=text, is_error=True, value=result, error=first)
     return ToolOutput(text=text, value=result, display=_display(result))
+
+
+def value_for_model(value: Any, max_chars: int = OUTPUT_MAX_CHARS) -> str:
+    """A code's last value as the model's text, capped while it is made: a string as a cell's Out
+    shows it (quoted); a small value as a tool result; a big container (past ``SMALL_ITEMS``
+    items in all) as its first items, ``reprlib``-style, with its size."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return capped_repr(value, max_chars)
+    if isinstance(value, (list, tuple, dict, set, frozenset)) and not _small(value):
+        return f"{capped_repr(value, max_chars)}\n[a {type(value).__name__} of {len(value):,} items; the first shown]"
+    return format_result(value, max_chars)
+
+
+def _small(value: Any) -> bool:
+    """Whether a container holds at most SMALL_ITEMS items and strings, nested ones counted."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > SMALL_ITEMS:
+            return False
+        if isinstance(item, (list, tuple, set, frozenset)):
+            if len(item) > SMALL_ITEMS:
+                return False
+            stack.extend(item)
+        elif isinstance(item, dict):
+            if len(item) > SMALL_ITEMS:
+                return False
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (str, bytes)) and len(item) > SMALL_ITEMS * 10:
+            return False
+    return True
 
 
 def _figure_note(figure: Any) -> str:

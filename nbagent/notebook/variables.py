@@ -2,20 +2,33 @@
 the variables a prompt names as ``@name`` attached to it.
 
 ``user_variables(namespace)`` leaves out underscore names, modules, imported classes and
-functions, and IPython's own names (``In``, ``Out``, ``exit``, ``quit``, ``get_ipython``…). Everything is capped: a model gets a
-summary, never a whole table.
+functions, and IPython's own names (``In``, ``Out``, ``exit``, ``quit``, ``get_ipython``…); no tool
+answers for a name it leaves out. Everything is capped: a model gets a summary, never a whole table.
+
+Variables whose name or value looks like a credential (a provider key's shape, ``*_KEY``,
+``*_TOKEN``, ``*SECRET*``, ``PASSWORD``…) are listed as redacted and never described, unless the
+user attaches them as ``@name``; key-shaped text inside any other description is redacted.
+
+Every inspection (a listing line, a description, an attachment) runs on a thread of its own with a
+time limit (``cell_runner.call_with_time_limit``): a ``__repr__``, ``__len__`` or ``shape`` that
+hangs is interrupted and the text says so.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 import reprlib
 import sys
+import time
 import types
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Mapping
+
+from ..core.errors import redact
+from .cell_runner import TimeLimitExceeded, call_with_time_limit
 
 MAX_NAMES = 500  # names offered to the chat box's @ list (it filters as the user types)
 LIST_MAX_CHARS = 4_000  # list_variables' text, at most
@@ -23,10 +36,49 @@ LIST_MAX_NAMES = 200  # variables listed, at most
 DESCRIBE_MAX_CHARS = 4_000  # describe_variable's text, at most
 HEAD_ROWS = 5
 MAX_COLUMNS = 40  # a DataFrame's columns listed one by one, at most
+DEEP_MEMORY_COLUMNS = 1_000  # past this many columns a frame's memory is counted shallowly
+MAX_DIMS = 32  # a shape with more dimensions is shown as its number of dimensions
 DTYPES_SHOWN = 6  # dtypes in a listing line
+INSPECT_SECONDS = 2.0  # one variable's line in list_variables, at most
+LIST_SECONDS = 10.0  # the whole listing, at most
+DESCRIBE_SECONDS = 10.0  # one describe_variable, at most
+ATTACH_MAX = 10  # @names attached to one prompt, at most
+ATTACH_SECONDS = 5.0  # one attachment, at most
+ATTACH_TOTAL_SECONDS = 10.0  # all the attachments of a prompt, at most
+ATTACH_MAX_CHARS = 20_000  # all the attachments' text, at most
+SECRET_SCAN_CHARS = 100_000  # how much of a string value is searched for key shapes
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
 ATTACH_HEADER = "Attached notebook variables"
 _MENTION = re.compile(r"(?<![\w@.])@([A-Za-z_][A-Za-z0-9_]*)\b(?!@)")
+SECRET_NAME = re.compile(r"(?:^|_)(?:API_?)?KEY$|APIKEY|(?:^|_)TOKEN$|SECRET|PASSWORD|PASSWD|(?:^|_)PWD$"
+                         r"|CREDENTIAL", re.IGNORECASE)
+SECRET_VALUE = re.compile(
+    r"sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_\-]{20,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----")
+REDACTED_NOTE = "redacted: its name or value looks like a credential (the user can attach it as @{name})"
+
+
+class InspectionTimeout(Exception):
+    """Looking at a variable took longer than its time limit and was interrupted."""
+
+
+def looks_like_credential(name: str, value: Any) -> bool:
+    """Whether a variable's name (``OPENAI_API_KEY``, ``db_password``…) or its text value (a provider
+    key's shape, a key nbagent knows) looks like a credential."""
+    if SECRET_NAME.search(name):
+        return True
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value[:SECRET_SCAN_CHARS]).decode("latin-1")
+    if not isinstance(value, str):
+        return False
+    head = value[:SECRET_SCAN_CHARS]
+    return SECRET_VALUE.search(head) is not None or redact(head) != head
+
+
+def scrub(text: str) -> str:
+    """``text`` with every key-shaped or known key replaced by ``[redacted]``."""
+    return SECRET_VALUE.sub("[redacted]", redact(text))
 
 
 def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -96,20 +148,37 @@ def _hidden_names(namespace: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def list_variables_text(namespace: dict) -> str:
-    """One line a variable: name, type, shape or length, dtypes in short, memory size."""
+    """One line a variable: name, type, shape or length, dtypes in short, memory size; a
+    credential-looking one is listed as redacted, one whose inspection hangs as not inspected."""
     names = user_variables(namespace)
     if not names:
         return "No variables yet: the notebook's namespace has no user variables."
     lines = [f"{len(names)} variable{'s' if len(names) != 1 else ''} (name: type, shape, size):"]
     used = len(lines[0])
+    deadline = time.monotonic() + LIST_SECONDS
     for i, (name, value) in enumerate(sorted(names.items(), key=lambda kv: kv[0].lower())):
-        line = f"- {name}: {summary_line(value)}"
-        if i >= LIST_MAX_NAMES or used + len(line) + 1 > LIST_MAX_CHARS:
+        if i >= LIST_MAX_NAMES or used + len(name) + 4 > LIST_MAX_CHARS:
             lines.append(f"… and {len(names) - i} more not listed (ask describe_variable for one by name)")
             break
+        line = f"- {name}: {_listing_line(name, value, deadline)}"
         lines.append(line)
         used += len(line) + 1
     return "\n".join(lines)
+
+
+def _listing_line(name: str, value: Any, deadline: float) -> str:
+    kind = type(value).__name__
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return f"{kind}, not inspected (the listing's {LIST_SECONDS:g} s were used up)"
+    try:
+        if call_with_time_limit(lambda: looks_like_credential(name, value), min(INSPECT_SECONDS, left)):
+            return f"{kind}, {REDACTED_NOTE.format(name=name)}"
+        return scrub(call_with_time_limit(lambda: summary_line(value), min(INSPECT_SECONDS, left)))[:LIST_MAX_CHARS // 4]
+    except TimeLimitExceeded as exc:
+        return f"{kind}, not inspected: looking at it {exc}"
+    except Exception as exc:  # noqa: BLE001 - a hostile object must not break the listing
+        return f"{kind}, not inspected ({type(exc).__name__})"
 
 
 def summary_line(value: Any) -> str:
@@ -142,6 +211,8 @@ def size_text(value: Any) -> str:
 
 def _shape(value: Any) -> str:
     shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and len(shape) > MAX_DIMS:
+        return f"{len(shape):,} dimensions"
     if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
         if len(shape) == 2 and _pandas(value):
             return f"{shape[0]:,} rows × {shape[1]:,} columns"
@@ -160,13 +231,17 @@ def _shape(value: Any) -> str:
 def _dtypes_short(value: Any) -> str:
     if not (_pandas(value) and hasattr(value, "columns")):
         return ""
-    pairs = [f"{c}: {t}" for c, t in list(value.dtypes.items())[:DTYPES_SHOWN]]
+    pairs = [f"{c}: {t}" for c, t in value.iloc[:, :DTYPES_SHOWN].dtypes.items()]
     more = len(value.columns) - DTYPES_SHOWN
     return ", ".join(pairs) + (f", … {more} more" if more > 0 else "")
 
 
 def _memory(value: Any) -> int:
     if _pandas(value) and hasattr(value, "memory_usage"):
+        columns = len(getattr(value, "columns", ()))
+        if columns > DEEP_MEMORY_COLUMNS:  # counting a million columns takes half a minute: estimated
+            sample = value.iloc[:, :DEEP_MEMORY_COLUMNS].memory_usage(index=False, deep=False)
+            return int(sample.sum() * columns / DEEP_MEMORY_COLUMNS)
         deep = len(value) <= 1_000_000  # deep counts strings one by one
         usage = value.memory_usage(deep=deep)
         return int(usage.sum()) if hasattr(usage, "sum") else int(usage)
@@ -201,24 +276,42 @@ def _signature(fn: Any) -> str:
 # --- describe_variable ---------------------------------------------------------------------
 
 
-def describe_variable_text(namespace: dict, name: str) -> str:
+def describe_variable_text(namespace: dict, name: str, *, attached: bool = False,
+                           seconds: float | None = None, max_chars: int = DESCRIBE_MAX_CHARS) -> str:
     """What a user would look at to know ``name``: for a DataFrame its columns (dtype,
-    non-null count), ``head()`` and ``describe()``; otherwise its printed form. Capped.
+    non-null count), ``head()`` and ``describe()``; otherwise its printed form. Capped at
+    ``max_chars``, made in at most ``seconds`` (default DESCRIBE_SECONDS; ``InspectionTimeout`` past them).
 
-    An unknown name raises ``NameError`` naming close matches.
+    A name the listing hides, or none, raises ``NameError`` naming close matches; a
+    credential-looking variable raises ``PermissionError`` unless the user ``attached`` it
+    (only then is key-shaped text left in).
     """
     name = name.strip()
-    if name not in namespace:
-        raise NameError(unknown_name_message(name, user_variables(namespace)))
-    value = namespace[name]
-    head = f"{name}: {summary_line(value)}"
+    variables = user_variables(namespace)
+    if name not in variables:
+        raise NameError(unknown_name_message(name, variables))
+    value = variables[name]
+
+    def describe() -> str:
+        if not attached and looks_like_credential(name, value):
+            raise PermissionError(f"{name!r} is {REDACTED_NOTE.format(name=name)}; it is never described "
+                                  "to the model unless the user attaches it")
+        text = cap(f"{name}: {summary_line(value)}\n{_body(value, max_chars)}", max_chars, "of the description")
+        return text if attached else scrub(text)
+
+    try:
+        return call_with_time_limit(describe, DESCRIBE_SECONDS if seconds is None else seconds)
+    except TimeLimitExceeded as exc:
+        raise InspectionTimeout(f"describing {name!r} {exc}; try run_python with a smaller look "
+                           f"(e.g. type({name}))") from None
+
+
+def _body(value: Any, max_chars: int) -> str:
     if _pandas(value) and hasattr(value, "columns"):
-        body = _frame_description(value)
-    elif _pandas(value) and hasattr(value, "dtype"):
-        body = _series_description(value)
-    else:
-        body = _printed(value)
-    return cap(f"{head}\n{body}", DESCRIBE_MAX_CHARS, "of the description")
+        return _frame_description(value)
+    if _pandas(value) and hasattr(value, "dtype"):
+        return _series_description(value)
+    return _printed(value, max_chars)
 
 
 def unknown_name_message(name: str, variables: dict) -> str:
@@ -233,13 +326,15 @@ def unknown_name_message(name: str, variables: dict) -> str:
 
 
 def _frame_description(frame: Any) -> str:
-    rows = len(frame)
+    rows, columns = len(frame), len(frame.columns)
+    if columns > MAX_COLUMNS:  # a frame of a million columns: only the first ones are looked at
+        frame = frame.iloc[:, :MAX_COLUMNS]
     lines = ["columns (name: dtype, non-null count):"]
     counts = frame.count()
-    for col, dtype in list(frame.dtypes.items())[:MAX_COLUMNS]:
-        lines.append(f"- {col}: {dtype}, {int(counts[col]):,} of {rows:,} non-null")
-    if len(frame.columns) > MAX_COLUMNS:
-        lines.append(f"… {len(frame.columns) - MAX_COLUMNS} more columns")
+    for i, (col, dtype) in enumerate(frame.dtypes.items()):
+        lines.append(f"- {col}: {dtype}, {int(counts.iloc[i]):,} of {rows:,} non-null")
+    if columns > MAX_COLUMNS:
+        lines.append(f"… {columns - MAX_COLUMNS:,} more columns (not described)")
     lines += ["", f"head({HEAD_ROWS}):", frame.head(HEAD_ROWS).to_string(max_cols=12, max_colwidth=30)]
     try:
         numeric = frame.select_dtypes("number")
@@ -260,22 +355,64 @@ def _series_description(series: Any) -> str:
     return "\n".join(lines)
 
 
-def _printed(value: Any) -> str:
+def _printed(value: Any, max_chars: int = DESCRIBE_MAX_CHARS) -> str:
     if callable(value) and getattr(value, "__doc__", None) and isinstance(value, types.FunctionType):
         doc = (value.__doc__ or "").strip().splitlines()[0]
         return f"def {value.__name__}{_signature(value)}: {doc}"
-    shown = reprlib.Repr()
-    shown.maxlist = shown.maxtuple = shown.maxset = shown.maxfrozenset = shown.maxdeque = 50
-    shown.maxdict = 40
-    shown.maxstring = shown.maxother = 2_000
-    shown.maxlevel = 4
-    if isinstance(value, (list, tuple, dict, set, frozenset, str)):
+    return capped_repr(value, max_chars)
+
+
+def capped_repr(value: Any, max_chars: int) -> str:
+    """``repr(value)`` made at most about ``max_chars`` long while it is made (``reprlib``-style):
+    containers show their first items, strings and bytes their start; other objects summarise
+    themselves (arrays do) and are cut afterwards."""
+    if isinstance(value, (str, bytes, bytearray)):
+        text = repr(value[:max_chars])
+        return text if len(value) <= max_chars else f"{text} … ({len(value):,} in all)"
+    shown = _FirstItems(min(2_000, max_chars))
+    if isinstance(value, (list, tuple, dict, set, frozenset)):
         return shown.repr(value)
     try:
-        text = repr(value)  # arrays and most objects summarise themselves
+        return repr(value)[:max_chars]  # arrays and most objects summarise themselves
     except Exception as exc:
-        text = f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
-    return text
+        return f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
+
+
+class _FirstItems(reprlib.Repr):
+    """``reprlib.Repr`` that never sorts a set or a dict (sorting a big one costs its whole size)
+    and cuts bytes before showing them."""
+
+    def __init__(self, max_chars: int) -> None:
+        super().__init__()
+        self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdeque = 50
+        self.maxdict = 40
+        self.maxstring = self.maxother = max_chars
+        self.maxlevel = 4
+
+    def repr_bytes(self, x: bytes, level: int) -> str:
+        return capped_repr(x, self.maxstring)
+
+    def repr_bytearray(self, x: bytearray, level: int) -> str:
+        return capped_repr(x, self.maxstring)
+
+    def repr_set(self, x: set, level: int) -> str:
+        return "set()" if not x else self._first(x, level, "{", "}", self.maxset)
+
+    def repr_frozenset(self, x: frozenset, level: int) -> str:
+        return "frozenset()" if not x else self._first(x, level, "frozenset({", "})", self.maxfrozenset)
+
+    def repr_dict(self, x: dict, level: int) -> str:
+        if not x or level <= 0:
+            return "{}" if not x else "{...}"
+        pieces = [f"{self.repr1(k, level - 1)}: {self.repr1(x[k], level - 1)}"
+                  for k in itertools.islice(x, self.maxdict)]
+        return "{" + ", ".join(pieces) + (", ..." if len(x) > self.maxdict else "") + "}"
+
+    def _first(self, x: Any, level: int, left: str, right: str, most: int) -> str:
+        if level <= 0:
+            return f"{left}...{right}"
+        pieces = [self.repr1(v, level - 1) for v in itertools.islice(x, most)]
+        return left + ", ".join(pieces) + (", ..." if len(x) > most else "") + right
 
 
 def cap(text: str, limit: int, what: str = "") -> str:
@@ -306,19 +443,38 @@ def mentioned_variables(prompt: str, namespace: dict) -> list[str]:
     return found
 
 
-def attach_variables(prompt: str, namespace: dict) -> tuple[str, list[str]]:
-    """``prompt`` followed by ``describe_variable`` of each ``@name`` it mentions, and those names.
+def attach_variables(prompt: str, namespace: dict, *, typed: str | None = None) -> tuple[str, list[str]]:
+    """``prompt`` followed by ``describe_variable`` of each ``@name`` the user typed (``typed``,
+    default the prompt itself: text put in from variables never attaches), and those names.
 
-    The prompt text says what was attached (a header naming them), so the transcript shows it.
+    At most ATTACH_MAX names, ATTACH_SECONDS each (ATTACH_TOTAL_SECONDS in all) and ATTACH_MAX_CHARS
+    of text; what was cut is said. The prompt says what was attached (a header naming them), so the
+    transcript shows it. The descriptions are made on threads of their own: the caller only waits.
     """
-    names = mentioned_variables(prompt, namespace)
+    names = mentioned_variables(prompt if typed is None else typed, namespace)
     if not names:
         return prompt, []
+    names, left_out = names[:ATTACH_MAX], names[ATTACH_MAX:]
     blocks = [f"\n\n[{ATTACH_HEADER}: {', '.join('@' + n for n in names)}]"]
+    deadline, room = time.monotonic() + ATTACH_TOTAL_SECONDS, ATTACH_MAX_CHARS
     for name in names:
-        try:
-            text = describe_variable_text(namespace, name)
-        except Exception as exc:  # a variable whose description fails is still named
-            text = f"{name}: could not be described ({type(exc).__name__}: {exc})"
+        text = _attachment(namespace, name, min(ATTACH_SECONDS, deadline - time.monotonic()), room)
+        room -= len(text)
         blocks.append(f"--- @{name} ---\n{text}")
+    if left_out:
+        blocks.append(f"[{len(left_out)} more @names not attached (at most {ATTACH_MAX} a prompt): "
+                      f"{', '.join('@' + n for n in left_out[:20])}{' …' if len(left_out) > 20 else ''}]")
     return prompt.rstrip() + "\n".join(blocks), names
+
+
+def _attachment(namespace: dict, name: str, seconds: float, room: int) -> str:
+    if seconds <= 0:
+        return f"{name}: not attached (the attachments' {ATTACH_TOTAL_SECONDS:g} s were used up)"
+    if room < 200:
+        return f"{name}: not attached (the attachments' {ATTACH_MAX_CHARS:,} characters were used up)"
+    try:
+        return describe_variable_text(namespace, name, attached=True, seconds=seconds,
+                                      max_chars=min(DESCRIBE_MAX_CHARS, room))
+    except Exception as exc:  # a variable whose description fails is still named
+        return f"{name}: could not be described ({type(exc).__name__}: {exc})"
+

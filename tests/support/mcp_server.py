@@ -12,6 +12,9 @@ import struct
 import sys
 import time
 import zlib
+from typing import Annotated
+
+from pydantic import Field
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
@@ -71,6 +74,18 @@ def request_header(name: str, ctx: Context) -> str:
     """The value of an HTTP request header ('' when absent or not over HTTP)."""
     headers = ctx.headers or {}
     return headers.get(name.lower(), "")
+
+
+@server.tool()
+def big(megabytes: int) -> str:
+    """A reply of that many megabytes of text."""
+    return "x" * (megabytes * 1024 * 1024)
+
+
+@server.tool()
+def match(text: Annotated[str, Field(pattern=r"^(a|aa)+$")]) -> str:
+    """Echo a text of a's (its schema's pattern backtracks on a long non-match)."""
+    return f"matched {len(text)}"
 
 
 @server.tool()

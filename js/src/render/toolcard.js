@@ -55,6 +55,41 @@ export function codeOf(call) {
   return { code: args[spec.arg], language: spec.language, rest };
 }
 
+/** Characters that change how code reads without showing themselves: bidirectional controls
+ * (Trojan Source: the code approved would not be the code read) and invisible ones (zero-width
+ * spaces and joiners, word joiners, soft hyphens, the BOM, tag characters). */
+const HIDDEN = /[\u00AD\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]|\uDB40[\uDC00-\uDC7F]/g;
+const BIDI = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/;
+
+/** The hidden characters in `text`, as `U+XXXX` labels in order. @param {string} text @returns {string[]} */
+export function hiddenChars(text) {
+  return [...String(text).matchAll(HIDDEN)].map((m) => `U+${m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`);
+}
+
+/** HTML (escaped text, or highlight.js spans) with each hidden character shown as a visible
+ * `⟨U+202E⟩` marker instead. @param {string} html @returns {string} */
+export function markHidden(html) {
+  return html.replace(HIDDEN, (ch) => {
+    const label = `U+${ch.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+    const kind = BIDI.test(ch) ? "bidirectional control" : "invisible character";
+    return `<span class="nba-hidden-char" title="${kind} ${label}">⟨${label}⟩</span>`;
+  });
+}
+
+/** @param {string} text */
+function escapeHtml(text) {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** The card's warning for hidden characters in a call, or "" when it has none. @param {string[]} found */
+export function hiddenWarning(found) {
+  if (!found.length) return "";
+  const bidi = found.some((label) => BIDI.test(String.fromCodePoint(parseInt(label.slice(2), 16))));
+  const what = bidi ? "hidden bidirectional or invisible characters" : "invisible characters";
+  return `⚠ This call holds ${found.length} ${what} (shown as ⟨U+…⟩): what runs may not be what it looks like. ` +
+    "Read it with them in mind before approving.";
+}
+
 /** Flash a button's label for a moment. @param {HTMLElement} btn @param {string} text */
 function flash(btn, text) {
   const label = btn.dataset.label || btn.textContent || "";
@@ -144,10 +179,11 @@ export class ToolCard {
     this.undone = "";
     this.writtenBy = h("div", { class: "nba-written-by" });
     this.turnNo = -1;
+    this.warning = h("div", { class: "nba-tool-warning", role: "alert" }); // hidden characters in the call
     this.el = h("div", { class: "nba-tool", "data-call-id": this.callId },
       h("div", { class: "nba-tool-head" }, h("span", { class: "nba-tool-icon", text: "⚙" }),
         h("code", { class: "nba-tool-name", text: call.name || "tool" }), this.server, this.badge, this.dur),
-      this.codeBox, this.diffBox, this.args, this.actions, this.result, h("div", { class: "nba-cell-done" }, this.writtenBy, this.undoBtn));
+      this.warning, this.codeBox, this.diffBox, this.args, this.actions, this.result, h("div", { class: "nba-cell-done" }, this.writtenBy, this.undoBtn));
     this.key = "";
   }
 
@@ -223,12 +259,17 @@ export class ToolCard {
       this.code = code.code;
       this.codeLang.textContent = code.language;
       this.codeEl.className = codeClass(code.language);
-      this.codeEl.innerHTML = highlight(code.code, code.language); // escaped text in highlight.js spans
+      // escaped text in highlight.js spans; hidden characters shown as markers
+      this.codeEl.innerHTML = markHidden(highlight(code.code, code.language));
     }
     const rest = code ? code.rest : this.isCell ? {} : call.args ?? {}; // a cell tool's source shows as its diff
     const empty = code && !Object.keys(rest).length;
-    this.args.textContent = empty ? "" : pretty(rest);
+    const shown = empty ? "" : pretty(rest);
+    this.args.innerHTML = markHidden(escapeHtml(shown));
     this.args.style.display = empty ? "none" : "";
+    const warning = hiddenWarning([...hiddenChars(code ? code.code : ""), ...hiddenChars(shown)]);
+    this.warning.textContent = warning;
+    this.warning.style.display = warning ? "" : "none";
   }
 
   /** @param {any} call @param {any} env the tool's SYSTEM -> ENVIRONMENT step, if any @param {number} [turnNo] */

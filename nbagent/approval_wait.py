@@ -1,0 +1,95 @@
+"""Tool calls waiting for approval where nothing may answer them: a blocking ``ask()`` (a script,
+nbconvert, papermill; in Jupyter the widget's buttons are not read while the cell is busy in it)
+or a turn with no widget shown.
+
+``ApprovalWatch(conversation, wait)`` is a listener. When a call starts waiting it says so on
+stderr within ``NOTICE_DELAY`` (the call's name and id, and how to answer: ``conv.approve(id)`` /
+``conv.deny(id)``); when ``wait`` seconds pass with no answer it interrupts the turn, and ``error``
+holds the ``ConfigError`` the caller raises. ``wait=None`` only tells.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from .core.errors import ConfigError
+from .core.steps import ApprovalDecision, Step, StepStatus, ToolCall
+
+APPROVAL_WAIT = 30.0  # seconds a blocking ask() waits for an approval (Conversation.approval_wait)
+NOTICE_DELAY = 0.3  # a call answered at once (a listener, %%chat's denial) is not announced
+BLOCKING = "a blocking ask() cannot be answered from the widget, whose buttons wait until the cell ends"
+NO_WIDGET = "no chat widget is shown for this conversation"
+
+
+class ApprovalWatch:
+    """Says at once that a call waits for approval, and ends the turn when nobody answers in time."""
+
+    def __init__(self, conversation: Any, wait: float | None, why: str = BLOCKING) -> None:
+        self.conversation = conversation
+        self.wait = wait
+        self.why = why
+        self.error: ConfigError | None = None
+        self.lock = threading.Lock()
+        self.waiting: dict[str, list[threading.Timer]] = {}
+
+    def __call__(self, event: str, payload: Any) -> None:
+        if event != "step" or not isinstance(payload, Step) or not payload.is_tool_run:
+            return
+        pending = payload.status == StepStatus.WAITING_FOR_USER and payload.approval == ApprovalDecision.PENDING
+        for call in payload.tool_calls:
+            if pending:
+                self._start(call)
+            else:
+                self._answered(call.id)
+
+    def _start(self, call: ToolCall) -> None:
+        with self.lock:
+            if call.id in self.waiting:
+                return
+            timers = [threading.Timer(NOTICE_DELAY, self._tell, args=(call,))]
+            if self.wait is not None:
+                timers.append(threading.Timer(self.wait, self._expire, args=(call,)))
+            self.waiting[call.id] = timers
+        for timer in timers:
+            timer.daemon = True
+            timer.start()
+
+    def _answered(self, call_id: str) -> None:
+        with self.lock:
+            timers = self.waiting.pop(call_id, [])
+        for timer in timers:
+            timer.cancel()
+
+    def _still_waiting(self, call_id: str) -> bool:
+        with self.lock:
+            return call_id in self.waiting
+
+    def _tell(self, call: ToolCall) -> None:
+        if not self._still_waiting(call.id):
+            return
+        limit = (f"the turn ends if nobody answers within {self.wait:g} s (conv.approval_wait)"
+                 if self.wait is not None else "it waits until someone answers")
+        sys.stderr.write(f"⏸ tool call {call.name!r} ({call.id}) is waiting for approval and {self.why}: "
+                         f"approve it with conv.approve({call.id!r}) or deny it with conv.deny({call.id!r}) "
+                         f"from another thread; {limit}.\n")
+        sys.stderr.flush()
+
+    def _expire(self, call: ToolCall) -> None:
+        if not self._still_waiting(call.id):
+            return
+        self.error = ConfigError(
+            f"policy='ask': tool call {call.name!r} ({call.id}) waited {self.wait:g} s for approval and nothing "
+            f"answered it ({self.why}); the turn was ended. Approve from another thread with "
+            f"conv.approve({call.id!r}), run the turn with `await conv.chat_to_completion(...)` where the "
+            "widget is shown, set conv.approval_wait (seconds; None waits forever), or use policy='allow_all'")
+        self.conversation.interrupt()
+
+    def close(self) -> None:
+        """Cancel every timer (the turn is over)."""
+        with self.lock:
+            timers = [t for ts in self.waiting.values() for t in ts]
+            self.waiting.clear()
+        for timer in timers:
+            timer.cancel()

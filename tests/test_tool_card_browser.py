@@ -1,0 +1,72 @@
+"""The run_python card in real JupyterLab (issue 31): hidden bidirectional and invisible
+characters in the code to approve are shown as markers with a warning (Trojan Source), and a
+call stopped while its code runs says it was stopped while running, not that it never ran.
+
+Run:  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q tests/test_tool_card_browser.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support.jupyter import CHROMIUM, run_cell
+
+pytestmark = pytest.mark.browser
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
+pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+
+# reads as `if level != "user":` with a comment in an editor; the bidi controls reorder it
+TROJAN = 'level = "user"\nif level != "user\u202e \u2066# admin only\u2069 \u2066":\n    result = "admin"\nname = "ad\u200bmin"'
+SLOW = "import time\nwhile True:\n    time.sleep(0.05)"
+AGENT_CELL = (
+    "from nbagent import Agent\n"
+    "from support.scripted import ScriptedProvider, text_call, tool_call\n"
+    f"TROJAN = {TROJAN!r}\n"
+    f"SLOW = {SLOW!r}\n"
+    "agent = Agent(model=ScriptedProvider([tool_call(('c1', 'run_python', {'code': TROJAN})),"
+    " tool_call(('c2', 'run_python', {'code': SLOW})), text_call('never')]), notebook=True)\n"
+    "agent"
+)
+NOTEBOOK = "card.ipynb"
+NOTEBOOKS = {NOTEBOOK: [AGENT_CELL]}
+
+
+def test_hidden_characters_are_shown_and_a_stopped_run_says_it_was_running(lab, notebook):
+    page, nb = lab, notebook(NOTEBOOK)
+    run_cell(page, 0)
+    chat = f"{nb} .nba-chat"
+    page.wait_for_selector(chat)
+    page.fill(f"{chat} .nba-input", "check the level")
+    page.press(f"{chat} .nba-input", "Enter")
+    card = page.locator(f"{chat} .nba-tool[data-call-id='c1'][data-status='waiting']")
+    card.wait_for()
+    # 10. the hidden characters are shown, and the card warns of them
+    warning = card.locator(".nba-tool-warning")
+    assert warning.is_visible() and "holds 5 hidden bidirectional or invisible characters" in warning.inner_text()
+    code = card.locator(".nba-tool-code code")
+    assert code.locator(".nba-hidden-char").all_inner_texts() == ["⟨U+202E⟩", "⟨U+2066⟩", "⟨U+2069⟩", "⟨U+2066⟩", "⟨U+200B⟩"]
+    shown = code.inner_text()
+    assert not any(ch in shown for ch in "\u202e\u2066\u2069\u200b")  # none left raw in what is read
+    assert 'if level != "user⟨U+202E⟩ ⟨U+2066⟩# admin only⟨U+2069⟩ ⟨U+2066⟩":' in shown
+    card.locator(".nba-approve").click()
+    page.locator(f"{chat} .nba-tool[data-call-id='c1'][data-status='done']").wait_for()
+    # 16. code that runs until Stop: the card says running, then that it was stopped while running
+    slow = page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='waiting']")
+    slow.wait_for()
+    assert not slow.locator(".nba-tool-warning").is_visible()  # plain code: no warning
+    slow.locator(".nba-approve").click()
+    page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='running']").wait_for()
+    page.click(f"{chat} .nba-stop")
+    stopped = page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='canceled']")
+    stopped.wait_for()
+    text = stopped.locator(".nba-tool-result").inner_text()
+    assert "The user stopped this tool call while it ran (after" in text, text
+    assert "before this tool call ran" not in text
+    page.wait_for_function("(s) => !document.querySelector(s).classList.contains('nba-is-running')", arg=chat)
+    errors = [e for e in page.errors if "nba" in e or "nbagent" in e or "widget" in e.lower()]
+    assert not errors, errors
