@@ -207,6 +207,12 @@ def test_demo_turn_renders_thought_tool_card_and_markdown(lab, notebook, tmp_pat
     wait_run(lab)
     wait_turn_done(lab, chat, 3)
     assert "Say hello from another cell" in lab.inner_text(f"{chat} .nba-turn >> nth=2 >> .nba-prompt")
+    # its saved transcript is that cell's output (a headless run keeps it), hidden beside the live chat
+    asked = lab.locator(f"{nb} .jp-Cell >> nth=1 >> .nbagent-transcript")
+    asked.wait_for(state="attached")
+    assert "Say hello from another cell" in asked.text_content() and not asked.is_visible()
+    widget_cell = lab.locator(f"{nb} .jp-Cell >> nth=0 >> .nbagent-transcript").all_text_contents()
+    assert widget_cell and not any("Say hello from another cell" in t for t in widget_cell)  # saved once
     lab.evaluate("() => document.activeElement && document.activeElement.blur()")
     lab.locator(chat).screenshot(path=str(tmp_path / "widget-all-turns.png"))
     # screenshots of the finished turn (its first thought opened), light and dark

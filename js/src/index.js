@@ -12,7 +12,7 @@
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 import { watchMath } from "./mathtext.js";
-import { hideTranscriptBeside } from "./transcript_beside.js";
+import { hideTranscriptBeside, hideAskedElsewhere } from "./transcript_beside.js";
 import { loadAsset, setAssetRequester } from "./assets.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
@@ -114,7 +114,7 @@ function storeFor(model) {
     const next = apply(s.state, event);
     if (next === s.state) return;
     s.state = next;
-    for (const v of s.views) v.update(next);
+    for (const v of s.views) { v.update(next); v.afterUpdate(); }
     askIfGap(300);
   };
   let queued = false;
@@ -168,7 +168,18 @@ export default {
     view.update(store.state);
     const unmountBar = mountSessionBar(model, view.root, store.send); // New chat, History, Next
     const unwatchMath = watchMath(view.root); // also inside a shadow root (marimo)
-    const stopHiding = hideTranscriptBeside(el); // the saved transcript is for readers without a kernel
-    return () => { store.views.delete(view); unmountBar(); unwatchMath(); stopHiding(); };
+    const hiding = hideTranscriptBeside(el); // the saved transcript is for readers without a kernel
+    /** @type {(() => void)|null} */ let showAsked = null;
+    view.afterUpdate = () => { // no kernel ever and no turns (a headless run's saved state): the transcript says it all
+      const aside = !!store.state.dead && !store.everLive && !store.state.turns.length;
+      if (view.root.classList.contains("nba-aside") !== aside || (!aside && !showAsked)) {
+        view.root.classList.toggle("nba-aside", aside);
+        hiding.check();
+        if (aside && showAsked) { showAsked(); showAsked = null; }
+        if (!aside && !showAsked) showAsked = hideAskedElsewhere(model.get("_key") || "");
+      }
+    };
+    view.afterUpdate();
+    return () => { store.views.delete(view); unmountBar(); unwatchMath(); hiding.stop(); if (showAsked) showAsked(); };
   },
 };

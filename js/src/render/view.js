@@ -66,6 +66,8 @@ export class ChatView {
     /** @type {any} */ this.waitTimer = null;
     this.refocus = false;
     this.scrollQueued = false;
+    /** What the host does after each update (index.js: step aside for the saved transcript). */
+    this.afterUpdate = () => {};
     this.watchScroll();
     this.setHint("");
   }
