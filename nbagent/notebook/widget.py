@@ -164,6 +164,12 @@ class ChatWidget(anywidget.AnyWidget):
         conversation.add_listener(self._on_event)
         self._update_transcript()
 
+    def refresh_gauge(self) -> None:
+        """Send the footer's gauge again (the model, context and spend), e.g. after a model switch."""
+        with self._lock:
+            self._dirty.add("gauge")
+        self._flush()
+
     # --- state from the conversation --------------------------------------------
 
     def _load(self, conv: ConversationView) -> None:
