@@ -340,6 +340,8 @@ class Agent:
         self._model_args = (model, dict(provider_options))
         if (provider.name, provider.model) != old:
             neutral_history(self._connection.chat_session)
+        if self._widget is not None:  # the chat names the model the next turn goes to
+            self._widget.refresh_gauge()
 
     def open_session(self, path: str | os.PathLike) -> Conversation:
         """Make the saved conversation at ``path`` this agent's active one (its model, tools and

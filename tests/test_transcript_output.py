@@ -46,3 +46,17 @@ def test_in_a_long_chat_the_widget_comm_carries_each_answer_once():
     comm = [c.comm for c in costs]
     assert comm[32] <= 2 * comm[2], comm
     assert sum(comm) <= 2 * sum(len(a.encode()) for a in answers)
+
+
+def test_a_turn_asked_from_another_cell_is_saved_in_that_cell_once():
+    """Headless runners (nbclient: nbconvert --execute, papermill) keep only the running cell's
+    outputs, so a turn asked from code goes to the asking cell, marked with the widget's key (a
+    live chat hides it); a turn from the widget's box still goes to the widget's cell."""
+    answers = [answer_text(i, 30) for i in range(2)]
+    with KernelChat(answers) as chat:
+        asking = chat.execute('agent.conversation.ask("from code")')
+        chat.turn("from the box")
+        there, widget_cell = chat.outputs.markdown(asking), chat.outputs.markdown(chat.cell)
+    assert "from code" in there and "end000" in there and "nbagent-of-" in there
+    assert "from code" not in widget_cell and "end000" not in widget_cell  # saved once
+    assert "from the box" in widget_cell and "end001" in widget_cell and "nbagent-of-" not in widget_cell

@@ -41,6 +41,15 @@ CALC = (
 
 
 NOTEBOOKS = {
+    "firsthour.ipynb": [
+        "import nbagent\nfrom nbagent import Agent\nfrom support.scripted import Pause, ScriptedProvider, text_call, tool_call\n"
+        "pause = Pause()\nbad = 'def half(x):\\n    return 1 / x\\n\\nhalf(0)'\n"
+        "first = ScriptedProvider([tool_call(('c1', 'run_python', {'code': bad})),\n"
+        "    text_call('It failed.\\n\\n```python\\nhalf(2)\\n```\\n\\nThat works.'), [pause] + text_call('Done waiting.')])\n"
+        "agent = Agent(model=first, tools=nbagent.notebook_tools(approve_code=False))\nagent",
+        "ev = pause.released\nev._loop.call_soon_threadsafe(ev.set)  # on the loop the stream waits on",
+        "second = ScriptedProvider([text_call('Hello from the second model.')])\nsecond.model = 'scripted-2'\n"
+        "agent.set_model(second)"],
     "demo.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator])\nagent",
                    "r = await agent.chat_to_completion('Say hello from another cell')"],
     "approve.ipynb": [CALC + "agent = Agent(model='demo', tools=[calculator], policy='ask')\nagent"],
@@ -207,6 +216,12 @@ def test_demo_turn_renders_thought_tool_card_and_markdown(lab, notebook, tmp_pat
     wait_run(lab)
     wait_turn_done(lab, chat, 3)
     assert "Say hello from another cell" in lab.inner_text(f"{chat} .nba-turn >> nth=2 >> .nba-prompt")
+    # its saved transcript is that cell's output (a headless run keeps it), hidden beside the live chat
+    asked = lab.locator(f"{nb} .jp-Cell >> nth=1 >> .nbagent-transcript")
+    asked.wait_for(state="attached")
+    assert "Say hello from another cell" in asked.text_content() and not asked.is_visible()
+    widget_cell = lab.locator(f"{nb} .jp-Cell >> nth=0 >> .nbagent-transcript").all_text_contents()
+    assert widget_cell and not any("Say hello from another cell" in t for t in widget_cell)  # saved once
     lab.evaluate("() => document.activeElement && document.activeElement.blur()")
     lab.locator(chat).screenshot(path=str(tmp_path / "widget-all-turns.png"))
     # screenshots of the finished turn (its first thought opened), light and dark
@@ -845,6 +860,78 @@ def test_keyboard_and_screen_reader(lab, notebook):
     TIMINGS["contrast"] = {k: round(v, 2) for k, v in contrast.items()}
     low = {k: round(v, 2) for k, v in contrast.items() if v < 4.5}
     assert not low, low
+    no_errors(lab)
+
+
+ALL_TEXT_CONTRAST_JS = """(sel) => {
+    const cv = document.createElement('canvas').getContext('2d', { willReadFrequently: true });
+    const rgba = (c) => { cv.clearRect(0, 0, 1, 1); cv.fillStyle = '#000'; cv.fillStyle = c; cv.fillRect(0, 0, 1, 1);
+        const d = cv.getImageData(0, 0, 1, 1).data; return [d[0], d[1], d[2], d[3] / 255]; };
+    const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor);
+        if (getComputedStyle(e).backgroundColor !== 'rgba(0, 0, 0, 0)' && c[3] > 0.5) return c; } return [255, 255, 255, 1]; };
+    const lum = ([r, g, b]) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+    const out = [];
+    for (const el of document.querySelector(sel).querySelectorAll('*')) {
+      const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+      if (!own || !el.getClientRects().length || getComputedStyle(el).visibility === 'hidden') continue;
+      if (el.closest('button:disabled, .nba-btn:disabled')) continue;  // WCAG: disabled controls are exempt
+      const bg = bgOf(el), fg = rgba(getComputedStyle(el).color);
+      const over = fg.slice(0, 3).map((v, i) => v * fg[3] + bg[i] * (1 - fg[3]));
+      const a = lum(over), b = lum(bg), ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      out.push([el.className || el.tagName, el.textContent.trim().slice(0, 30), Math.round(ratio * 100) / 100,
+                getComputedStyle(el).fontSize]);
+    }
+    return out; }"""
+
+
+def test_first_hour_edges_model_switch_focus_traceback_and_contrast(lab, notebook):
+    """The footer names the model the next message goes to, right after a switch, and the turn after
+    it says so; while a turn streams the keyboard is on Stop, not the page; a failing run_python card
+    opens the whole traceback; every text in the chat has 4.5:1 contrast, light and dark."""
+    nb = notebook("firsthour.ipynb")
+    chat = show_widget(lab, nb)
+    model = lab.locator(chat).locator(".nba-gauge .nba-model")
+    sync_api.expect(model).to_have_text("scripted:scripted-1")
+    send_prompt(lab, chat, "Run something")
+    wait_turn_done(lab, chat, 1)
+    lab.wait_for_function("(s) => document.activeElement === document.querySelector(s + ' .nba-input')", arg=chat,
+                          polling=50, timeout=10_000)  # the box has the keyboard back after the turn
+    card = lab.locator(chat).locator(".nba-tool").first
+    assert card.get_attribute("data-status") == "error"
+    assert card.locator(".nba-tool-error").inner_text() == "ZeroDivisionError: division by zero"  # the last line
+    full = card.locator(".nba-traceback")
+    full.locator("summary").click()
+    sync_api.expect(full.locator("pre")).to_be_visible()
+    tb = full.locator("pre").inner_text()
+    assert "Traceback" in tb and "return 1 / x" in tb and "half(0)" in tb, tb  # what the model got
+    # a turn streaming: the box is locked and the keyboard is on Stop
+    send_prompt(lab, chat, "Wait for it")
+    lab.wait_for_selector(f"{chat} .nba-input:disabled")
+    lab.wait_for_function("(s) => document.activeElement === document.querySelector(s + ' .nba-stop')", arg=chat,
+                          polling=50, timeout=10_000)
+    run_cell(lab, 1)  # releases the model
+    wait_run(lab)
+    wait_turn_done(lab, chat, 2)
+    assert lab.locator(chat).locator(".nba-switch").filter(visible=True).count() == 0
+    run_cell(lab, 2)  # agent.set_model(...)
+    wait_run(lab)
+    sync_api.expect(model).to_have_text("scripted:scripted-2")  # before any turn of the new model
+    send_prompt(lab, chat, "Who are you?")
+    wait_turn_done(lab, chat, 3)
+    switch = lab.locator(chat).locator(".nba-turn").nth(2).locator(".nba-switch")
+    sync_api.expect(switch).to_have_text("Model switched: scripted:scripted-1 → scripted:scripted-2")
+    lab.evaluate("(s) => document.querySelector(s + ' .nba-turn .nba-thinking')?.setAttribute('open', '')", chat)
+    low = {}
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        _theme(lab, theme)
+        measured = lab.evaluate(ALL_TEXT_CONTRAST_JS, chat)
+        labels = {m[0] for m in measured}
+        assert {"nba-model", "nba-gauge-text", "nba-switch", "nba-footer"} <= labels, labels
+        assert any("nba-code-head" in str(m[0]) or m[1] == "python" for m in measured), measured
+        low[theme] = [m for m in measured if m[2] < 4.5]
+    _theme(lab, "JupyterLab Light")
+    assert not any(low.values()), low
     no_errors(lab)
 
 

@@ -24,14 +24,15 @@ async def test_the_gauge_shows_context_window_and_spend_after_each_turn():
                                 context_window=1000)
     agent = Agent(model=provider, pricing=PRICE, budget_usd=0.5)
     w = ChatWidget(agent)
-    assert w.gauge == {"tokens": 0, "window": 1000, "spent": 0.0, "budget": 0.5, "unpriced": 0}
+    assert w.gauge == {"model": "scripted:scripted-1", "tokens": 0, "window": 1000, "spent": 0.0, "budget": 0.5,
+                       "unpriced": 0}
     await agent.conversation.chat_to_completion("first")
     await asyncio.sleep(FLUSH_INTERVAL * 3)
     assert w.gauge["tokens"] == 320 and w.gauge["spent"] == pytest.approx(340 / 1e6)
     await agent.conversation.chat_to_completion("second")
     await asyncio.sleep(FLUSH_INTERVAL * 3)
     assert w.gauge["tokens"] == 750 and w.gauge["spent"] == pytest.approx((340 + 800) / 1e6)
-    assert len(json.dumps(w.gauge)) < 120  # a few numbers per turn
+    assert len(json.dumps(w.gauge)) < 160  # the model's name and a few numbers per turn
     # the turn footer's cost uses the conversation's prices too
     records = {t["record"]["turn"]: t["record"] for t in w.finished_turns()}
     assert records[1]["cost"] == pytest.approx(800 / 1e6)
@@ -89,3 +90,12 @@ async def test_the_gauge_after_a_stopped_first_turn_estimates_the_context():
     await asyncio.sleep(FLUSH_INTERVAL * 3)
     assert not conv.turns[-1].context_tokens  # nothing reported by the stopped turn
     assert w.gauge["tokens"] > 100
+
+
+async def test_the_gauge_names_the_model_the_next_turn_goes_to_right_after_a_switch():
+    agent = Agent(model="demo")
+    w = agent.widget()
+    assert w.gauge["model"] == "demo"  # not "demo:demo"
+    await agent.conversation.chat_to_completion("hello")
+    agent.set_model(ScriptedProvider([text_call("hi")]))
+    assert w.gauge["model"] == "scripted:scripted-1"  # before any turn of the new model

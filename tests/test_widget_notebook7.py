@@ -97,8 +97,10 @@ def _turns_done(page, chat, n):
 
 
 def _lum(c):
-    """Relative luminance of an 'rgb(a)(r, g, b[, a])' colour (alpha ignored)."""
-    r, g, b = (float(x) / 255 for x in re.findall(r"[\d.]+", c)[:3])
+    """Relative luminance of an 'rgb(a)(r, g, b[, a])' or 'color(srgb r g b[ / a])' colour (the
+    computed value of a color-mix; alpha ignored)."""
+    scale = 1 if c.startswith("color(srgb") else 255
+    r, g, b = (float(x) / scale for x in re.findall(r"[\d.]+", c)[:3])
     lin = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in (r, g, b)]
     return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
 

@@ -6,7 +6,8 @@
 //
 // Finding the widget's cell: the code cells whose outputs show this widget (an output's
 // widget-view model id whose model has our `_key`); when the widget shows in several cells, the
-// one whose DOM holds the clicked view (its index in the notebook) decides.
+// one whose DOM holds the clicked view (its index in the notebook) decides. The inserted cell is
+// scrolled into view and gets the keyboard (revealCell).
 
 import { applyRequest, activeIndex, markAgentCells, resolveCellRefs, watchActiveCell } from "./live.js";
 
@@ -82,6 +83,7 @@ export function notebookHost(model) {
       const index = await chatIndex(node);
       if (index < 0) throw new Error("the cell showing this chat was not found in the notebook");
       shared.insertCell(index + 1, { cell_type: "code", source: code, metadata: metadata || {} });
+      revealCell(node, index + 1);
       return index + 1;
     },
     async answer(node, msg) {
@@ -125,6 +127,23 @@ export function notebookHost(model) {
       return () => { clearTimeout(waiting); stop(); };
     },
   };
+}
+
+const REVEAL_FRAMES = 60; // frames to wait for the inserted cell (and its editor) to render
+
+/** Bring the notebook cell at `index` (next to `node`'s notebook) into view and give it the
+ * keyboard: its editor is focused, so the notebook selects it (edit mode; Shift+Enter runs it).
+ * The page renders the inserted cell a few frames later: wait for it, then give up quietly.
+ * @param {Element} node @param {number} index @param {number} [frames] */
+export function revealCell(node, index, frames = REVEAL_FRAMES) {
+  const notebook = node.closest ? node.closest(".jp-Notebook") : null;
+  if (!notebook || typeof requestAnimationFrame !== "function") return;
+  const cell = /** @type {HTMLElement|undefined} */ ([...notebook.querySelectorAll(".jp-Cell")].find((c) => domCellIndex(c) === index));
+  const editor = /** @type {HTMLElement|null} */ (cell ? cell.querySelector(".cm-content, textarea") : null);
+  if (!editor && frames > 0) { requestAnimationFrame(() => revealCell(node, index, frames - 1)); return; }
+  if (!cell) return;
+  cell.scrollIntoView({ block: "nearest" });
+  (editor || cell).focus({ preventScroll: true });
 }
 
 /** @type {WeakMap<Element, NotebookHost>} */

@@ -12,7 +12,7 @@
 import { initialState, apply } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 import { watchMath } from "./mathtext.js";
-import { hideTranscriptBeside } from "./transcript_beside.js";
+import { hideTranscriptBeside, hideAskedElsewhere } from "./transcript_beside.js";
 import { loadAsset, setAssetRequester } from "./assets.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
@@ -141,7 +141,7 @@ function storeFor(model) {
     const next = apply(s.state, event);
     if (next === s.state) return;
     s.state = next;
-    for (const v of s.views) v.update(next);
+    for (const v of s.views) { v.update(next); v.afterUpdate(); }
     askIfGap(300);
   };
   let queued = false;
@@ -226,11 +226,22 @@ export default {
     view.update(store.state);
     const unmountBar = mountSessionBar(model, view.root, store.send); // New chat, History, Next
     const unwatchMath = watchMath(view.root); // also inside a shadow root (marimo)
-    const stopHiding = hideTranscriptBeside(el); // the saved transcript is for readers without a kernel
+    const hiding = hideTranscriptBeside(el); // the saved transcript is for readers without a kernel
+    /** @type {(() => void)|null} */ let showAsked = null;
+    view.afterUpdate = () => { // no kernel ever and no turns (a headless run's saved state): the transcript says it all
+      const aside = !!store.state.dead && !store.everLive && !store.state.turns.length;
+      if (view.root.classList.contains("nba-aside") !== aside || (!aside && !showAsked)) {
+        view.root.classList.toggle("nba-aside", aside);
+        hiding.check();
+        if (aside && showAsked) { showAsked(); showAsked = null; }
+        if (!aside && !showAsked) showAsked = hideAskedElsewhere(model.get("_key") || "");
+      }
+    };
+    view.afterUpdate();
     const onAutosave = () => view.setAutosave(model.get("autosave") || ""); // not saved / saved elsewhere
     onAutosave();
     model.on("change:autosave", onAutosave);
-    return () => { store.views.delete(view); store.hosts.delete(view); unwatchCells(); unmountBar(); unwatchMath(); stopHiding();
-      model.off("change:autosave", onAutosave); };
+    return () => { store.views.delete(view); store.hosts.delete(view); unwatchCells(); unmountBar(); unwatchMath(); hiding.stop();
+      if (showAsked) showAsked(); model.off("change:autosave", onAutosave); };
   },
 };

@@ -36,3 +36,11 @@ test("an over-budget ask unlocks the view like a refusal and carries the estimat
   const same = apply(s, { type: "traits", running: false, gauge: { tokens: 5, window: 10 } });
   assert.equal(same.gauge, s.gauge); // an equal gauge keeps its identity
 });
+
+test("the gauge names the model the next message goes to; a turn after a switch is marked", async () => {
+  const { modelLabel, turnModel } = await import("../src/render/footer.js");
+  assert.equal(modelLabel("demo", "demo"), "demo");
+  assert.equal(modelLabel("openai", "gpt-4.1"), "openai:gpt-4.1");
+  assert.equal(turnModel({ provider: "local", model: "SmolLM2" }), "local:SmolLM2");
+  assert.equal(turnModel(null), "");
+});

@@ -85,3 +85,16 @@ test("a tool call's hidden bidirectional and invisible characters are shown as m
   assert.equal(hiddenWarning(hiddenChars("print('plain')")), "");
   assert.equal(markHidden("x = '\u00e9\u4e2d'"), "x = '\u00e9\u4e2d'"); // ordinary non-ASCII text is left alone
 });
+
+test("an @name attachment is split off the prompt and labelled as a chip", async () => {
+  const { splitAttachments, attachmentLabel } = await import("../src/render/turn.js");
+  const desc = "sales: DataFrame, 8 rows × 3 columns (month: str, region: str, revenue: int64), 356 B\ncolumns (name: dtype, non-null count):\n- month: str";
+  const prompt = `look at @sales and @targets\n\n[Attached notebook variables: @sales, @targets]\n--- @sales ---\n${desc}\n--- @targets ---\ntargets: dict, length 2, 184 B\n{'Q1': 700, 'Q2': 800}`;
+  const { text, attached } = splitAttachments(prompt);
+  assert.equal(text, "look at @sales and @targets");
+  assert.deepEqual(attached.map((a) => a.label), ["📎 sales · DataFrame 8×3", "📎 targets · dict, length 2"]);
+  assert.equal(attached[0].text, desc);
+  assert.equal(attached[1].text, "targets: dict, length 2, 184 B\n{'Q1': 700, 'Q2': 800}");
+  assert.deepEqual(splitAttachments("a plain [prompt]"), { text: "a plain [prompt]", attached: [] });
+  assert.equal(attachmentLabel("x", "x: int, 28 B"), "📎 x · int");
+});

@@ -2,7 +2,7 @@
 // JupyterLab by tests/test_session_browser_browser.py).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { filterSessions, distinct } from "../src/browser/filter.js";
+import { filterSessions, distinct, shortModel, shortModels } from "../src/browser/filter.js";
 import { resetViews } from "../src/sessions.js";
 import { shortDate } from "../src/sessionbar.js";
 import { apply, initialState } from "../src/reducer.js";
@@ -52,4 +52,11 @@ test("a rebound widget's views forget the old conversation's turns", () => {
   assert.deepEqual(store.state, initialState());
   assert.deepEqual(removed, [0, 1]);
   assert.equal(turnViews.size, 0);
+});
+
+test("the browser labels a model by its name when the provider repeats it", () => {
+  assert.equal(shortModel("demo:demo"), "demo");
+  assert.equal(shortModel("openai:gpt-4.1"), "openai:gpt-4.1");
+  assert.equal(shortModel("replay:demo"), "replay:demo");
+  assert.equal(shortModels("demo:demo, openai:gpt-4.1"), "demo, openai:gpt-4.1");
 });

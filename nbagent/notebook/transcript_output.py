@@ -14,9 +14,12 @@ tool's result given after its turn stopped) re-sends that turn's output once (``
 and a cleared history or another conversation blanks the old outputs and starts again with a new
 head.
 
-A front end that keeps only the outputs of the request running now (nbclient, so
-``nbconvert --execute`` and papermill) drops a turn appended to an earlier cell: there, turns
-asked from later cells show in those cells' own outputs, not in the widget's transcript.
+A turn asked from code in another cell (``conv.ask(...)``, ``await conv.chat_to_completion(...)``,
+``%%chat``) goes to that cell instead, as an output of its own marked with the widget's key
+(``nbagent-of-<key>``: a live chat hides it, it shows what the chat above already shows). So each
+turn is saved once, in the cell that asked for it, and a front end that keeps only the outputs of
+the request running now (nbclient, so ``nbconvert --execute`` and papermill, which drop an output
+appended to an earlier cell) keeps every turn too.
 """
 
 from __future__ import annotations
@@ -28,18 +31,25 @@ from ..core.steps import Step, TurnStatus
 from .conversation_view import ConversationView
 from .transcript import transcript_markdown
 
-__all__ = ["HEAD", "TranscriptOutput", "transcript_piece"]
+__all__ = ["HEAD", "TranscriptOutput", "asked_class", "transcript_piece"]
 
 HEAD = "nbagent chat · saved transcript: re-run the cell to chat again"
 _BLANK = {"text/markdown": '<div class="nbagent-transcript"></div>', "text/plain": ""}
 
 
-def transcript_piece(steps: list[Step], head: bool = False) -> dict:
+def asked_class(key: str) -> str:
+    """The class of the transcript outputs of a widget's turns asked from other cells."""
+    return f"nbagent-of-{key}"
+
+
+def transcript_piece(steps: list[Step], head: bool = False, key: str = "") -> dict:
     """One transcript output's data: the steps as safe markdown (transcript.py: what a model wrote
-    is never HTML) in ``<div class="nbagent-transcript">``, under the head line if ``head``."""
+    is never HTML) in ``<div class="nbagent-transcript">``, under the head line if ``head``; with
+    ``key``, marked as the turn of that widget asked from another cell."""
     parts = [f"*{HEAD}*"] if head else []
     parts += [transcript_markdown(steps, limit=len(steps))] if steps else []
-    md = '<div class="nbagent-transcript">\n\n' + "\n\n".join(parts) + "\n\n</div>"
+    classes = "nbagent-transcript" + (f" {asked_class(key)}" if key else "")
+    md = f'<div class="{classes}">\n\n' + "\n\n".join(parts) + "\n\n</div>"
     return {"text/markdown": md, "text/plain": HEAD if head else ""}
 
 
@@ -64,8 +74,10 @@ class TranscriptOutput:
         self._cells: list[dict] = []  # parent headers of the cells that showed the widget
         self._ids: list[str] = []  # display ids of the outputs shown since the last reset
         self._written = -1  # the newest turn number whose steps went out
-        self._pieces: dict[int, tuple[str, int, int]] = {}  # turn -> its output's id, first and last turn
+        # turn -> its output's id, first and last turn, whether another cell asked for them
+        self._pieces: dict[int, tuple[str, int, int, bool]] = {}
         self._epoch = 0
+        self._asker: dict = {}  # the request that asked for the running turn (a cell's or the chat box's)
 
     @property
     def shown(self) -> bool:
@@ -87,8 +99,25 @@ class TranscriptOutput:
             self._show_heads(conversation, self._cells[-1:])
         return True
 
+    def turn_started(self) -> None:
+        """A turn starts: note the request asking for it (the running cell, or the chat box's
+        message), so its transcript goes to that cell."""
+        pub = _display_publisher()
+        with self._lock:
+            self._asker = dict(pub.parent_header) if pub is not None else {}
+
+    def _asking_cell(self) -> dict | None:
+        """The parent header of the cell that asked for the running turn, when that cell did not
+        show the widget (``_lock`` held); None: the widget's own cells get the turn."""
+        header = self._asker.get("header", self._asker)
+        if header.get("msg_type") != "execute_request" or not header.get("msg_id"):
+            return None
+        shown = {c.get("header", c).get("msg_id") for c in self._cells}
+        return None if header["msg_id"] in shown else self._asker
+
     def turn_finished(self, conversation: ConversationView, turn: int) -> None:
-        """Append the steps of the turns finished since the last output (normally: ``turn``)."""
+        """Show the steps of the turns finished since the last output (normally: ``turn``): in the
+        cell that asked for them, or appended to the cells that showed the widget."""
         with self._lock:
             if not self._cells or turn <= self._written:
                 return
@@ -96,9 +125,11 @@ class TranscriptOutput:
             steps = self._steps_after(conversation, first - 1, turn)
             if not steps:
                 return
-            bundle, display_id = transcript_piece(steps), self._new_id(f"t{turn}")
-            self._pieces.update((n, (display_id, first, turn)) for n in {s.turn for s in steps})
-            for parent in self._cells:
+            asker = self._asking_cell()
+            bundle = transcript_piece(steps, key=self._key if asker is not None else "")
+            display_id = self._new_id(f"t{turn}")
+            self._pieces.update((n, (display_id, first, turn, asker is not None)) for n in {s.turn for s in steps})
+            for parent in [asker] if asker is not None else self._cells:
                 self._display(parent, bundle, display_id)
 
     def step_changed(self, conversation: ConversationView, step: Step) -> None:
@@ -110,9 +141,9 @@ class TranscriptOutput:
             piece = self._pieces.get(step.turn)
             if piece is None:  # in a head: kept as it was
                 return
-            display_id, first, last = piece
+            display_id, first, last, asked = piece
             steps = [s for s in self._steps_after(conversation, first - 1, last) if s.turn >= first]
-            self._update(transcript_piece(steps), display_id)
+            self._update(transcript_piece(steps, key=self._key if asked else ""), display_id)
 
     def reset(self, conversation: ConversationView) -> None:
         """The history was cleared or replaced: blank every output shown so far and show a new

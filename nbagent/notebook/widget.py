@@ -58,9 +58,12 @@ the moment a prompt is accepted until its task ends.
 
 Display: showing the widget also shows the transcript (safe markdown in
 ``<div class="nbagent-transcript">``) after it: one output with the turns so far, then one
-output appended per finished turn, each sent once (transcript_output.py), so a saved notebook
-shows the whole conversation as it was when saved — on GitHub, nbviewer, nbconvert, or in
-Jupyter without the kernel. The widget's CSS hides them next to a live chat.
+output appended per finished turn, each sent once (transcript_output.py); a turn asked from code
+in another cell goes to that cell's outputs instead. So a saved notebook shows the whole
+conversation as it was when saved — on GitHub, nbviewer, nbconvert, in Jupyter without the
+kernel, and after ``nbconvert --execute`` or papermill. The widget's CSS hides them next to a live
+chat; a widget rendered without a kernel and without its turns (a headless run's saved widget
+state) steps aside for them.
 """
 
 from __future__ import annotations
@@ -176,6 +179,12 @@ class ChatWidget(anywidget.AnyWidget):
         conversation.add_listener(self._on_event)
         self._update_transcript()
 
+    def refresh_gauge(self) -> None:
+        """Send the footer's gauge again (the model, context and spend), e.g. after a model switch."""
+        with self._lock:
+            self._dirty.add("gauge")
+        self._flush()
+
     # --- state from the conversation --------------------------------------------
 
     def _load(self, conv: ConversationView) -> None:
@@ -206,6 +215,8 @@ class ChatWidget(anywidget.AnyWidget):
             self._update_transcript(payload.turn)
             self.sessions.show_autosave()  # the agent's autosave ran first (its listener came first)
             return
+        if event == ConversationEvent.TURN_STARTED:  # its transcript goes to the cell asking for it
+            self.transcript.turn_started()
         with self._lock:
             if event == ConversationEvent.TURN_STARTED:
                 self._finish_live()
@@ -352,10 +363,16 @@ class ChatWidget(anywidget.AnyWidget):
         from it needs no resync."""
         state = super().get_state(key, drop_defaults)
         if key is None and hasattr(self, "conversation"):  # not while the base class opens the comm
-            pricing = getattr(self.conversation, "pricing", None)
-            with self._lock:
-                state["turns"] = [turn for _, turn in self._whole_turns(pricing)]
+            state["turns"] = self.turns
         return state
+
+    @property
+    def turns(self) -> list[dict]:
+        """Every turn whole (with its text), oldest first, as the whole state carries them (also
+        what ``ipywidgets.embed.dependency_state`` reads)."""
+        pricing = getattr(self.conversation, "pricing", None)
+        with self._lock:
+            return [turn for _, turn in self._whole_turns(pricing)]
 
     def finished_turns(self) -> list[dict]:
         """The finished turns whole (with their text), oldest first, as a resync sends them."""

@@ -1,10 +1,10 @@
 """The widget's usage footer and budget gate: the context gauge, spend vs budget, and what a
 send from the widget does when ``conv.estimate`` says it would overflow or exceed the budget.
 
-Kernel -> front end, a few numbers per turn: the ``gauge`` trait is ``{"tokens", "window",
-"spent", "budget", "unpriced"}`` (tokens in context after the last turn, the model's window or
-None, dollars spent, the budget or None, turns without a known price), refreshed when a turn
-starts or ends, never per token. An over-budget send is answered with ``{"type": "confirm",
+Kernel -> front end, a few numbers per turn: the ``gauge`` trait is ``{"model", "tokens", "window",
+"spent", "budget", "unpriced"}`` (the model the next turn goes to, tokens in context after the last
+turn, the model's window or None, dollars spent, the budget or None, turns without a known price),
+refreshed when a turn starts or ends or the agent switches model, never per token. An over-budget send is answered with ``{"type": "confirm",
 "prompt", "text"}``; the view shows ``text`` (the estimate) with "Send anyway" (it sends
 ``{"type": "send", "prompt", "over_budget": true}``) and "Cancel".
 """
@@ -12,6 +12,19 @@ starts or ends, never per token. An over-budget send is answered with ``{"type":
 from __future__ import annotations
 
 from .conversation_view import ConversationView
+
+
+def model_label(provider: str, model: str) -> str:
+    """A model as the chat names it: ``provider:model``, or the model alone where the provider
+    adds nothing (``demo``, not ``demo:demo``)."""
+    provider, model = str(provider or ""), str(model or "")
+    return model if not provider or provider in (model, "mock") or model.startswith(provider + ":") else f"{provider}:{model}"
+
+
+def current_model(conv: ConversationView) -> str:
+    """The model the conversation's next turn goes to ("" when it has no connection)."""
+    conn = getattr(conv, "connection", None)
+    return model_label(getattr(conn, "provider_name", ""), getattr(conn, "model_name", "")) if conn is not None else ""
 
 
 def gauge_dict(conv: ConversationView) -> dict:
@@ -30,7 +43,7 @@ def gauge_dict(conv: ConversationView) -> dict:
         usd, unpriced = (est.spent_usd, est.unpriced_turns) if est is not None else (0.0, 0)
     except Exception:  # a broken price override: the gauge still shows tokens
         window, usd, unpriced = None, 0.0, 0
-    return {"tokens": int(tokens), "window": window, "spent": round(usd, 8),
+    return {"model": current_model(conv), "tokens": int(tokens), "window": window, "spent": round(usd, 8),
             "budget": conv.budget_usd, "unpriced": unpriced}
 
 

@@ -87,8 +87,9 @@ class TurnBuffer:
         return self.bare_cache
 
 
-_NOT_RENDERED = {"provider", "started_at", "finished_at", "first_token_at", "model_calls", "tool_calls",
-                 "prefix_change", "context_tokens", "context_window"}  # the view's footer shows none of these
+# the view shows none of these (the provider it does: a model switch names it)
+_NOT_RENDERED = {"started_at", "finished_at", "first_token_at", "model_calls", "tool_calls",
+                 "prefix_change", "context_tokens", "context_window"}
 
 
 def bare_record(record: dict | None, steps: list[dict]) -> dict | None:

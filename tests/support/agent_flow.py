@@ -3,11 +3,13 @@ runs it in JupyterLab and in Notebook 7): the real notebook tools and the offlin
 
 A cell makes ``sales`` (month, region, revenue) and shows ``Agent(model="demo", notebook=True)``.
 In the chat box the user types ``look at @sa``, picks ``sales`` from the @ list with Enter, types
-``and plot revenue by month`` and presses Enter. The prompt carries ``sales``' description; the
+``and plot revenue by month`` and presses Enter. The prompt carries ``sales``' description (a
+chip in the bubble, "📎 sales · DataFrame 6×3", opens it); the
 demo model asks to run a group-by and a bar chart: the ``run_python`` card shows the code
 highlighted with Approve. Approving runs it in the kernel; its figure shows in the card, then the
 answer. *Insert as cell below* puts the code in a new cell under the chat's cell, marked "written
-by the agent, turn 0" (its metadata records the action), and ``%chat_code -a agent`` run as a cell
+by the agent, turn 0" (its metadata records the action; the cell is selected, in view, its editor
+focused), and ``%chat_code -a agent`` run as a cell
 replaces itself with that code under a ``%%chat_run`` line (running it again runs nothing). The
 kernel holds the prompt with the attached variable.
 """
@@ -59,8 +61,16 @@ def ask_with_mention(page, chat):
     expect(box).to_have_value(PROMPT)
     box.press("Enter")
     prompt = page.locator(f"{chat} .nba-turn .nba-prompt-text").first
-    expect(prompt).to_contain_text(PROMPT)
-    expect(prompt).to_contain_text("[Attached notebook variables: @sales]")  # the transcript says what was attached
+    expect(prompt).to_have_text(PROMPT)  # what the user typed; the attached description is a chip
+    chip = page.locator(f"{chat} .nba-turn .nba-attachment").first
+    expect(chip.locator("summary")).to_have_text("📎 sales · DataFrame 6×3")
+    description = chip.locator("pre")
+    expect(description).to_be_hidden()
+    chip.locator("summary").click()  # opens what the model got about sales
+    expect(description).to_be_visible()
+    expect(description).to_contain_text("- revenue: int64, 6 of 6 non-null")
+    chip.locator("summary").click()
+    expect(description).to_be_hidden()
 
 
 def approve_code(page, chat):
@@ -94,6 +104,12 @@ def insert_below(page, nb, card):
     expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count + 1)
     expect(cell(page, nb, 1).locator(".cm-content")).to_have_text(CODE, use_inner_text=True)
     expect(cell(page, nb, 2).locator(".cm-content")).to_have_text(PROMPT_CELL, use_inner_text=True)
+    # the new cell is selected, in view, and has the keyboard (its editor: Shift+Enter runs it)
+    new = cell(page, nb, 1)
+    expect(new).to_have_class(re.compile(r"\bjp-mod-active\b"))
+    expect(new).to_be_in_viewport()
+    page.wait_for_function("(s) => document.querySelectorAll(s + ' .jp-Notebook .jp-Cell')[1].contains(document.activeElement)",
+                           arg=nb, polling=100, timeout=10_000)
     expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 0")
     actions = page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.model.cells.get(1)
         .sharedModel.getMetadata().nbagent.actions""")

@@ -29,3 +29,16 @@ export function distinct(rows, key) {
   }
   return [...out].sort();
 }
+
+/** How a model reads in the browser: "provider:name" with the provider dropped where the name
+ * says it already ("demo:demo" is "demo", "local:local" is "local"). @param {string} model */
+export function shortModel(model) {
+  const m = String(model || "").trim();
+  const at = m.indexOf(":");
+  return at > 0 && m.slice(0, at) === m.slice(at + 1) ? m.slice(0, at) : m;
+}
+
+/** A comma-separated models cell, each model labelled (shortModel). @param {string} models */
+export function shortModels(models) {
+  return String(models || "").split(",").map((m) => shortModel(m)).filter(Boolean).join(", ");
+}

@@ -9,7 +9,7 @@ import { h, fmtInt, fmtCost } from "../render/dom.js";
 import { TurnView } from "../render/turn.js";
 import { apply, initialState } from "../reducer.js";
 import { shortDate } from "../sessionbar.js";
-import { filterSessions, distinct } from "./filter.js";
+import { filterSessions, distinct, shortModel, shortModels } from "./filter.js";
 import { loadAsset, setAssetRequester } from "../assets.js";
 
 const SEARCH_DELAY_MS = 250;
@@ -138,7 +138,7 @@ class BrowserView {
     for (const [sel, key, label] of /** @type {const} */ ([[this.modelSel, "models", "All models"], [this.userSel, "user", "All users"]])) {
       const keep = sel.value;
       const values = distinct(all, key);
-      sel.replaceChildren(h("option", { value: "", text: label }), ...values.map((v) => h("option", { value: v, text: v || "(none)" })));
+      sel.replaceChildren(h("option", { value: "", text: label }), ...values.map((v) => h("option", { value: v, text: (key === "models" ? shortModel(v) : v) || "(none)" })));
       sel.value = values.includes(keep) ? keep : "";
     }
     if (this.selected && !all.some((s) => s.path === this.selected)) this.select("");
@@ -157,7 +157,7 @@ class BrowserView {
           h("td", { class: "nbb-reason", colspan: 6, text: `unreadable: ${s.error}` }));
       } else {
         tr.append(h("td", { class: "nbb-name", text: s.title || "(empty)" }), h("td", { text: shortDate(s.updated) }),
-          h("td", { text: s.models || "" }), h("td", { class: "nbb-num", text: fmtInt(s.turns) }),
+          h("td", { text: shortModels(s.models), title: s.models || "" }), h("td", { class: "nbb-num", text: fmtInt(s.turns) }),
           h("td", { class: "nbb-num", text: fmtInt(s.tokens) }), h("td", { class: "nbb-num", text: s.cost_usd == null ? "" : fmtCost(s.cost_usd) }),
           h("td", { text: s.user || "" }));
       }
@@ -222,7 +222,7 @@ class BrowserView {
   renderUsage(usage) {
     const sum = (/** @type {string} */ k) => usage.reduce((n, u) => n + (u[k] || 0), 0);
     const cost = usage.some((u) => u.cost == null) ? "" : ` · ${fmtCost(sum("cost"))}`;
-    const models = [...new Set(usage.map((u) => u.model).filter(Boolean))].join(", ");
+    const models = [...new Set(usage.map((u) => shortModel(u.model)).filter(Boolean))].join(", ");
     this.usage.textContent = `${usage.length} turn${usage.length === 1 ? "" : "s"} · ${fmtInt(sum("input_tokens"))} in · ` +
       `${fmtInt(sum("output_tokens"))} out${cost}${models ? " · " + models : ""}`;
   }

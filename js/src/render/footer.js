@@ -2,6 +2,16 @@
 // token, tokens/s, how it ended.
 import { fmtInt, fmtSeconds, fmtCost } from "./dom.js";
 
+/** A model as the chat names it: "provider:model", or the model alone where the provider adds
+ * nothing (widget_usage.py's model_label). @param {string} provider @param {string} model */
+export function modelLabel(provider, model) {
+  const p = String(provider || ""), m = String(model || "");
+  return !p || p === m || p === "mock" || m.startsWith(`${p}:`) ? m : `${p}:${m}`;
+}
+
+/** The model that answered a turn, labelled ("" when the record has none). @param {any} rec */
+export const turnModel = (rec) => (rec && rec.model ? modelLabel(rec.provider, rec.model) : "");
+
 /** @param {any} rec a TurnRecord dict (with cost, duration, ttft, tps) @returns {string[]} */
 export function footerParts(rec) {
   if (!rec) return [];

@@ -1,4 +1,4 @@
-// The chat's usage footer: tokens in context vs the model's window (a bar, amber near full, red
+// The chat's usage footer: the model the next message goes to, tokens in context vs the model's window (a bar, amber near full, red
 // over) and spend vs budget, from the `gauge` trait (widget_usage.py); and the over-budget ask.
 import { h, fmtInt, fmtCost } from "./dom.js";
 
@@ -24,17 +24,20 @@ export class GaugeView {
     this.bar = h("span", { class: "nba-gauge-fill" });
     this.label = h("span", { class: "nba-gauge-text" });
     this.spend = h("span", { class: "nba-spend" });
+    this.model = h("span", { class: "nba-model", title: "The model the next message goes to" });
     // not a live region: a screen reader should read the answers, not every change of these numbers
-    this.el = h("div", { class: "nba-gauge", "aria-live": "off" }, h("span", { class: "nba-gauge-bar", "aria-hidden": "true" }, this.bar), this.label, this.spend);
+    this.el = h("div", { class: "nba-gauge", "aria-live": "off" }, this.model, h("span", { class: "nba-gauge-bar", "aria-hidden": "true" }, this.bar), this.label, this.spend);
     this.key = "";
   }
 
   /** @param {any} g */
   update(g) {
-    const p = gaugeParts(g), key = JSON.stringify(p);
+    const p = gaugeParts(g), model = String((g && g.model) || ""), key = JSON.stringify([p, model]);
     if (key === this.key) return;
     this.key = key;
-    this.el.style.display = p.text || p.spend ? "" : "none";
+    this.el.style.display = p.text || p.spend || model ? "" : "none";
+    this.model.textContent = model;
+    this.model.style.display = model ? "" : "none";
     this.bar.parentElement.style.display = p.fill == null ? "none" : "";
     this.bar.style.width = `${Math.min(100, Math.round((p.fill || 0) * 100))}%`;
     this.el.dataset.level = p.level;

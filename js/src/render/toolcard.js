@@ -303,6 +303,12 @@ export class ToolCard {
       this.result.append(h("div", { class: "nba-tool-label", text: isErr ? "Error" : status === "denied" ? "Denied" : "Result" }));
       if (rich) this.result.append(rich, h("details", { class: "nba-tool-text" }, h("summary", { text: "Text the model got" }), text));
       else this.result.append(text);
+      const full = isErr && env.error && typeof env.content === "string" ? env.content.trim() : "";
+      if (full && full !== env.error.trim()) { // the error's last line above; what the model got (the whole traceback) on demand
+        const lines = full.split("\n").length;
+        this.result.append(h("details", { class: "nba-tool-text nba-traceback" },
+          h("summary", { text: `Full traceback (${lines} line${lines === 1 ? "" : "s"}, as the model got it)` }), h("pre", { class: "nba-tool-out", text: full })));
+      }
     }
     const changes = env && Array.isArray(env.changes) ? env.changes : [];
     if (changes.length) this.result.append(changesList(changes));

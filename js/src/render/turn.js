@@ -4,7 +4,7 @@ import { h, fmtInt } from "./dom.js";
 import { IncrementalMarkdown } from "../markdown.js";
 import { ThinkingBlock } from "./thinking.js";
 import { ToolCard } from "./toolcard.js";
-import { footerParts } from "./footer.js";
+import { footerParts, turnModel } from "./footer.js";
 
 const LONG_PROMPT_CHARS = 1200; // longer prompts (or more lines) are shown collapsed
 const LONG_PROMPT_LINES = 16;
@@ -174,21 +174,59 @@ class StepView {
   }
 }
 
-/** The user's prompt; a long one is collapsed with a "Show all" toggle. */
+export const ATTACH_HEADER = "Attached notebook variables"; // nbagent/notebook/variables.py
+
+/** A prompt split into what the user typed and the `@name` variables attached to it (variables.py's
+ * attach_variables: a header line, then `--- @name ---` and its description for each).
+ * @param {string} prompt @returns {{text: string, attached: {name: string, text: string, label: string}[]}} */
+export function splitAttachments(prompt) {
+  const marker = `\n\n[${ATTACH_HEADER}: `;
+  const at = prompt.indexOf(marker);
+  const close = at < 0 ? -1 : prompt.indexOf("]\n", at);
+  if (close < 0) return { text: prompt, attached: [] };
+  const body = prompt.slice(close + 2);
+  const heads = [...body.matchAll(/^--- @([A-Za-z_][A-Za-z0-9_]*) ---$/gm)];
+  if (!heads.length) return { text: prompt, attached: [] };
+  const attached = heads.map((m, i) => {
+    const start = /** @type {number} */ (m.index) + m[0].length + 1;
+    const text = body.slice(start, i + 1 < heads.length ? heads[i + 1].index : undefined).trimEnd();
+    return { name: m[1], text, label: attachmentLabel(m[1], text) };
+  });
+  return { text: prompt.slice(0, at), attached };
+}
+
+/** "📎 sales · DataFrame 8×3": the name, its type and shape from the description's first line
+ * ("sales: DataFrame, 8 rows × 3 columns (…)"). @param {string} name @param {string} text */
+export function attachmentLabel(name, text) {
+  const first = text.split("\n", 1)[0];
+  const type = (first.startsWith(`${name}: `) ? first.slice(name.length + 2) : "").split(/[,(]/, 1)[0].trim();
+  const shape = first.match(/(\d[\d,]*) rows × (\d[\d,]*) columns/);
+  const length = first.match(/, length (\d+(?:,\d{3})*)/);
+  const size = shape ? ` ${shape[1]}×${shape[2]}` : length ? `, length ${length[1]}` : "";
+  return `📎 ${name}${type ? ` · ${type}${size}` : ""}`;
+}
+
+/** The user's prompt; a long one is collapsed with a "Show all" toggle; attached variables are
+ * chips that open their description. */
 class PromptView {
   constructor() {
     this.text = h("div", { class: "nba-prompt-text" });
-    this.el = h("div", { class: "nba-prompt" }, this.text);
+    this.chips = h("div", { class: "nba-attachments" });
+    this.el = h("div", { class: "nba-prompt" }, this.text, this.chips);
     /** @type {HTMLButtonElement|null} */ this.more = null;
     this.value = null;
   }
 
-  /** @param {string} text */
-  set(text) {
-    if (text === this.value) return;
-    this.value = text;
+  /** @param {string} prompt */
+  set(prompt) {
+    if (prompt === this.value) return;
+    this.value = prompt;
+    const { text, attached } = splitAttachments(prompt);
     this.text.textContent = text;
-    this.el.style.display = text ? "" : "none";
+    this.chips.replaceChildren(...attached.map((a) => h("details", { class: "nba-attachment" },
+      h("summary", { text: a.label, title: `What the model got about @${a.name}` }), h("pre", { text: a.text }))));
+    this.chips.style.display = attached.length ? "" : "none";
+    this.el.style.display = prompt ? "" : "none";
     let lines = 1;
     for (let i = text.indexOf("\n"); i >= 0 && lines <= LONG_PROMPT_LINES; i = text.indexOf("\n", i + 1)) lines++;
     const long = text.length > LONG_PROMPT_CHARS || lines > LONG_PROMPT_LINES;
@@ -221,7 +259,9 @@ export class TurnView {
     this.body = h("div", { class: "nba-turn-body" });
     this.error = h("div", { class: "nba-turn-error" });
     this.footer = h("div", { class: "nba-footer" });
-    this.el = h("div", { class: "nba-turn" }, this.prompt.el, this.body, this.error, this.footer);
+    this.switched = h("div", { class: "nba-switch", role: "note" });
+    this.switched.style.display = "none";
+    this.el = h("div", { class: "nba-turn" }, this.switched, this.prompt.el, this.body, this.error, this.footer);
     /** @type {Map<number, StepView>} */ this.steps = new Map();
     /** @type {Map<string, ToolCard>} */ this.cards = new Map();
     /** @type {Map<string, any>} */ this.toolRuns = new Map();
@@ -237,6 +277,15 @@ export class TurnView {
     if (rec && Number.isInteger(rec.turn)) return rec.turn;
     const step = this.turn && this.turn.steps.find((s) => Number.isInteger(s.turn) && s.turn >= 0);
     return step ? step.turn : -1;
+  }
+
+  /** Mark a model switch above this turn: `before` answered the turn before it ("" for none).
+   * @param {string} before */
+  markSwitch(before) {
+    const now = turnModel(this.turn && this.turn.record);
+    const text = before && now && before !== now ? `Model switched: ${before} → ${now}` : "";
+    if (this.switched.textContent !== text) this.switched.textContent = text;
+    this.switched.style.display = text ? "" : "none";
   }
 
   /** @param {any} call */

@@ -6,6 +6,7 @@
 // unlocks the box, and Stop can be pressed again while a turn has not ended.
 import { h } from "./dom.js";
 import { TurnView } from "./turn.js";
+import { turnModel } from "./footer.js";
 import { GaugeView, ConfirmView } from "./gauge.js";
 import { MentionBox } from "./mentions.js";
 import { cellRefs } from "../live.js";
@@ -71,6 +72,8 @@ export class ChatView {
     /** @type {any} */ this.waitTimer = null;
     this.refocus = false;
     this.scrollQueued = false;
+    /** What the host does after each update (index.js: step aside for the saved transcript). */
+    this.afterUpdate = () => {};
     this.watchScroll();
     this.setHint("");
   }
@@ -237,9 +240,12 @@ export class ChatView {
   setRunning(running) {
     if (running === this.running) return;
     this.running = running;
+    const typing = typeof document !== "undefined" && this.root.contains(document.activeElement);
+    this.stopBtn.disabled = !running;
     this.input.disabled = running;
     this.sendBtn.disabled = running;
-    this.stopBtn.disabled = !running;
+    // the box is locked while a turn streams: the keyboard goes to Stop, not to the page's body
+    if (running && typing) this.stopBtn.focus({ preventScroll: true });
     this.root.classList.toggle("nba-is-running", running);
     this.list.setAttribute("aria-busy", String(running));
     // Focus returns only after a turn sent from this box, and only if the user has not moved
@@ -286,6 +292,7 @@ export class ChatView {
         this.list.insertBefore(view.el, prev.nextSibling);
       }
       view.update(turn);
+      view.markSwitch(i ? turnModel(state.turns[i - 1].record) : "");
       prev = view.el;
     }
     for (const [key, view] of this.turns) {
