@@ -31,12 +31,12 @@ from ..core.errors import ConfigError, NbagentError, ToolError
 from ..core.steps import PREVIEW_MAX_CHARS, PREVIEW_MAX_LINES, CellPreview
 from ..loop.tools import Tool, current_call
 from .cell_runner import CellResult, run_cell
-from .kernel_tools import RunPythonTool, call_timeout
 from .notebook_context import DEFAULT_BUDGET_TOKENS, ViewOptions, notebook_view
 from .notebook_doc import NotebookBackend, NotebookCell, NotebookSnapshot
 from .notebook_history import last_kernel_error, watch_kernel_errors
 from .notebook_select import NotebookChoice, label_of
 from .provenance import CellAction, CellActionKind, code_hash, with_action
+from .run_python import RunPythonTool, call_timeout
 
 READ_NOTEBOOK, EDIT_CELL, INSERT_CELL, RUN_CELL = "read_notebook", "edit_cell", "insert_cell", "run_cell"
 CELL_TOOLS = frozenset({EDIT_CELL, INSERT_CELL, RUN_CELL})
