@@ -197,7 +197,7 @@ def test_attachments_are_capped_in_count_time_and_size_and_say_what_was_cut():
     assert not inspect_threads_left()
 
 
-def test_ctrl_c_gets_through_while_an_attachment_is_being_made():
+def test_ctrl_c_gets_through_while_an_attachment_is_being_made(ctrl_c):
     namespace = {"hang": Hangs()}
     main = threading.get_ident()
     import signal
