@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ pytest.importorskip("mcp")
 
 from nbagent import Agent, StepStatus  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
+from support.tool_runs import finished_tool_steps, in_a_thread  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OWN = [sys.executable, str(HERE / "support" / "mcp_server.py")]
@@ -27,17 +27,6 @@ pytestmark = pytest.mark.skipif(
     reason="mcp-server-time is not installed")
 
 
-def tool_steps(conv):
-    return [s for s in conv.history if s.is_tool_run and s.status != StepStatus.ACTIVE]
-
-
-def in_a_thread(fn, wait: float = 120.0):
-    out: list = []
-    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
-    thread.start()
-    thread.join(wait)
-    assert not thread.is_alive(), f"still running after {wait:g} s: it hangs"
-    return out[0]
 
 
 def gone(pid: int) -> bool:
@@ -55,7 +44,7 @@ def test_python_in_a_server_command_is_the_kernels_interpreter(monkeypatch, tmp_
     agent = Agent(model=provider, mcp=["python -m mcp_server_time --local-timezone Etc/UTC"])
     try:
         assert agent.ask("time?").text.strip() == "late"
-        (step,) = tool_steps(agent.conversation)
+        (step,) = finished_tool_steps(agent.conversation)
         assert step.status == StepStatus.DONE and "Europe/Paris" in step.content
     finally:
         for server in agent.mcp_servers:
@@ -96,7 +85,7 @@ def test_a_50_mb_result_arrives_cut_within_the_timeout():
     agent = Agent(model=provider, mcp=[OWN], tool_timeout=60)
     try:
         assert in_a_thread(lambda: agent.ask("a big one").text.strip()) == "seen"
-        (step,) = tool_steps(agent.conversation)
+        (step,) = finished_tool_steps(agent.conversation)
         assert step.status == StepStatus.DONE, step.content
         assert step.content.startswith("xxxx") and len(step.content) < 1_000_000
         sent = provider.requests[1].messages[-1].tool_results[0].content
@@ -112,7 +101,7 @@ def test_a_backtracking_pattern_in_a_servers_schema_does_not_stall_the_turn():
     agent = Agent(model=provider, mcp=[OWN])
     try:
         assert in_a_thread(lambda: agent.ask("match it").text.strip()) == "done"
-        by_id = {s.tool_calls[0].id: s for s in tool_steps(agent.conversation)}
+        by_id = {s.tool_calls[0].id: s for s in finished_tool_steps(agent.conversation)}
         assert by_id["m"].status == StepStatus.ERROR  # refused, by nbagent or by the server
         assert by_id["e"].status == StepStatus.DONE and by_id["e"].content == "hi"
     finally:

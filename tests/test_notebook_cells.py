@@ -15,12 +15,13 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 
 from nbagent import Agent, notebook_tools  # noqa: E402
-from nbagent.core.steps import ApprovalDecision, StepStatus, StepType  # noqa: E402
+from nbagent.core.steps import ApprovalDecision, StepStatus  # noqa: E402
 from nbagent.notebook.cell_tools import UNDO_BY  # noqa: E402
 from nbagent.notebook.notebook_context import DEFAULT_BUDGET_TOKENS  # noqa: E402
 from nbagent.notebook.notebook_history import HistoryBackend  # noqa: E402
 from nbagent.notebook.provenance import CellActionKind, code_hash, recorded_actions  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
+from support.tool_runs import tool_steps  # noqa: E402
 
 v4 = nbformat.v4
 
@@ -84,10 +85,6 @@ def agent_on(path, *calls, namespace=None, **options):
     tools = notebook_tools({} if namespace is None else namespace, notebook=path, **options)
     return Agent(model=provider, tools=tools), provider
 
-
-def tool_steps(conv, name=None):
-    return [s for s in conv.history if s.type == StepType.TOOL_CALL and s.source.value == "SYSTEM"
-            and (name is None or s.tool_calls[0].name == name)]
 
 
 def read_call(cid="r1", **args):

@@ -22,7 +22,7 @@ from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 
 from nbagent import Agent, notebook_tools  # noqa: E402
-from nbagent.core.steps import ApprovalDecision, FinishReason, StepStatus, StepType, TurnStatus  # noqa: E402
+from nbagent.core.steps import ApprovalDecision, FinishReason, StepStatus, TurnStatus  # noqa: E402
 from nbagent.loop.tools import Tool  # noqa: E402
 from nbagent.notebook.kernel_tools import CodeStatus, code_cells  # noqa: E402
 from support.widget_messages import deliver_raw  # noqa: E402
@@ -30,6 +30,7 @@ from nbagent.notebook.variables import attach_variables  # noqa: E402
 from nbagent.providers.base import ToolSpec  # noqa: E402
 from nbagent.providers.demo import DemoProvider  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
+from support.tool_runs import tool_steps  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("sales", "by_month", "nbagent_agent", "bot", "scores", "big", "n", "stopped", "loop_count", "x")
@@ -79,10 +80,6 @@ def approving(conv):
     listener.approved = approved
     return listener
 
-
-def tool_steps(conv, name: str | None = None):
-    return [s for s in conv.history if s.type == StepType.TOOL_CALL and s.source.value == "SYSTEM"
-            and (name is None or s.tool_calls[0].name == name)]
 
 
 def scripted_agent(namespace, *calls, **options) -> tuple[Agent, ScriptedProvider]:

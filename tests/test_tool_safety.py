@@ -15,23 +15,12 @@ from nbagent import Agent, Conversation, StepStatus, tool
 from nbagent.loop import tool_threads
 from nbagent.loop.tool_schema import validate_value
 from support.scripted import ScriptedProvider, text_call, tool_call
+from support.tool_runs import finished_tool_steps, in_a_thread
 
 EVIL = "^(a+)+$"  # 28 characters took re 19.8 s, doubling with each one
 EVIL_TOO = "^(a|aa)+$"
 
 
-def tool_steps(conv):
-    return [s for s in conv.history if s.is_tool_run and s.status != StepStatus.ACTIVE]
-
-
-def in_a_thread(fn, wait: float = 120.0):
-    """``fn()`` on a daemon thread; its result, or a failure if it still runs after ``wait`` s (a hang)."""
-    out: list = []
-    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
-    thread.start()
-    thread.join(wait)
-    assert not thread.is_alive(), f"still running after {wait:g} s: it hangs"
-    return out[0]
 
 
 # --- 6. schema patterns ------------------------------------------------------------------------
@@ -77,7 +66,7 @@ def test_a_quick_tool_still_runs_beside_stuck_ones_and_the_refusal_names_the_stu
         agent.ask("hang four")
         assert tool_threads.stuck_tools() == {"hang": 4}
         agent.ask("hang again, and a quick one")
-        by_id = {s.tool_calls[0].id: s for s in tool_steps(agent.conversation)}
+        by_id = {s.tool_calls[0].id: s for s in finished_tool_steps(agent.conversation)}
         assert by_id["q"].status == StepStatus.DONE and by_id["q"].content == "quick answer"
         refused = by_id["b0"]
         assert refused.status == StepStatus.ERROR and "TooManyHungTools" in refused.content
@@ -107,7 +96,7 @@ def test_a_tool_stopped_while_it_runs_says_so_not_that_it_never_ran():
     conv = agent.conversation
     threading.Thread(target=lambda: started.wait(60) and conv.interrupt(), daemon=True).start()
     conv.ask("go slowly")
-    (step,) = tool_steps(conv)
+    (step,) = finished_tool_steps(conv)
     assert step.status == StepStatus.CANCELED
     assert step.content.startswith("The user stopped this tool call while it ran (after ")
     assert "before this tool call ran" not in step.content
@@ -124,7 +113,7 @@ def test_a_call_stopped_before_it_ran_still_says_so():
 
     conv.add_listener(stop_when_waiting)
     conv.ask("go")
-    (step,) = tool_steps(conv)
+    (step,) = finished_tool_steps(conv)
     assert step.content == "The user interrupted the turn before this tool call ran."
 
 
