@@ -21,7 +21,7 @@ from nbagent.notebook.notebook_context import DEFAULT_BUDGET_TOKENS  # noqa: E40
 from nbagent.notebook.notebook_history import HistoryBackend  # noqa: E402
 from nbagent.notebook.provenance import CellActionKind, code_hash, recorded_actions  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
-from support.tool_runs import tool_steps  # noqa: E402
+from support.tool_runs import approving, tool_steps  # noqa: E402
 
 v4 = nbformat.v4
 
@@ -66,18 +66,6 @@ def reread(path):
 def cells_of(path):
     return {c.id: c.source for c in reread(path).cells}
 
-
-def approving(conv):
-    approved = []
-
-    def listener(event, step):
-        if event == "step" and step.status == StepStatus.WAITING_FOR_USER and step.approval == ApprovalDecision.PENDING:
-            for call in step.tool_calls:
-                approved.append(call.id)
-                conv.approve(call.id)
-
-    conv.add_listener(listener)
-    return approved
 
 
 def agent_on(path, *calls, namespace=None, **options):
@@ -159,7 +147,7 @@ def test_the_budget_cuts_the_biggest_outputs_first_and_says_how_to_see_them(tmp_
 def test_an_approved_edit_changes_that_cell_only_and_records_who_what_and_when(nb_path):
     agent, provider = agent_on(nb_path, read_call(), edit_call("e1", "broken", "total + 2"), text_call("fixed"))
     conv = agent.conversation
-    approved = approving(conv)
+    approved = approving(conv).approved
     conv.ask("fix the error")
     assert approved == ["e1"]  # it asked, under the default allow_all policy
     assert cells_of(nb_path) == {"intro": "# Sales", "data": "total = 40", "broken": "total + 2"}
@@ -346,7 +334,7 @@ def test_the_demo_model_fixes_the_error_in_the_file_after_approval_and_the_cell_
     namespace = {"revenue": 40}
     agent = Agent(model="demo", tools=notebook_tools(namespace, notebook=path), delay=0)
     conv = agent.conversation
-    approved = approving(conv)
+    approved = approving(conv).approved
     response = conv.ask("fix the error in the cell above")
     assert [s.tool_calls[0].name for s in tool_steps(conv)] == ["read_notebook", "edit_cell", "run_cell"]
     edit = tool_steps(conv, "edit_cell")[0]

@@ -30,7 +30,7 @@ from nbagent.notebook.variables import attach_variables  # noqa: E402
 from nbagent.providers.base import ToolSpec  # noqa: E402
 from nbagent.providers.demo import DemoProvider  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
-from support.tool_runs import tool_steps  # noqa: E402
+from support.tool_runs import approving, tool_steps  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("sales", "by_month", "nbagent_agent", "bot", "scores", "big", "n", "stopped", "loop_count", "x")
@@ -65,20 +65,6 @@ def tools_of(namespace, **options) -> dict[str, Tool]:
 def run_tool(tool: Tool, args: dict, timeout: float | None = None):
     return asyncio.run(tool.run(args, timeout=timeout))
 
-
-def approving(conv):
-    """A listener that approves every call waiting for the user (what pressing Approve does)."""
-    approved = []
-
-    def listener(event, step):
-        if event == "step" and step.status == StepStatus.WAITING_FOR_USER and step.approval == ApprovalDecision.PENDING:
-            for call in step.tool_calls:
-                approved.append(call.id)
-                conv.approve(call.id)
-
-    conv.add_listener(listener)
-    listener.approved = approved
-    return listener
 
 
 

@@ -1,4 +1,5 @@
-"""A conversation's tool runs, and a call that must not hang, for the tool and notebook tests."""
+"""A conversation's tool runs, an approver of its calls, and a call that must not hang, for the tool and
+notebook tests."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from nbagent import StepStatus, StepType
+from nbagent import ApprovalDecision, StepStatus, StepType
 
 
 def tool_steps(conv: Any, name: str | None = None) -> list:
@@ -28,3 +29,19 @@ def in_a_thread(fn: Callable[[], Any], wait: float = 120.0) -> Any:
     thread.join(wait)
     assert not thread.is_alive(), f"still running after {wait:g} s: it hangs"
     return out[0]
+
+
+def approving(conv: Any) -> Any:
+    """A listener added to ``conv`` that approves every call waiting for the user (what pressing Approve
+    does); its ``approved`` lists the call ids, in order."""
+    approved: list[str] = []
+
+    def listener(event: str, step: Any) -> None:
+        if event == "step" and step.status == StepStatus.WAITING_FOR_USER and step.approval == ApprovalDecision.PENDING:
+            for call in step.tool_calls:
+                approved.append(call.id)
+                conv.approve(call.id)
+
+    conv.add_listener(listener)
+    listener.approved = approved  # type: ignore[attr-defined]
+    return listener
