@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("anywidget")
 
 from nbagent.core.steps import Step, StepStatus, Wire, field_roles  # noqa: E402
+from nbagent.notebook.transcript import conversation_html, transcript_markdown, transcript_text  # noqa: E402
 from nbagent.notebook.widget_wire import step_dict, step_shape  # noqa: E402
 from support.step_fields import EXAMPLES, INDEX, record_change  # noqa: E402
 
@@ -61,3 +62,18 @@ async def test_a_shown_field_changed_on_a_live_step_reaches_the_view(name):
     assert after[INDEX].get(name) == want.get(name), f"the view's {name} is not the kernel's"
     assert before[INDEX].get(name) != want.get(name)  # it changed while the turn ran
     assert after[INDEX]["kind"] == want["kind"]
+
+
+def test_every_shown_field_declares_whether_the_transcript_shows_it():
+    undeclared = [n for n, r in field_roles().items() if r.shown and r.transcript is None]
+    assert not undeclared, "declare transcript=True or False on these shown fields (core/steps.py)"
+
+
+@pytest.mark.parametrize("name", [n for n, r in field_roles().items() if r.transcript])
+def test_a_field_the_transcript_shows_changes_every_transcript(name):
+    fields, change = EXAMPLES[name]
+    base = Step(**{"status": StepStatus.ACTIVE, **fields})
+    changed = base.copy(**change)
+    for render in (transcript_markdown, transcript_text):
+        assert render([base]) != render([changed]), f"{render.__name__} does not show {name}"
+    assert conversation_html([base], []) != conversation_html([changed], [])

@@ -293,8 +293,11 @@ class FieldRole:
     """What a Step field is to each of its views, declared on the field (``Step`` and ``field_roles``).
 
     ``saved``: in session files and ``to_dict``; ``shown``: the live widget draws it (a contract test
-    checks each such field reaches its DOM); ``keep_empty``: the widget's compact dict keeps it at its
-    default; ``shape``: for a structural field, what of its value counts as a change (default: the value).
+    checks each such field reaches its DOM); ``transcript``: the transcripts drawn without the widget
+    (the saved output, ``to_markdown``, ``to_html``) show it, declared for every shown field (a contract
+    test checks each such field changes the transcript); ``keep_empty``: the widget's compact dict keeps
+    it at its default; ``shape``: for a structural field, what of its value counts as a change (default:
+    the value).
     """
 
     wire: Wire
@@ -302,6 +305,7 @@ class FieldRole:
     shown: bool = False
     keep_empty: bool = False
     shape: Any = None  # Callable[[value], Hashable] | None
+    transcript: bool | None = None  # None: not declared (only fields the widget does not show)
 
 
 def _present(value: Any) -> bool:
@@ -309,9 +313,9 @@ def _present(value: Any) -> bool:
 
 
 def _field(default: Any, wire: Wire, *, saved: bool = True, shown: bool = False, keep_empty: bool = False,
-           shape: Any = None) -> Any:
+           shape: Any = None, transcript: bool | None = None) -> Any:
     """A Step field with its roles; ``default`` may be a factory (``list``, ``time.time``)."""
-    role = {FieldRole: FieldRole(wire, saved, shown, keep_empty, shape)}  # keyed by the class, not a string
+    role = {FieldRole: FieldRole(wire, saved, shown, keep_empty, shape, transcript)}  # keyed by the class
     if callable(default):
         return field(default_factory=default, metadata=role)
     return field(default=default, metadata=role)
@@ -325,43 +329,52 @@ class Step:
     # whether the widget draws it; the wire, fingerprint and saved forms are made from these (see FieldRole)
     id: str = _field("", Wire.CARRIED)
     step_index: int = _field(0, Wire.CARRIED, keep_empty=True)  # the step's identity in its turn
-    type: StepType = _field(StepType.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
-    source: StepSource = _field(StepSource.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
-    target: StepTarget = _field(StepTarget.UNKNOWN, Wire.STRUCTURAL, shown=True, keep_empty=True)
-    status: StepStatus = _field(StepStatus.ACTIVE, Wire.STRUCTURAL, shown=True, keep_empty=True)
-    content: str = _field("", Wire.TEXT, shown=True, keep_empty=True)
+    type: StepType = _field(StepType.UNKNOWN, Wire.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
+    source: StepSource = _field(StepSource.UNKNOWN, Wire.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
+    target: StepTarget = _field(StepTarget.UNKNOWN, Wire.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
+    status: StepStatus = _field(StepStatus.ACTIVE, Wire.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
+    content: str = _field("", Wire.TEXT, shown=True, transcript=True, keep_empty=True)
     content_delta: str = _field("", Wire.KERNEL, saved=False)  # transient
-    thinking: str = _field("", Wire.TEXT, shown=True)
+    thinking: str = _field("", Wire.TEXT, shown=True, transcript=True)
     thinking_delta: str = _field("", Wire.KERNEL, saved=False)  # transient
-    tool_calls: list[ToolCall] = _field(list, Wire.STRUCTURAL, shown=True, shape=len)
-    error: str = _field("", Wire.STRUCTURAL, shown=True)
+    tool_calls: list[ToolCall] = _field(list, Wire.STRUCTURAL, shown=True, transcript=True, shape=len)
+    error: str = _field("", Wire.STRUCTURAL, shown=True, transcript=True)
     is_complete_response: bool | None = _field(None, Wire.KERNEL, saved=False)  # derived (see ``derive``)
     structured_output: Any = _field(None, Wire.CARRIED)
-    usage_metadata: UsageMetadata | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)
+    usage_metadata: UsageMetadata | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False, shape=_present)
     cascade_id: str = _field("", Wire.KERNEL, saved=False)  # the conversation's id (see ``derive``)
     trajectory_id: str = _field("", Wire.KERNEL, saved=False)  # named by the public API; nbagent leaves it empty
-    http_code: int = _field(0, Wire.STRUCTURAL, shown=True)
+    http_code: int = _field(0, Wire.STRUCTURAL, shown=True, transcript=False)
     # nbagent additions
     created_at: float = _field(time.time, Wire.CARRIED)
-    finished_at: float | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)
+    finished_at: float | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False, shape=_present)
     turn: int = _field(-1, Wire.CARRIED)
     finish_reason: FinishReason | None = _field(None, Wire.STRUCTURAL)  # a model call's or the turn's (FINISH) end
     model: str = _field("", Wire.CARRIED)  # the model that answered (model steps)
-    approval: ApprovalDecision | None = _field(None, Wire.STRUCTURAL, shown=True)  # tool execution steps
-    run_seconds: float | None = _field(None, Wire.STRUCTURAL, shown=True)  # how long the tool ran (approval wait excluded)
+    # tool execution steps
+    approval: ApprovalDecision | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=True)
+    # how long the tool ran (approval wait excluded)
+    run_seconds: float | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False)
     preparing_tool: str = _field("", Wire.STRUCTURAL)  # a tool call the model is still writing
-    compaction: CompactionStats | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # COMPACTION steps
+    # COMPACTION steps
+    compaction: CompactionStats | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False, shape=_present)
     raw_usage: dict | None = _field(None, Wire.KERNEL)  # the provider's own usage object (analysis only)
-    refusal: str = _field("", Wire.STRUCTURAL, shown=True)  # the model declined: its refusal text (not in content)
+    # the model declined: its refusal text (not in content)
+    refusal: str = _field("", Wire.STRUCTURAL, shown=True, transcript=True)
     cut_tool_calls: list[CutToolCall] = _field(list, Wire.CARRIED)  # cut by the token limit
-    display: dict | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # tool runs: what the user sees
+    # tool runs: what the user sees
+    display: dict | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False, shape=_present)
     prefix_change: PrefixChange | None = _field(None, Wire.CARRIED)  # model steps: what changed in the request prefix
     decided_at: float | None = _field(None, Wire.CARRIED)  # tool execution steps: when the approval decision was made
     decided_by: str = _field("", Wire.CARRIED)  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
-    tool_server: str = _field("", Wire.STRUCTURAL, shown=True)  # tool execution steps: the MCP server ("": a local tool)
-    notice: str = _field("", Wire.STRUCTURAL, shown=True)  # model steps: the provider's latest retry or wait ("… retrying in 1 s")
-    preview: CellPreview | None = _field(None, Wire.STRUCTURAL, shown=True, shape=_present)  # cell tools: the diff before Approve
-    changes: list[VariableChange] = _field(list, Wire.STRUCTURAL, shown=True, shape=len)  # code runs: the variables it changed
+    # tool execution steps: the MCP server ("": a local tool)
+    tool_server: str = _field("", Wire.STRUCTURAL, shown=True, transcript=True)
+    # model steps: the provider's latest retry or wait ("… retrying in 1 s")
+    notice: str = _field("", Wire.STRUCTURAL, shown=True, transcript=False)
+    # cell tools: the diff before Approve
+    preview: CellPreview | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=True, shape=_present)
+    # code runs: the variables it changed
+    changes: list[VariableChange] = _field(list, Wire.STRUCTURAL, shown=True, transcript=True, shape=len)
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed

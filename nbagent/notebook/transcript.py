@@ -17,16 +17,18 @@ from typing import Any
 from collections.abc import Iterable
 
 from ..core.ledger import TurnRecord
-from ..core.steps import ApprovalDecision, Step, StepKind, StepStatus
+from ..core.steps import ApprovalDecision, CellPreview, Step, StepKind, StepStatus, changes_line
 from ..core.safe_markdown import code_block, code_span, plain, prose, quote
 from .transcript_html import html_page, render_items_html
-from .transcript_items import Answer, Call, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
+from .transcript_items import (Answer, Call, Diff, Failure, Note, Prompt, Result, Thinking, TranscriptItem,
+                               Waiting)
 
 __all__ = ["conversation_html", "conversation_markdown", "step_items", "transcript_markdown",
            "seconds_text", "transcript_text", "turn_markdown", "usage_line"]
 
 RESULT_CHARS = 500  # a tool result in the short transcript
 EXPORT_RESULT_CHARS = 20_000  # a tool result in an export
+_WAITING_FOR = {ApprovalDecision.PENDING: "approval", ApprovalDecision.MANUAL: "a result"}
 _DENIED = {ApprovalDecision.DENIED: "denied by the user", ApprovalDecision.POLICY_DENIED: "denied by the policy",
            ApprovalDecision.BLOCKED: "blocked by a hook", ApprovalDecision.CANCELED: "canceled"}
 
@@ -35,7 +37,9 @@ _DENIED = {ApprovalDecision.DENIED: "denied by the user", ApprovalDecision.POLIC
 
 
 def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[TranscriptItem]:
-    """What one step shows, as items every renderer understands (``transcript_items.py``)."""
+    """What one step shows, as items every renderer understands (``transcript_items.py``).
+
+    It shows every Step field declared ``transcript=True`` (core/steps.py; a contract test holds it)."""
     items: list[TranscriptItem] = []
     kind = step.kind
     if kind is StepKind.PROMPT and step.content:
@@ -52,7 +56,11 @@ def step_items(step: Step, result_chars: int = RESULT_CHARS) -> list[TranscriptI
         if step.error:
             items.append(Failure(step.error))
     elif kind is StepKind.TOOL_RUN:
+        if step.preview is not None:
+            items.append(_diff_item(step.preview))
         items.append(_result_item(step, result_chars))
+        if step.changes:
+            items.append(Note("changed: " + changes_line(step.changes)))
     elif kind is StepKind.COMPACTION:
         items.append(Note(step.content or "history compacted"))
     elif kind is StepKind.FINISH:
@@ -77,12 +85,20 @@ def _result_item(step: Step, limit: int) -> Waiting | Result:
     if step.tool_server:
         name += f" (MCP {step.tool_server})"
     if step.status == StepStatus.WAITING_FOR_USER:
-        return Waiting(name)
+        return Waiting(name, _WAITING_FOR.get(step.approval, "approval or a result"))
     text = step.error or step.content
     if len(text) > limit:
         text = text[:limit] + f" … ({len(text) - limit:,} more characters)"
     why = _DENIED.get(step.approval, "") if step.approval is not None else ""
     return Result(name, text, bool(step.error) or step.status == StepStatus.ERROR, why)
+
+
+def _diff_item(preview: CellPreview) -> Diff:
+    where = f"cell {preview.position}" + (f" ({preview.cell_id})" if preview.cell_id else "")
+    title = f"{preview.action} {where}: +{preview.added} −{preview.removed}"
+    if preview.problem:
+        title += f" — {preview.problem}"
+    return Diff(title, "\n".join(f"{op} {line}" for op, line in preview.diff))
 
 
 def _dedup_errors(items: Iterable[TranscriptItem]) -> list[TranscriptItem]:
@@ -114,13 +130,15 @@ def item_markdown(item: TranscriptItem) -> str:
             return f"🔧 **{plain(name)}** {code_span(args)}"
         case Call(name, args):
             return f"✂️ **{plain(name)}** (cut at the token limit, not run) {code_span(args)}"
-        case Waiting(name):
-            return f"⏸ **{plain(name)}** is waiting for approval or a result"
+        case Waiting(name, for_what):
+            return f"⏸ **{plain(name)}** is waiting for {for_what}"
         case Result(name, text, failed, why):
             head = f"↳ **{plain(name)}** " + (f"({why}) " if why else "") + ("failed:" if failed else "returned:")
             if "\n" not in text and len(text) <= 120:
                 return f"{head} {code_span(text)}"
             return f"{head}\n\n{code_block(text)}"
+        case Diff(title, lines):
+            return f"📝 {plain(title)}" + (f"\n\n{code_block(lines, 'diff')}" if lines else "")
         case Failure(text):
             return "**Error:** " + (code_span(text) if "\n" not in text else "\n\n" + code_block(text))
         case Note(text):
@@ -146,10 +164,12 @@ def item_text(item: TranscriptItem) -> str:
             return f"— {text} —"
         case Call(name, args, cut):
             return f"🔧 {name}({args})" + (" [cut at the token limit, not run]" if cut else "")
-        case Waiting(name):
-            return f"⏸ {name} is waiting for approval or a result"
+        case Waiting(name, for_what):
+            return f"⏸ {name} is waiting for {for_what}"
         case Result(name, text, failed, why):
             return f"↳ {name}" + (f" ({why})" if why else "") + (" failed: " if failed else " returned: ") + text
+        case Diff(title, lines):
+            return f"📝 {title}" + (f"\n{lines}" if lines else "")
         case Failure(text):
             return "Error: " + text
 

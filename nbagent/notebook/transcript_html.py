@@ -17,7 +17,7 @@ from html import escape
 from typing import Any
 
 from ..core.safe_markdown import safe_url
-from .transcript_items import Answer, Call, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
+from .transcript_items import Answer, Call, Diff, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
 
 __all__ = ["html_page", "markdown_html", "render_items_html", "small_markdown_html"]
 
@@ -79,13 +79,15 @@ def _item_html(item: TranscriptItem) -> str:
             label = "✂️ cut at the token limit, not run:" if cut else "🔧"
             return (f'<div class="tool">{label} <strong>{escape(name)}</strong>'
                     f"<pre><code>{escape(args)}</code></pre></div>")
-        case Waiting(name):
-            return f'<p class="note">⏸ <strong>{escape(name)}</strong> is waiting for approval or a result</p>'
+        case Waiting(name, for_what):
+            return f'<p class="note">⏸ <strong>{escape(name)}</strong> is waiting for {escape(for_what)}</p>'
         case Result(name, text, failed, why):
             head = f"↳ <strong>{escape(name)}</strong> " + (f"({escape(why)}) " if why else "")
             head += "failed:" if failed else "returned:"
             return (f'<div class="tool{" failed" if failed else ""}">{head}'
                     f"<pre><code>{escape(text)}</code></pre></div>")
+        case Diff(title, lines):
+            return f'<div class="tool">📝 {escape(title)}<pre><code>{escape(lines)}</code></pre></div>'
         case Failure(text):
             return f'<div class="error"><strong>Error:</strong><pre><code>{escape(text)}</code></pre></div>'
         case Note(text):

@@ -49,9 +49,10 @@ class Call:
 
 @dataclass(frozen=True)
 class Waiting:
-    """A tool call waiting for approval or a manual result."""
+    """A tool call waiting: ``for_what`` is "approval", "a result" (manual mode) or "approval or a result"."""
 
     name: str
+    for_what: str = "approval or a result"
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,18 @@ class Result:
 
 
 @dataclass(frozen=True)
+class Diff:
+    """What a notebook cell tool changes (or would change): a title and the line diff, ``+`` / ``-`` / `` ``."""
+
+    title: str
+    lines: str
+
+
+@dataclass(frozen=True)
 class Failure:
     """An error the turn met (shown once however many steps carry it)."""
 
     text: str
 
 
-TranscriptItem = Prompt | Thinking | Answer | Note | Call | Waiting | Result | Failure
+TranscriptItem = Prompt | Thinking | Answer | Note | Call | Waiting | Result | Diff | Failure
