@@ -162,6 +162,7 @@ def test_the_class_view_sends_only_changed_rows_and_opens_a_students_latest_sess
         change = view.poll()
         assert change is not None and [r["user"] for r in change.rows] == ["ana"] and change.rows[0]["turns"] == 2
         assert change.removed == []
+        assert sent[-1] == {"type": "changed", "rows": change.rows, "removed": [], "notice": ""}  # what the view got
         latest = change.rows[0]["latest_session"]
         deliver(view, Open(id="o1", path=latest))
         opened = sent[-1]

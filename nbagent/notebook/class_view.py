@@ -56,7 +56,7 @@ class ClassView(anywidget.AnyWidget):
         super().__init__(_key=uuid.uuid4().hex, folder=os.fspath(Path(folder).expanduser()), budget_usd=budget_usd,
                          period=period, **kwargs)
         self.interval = float(interval)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._rows: dict[str, dict] = {}  # user -> the row the front end has
         self._notice = ""
         self._stop = threading.Event()
@@ -65,7 +65,7 @@ class ClassView(anywidget.AnyWidget):
         self.handlers.on(Open, self._open)
         self.handlers.on(BrowserAsset, self._asset)
         self.on_msg(lambda _w, content, _b=None: self.handlers.receive(content))
-        self.poll()
+        self._changes()  # the first rows: a view asks for them (``rows``)
         self._thread = threading.Thread(target=self._run, name=f"nbagent class view {self.folder}", daemon=True)
         self._thread.start()
 
@@ -76,7 +76,15 @@ class ClassView(anywidget.AnyWidget):
             return [self._rows[u] for u in sorted(self._rows)]
 
     def poll(self) -> RowsChanged | None:
-        """Scan the folder once; the rows that changed since the last poll (None: nothing did)."""
+        """Scan the folder now (the thread does it every ``interval``) and send the rows that changed
+        since the last poll to the front end; returns them (None: nothing changed)."""
+        with self._lock:  # rows go out in the order they were read
+            change = self._changes()
+            if change is not None and self.comm is not None:
+                self.handlers.emit(change)
+        return change
+
+    def _changes(self) -> RowsChanged | None:
         with self._lock:
             self.summary.scan()
             rows = {r["user"]: r for r in self.summary.rows()}
@@ -104,14 +112,16 @@ class ClassView(anywidget.AnyWidget):
             if self.comm is None:  # closed
                 return
             try:
-                change = self.poll()
-                if change is not None:
-                    self.handlers.emit(change)
-            except Exception as exc:  # a folder gone, a full disk: say so and keep polling
-                try:
-                    self.handlers.emit(RowsChanged([], [], f"could not read {self.folder}: {exc}"))
-                except Exception:
-                    return
+                self.poll()
+            except Exception as exc:  # an unreadable folder: say so (once) and keep polling
+                notice = f"could not read {self.folder}: {exc}"
+                with self._lock:
+                    moved, self._notice = notice != self._notice, notice
+                if moved:
+                    try:
+                        self.handlers.emit(RowsChanged([], [], notice))
+                    except Exception:  # the comm is gone
+                        return
 
     def _open(self, request: Open) -> Opened:
         if not request.path or not any(r["latest_session"] == request.path for r in self.rows):
