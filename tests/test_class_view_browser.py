@@ -23,7 +23,9 @@ pytest.importorskip("playwright.sync_api", reason="playwright (python) is not in
 pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
 
 NOTEBOOKS = {
-    "teacher.ipynb": ["import nbagent\nview = nbagent.class_view('class', interval=0.3)\nview"],
+    "teacher.ipynb": ["import nbagent\n"  # the demo is free: priced here so that a budget can be spent
+                      "view = nbagent.class_view('class', interval=0.3, budget_usd=0.06,\n"
+                      "                          pricing={'demo': {'input': 100, 'output': 100}})\nview"],
 }
 VIEW = ".nbc-class"
 
@@ -48,6 +50,13 @@ class StudentKernel:
 
     def ask(self, prompt: str) -> None:
         self.run(f"agent.ask({prompt!r})")
+
+    def fail_as(self, user: str, turns: int) -> None:
+        """Chat as ``user`` with a model whose server is not there: each turn fails, and is saved."""
+        self.run(f"bad = Agent(model='openai:gpt-4.1-mini', base_url='http://127.0.0.1:9/v1', api_key='sk-test',\n"
+                 f"            save_to=agent.save_to, user={user!r}, max_retries=0)\n"
+                 f"for _ in range({turns}):\n"
+                 "    try:\n        bad.ask('Why does my loop not stop?')\n    except Exception:\n        pass")
 
     def close(self) -> None:
         self.kc.stop_channels()
@@ -104,10 +113,17 @@ def test_the_teachers_view_follows_two_students_and_opens_a_transcript(lab, note
         ana.ask("What is 2 + 2?")
         lab.wait_for_function("(s) => document.querySelectorAll(s + ' .nbb-transcript .nba-turn').length === 3", arg=view)
         wait_turns(lab, {"ana": 3, "ben": 2})
+        # over budget and failing turns are marked too
+        lab.wait_for_selector(f"{view} .nbc-row.nbc-over-budget[data-user='ana']")
+        assert lab.locator(f"{view} .nbc-row.nbc-over-budget").count() == 1  # ben spent less
+        ben.fail_as("cy", 2)
+        wait_turns(lab, {"ana": 3, "ben": 2, "cy": 2})
+        assert lab.inner_text(f"{view} .nbc-row[data-user='cy'] .nbc-flags") == "2 errors in a row"
+        assert lab.locator(f"{view} .nbc-row.nbc-errors").count() == 1
         # a half-written file is named, never breaks the view
         (folder / "half.json").write_text('{"format": "nbagent.session", "version": 3, "tu')
         lab.wait_for_function("(s) => /Skipped 1 unreadable file: half.json/.test(document.querySelector(s + ' .nba-notice').textContent)",
                               arg=view)
-        assert turns_of(lab) == {"ana": 3, "ben": 2}
+        assert turns_of(lab) == {"ana": 3, "ben": 2, "cy": 2}
         shot(lab, view, "class_view.png", tmp_path)
     assert lab.errors == []

@@ -21,7 +21,7 @@ export function flags(r, period) {
   /** @type {[string, string, string][]} */
   const out = [];
   if (r.asked_for_help) out.push(["nbc-help", "🙋 help", `asked for help: "${r.last_prompt}"`]);
-  if (r.over_budget) out.push(["nbc-over-budget", "over budget", `spent ${fmtCost(r.period_cost_usd)} this ${period}`]);
+  if (r.over_budget) out.push(["nbc-over-budget", "over budget", `spent ${fmtCost(r.period_cost_usd)} ${period === "day" ? "today" : "this week"}`]);
   if (r.errors_in_a_row > 0) out.push(["nbc-errors", `${r.errors_in_a_row} error${r.errors_in_a_row === 1 ? "" : "s"} in a row`,
     "the latest turns failed"]);
   return out;
@@ -107,8 +107,8 @@ class ClassViewUI {
         this.fresh.has(r.user) ? "nbc-fresh" : ""].filter(Boolean).join(" "), tabindex: "0",
         title: r.last_prompt ? `last prompt: ${r.last_prompt}` : "" });
       tr.dataset.user = r.user;
-      const cost = fmtCost(r.cost_usd) + (r.over_budget || (this.model.get("budget_usd") != null && r.period_cost_usd !== r.cost_usd)
-        ? ` (${fmtCost(r.period_cost_usd)} this ${period})` : "");
+      const cost = fmtCost(r.cost_usd) + (this.model.get("budget_usd") != null && r.period_cost_usd !== r.cost_usd
+        ? ` (${fmtCost(r.period_cost_usd)} ${period === "day" ? "today" : "this week"})` : "");
       tr.append(h("td", { class: "nbb-name nbc-user", text: r.user || "(no name)" }),
         h("td", { class: "nbb-num nbc-sessions", text: fmtInt(r.sessions) }),
         h("td", { class: "nbb-num nbc-turns", text: fmtInt(r.turns) }),
