@@ -138,6 +138,8 @@ class ClassFolder:
         self.pricing = pricing
         self.files: dict[str, _File] = {}
         self.reads = 0  # files read so far (each changed file once per scan)
+        self._version = 0  # bumped by a scan that changed something
+        self._students: tuple[tuple[int, float], list[Student]] | None = None  # (version, period start) -> rows
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -147,13 +149,7 @@ class ClassFolder:
     def scan(self) -> bool:
         """Read the files that are new or changed since the last scan; forget removed ones.
         Returns whether anything changed."""
-        seen: dict[str, tuple[int, int]] = {}
-        for path in expand_paths(self.folder):
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue  # removed between listing and stat
-            seen[os.fspath(path)] = (st.st_mtime_ns, st.st_size)
+        seen = self._stamps()
         changed = [p for p, stamp in seen.items() if p not in self.files or self.files[p].stamp != stamp]
         gone = [p for p in self.files if p not in seen]
         for p in gone:
@@ -161,7 +157,32 @@ class ClassFolder:
         with gc_paused():
             for p in changed:
                 self.files[p] = self._read(p, seen[p])
+        if changed or gone:
+            self._version += 1
         return bool(changed or gone)
+
+    def _stamps(self) -> dict[str, tuple[int, int]]:
+        """(mtime_ns, size) of each session file: a folder's ``*.json`` by one ``scandir`` (a poll of a
+        thousand files costs milliseconds), anything else as ``expand_paths`` names it."""
+        seen: dict[str, tuple[int, int]] = {}
+        folder = self.folder
+        if isinstance(folder, (str, os.PathLike)) and os.path.isdir(os.path.expanduser(os.fspath(folder))):
+            with os.scandir(os.path.normpath(os.path.expanduser(os.fspath(folder)))) as entries:
+                for entry in entries:
+                    try:
+                        if entry.name.endswith(".json") and entry.is_file():
+                            st = entry.stat()
+                            seen[entry.path] = (st.st_mtime_ns, st.st_size)
+                    except OSError:
+                        continue  # removed between listing and stat
+            return seen
+        for path in expand_paths(folder):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            seen[os.fspath(path)] = (st.st_mtime_ns, st.st_size)
+        return seen
 
     def _read(self, path: str, stamp: tuple[int, int]) -> _File:
         self.reads += 1
@@ -175,6 +196,9 @@ class ClassFolder:
     def students(self, now: float | None = None) -> list[Student]:
         """One ``Student`` per user, sorted by user name."""
         start = period_start(self.period, time.time() if now is None else now)
+        key = (self._version, start)
+        if self._students is not None and self._students[0] == key:  # nothing changed: the same sums
+            return list(self._students[1])
         by_user: dict[str, list[_File]] = {}
         for f in self.files.values():
             if f.head is not None:
@@ -182,7 +206,8 @@ class ClassFolder:
         out = []
         for user in sorted(by_user):
             out.append(self._student(user, by_user[user], start))
-        return out
+        self._students = (key, out)
+        return list(out)
 
     def _student(self, user: str, files: list[_File], start: float) -> Student:
         s = Student(user, sessions=len(files))
