@@ -147,6 +147,17 @@ def test_a_scan_reads_only_the_files_that_changed(tmp_path):
     assert folder.scan() and [s.user for s in folder.students()] == ["ben"]
 
 
+def test_a_new_period_clears_over_budget_without_any_file_changing(tmp_path):
+    student(tmp_path, "ana", "Hello")
+    folder = ClassFolder(tmp_path, budget_usd=0.0, pricing=PRICES)
+    folder.scan()
+    now = time.time()
+    assert folder.students(now)[0].over_budget
+    assert not folder.scan()
+    assert not folder.students(now + 86400 + 1)[0].over_budget  # the next day: nothing spent in it yet
+    assert folder.students(now)[0].over_budget
+
+
 def test_the_class_view_sends_only_changed_rows_and_opens_a_students_latest_session(tmp_path):
     ana = student(tmp_path, "ana", "Hello")
     student(tmp_path, "ben", "What is 3 + 4?")
