@@ -74,7 +74,7 @@ CLASS_COLUMNS = (
     Column("period_cost_usd", Kind.FLOAT, _attr("period_cost_usd"), "dollars of turns started this period"),
     Column("last_active", Kind.TIME, _attr("last_active"), "the latest save or turn end"),
     Column("errors_in_a_row", Kind.INT, _attr("errors_in_a_row"), "failed turns ending the latest session"),
-    Column("over_budget", Kind.BOOL, _attr("over_budget"), "period_cost_usd >= budget_usd"),
+    Column("over_budget", Kind.BOOL, _attr("over_budget"), "spent this period: period_cost_usd >= budget_usd (> 0)"),
     Column("asked_for_help", Kind.BOOL, _attr("asked_for_help"), "the latest prompt matches the help pattern"),
     Column("last_prompt", Kind.TEXT, _attr("last_prompt"), "the latest prompt, trimmed"),
     Column("model", Kind.TEXT, _attr("model"), "the model of the latest turn"),
@@ -235,7 +235,7 @@ class ClassFolder:
                 s.asked_for_help = bool(self.help.search(prompt))
                 last = latest.turns[-1]
                 s.model = f"{last.provider}:{last.model}" if last.provider and last.model else last.model
-        s.over_budget = self.budget_usd is not None and s.period_cost_usd >= self.budget_usd
+        s.over_budget = self.budget_usd is not None and s.period_cost_usd > 0 and s.period_cost_usd >= self.budget_usd
         return s
 
     def frame(self, now: float | None = None) -> Any:
@@ -262,7 +262,7 @@ def class_summary(folder: str | os.PathLike, *, budget_usd: float | None = None,
     Columns: user, sessions, turns, input_tokens, output_tokens, tokens, cost_usd, period_cost_usd
     (turns started since the period began: local midnight for ``period="day"``, Monday's for
     ``"week"``), last_active (UTC), errors_in_a_row (failed turns ending the student's latest
-    session), over_budget (``period_cost_usd >= budget_usd``; False without a budget),
+    session), over_budget (``period_cost_usd >= budget_usd``, something spent; False without a budget),
     asked_for_help (the latest prompt matches ``help_pattern``, by default ``HELP_PATTERN``: it starts
     with ``/help`` or 🙋 or names ``@teacher``), last_prompt, model, latest_session (its path).
     ``pricing`` overrides prices as in ``list_sessions``; ``now`` (epoch seconds) fixes the clock.
