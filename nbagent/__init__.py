@@ -52,6 +52,8 @@ _EXPORTS = {
     "load_sessions": "nbagent.analysis.sessions",
     "list_sessions": "nbagent.analysis.session_list",
     "session_browser": "nbagent.session_folder",
+    "class_summary": "nbagent.analysis.class_summary",
+    "class_view": "nbagent.notebook.class_view",
     "AgentSettings": "nbagent.core.session_settings",
     "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
@@ -68,6 +70,7 @@ _EXPORTS = {
 
 if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .agent import Agent as Agent
+    from .analysis.class_summary import class_summary as class_summary
     from .analysis.estimate import RequestEstimate as RequestEstimate
     from .analysis.otel import to_otel as to_otel
     from .analysis.parquet import to_parquet as to_parquet
@@ -116,6 +119,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .loop.mcp import mcp_tools as mcp_tools
     from .loop.model_connection import ModelConnection as ModelConnection
     from .loop.tools import Tool as Tool, tool as tool
+    from .notebook.class_view import class_view as class_view
     from .notebook.kernel_tools import notebook_tools as notebook_tools
     from .notebook.provenance_frame import provenance as provenance
     from .notebook.widget import ChatWidget as ChatWidget

@@ -362,4 +362,39 @@ save("magics.ipynb", [
     md("## Errors\n\nA mistake shows as one line (the cell fails, as any error does), never a long traceback:"),
     code("%%chat -a no_such_agent\nHello?", tags=["raises-exception"]),
 ])
+save("class_view.ipynb", [
+    md("# A class in a folder: the teacher's live view\n\n"
+       "Each student chats in their own notebook with `Agent(save_to=\"class\", user=\"their name\")`: every "
+       "session saves into the one shared folder, naming its student. Here two students are simulated in "
+       "this kernel with the offline demo model; in a class each runs in the student's own kernel."),
+    code("import nbagent\nfrom nbagent import Agent\n\n"
+         "ana = Agent(model=\"demo\", delay=0, save_to=\"class\", user=\"ana\")\n"
+         "ben = Agent(model=\"demo\", delay=0, save_to=\"class\", user=\"ben\")\n"
+         "ana.ask(\"What is 12 * 7?\")\n"
+         "ben.ask(\"Explain a for loop\")\n"
+         "ben.ask(\"@teacher my loop never ends\");"),
+    md("## One row per student\n\n"
+       "`nbagent.class_summary(folder)` adds up each student's saved sessions: sessions, turns, tokens, cost, "
+       "last activity, the failed turns ending their latest session (`errors_in_a_row`), and whether they "
+       "asked for help: a prompt that starts with `/help` or 🙋, or names `@teacher`, sets the flag until "
+       "their next prompt."),
+    code("summary = nbagent.class_summary(\"class\")\n"
+         "summary[[\"user\", \"sessions\", \"turns\", \"tokens\", \"cost_usd\", \"last_active\", "
+         "\"errors_in_a_row\", \"asked_for_help\"]]"),
+    code("print(\"asking for help:\", list(summary.loc[summary.asked_for_help, \"user\"]))"),
+    md("## Budgets\n\n"
+       "`budget_usd=` with `period=\"day\"` (from local midnight) or `\"week\"` (from Monday) marks who spent it. "
+       "The demo model is free, so this example prices it at $100 per million tokens:"),
+    code("priced = nbagent.class_summary(\"class\", budget_usd=0.03, pricing={\"demo\": {\"input\": 100, \"output\": 100}})\n"
+         "priced[[\"user\", \"period_cost_usd\", \"over_budget\"]]"),
+    md("## The live view\n\n"
+       "`nbagent.class_view(folder)` shows the same rows and follows the folder as students' sessions save "
+       "(it polls every 2 s and re-reads only the files that changed). Help, over-budget and failing rows "
+       "are highlighted; click a row to read that student's latest chat."),
+    code("view = nbagent.class_view(\"class\")\nview"),
+    md("Ana asks again: her row in the view above shows 2 turns within a couple of seconds."),
+    code("ana.ask(\"And 6 * 7?\");"),
+    code("view.poll()  # what the thread does every 2 s, done now: the rows that changed\n"
+         "[(row[\"user\"], row[\"turns\"]) for row in view.rows]"),
+])
 print("notebooks written to", HERE)

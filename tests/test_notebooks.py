@@ -3,6 +3,7 @@ shows what its text promises."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -225,7 +226,23 @@ def check_mcp(nb, tmp_path):
     assert texts[6].strip() == "False"  # aclose() stopped it
 
 
-CHECKS = {"data_analysis": check_data_analysis, "tools_and_approval": check_tools, "usage_analysis": check_usage,
+def check_class_view(nb, tmp_path):
+    """The teacher's view: one row per student, ben asked for help, ana's second turn reached the view."""
+    cells = code_cells(nb)
+
+    def cell(marker: str):
+        return next(c for c in cells if marker in c.source)
+
+    summary = data_of(cell("summary = nbagent.class_summary("), "text/html")
+    assert "<td>ana</td>" in summary and "<td>ben</td>" in summary
+    assert text_of(cell("asking for help")).strip() == "asking for help: ['ben']"
+    priced = data_of(cell("priced = "), "text/html")
+    assert priced.count("True") == 1 and priced.count("False") == 1  # ben spent more than the budget, ana not
+    assert "('ana', 2), ('ben', 2)" in text_of(cell("view.rows"))
+    assert "application/vnd.jupyter.widget-view+json" in json.dumps(outputs(cell("view = nbagent.class_view(")))
+
+
+CHECKS = {"class_view": check_class_view, "data_analysis": check_data_analysis, "tools_and_approval": check_tools, "usage_analysis": check_usage,
           "teaching": check_teaching, "providers": check_providers, "magics": check_magics, "mcp_tools": check_mcp,
           "fix_the_error": check_fix_the_error}
 

@@ -18,6 +18,7 @@ import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
 import { browserWidget } from "./browser/index.js";
+import { classWidget } from "./classview/index.js";
 import { undoAnswered } from "./render/toolcard.js";
 
 /** @typedef {import("./protocol").ChatEvent} ChatEvent */
@@ -194,14 +195,14 @@ function storeFor(model) {
   return s;
 }
 
-/** One bundle for both widgets: a SessionBrowser's model says so in `_role` (session_browser.py).
- * @param {any} model */
-const isBrowser = (model) => model.get("_role") === "session_browser";
+/** One bundle for the chat and the folder widgets: a SessionBrowser's model says so in `_role`
+ * (session_browser.py), a ClassView's too (class_view.py). @param {any} model */
+const isFolderWidget = (model) => model.get("_role") === "session_browser" || model.get("_role") === "class_view";
 
 export default {
   /** @param {{model: any}} ctx */
   initialize({ model }) {
-    if (isBrowser(model)) return undefined;
+    if (isFolderWidget(model)) return undefined;
     const store = storeFor(model);
     saveStubWith(model); // a reopened notebook finds a (blank) model instead of an error box
     return () => { store.unwatch(); stores.delete(model.get("_key") || ""); }; // the widget was closed
@@ -209,7 +210,8 @@ export default {
   /** @param {{model: any, el: HTMLElement, host?: any}} ctx */
   render(ctx) {
     const { model, el } = ctx;
-    if (isBrowser(model)) return browserWidget.render(ctx);
+    if (model.get("_role") === "class_view") return classWidget.render(ctx);
+    if (isFolderWidget(model)) return browserWidget.render(ctx);
     const store = storeFor(model);
     const view = new ChatView(el, store.send, model.get("placeholder") || "");
     const host = notebookHost(model); // JupyterLab, Notebook 7: tool cards can insert cells

@@ -46,6 +46,16 @@ export interface BrowserAnswer_Restored { restored: string; }
 export interface BrowserAnswer_Resumed { path: string; }
 export interface BrowserAnswer_AssetCode { code: string; }
 
+export interface ClassRequest_asset { type: "asset"; id?: string; name?: string; }
+export interface ClassRequest_open { type: "open"; id?: string; path?: string; }
+export interface ClassRequest_rows { type: "rows"; id?: string; }
+export type ClassRequest = ClassRequest_asset | ClassRequest_open | ClassRequest_rows;
+export interface ClassEvent_changed { type: "changed"; rows: Record<string, any>[]; removed: string[]; notice?: string; }
+export type ClassEvent = ClassEvent_changed;
+export interface ClassAnswer_Opened { path: string; turns: Record<string, any>[]; usage: Record<string, any>[]; }
+export interface ClassAnswer_AssetCode { code: string; }
+export interface ClassAnswer_ClassRows { rows: Record<string, any>[]; notice: string; }
+
 export interface BrowserReply { type: "reply"; id: string; ok: boolean; error?: string; [field: string]: any }
 
 /** A step as the widget gets it (widget_wire.step_dict). */

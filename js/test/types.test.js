@@ -17,7 +17,7 @@ test("the front end type-checks (tsc --checkJs) against the generated protocol t
 test("the generated types and schema declare the same messages", () => {
   const schema = JSON.parse(fs.readFileSync(path.join(root, "src", "protocol.json"), "utf8"));
   const dts = fs.readFileSync(path.join(root, "src", "protocol.d.ts"), "utf8");
-  for (const [widget, prefix] of [["chat", "Chat"], ["session_browser", "Browser"]]) {
+  for (const [widget, prefix] of [["chat", "Chat"], ["session_browser", "Browser"], ["class_view", "Class"]]) {
     for (const [table, what] of [["requests", "Request"], ["events", "Event"]]) {
       for (const kind of Object.keys(schema[widget][table])) {
         assert.match(dts, new RegExp(`interface ${prefix}${what}_${kind} \\{ type: "${kind}";`));

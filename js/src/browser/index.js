@@ -6,43 +6,11 @@
 // (its notice then has Undo, which moves it back).
 // Kernel side and message protocol: nbagent/notebook/session_browser.py.
 import { h, fmtInt, fmtCost } from "../render/dom.js";
-import { TurnView } from "../render/turn.js";
-import { apply, initialState } from "../reducer.js";
 import { shortDate } from "../sessionbar.js";
 import { filterSessions, distinct, shortModel, shortModels } from "./filter.js";
-import { loadAsset, setAssetRequester } from "../assets.js";
+import { requester, serveAssets, showTranscript, usageLine } from "./shared.js";
 
 const SEARCH_DELAY_MS = 250;
-const REPLY_TIMEOUT_MS = 30000;
-const NO_ANSWER = "No answer from the kernel (is a cell still running, or was the kernel restarted?). Try again.";
-
-/** Request/response over custom messages tagged with an id. @param {any} model */
-function requester(model) {
-  let next = 0;
-  /** @type {Map<string, (reply: any) => void>} */
-  const pending = new Map();
-  /** @param {any} msg */
-  const onMsg = (msg) => {
-    if (!msg || msg.type !== "reply") return;
-    const done = pending.get(msg.id);
-    if (done) { pending.delete(msg.id); done(msg); }
-  };
-  model.on("msg:custom", onMsg);
-  return {
-    /** @param {import("../protocol").BrowserRequest} msg @returns {Promise<any>} the reply (its answer fields), or a local {ok: false, error} */
-    call(msg) {
-      const id = `r${++next}`;
-      return new Promise((resolve) => {
-        const timer = setTimeout(() => { // a busy or gone kernel: say so (a late reply is dropped)
-          if (pending.delete(id)) resolve({ ok: false, error: NO_ANSWER });
-        }, REPLY_TIMEOUT_MS);
-        pending.set(id, (/** @type {any} */ reply) => { clearTimeout(timer); resolve(reply); });
-        try { model.send({ ...msg, id }); } catch (err) { clearTimeout(timer); pending.delete(id); resolve({ ok: false, error: `the kernel cannot be reached (${err})` }); }
-      });
-    },
-    dispose() { model.off("msg:custom", onMsg); pending.clear(); },
-  };
-}
 
 /** Show the child chat widget named by `ref` ("anywidget:<id>") in `slot`.
  * @param {any} model @param {any} host @param {string} ref @param {HTMLElement} slot @param {AbortSignal} signal */
@@ -68,13 +36,7 @@ class BrowserView {
     this.model = model;
     this.host = host;
     this.rpc = requester(model);
-    const rpc = this.rpc;
-    setAssetRequester((name) => { // math.js, grammars.js for the shown session (see ../assets.js)
-      rpc.call({ type: "asset", name })
-        .then((r) => (r.ok && typeof r.code === "string" ? loadAsset(name, r.code) : undefined))
-        .catch((e) => console.warn(`nbagent: ${name}`, e));
-      return true;
-    });
+    serveAssets(this.rpc); // math.js, grammars.js for the shown session
     this.selected = "";
     /** @type {Set<string>|null} */ this.fullText = null;
     this.search = /** @type {HTMLInputElement} */ (h("input", { type: "search", class: "nbb-search", placeholder: "Search titles…", "aria-label": "Search" }));
@@ -208,23 +170,9 @@ class BrowserView {
     if (this.selected !== path) return;
     if (!reply.ok) { this.setStatus(reply.error, true); return; }
     this.setStatus("");
-    this.renderUsage(reply.usage || []);
-    const state = apply(initialState(), { type: "turns", first: true, turns: reply.turns || [] });
-    this.turns.replaceChildren(...state.turns.map((/** @type {any} */ turn) => {
-      const view = new TurnView(() => false); // read-only: approvals and other requests go nowhere
-      view.update(turn);
-      return view.el;
-    }));
+    this.usage.textContent = usageLine(reply.usage || []);
+    showTranscript(this.turns, reply.turns || []);
     this.turns.scrollTop = 0;
-  }
-
-  /** @param {any[]} usage */
-  renderUsage(usage) {
-    const sum = (/** @type {string} */ k) => usage.reduce((n, u) => n + (u[k] || 0), 0);
-    const cost = usage.some((u) => u.cost == null) ? "" : ` · ${fmtCost(sum("cost"))}`;
-    const models = [...new Set(usage.map((u) => shortModel(u.model)).filter(Boolean))].join(", ");
-    this.usage.textContent = `${usage.length} turn${usage.length === 1 ? "" : "s"} · ${fmtInt(sum("input_tokens"))} in · ` +
-      `${fmtInt(sum("output_tokens"))} out${cost}${models ? " · " + models : ""}`;
   }
 
   async resume() {

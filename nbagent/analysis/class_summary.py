@@ -1,0 +1,273 @@
+"""``nbagent.class_summary``: a shared ``save_to`` folder as one row per student.
+
+Students chat with ``Agent(save_to=folder, user="ana")``; each saved session records its ``user``.
+:class:`ClassFolder` keeps the heads of the folder's session files (settings and turn ledger, read by
+``read_session_head`` as ``list_sessions`` does) and re-reads only the files whose modification time
+or size changed since its last ``scan`` (the live ``class_view`` polls it). A file that cannot be read
+(half-written, corrupt, not a session) is skipped and named in ``skipped``; it never stops the summary.
+
+The columns are declared once, in ``CLASS_COLUMNS`` (``analysis.columns.Column``): the DataFrame and
+the widget's JSON rows come from the same declarations.
+
+A student "asked for help" when the latest prompt of their latest session matches ``HELP_PATTERN``:
+it starts with ``/help`` or 🙋, or names ``@teacher`` anywhere (e.g. "@teacher my plot is empty").
+The prompt still goes to the model; the flag clears with the student's next prompt.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from collections.abc import Mapping
+
+from ..core.errors import ConfigError, NbagentError
+from ..core.session_file import SessionHead, gc_paused, read_session_head
+from ..core.steps import TurnStatus
+from .columns import Column, Kind, Table
+from .frames import require_pandas
+from .session_list import title_of, turn_costs
+from .sessions import expand_paths
+
+HELP_PATTERN = r"^\s*(?:/help\b|\U0001F64B)|@teacher\b"
+PERIODS = ("day", "week")
+__all__ = ["CLASS_COLUMNS", "HELP_PATTERN", "PERIODS", "ClassFolder", "Student", "class_summary", "period_start"]
+
+
+@dataclass
+class Student:
+    """One row of ``class_summary``: what one user's saved sessions add up to."""
+
+    user: str
+    sessions: int = 0
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    period_cost_usd: float = 0.0
+    last_active: float = math.nan
+    errors_in_a_row: int = 0
+    over_budget: bool = False
+    asked_for_help: bool = False
+    last_prompt: str = ""
+    model: str = ""
+    latest_session: str = ""
+
+
+def _attr(name: str) -> Any:
+    return lambda table: [getattr(o, name) for o in table.objs]
+
+
+CLASS_COLUMNS = (
+    Column("user", Kind.TEXT, _attr("user"), "Agent(user=...) of the sessions (\"\" when not recorded)"),
+    Column("sessions", Kind.INT, _attr("sessions"), "readable session files"),
+    Column("turns", Kind.INT, _attr("turns"), "turns in all of them"),
+    Column("input_tokens", Kind.INT, _attr("input_tokens"), "prompt tokens, all turns"),
+    Column("output_tokens", Kind.INT, _attr("output_tokens"), "answer tokens, all turns"),
+    Column("tokens", Kind.INT, _attr("tokens"), "every token counted, all turns"),
+    Column("cost_usd", Kind.FLOAT, _attr("cost_usd"), "dollars, all turns (unknown prices count 0)"),
+    Column("period_cost_usd", Kind.FLOAT, _attr("period_cost_usd"), "dollars of turns started this period"),
+    Column("last_active", Kind.TIME, _attr("last_active"), "the latest save or turn end"),
+    Column("errors_in_a_row", Kind.INT, _attr("errors_in_a_row"), "failed turns ending the latest session"),
+    Column("over_budget", Kind.BOOL, _attr("over_budget"), "spent this period: period_cost_usd >= budget_usd (> 0)"),
+    Column("asked_for_help", Kind.BOOL, _attr("asked_for_help"), "the latest prompt matches the help pattern"),
+    Column("last_prompt", Kind.TEXT, _attr("last_prompt"), "the latest prompt, trimmed"),
+    Column("model", Kind.TEXT, _attr("model"), "the model of the latest turn"),
+    Column("latest_session", Kind.TEXT, _attr("latest_session"), "path of the latest session file"),
+)
+
+
+def period_start(period: str, now: float) -> float:
+    """The epoch second the budget ``period`` containing ``now`` began: local midnight for
+    ``"day"``, Monday's local midnight for ``"week"``."""
+    if period not in PERIODS:
+        raise ConfigError(f"period must be one of {', '.join(PERIODS)}, not {period!r}")
+    day = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "week":
+        day -= timedelta(days=day.weekday())
+    return day.timestamp()
+
+
+@dataclass
+class _File:
+    stamp: tuple[int, int]  # (mtime_ns, size) when read
+    head: SessionHead | None = None
+    costs: list[float] = field(default_factory=list)
+    error: str = ""
+
+
+def _last_active(head: SessionHead) -> float:
+    times = [t for t in (head.saved_at,) if t is not None]
+    if head.turns:
+        last = head.turns[-1]
+        times.append(last.finished_at if last.finished_at is not None else last.started_at)
+    return max(times) if times else math.nan
+
+
+def _errors_in_a_row(head: SessionHead) -> int:
+    n = 0
+    for i, rec in enumerate(reversed(head.turns)):
+        if rec.status is TurnStatus.ERROR:
+            n += 1
+        elif not (i == 0 and rec.status is TurnStatus.RUNNING):  # a turn still going does not break the run
+            break
+    return n
+
+
+class ClassFolder:
+    """The session files of a folder (or glob), read incrementally, summed per student."""
+
+    def __init__(self, folder: str | os.PathLike, *, budget_usd: float | None = None, period: str = "day",
+                 pricing: Mapping | None = None, help_pattern: str = HELP_PATTERN) -> None:
+        if budget_usd is not None and (isinstance(budget_usd, bool) or not isinstance(budget_usd, (int, float))
+                                       or not budget_usd >= 0):
+            raise ConfigError(f"budget_usd must be a number >= 0, not {budget_usd!r}")
+        period_start(period, time.time())  # checks the name
+        try:
+            self.help = re.compile(help_pattern, re.IGNORECASE)
+        except re.error as exc:
+            raise ConfigError(f"help_pattern is not a regular expression: {exc}") from None
+        self.folder = folder
+        self.budget_usd = None if budget_usd is None else float(budget_usd)
+        self.period = period
+        self.pricing = pricing
+        self.files: dict[str, _File] = {}
+        self.reads = 0  # files read so far (each changed file once per scan)
+        self._version = 0  # bumped by a scan that changed something
+        self._students: tuple[tuple[int, float], list[Student]] | None = None  # (version, period start) -> rows
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """The files that could not be read, with why."""
+        return {p: f.error for p, f in self.files.items() if f.error}
+
+    def scan(self) -> bool:
+        """Read the files that are new or changed since the last scan; forget removed ones.
+        Returns whether anything changed."""
+        seen = self._stamps()
+        changed = [p for p, stamp in seen.items() if p not in self.files or self.files[p].stamp != stamp]
+        gone = [p for p in self.files if p not in seen]
+        for p in gone:
+            del self.files[p]
+        with gc_paused():
+            for p in changed:
+                self.files[p] = self._read(p, seen[p])
+        if changed or gone:
+            self._version += 1
+        return bool(changed or gone)
+
+    def _stamps(self) -> dict[str, tuple[int, int]]:
+        """(mtime_ns, size) of each session file: a folder's ``*.json`` by one ``scandir`` (a poll of a
+        thousand files costs milliseconds), anything else as ``expand_paths`` names it."""
+        seen: dict[str, tuple[int, int]] = {}
+        folder = self.folder
+        if isinstance(folder, (str, os.PathLike)) and os.path.isdir(os.path.expanduser(os.fspath(folder))):
+            with os.scandir(os.path.normpath(os.path.expanduser(os.fspath(folder)))) as entries:
+                for entry in entries:
+                    try:
+                        if entry.name.endswith(".json") and entry.is_file():
+                            st = entry.stat()
+                            seen[entry.path] = (st.st_mtime_ns, st.st_size)
+                    except OSError:
+                        continue  # removed between listing and stat
+            return seen
+        for path in expand_paths(folder):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            seen[os.fspath(path)] = (st.st_mtime_ns, st.st_size)
+        return seen
+
+    def _read(self, path: str, stamp: tuple[int, int]) -> _File:
+        self.reads += 1
+        try:
+            head = read_session_head(path)
+            (costs,) = turn_costs([head], self.pricing)
+        except (NbagentError, OSError, ValueError) as exc:  # half-written, corrupt, foreign: skipped
+            return _File(stamp, error=str(exc) or type(exc).__name__)
+        return _File(stamp, head, list(costs))
+
+    def students(self, now: float | None = None) -> list[Student]:
+        """One ``Student`` per user, sorted by user name."""
+        start = period_start(self.period, time.time() if now is None else now)
+        key = (self._version, start)
+        if self._students is not None and self._students[0] == key:  # nothing changed: the same sums
+            return list(self._students[1])
+        by_user: dict[str, list[_File]] = {}
+        for f in self.files.values():
+            if f.head is not None:
+                by_user.setdefault(f.head.user, []).append(f)
+        out = []
+        for user in sorted(by_user):
+            out.append(self._student(user, by_user[user], start))
+        self._students = (key, out)
+        return list(out)
+
+    def _student(self, user: str, files: list[_File], start: float) -> Student:
+        s = Student(user, sessions=len(files))
+        latest: SessionHead | None = None
+        for f in files:
+            head = f.head
+            assert head is not None
+            s.turns += len(head.turns)
+            for rec, cost in zip(head.turns, f.costs):
+                s.input_tokens += rec.usage.prompt_token_count
+                s.output_tokens += rec.usage.candidates_token_count
+                s.tokens += rec.usage.total_token_count
+                s.cost_usd += cost
+                if rec.started_at >= start:
+                    s.period_cost_usd += cost
+            active = _last_active(head)
+            if latest is None or active > s.last_active or math.isnan(s.last_active):
+                latest, s.last_active = head, active
+        if latest is not None:
+            s.latest_session = os.fspath(latest.path)
+            s.errors_in_a_row = _errors_in_a_row(latest)
+            if latest.turns:
+                prompt = latest.turns[-1].prompt
+                s.last_prompt = title_of(prompt)
+                s.asked_for_help = bool(self.help.search(prompt))
+                last = latest.turns[-1]
+                s.model = f"{last.provider}:{last.model}" if last.provider and last.model else last.model
+        s.over_budget = self.budget_usd is not None and s.period_cost_usd > 0 and s.period_cost_usd >= self.budget_usd
+        return s
+
+    def frame(self, now: float | None = None) -> Any:
+        """The summary as a DataFrame (see ``class_summary``)."""
+        pd = require_pandas()
+        table = Table(self.students(now))
+        df = pd.DataFrame({c.name: c.to_pandas(c.extract(table)) for c in CLASS_COLUMNS})
+        df.attrs["skipped"] = self.skipped
+        return df
+
+    def rows(self, now: float | None = None) -> list[dict]:
+        """The summary as JSON rows (timestamps as ISO 8601 UTC, NaN as None), for the widget."""
+        table = Table(self.students(now))
+        names = [c.name for c in CLASS_COLUMNS]
+        values = [c.to_json(c.extract(table)) for c in CLASS_COLUMNS]
+        return [dict(zip(names, row)) for row in zip(*values)]
+
+
+def class_summary(folder: str | os.PathLike, *, budget_usd: float | None = None, period: str = "day",
+                  pricing: Mapping | None = None, help_pattern: str = HELP_PATTERN, now: float | None = None) -> Any:
+    """One row per student (the ``user`` their saved sessions record) of a shared ``save_to`` folder.
+
+    ``folder``: a folder (its ``*.json``), a glob (``"class/**/*.json"``) or a list of those.
+    Columns: user, sessions, turns, input_tokens, output_tokens, tokens, cost_usd, period_cost_usd
+    (turns started since the period began: local midnight for ``period="day"``, Monday's for
+    ``"week"``), last_active (UTC), errors_in_a_row (failed turns ending the student's latest
+    session), over_budget (``period_cost_usd >= budget_usd``, something spent; False without a budget),
+    asked_for_help (the latest prompt matches ``help_pattern``, by default ``HELP_PATTERN``: it starts
+    with ``/help`` or 🙋 or names ``@teacher``), last_prompt, model, latest_session (its path).
+    ``pricing`` overrides prices as in ``list_sessions``; ``now`` (epoch seconds) fixes the clock.
+    Files that cannot be read are left out and named, with why, in ``df.attrs["skipped"]``.
+    """
+    summary = ClassFolder(folder, budget_usd=budget_usd, period=period, pricing=pricing, help_pattern=help_pattern)
+    summary.scan()
+    return summary.frame(now)
