@@ -14,7 +14,7 @@ from .course import check_model, code_refusal, course_budget, course_model, cour
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
 from .core.course_policy import find_policy
-from .core.course_rules import find_rules
+from .core.course_rules import Rules, find_rules
 from .core.conversation_state import ConversationEvent
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
@@ -128,25 +128,15 @@ class Agent:
         from .loop.model_connection import ModelConnection
         from .loop.structured import schema_of
 
-        given = model is not None
-        if model is None:
-            model = default_model()
         course = self.course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
-        model = course_model(course, model, given)  # a forbidden model: a ConfigError naming the policy
+        model = course_model(course, model, default_model)  # a forbidden model: a ConfigError naming the policy
         self._model_args = (model, dict(base_url=base_url, api_key=api_key, **provider_options))
         self.provider = resolve_model(model, base_url=base_url, api_key=api_key, **provider_options)
         tools = self._replay_tools(tools)
-        if notebook:
-            tools = with_notebook_tools(tools)
-        if course is not None:
-            from .loop.tools import to_tools
-
-            tools = course_tools(course, list(to_tools(tools).values()))
-        self.rules = find_rules(course, rules)
-        self._system = system
+        # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
+        tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
         self._connection_options = dict(
-            system=self.rules.system_prompt(system) if self.rules is not None else system,
-            tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
+            system=system, tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
             max_tool_iterations=max_tool_iterations, hooks=hooks, temperature=temperature,
             max_tokens=max_tokens, cache_strategy=cache_strategy,
             include_reasoning=include_reasoning, response_format=schema_of(response_format),
@@ -160,16 +150,22 @@ class Agent:
                                                    max_history_size=max_history_size)
         else:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
-        if resume is not None and system is None:  # the saved prompt, without the rules it was sent with
-            saved = connection.chat_session.system
-            self._system = self.rules.strip_from(saved) if self.rules is not None else saved
-        if self.rules is not None:
-            connection.chat_session.with_system(self.rules.system_prompt(self._system))
+        self._apply_rules(find_rules(course, rules), system, resumed=resume is not None and system is None)
         self._budget = (course_budget(course, budget_usd), pricing)
         self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook,
                             tool_timeout=tool_timeout)
-        self.course_limits = CourseLimits(course, self.user) if course is not None else None
         self._adopt(self._conversation)
+
+    def _apply_rules(self, rules: Rules | None, system: str | None, resumed: bool) -> None:
+        """Put the rules in front of the system prompt, this conversation's and the next ones'
+        (``resumed``: the saved prompt is the agent's own, without the rules it was sent with)."""
+        self.rules, self._system = rules, system
+        session = self._connection.chat_session
+        if resumed:
+            self._system = rules.strip_from(session.system) if rules is not None else session.system
+        if rules is not None:
+            self._connection_options["system"] = rules.system_prompt(self._system)
+            session.with_system(rules.system_prompt(self._system))
 
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
@@ -241,6 +237,8 @@ class Agent:
             raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
+        course = self.course_policy  # its hours and period budget, for this user (a clock tests can set)
+        self.course_limits = CourseLimits(course, user) if course is not None else None
         self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display

@@ -24,6 +24,7 @@ import os
 import warnings
 from pathlib import Path
 from typing import Any
+from collections.abc import Callable
 
 from .core.course_policy import CoursePolicy
 from .core.errors import ConfigError
@@ -55,21 +56,27 @@ def check_model(policy: CoursePolicy | None, model: str | Provider) -> None:
                       f"(allowed: {', '.join(policy.models) or 'none'})")
 
 
-def course_model(policy: CoursePolicy | None, model: str | Provider, given: bool) -> str | Provider:
-    """The model to use: ``model`` when allowed; the first allowed model name when none was ``given``
-    and the default is not allowed; else a ``ConfigError``."""
-    if not given and policy is not None and policy.models and not model_allowed(policy, model):
-        first = next((m for m in policy.models if not m.endswith("*")), None)
-        if first is not None:
-            return first
+def course_model(policy: CoursePolicy | None, model: str | Provider | None,
+                 default: Callable[[], str]) -> str | Provider:
+    """The model to use: ``model`` when allowed; with none given, ``default()``, or the first model the
+    policy names when that one is not allowed; else a ``ConfigError``."""
+    if model is None:
+        model = default()
+        if policy is not None and policy.models and not model_allowed(policy, model):
+            first = next((m for m in policy.models if not m.endswith("*")), None)
+            if first is not None:
+                return first
     check_model(policy, model)
     return model
 
 
-def course_tools(policy: CoursePolicy | None, tools: list) -> list:
+def course_tools(policy: CoursePolicy | None, tools: Any) -> Any:
     """``tools`` without those that run code or edit cells when the policy says ``run_code = false``."""
     if policy is None or policy.run_code:
         return tools
+    from .loop.tools import to_tools
+
+    tools = list(to_tools(tools).values())
     dropped = [t.name for t in tools if getattr(t, "runs_code", False)]
     if dropped:
         warnings.warn(f"nbagent: the course policy {policy.path} sets run_code = false: "
