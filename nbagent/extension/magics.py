@@ -378,7 +378,8 @@ class ChatMagics(Magics):
         print(f"exported {_turns(conv)} to {path}")
 
     @magic_arguments()
-    @argument("-a", "--agent", metavar="NAME", help=f"the agent (default: {DEFAULT_NAME}, when there is one)")
+    @argument("-a", "--agent", metavar="NAME", help="an agent: the policy it was made under, with its live "
+              "conversation's spend (default: the policy found from the working folder now)")
     @line_magic
     @one_line_errors
     def chat_policy(self, line: str):
@@ -390,7 +391,7 @@ class ChatMagics(Magics):
         from ..course import course_user, policy_summary
 
         args = parse_argstring(self.chat_policy, line)
-        agent = self.agent(args.agent, "%chat_policy") if args.agent or DEFAULT_NAME in self.user_ns else None
+        agent = self.agent(args.agent, "%chat_policy") if args.agent else None
         policy = agent.course_policy if agent is not None else find_policy()
         if policy is None:
             rules = agent.rules if agent is not None else find_rules(None)
