@@ -320,3 +320,15 @@ def test_chat_policy_magic_shows_the_policy_in_force(course):
     assert "budget: $2.00 left of $2.00 this day" in out and "starts afresh at 00:00" in out
     assert "hours: 00:00-23:59" in out and "rules: tutor" in out
     json.dumps(out)  # plain text
+
+
+def test_a_damaged_file_in_the_sessions_folder_spends_nothing(course):
+    course('budget_usd = 1.0\nsave_to = "sessions"\n')
+    priced_session("ann", MONDAY_10, prompt_tokens=1_000_000)  # $0.40
+    folder = course.root / "sessions"
+    (folder / "broken.json").write_text('{"version": 3, "turns": [', encoding="utf-8")
+    (folder / "notes.json").write_text('["not a session"]', encoding="utf-8")
+    agent = Agent(model="demo", delay=0, user="ann")
+    at(agent, MONDAY_10)
+    assert agent.course_limits.status().spent_usd == pytest.approx(0.4, abs=0.001)
+    assert agent.ask("still fine").text
