@@ -14,7 +14,7 @@ from .course import check_model, code_refusal, course_budget, course_model, cour
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
 from .core.course_policy import find_policy
-from .core.course_rules import Rules, find_rules
+from .core.course_rules import PRESETS, Rules, find_rules
 from .core.conversation_state import ConversationEvent
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
@@ -473,8 +473,8 @@ def _settings_kwargs(s: AgentSettings, *, keep_provider_options: bool) -> dict[s
         response_format=s.response_format, compaction_budget=s.compaction_budget,
         tool_timeout=s.tool_timeout, budget_usd=s.budget_usd, pricing=s.pricing, notebook=s.notebook,
         user=s.user)
-    if s.rules:  # the rules it ran with (under a policy, the policy's own apply whatever this says)
-        kwargs["rules"] = s.rules
+    if s.rules and (s.rules in PRESETS or Path(s.rules).is_file()):  # the rules it ran with, while they exist
+        kwargs["rules"] = s.rules  # (under a policy, the policy's own apply whatever this says)
     if s.policy is not None:
         kwargs["policy"] = s.policy
     if keep_provider_options:

@@ -332,3 +332,19 @@ def test_a_damaged_file_in_the_sessions_folder_spends_nothing(course):
     at(agent, MONDAY_10)
     assert agent.course_limits.status().spent_usd == pytest.approx(0.4, abs=0.001)
     assert agent.ask("still fine").text
+
+
+def test_a_session_resumes_with_its_rules_and_still_loads_when_the_file_is_gone(tmp_path, monkeypatch):
+    monkeypatch.delenv("NBAGENT_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # no policy here
+    tutored = Agent(model="demo", delay=0, rules="tutor", save_to=tmp_path / "chats")
+    tutored.ask("hi")
+    assert Agent.load(tutored.session_path).rules.label == "tutor"
+    own = tmp_path / "mine.md"
+    own.write_text("Always answer in haiku.\n", encoding="utf-8")
+    agent = Agent(model="demo", delay=0, rules=own, save_to=tmp_path / "chats")
+    agent.ask("hi")
+    assert Agent.load(agent.session_path).system == "Always answer in haiku."
+    own.unlink()
+    resumed = Agent.load(agent.session_path)  # nothing lost: the saved prompt goes on without the file
+    assert resumed.rules is None and resumed.conversation.turn_count == 1
