@@ -159,13 +159,14 @@ class Agent:
     def _apply_rules(self, rules: Rules | None, system: str | None, resumed: bool) -> None:
         """Put the rules in front of the system prompt, this conversation's and the next ones'
         (``resumed``: the saved prompt is the agent's own, without the rules it was sent with)."""
-        self.rules, self._system = rules, system
+        self.rules = rules
         session = self._connection.chat_session
-        if resumed:
-            self._system = rules.strip_from(session.system) if rules is not None else session.system
-        if rules is not None:
-            self._connection_options["system"] = rules.system_prompt(self._system)
-            session.with_system(rules.system_prompt(self._system))
+        if rules is None:  # the agent's own prompt is the one sent
+            self._system = session.system
+            return
+        self._system = rules.strip_from(session.system) if resumed else system
+        self._connection_options["system"] = rules.system_prompt(self._system)
+        session.with_system(rules.system_prompt(self._system))
 
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
