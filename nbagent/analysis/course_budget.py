@@ -1,8 +1,8 @@
 """A course budget: what one user spent in the current day or week, and the lesson hours, checked
 before every turn (see ``analysis/budget.py``, which asks :class:`CourseLimits` first).
 
-The spend is summed from the sessions saved under the policy's ``save_to`` folder (every ``*.json``
-below it whose settings name this user: their turns that started in the period) plus the live
+The spend is summed from the sessions saved in the policy's ``save_to`` folder (every ``*.json`` in
+it whose settings name this user: their turns that started in the period) plus the live
 conversation's turns in the period (its own saved file is skipped, by conversation id, so nothing
 counts twice). Turns are priced with the shared price data, never with ``Agent(pricing=...)`` (an
 argument cannot make a model free); turns without a known price count $0. Each file is read once per
@@ -16,10 +16,10 @@ budget, the turn is refused with ``BudgetExceeded`` naming the policy file and w
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from ..core.course_policy import CoursePolicy
 from ..core.errors import BudgetExceeded, NbagentError
@@ -72,24 +72,27 @@ class CourseLimits:
         self.policy = policy
         self.user = user
         self.clock: Clock = clock or datetime.now  # tests pass a fake clock
-        self._files: dict[Path, tuple[tuple[int, int], SavedSpend | None]] = {}
+        self._files: dict[str, tuple[tuple[int, int], SavedSpend | None]] = {}
 
     def saved_spend(self, since: float, exclude: str = "") -> float:
         """Dollars this user's saved sessions (but ``exclude``) spent in turns started from ``since``."""
         folder = self.policy.save_to
-        if folder is None or not folder.is_dir():
+        try:
+            entries = [e for e in os.scandir(folder) if e.name.endswith(".json")] if folder is not None else []
+        except OSError:  # no such folder yet: nothing saved
             return 0.0
         total = 0.0
-        for path in sorted(folder.rglob("*.json")):
-            saved = self._read(path)
+        for entry in entries:
+            saved = self._read(entry)
             if saved is None or saved.user != self.user or (exclude and saved.conversation_id == exclude):
                 continue
             total += sum(cost for started, cost in saved.turns if started >= since)
         return total
 
-    def _read(self, path: Path) -> SavedSpend | None:
+    def _read(self, entry: os.DirEntry) -> SavedSpend | None:
+        path = entry.path
         try:
-            st = path.stat()
+            st = entry.stat()
         except OSError:
             return None
         key = (st.st_mtime_ns, st.st_size)
