@@ -348,3 +348,15 @@ def test_a_session_resumes_with_its_rules_and_still_loads_when_the_file_is_gone(
     own.unlink()
     resumed = Agent.load(agent.session_path)  # nothing lost: the saved prompt goes on without the file
     assert resumed.rules is None and resumed.conversation.turn_count == 1
+
+
+def test_the_readme_policy_example_is_a_valid_policy(tmp_path):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```toml\n")
+    block = readme[start + len("```toml\n"):readme.index("```", start + 7)]
+    path = tmp_path / "nbagent.toml"
+    path.write_text("\n".join(line.removeprefix("  ") for line in block.splitlines()), encoding="utf-8")
+    policy = load_policy(path)
+    assert policy.models == ("demo", "openai:gpt-4.1-mini") and not policy.run_code
+    assert policy.budget_usd == 2.0 and len(policy.hours) == 2 and policy.save_to == tmp_path / "sessions"
+    assert policy.rules == "tutor" and policy.user == "student"
