@@ -360,3 +360,26 @@ def test_the_readme_policy_example_is_a_valid_policy(tmp_path):
     assert policy.models == ("demo", "openai:gpt-4.1-mini") and not policy.run_code
     assert policy.budget_usd == 2.0 and len(policy.hours) == 2 and policy.save_to == tmp_path / "sessions"
     assert policy.rules == "tutor" and policy.user == "student"
+
+
+def test_chat_policy_with_an_agent_counts_its_live_spend_and_without_a_policy_says_so(course, tmp_path, monkeypatch):
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    course('budget_usd = 1.0\nsave_to = "sessions"\n')
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbagent")
+    agent = ip.user_ns["bot"] = Agent(model="demo", delay=0, user="ann")
+    agent.ask("first")
+    record = agent.conversation.turns[0]
+    record.model, record.provider = "gpt-4.1-mini", "openai"
+    record.usage.prompt_token_count = 1_000_000  # $0.40, not saved yet
+    with capture_output() as cap:
+        ip.run_line_magic("chat_policy", "-a bot")
+    assert "budget: $0.600 left of $1.00" in cap.stdout and "(spent $0.400)" in cap.stdout
+    monkeypatch.chdir(tmp_path)
+    with capture_output() as cap:
+        ip.run_line_magic("chat_policy", "")
+    assert cap.stdout.startswith("no course policy")
+    ip.user_ns.pop("bot", None)
