@@ -8,9 +8,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .analysis.course_budget import CourseLimits
 from .conversation import Conversation
+from .course import check_model, code_refusal, course_budget, course_model, course_save_to, course_tools, course_user
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
+from .core.course_policy import find_policy
+from .core.course_rules import PRESETS, Rules, find_rules
 from .core.conversation_state import ConversationEvent
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
@@ -83,6 +87,10 @@ class Agent:
     ``save_to=folder`` saves the conversation (with these settings, never a key) after every
     turn, one file per conversation; ``Agent.load(path)`` resumes it. ``user`` names who chats
     (recorded in the file; ``list_sessions`` and ``load_sessions`` show it).
+    Under a course policy (an ``nbagent.toml`` in the working folder or above, or
+    ``$NBAGENT_CONFIG``) the arguments are checked against it and never loosen it (see
+    ``nbagent/course.py``); ``rules="tutor"`` or a markdown file adds rules to the system prompt,
+    and an ``AGENTS.md`` beside the notebook does too (``nbagent/core/course_rules.py``).
     """
 
     save_to: Path | None  # the folder autosave writes into (None: no autosave)
@@ -113,19 +121,20 @@ class Agent:
         mcp: Any = (),
         save_to: str | os.PathLike | None = None,
         user: str = "",
+        rules: str | os.PathLike | bool | None = None,
         **provider_options: Any,
     ) -> None:
         from .loop.mcp import as_mcp_servers
         from .loop.model_connection import ModelConnection
         from .loop.structured import schema_of
 
-        if model is None:
-            model = default_model()
+        course = self.course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
+        model = course_model(course, model, default_model)  # a forbidden model: a ConfigError naming the policy
         self._model_args = (model, dict(base_url=base_url, api_key=api_key, **provider_options))
         self.provider = resolve_model(model, base_url=base_url, api_key=api_key, **provider_options)
         tools = self._replay_tools(tools)
-        if notebook:
-            tools = with_notebook_tools(tools)
+        # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
+        tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
         self._connection_options = dict(
             system=system, tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
             max_tool_iterations=max_tool_iterations, hooks=hooks, temperature=temperature,
@@ -141,13 +150,32 @@ class Agent:
                                                    max_history_size=max_history_size)
         else:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
-        self._budget = (budget_usd, pricing)
+        self._apply_rules(find_rules(course, rules), system, resumed=resume is not None and system is None)
+        self._budget = (course_budget(course, budget_usd), pricing)
+        self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook,
+                            tool_timeout=tool_timeout)
         self._adopt(self._conversation)
-        self._init_sessions(save_to, user, notebook=notebook, tool_timeout=tool_timeout)
+
+    def _apply_rules(self, rules: Rules | None, system: str | None, resumed: bool) -> None:
+        """Put the rules in front of the system prompt, this conversation's and the next ones'
+        (``resumed``: the saved prompt is the agent's own, without the rules it was sent with)."""
+        self.rules = rules
+        session = self._connection.chat_session
+        if rules is None:  # the agent's own prompt is the one sent
+            self._system = session.system
+            return
+        self._system = rules.strip_from(session.system) if resumed else system
+        self._connection_options["system"] = rules.system_prompt(self._system)
+        session.with_system(rules.system_prompt(self._system))
 
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
         conv.budget_usd, conv.pricing = self._budget
+        conv.course = self.course_limits
+        conv.rules_label = self.rules.label if self.rules is not None else ""
+        runner = getattr(conv.connection, "tool_runner", None)
+        if runner is not None:  # the loop refuses code even from a tool added later (%chat_tools)
+            runner.code_refusal = code_refusal(self.course_policy)
         conv.add_listener(self._autosaver(conv))
 
     @property
@@ -170,7 +198,8 @@ class Agent:
 
     @system.setter
     def system(self, text: str | None) -> None:
-        self._connection.chat_session.with_system(text)
+        self._system = text
+        self._connection.chat_session.with_system(self.rules.system_prompt(text) if self.rules is not None else text)
 
     def reset(self) -> None:
         """Start the active conversation afresh (history and the model's context), keeping the model,
@@ -209,6 +238,8 @@ class Agent:
             raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
+        course = self.course_policy  # its hours and period budget, for this user (a clock tests can set)
+        self.course_limits = CourseLimits(course, user) if course is not None else None
         self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
@@ -250,15 +281,19 @@ class Agent:
         options = dict(self._model_args[1])
         base_url = options.pop("base_url", None)
         options.pop("api_key", None)
+        course = self.course_policy
         return AgentSettings(
-            model=self.model, system=self.system, temperature=conn.temperature, max_tokens=conn.max_tokens,
+            model=self.model, system=self._system, temperature=conn.temperature, max_tokens=conn.max_tokens,
             provider_options=savable_options(options), base_url=savable_url(base_url),
             policy=savable_policy(conn.policy), auto_execute_tools=conn.auto_execute_tools,
             max_tool_iterations=conn.max_tool_iterations, cache_strategy=conn.chat_session.cache_strategy,
             include_reasoning=conn.include_reasoning, response_format=conn.response_format,
             compaction_budget=conn.compaction_budget, tool_timeout=self._tool_timeout,
             budget_usd=conv.budget_usd, pricing=_plain_pricing(conv.pricing), tools=list(self.tools),
-            notebook=self._notebook, user=self.user)
+            notebook=self._notebook, user=self.user,
+            policy_file=str(course.path) if course is not None else None,
+            policy_hash=course.content_hash if course is not None else None,
+            rules=self.rules.source if self.rules is not None else None)
 
     def save(self, path: str | os.PathLike | None = None, *, frames: bool = False) -> Path:
         """Write the active conversation and this agent's settings to ``path`` (atomic).
@@ -328,6 +363,7 @@ class Agent:
 
         if not self._conversation.is_idle():
             raise NbagentError("a turn is running; stop it first", kind="config")
+        check_model(self.course_policy, model)  # a model the course policy does not allow: ConfigError
         if isinstance(model, str) and model.partition(":")[0].strip().lower() == self.provider.name:
             kept = {k: v for k, v in self._model_args[1].items() if k in ("api_key", "base_url")}
             provider_options = {**kept, **provider_options}  # the same provider: its key and host go on
@@ -438,6 +474,8 @@ def _settings_kwargs(s: AgentSettings, *, keep_provider_options: bool) -> dict[s
         response_format=s.response_format, compaction_budget=s.compaction_budget,
         tool_timeout=s.tool_timeout, budget_usd=s.budget_usd, pricing=s.pricing, notebook=s.notebook,
         user=s.user)
+    if s.rules and (s.rules in PRESETS or Path(s.rules).is_file()):  # the rules it ran with, while they exist
+        kwargs["rules"] = s.rules  # (under a policy, the policy's own apply whatever this says)
     if s.policy is not None:
         kwargs["policy"] = s.policy
     if keep_provider_options:

@@ -31,6 +31,7 @@ from .loop.model_connection import ModelConnection
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .analysis.course_budget import CourseLimits
     from .analysis.estimate import RequestEstimate, RequestInputs
     from .analysis.report import UsageSummary
     from .notebook.kernel_tools import CodeCell
@@ -41,6 +42,7 @@ class Conversation:
     """Step history, turns, usage and chunk filtering over a connection, with a budget and views."""
 
     approval_wait: float | None = 30.0  # seconds a blocking ask() waits for an approval (approval_wait.py)
+    rules_label: str = ""  # the rules file in the system prompt (course_rules.py), as the widget names it
 
     def __init__(self, connection: Connection | None = None, max_history_size: int | None = None) -> None:
         self._log = TurnLog(max_history_size)
@@ -131,7 +133,7 @@ class Conversation:
         if not self.is_idle():
             await self._wind_down_dropped_stream()
         # over budget: raises before any request and before the turn opens
-        self._budget.check_prompt(prompt, self.estimate)
+        self._budget.check_prompt(prompt, self.estimate, self.turns, self.conversation_id)
         self._interrupt_requested = False
         record = self._log.open_turn(prompt, model=str(conn.model_name or ""), provider=str(conn.provider_name or ""),
                                      context_window=conn.context_window)
@@ -364,12 +366,26 @@ class Conversation:
         return self._budget.spent(self.turns)
 
     def allow_over_budget_once(self) -> None:
-        """Let the next turn start even if it would exceed ``budget_usd`` (once)."""
+        """Let the next turn start even if it would exceed ``budget_usd`` (once; never a course policy's)."""
         self._budget.allow_over_once()
+
+    @property
+    def course(self) -> CourseLimits | None:
+        """The course policy's hours and period budget this conversation obeys (set by ``Agent``)."""
+        return self._budget.course
+
+    @course.setter
+    def course(self, limits: CourseLimits | None) -> None:
+        self._budget.course = limits
+
+    def course_refusal(self, prompt: str = "") -> NbagentError | None:
+        """Why the course policy would refuse a turn now (closed, over budget: what the widget
+        shows); None when it may start or there is no policy."""
+        return self._budget.course_refusal(prompt, self.estimate, self.turns, self.conversation_id)
 
     def _stop_reason(self) -> str:
         """The connection asks this before each further model call of a turn."""
-        return self._budget.stop_reason(self.turns)
+        return self._budget.stop_reason(self.turns, self.conversation_id)
 
     # --- views: frames, reports, transcripts, the widget --------------------------------
 

@@ -108,6 +108,24 @@ def check_teaching(nb, tmp_path):
     usage = next(c for c in code_cells(nb) if "usage_df()" in c.source)
     assert data_of(usage, "text/html").count("<tr>") >= 4  # a header and three turns
     check_teaching_sessions(nb, tmp_path)
+    check_teaching_course(nb)
+
+
+def check_teaching_course(nb):
+    """The course set up in a folder (issue #34): the policy and AGENTS.md obeyed, %chat_policy shown."""
+    cells = code_cells(nb)
+
+    def cell(marker: str):
+        return next(c for c in cells if marker in c.source)
+
+    made = text_of(cell("student = Agent()"))
+    assert "demo:demo | rules: AGENTS.md | saved in: sessions" in made and "tutor of Data Science 101" in made
+    refused = text_of(cell('Agent(model="openai:gpt-4.1-mini")'))
+    assert "ConfigError - model 'openai:gpt-4.1-mini' is not allowed by the course policy course/nbagent.toml" in refused
+    assert "budget: 2.0" in refused
+    shown = text_of(cell("%chat_policy"))
+    assert "nbagent.toml" in shown and "models: demo" in shown and "run_code: no" in shown
+    assert "left of $2.00 this week" in shown and "rules: " in shown and "AGENTS.md" in shown
 
 
 def check_teaching_sessions(nb, tmp_path):

@@ -25,7 +25,7 @@ async def test_the_gauge_shows_context_window_and_spend_after_each_turn():
     agent = Agent(model=provider, pricing=PRICE, budget_usd=0.5)
     w = ChatWidget(agent)
     assert w.gauge == {"model": "scripted:scripted-1", "tokens": 0, "window": 1000, "spent": 0.0, "budget": 0.5,
-                       "unpriced": 0}
+                       "unpriced": 0, "rules": ""}
     await agent.conversation.chat_to_completion("first")
     await asyncio.sleep(FLUSH_INTERVAL * 3)
     assert w.gauge["tokens"] == 320 and w.gauge["spent"] == pytest.approx(340 / 1e6)

@@ -11,17 +11,24 @@ Inside a turn the loop asks :meth:`Budget.stop_reason` before each further model
 pydantic-ai checks its usage limits): once a round of tool calls has pushed the spend over the
 budget, the turn ends INTERRUPTED there, the tool results stay in the history and the turn's
 record says why.
+
+Under a course policy (``nbagent.toml``) the conversation's budget also holds :attr:`Budget.course`
+(analysis/course_budget.py): its lesson hours and per-period budget are checked first, on every
+turn, and neither ``allow_over_budget_once`` nor ``budget_usd = None`` lifts them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping, Sequence
 
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from .estimate import LedgerMemo, RequestEstimate, usd
+
+if TYPE_CHECKING:
+    from .course_budget import CourseLimits
 
 
 class Budget:
@@ -33,6 +40,7 @@ class Budget:
         self.pricing = pricing  # price overrides for estimates, budgets and the widget
         self.ledger = LedgerMemo()  # the spend so far, kept between checks (a check costs the new turns)
         self._over_once = False
+        self.course: CourseLimits | None = None  # a course policy's hours and period budget
 
     @property
     def usd(self) -> float | None:
@@ -55,8 +63,26 @@ class Budget:
         """Let the next turn start even if it would exceed the budget (once)."""
         self._over_once = True
 
-    def check_prompt(self, prompt: str, estimate: Callable[[str], RequestEstimate]) -> None:
-        """Raise ``NbagentError(kind="budget")`` when sending ``prompt`` would exceed the budget."""
+    def course_refusal(self, prompt: str, estimate: Callable[[str], RequestEstimate], turns: Sequence[TurnRecord],
+                       conversation_id: str) -> NbagentError | None:
+        """Why the course policy refuses the next turn now (closed, over its period's budget); None: it may go."""
+        if self.course is None:
+            return None
+        expected = 0.0
+        if self.course.policy.budget_usd is not None:
+            try:
+                expected = estimate(prompt).expected_cost_usd
+            except Exception:  # no estimate: the spend so far decides
+                expected = 0.0
+        return self.course.refusal(turns, conversation_id, expected)
+
+    def check_prompt(self, prompt: str, estimate: Callable[[str], RequestEstimate],
+                     turns: Sequence[TurnRecord] = (), conversation_id: str = "") -> None:
+        """Raise ``NbagentError(kind="budget")`` when sending ``prompt`` would exceed the budget (the
+        course policy's first: ``turns`` and ``conversation_id`` are the conversation's)."""
+        refusal = self.course_refusal(prompt, estimate, turns, conversation_id)
+        if refusal is not None:
+            raise refusal
         once, self._over_once = self._over_once, False
         if self._usd is None or once or not prompt:
             return
@@ -66,8 +92,12 @@ class Budget:
                 f"over budget, nothing sent: {est.summary()}. Raise conv.budget_usd, set it to None, "
                 "or call conv.allow_over_budget_once() to send this one turn", kind="budget")
 
-    def stop_reason(self, turns: Sequence[TurnRecord]) -> str:
+    def stop_reason(self, turns: Sequence[TurnRecord], conversation_id: str = "") -> str:
         """Why the turn must stop before its next model call ("" while within the budget)."""
+        if self.course is not None:
+            reason = self.course.stop_reason(turns, conversation_id)
+            if reason:
+                return reason
         if self._usd is None:
             return ""
         spent = self.spent(turns)

@@ -2,7 +2,8 @@
 
 ``AgentSettings`` is written into session files (version 3) beside the turn ledger. It holds what
 an Agent needs to go on: the model string, the system prompt, sampling settings, the tool policy
-when it is a name, the budget and price overrides, the names of the tools, and who chatted.
+when it is a name, the budget and price overrides, the names of the tools, who chatted, and the
+course policy (its file and content hash) and rules it ran under.
 Callables (hooks, a policy function, the tools themselves) cannot be saved: ``Agent.load`` takes
 them again as arguments. Provider options are kept only when they are plain JSON values whose
 names do not look like secrets; a ``base_url`` loses any user:password and query string.
@@ -45,6 +46,9 @@ class AgentSettings:
     tools: list[str] = field(default_factory=list)
     notebook: bool = False
     user: str = ""
+    policy_file: str | None = None  # the course policy (nbagent.toml) it ran under, absolute
+    policy_hash: str | None = None  # "sha256:<hex>" of that file's content then
+    rules: str | None = None  # the rules added to the system prompt: a preset name or a file's path
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -64,7 +68,7 @@ class AgentSettings:
         _want(self.model, str, "model")
         _want(self.user, str, "user")
         _want(self.cache_strategy, str, "cache_strategy")
-        for name in ("system", "base_url", "policy"):
+        for name in ("system", "base_url", "policy", "policy_file", "policy_hash", "rules"):
             _want(getattr(self, name), (str, type(None)), name)
         for name in ("temperature", "tool_timeout", "budget_usd"):
             _want_number(getattr(self, name), name)

@@ -19,7 +19,8 @@ answer is kept and is the result. A tool call that needs approval is denied with
 widget and streams there instead (in a kernel the turn then runs in the background, so
 Stop / Approve / Deny work; ``_`` is not set). The line magics work on the same agent:
 ``%chat_model``, ``%chat_tools``, ``%chat_system``, ``%chat_usage``, ``%chat_history``,
-``%chat_save``, ``%chat_load``, ``%chat_reset``, ``%chat_export``, ``%chat_code`` (the code the
+``%chat_save``, ``%chat_load``, ``%chat_reset``, ``%chat_export``, ``%chat_policy`` (the course
+policy in force: nbagent.toml), ``%chat_code`` (the code the
 agent ran, in place of that cell, under a ``%%chat_run`` line: Run All skips it until the user
 edits it, so agent code never runs twice unasked); ``%%chat?`` and
 ``%chat_model?`` show their options.
@@ -375,6 +376,36 @@ class ChatMagics(Magics):
         except NbagentError as exc:
             raise NbagentError(f"%chat_export: {exc.message}", kind=exc.kind) from None
         print(f"exported {_turns(conv)} to {path}")
+
+    @magic_arguments()
+    @argument("-a", "--agent", metavar="NAME", help="an agent: the policy it was made under, with its live "
+              "conversation's spend (default: the policy found from the working folder now)")
+    @line_magic
+    @one_line_errors
+    def chat_policy(self, line: str):
+        """Show the course policy in force (nbagent.toml): its file, allowed models, run_code, the
+        budget left in the period and when it starts afresh, the lesson hours, the rules file."""
+        from ..analysis.course_budget import CourseLimits
+        from ..core.course_policy import find_policy
+        from ..core.course_rules import find_rules
+        from ..course import course_user, policy_summary
+
+        args = parse_argstring(self.chat_policy, line)
+        agent = self.agent(args.agent, "%chat_policy") if args.agent else None
+        policy = agent.course_policy if agent is not None else find_policy()
+        if policy is None:
+            rules = agent.rules if agent is not None else find_rules(None)
+            print("no course policy: no nbagent.toml here or above, and $NBAGENT_CONFIG is not set"
+                  + (f"\nrules: {rules.source}" if rules is not None else ""))
+            return
+        if agent is not None and agent.course_limits is not None:
+            conv = agent.conversation
+            status = agent.course_limits.status(conv.turns, conv.conversation_id)
+            rules = agent.rules
+        else:
+            status = CourseLimits(policy, course_user(policy, "")).status()
+            rules = find_rules(policy)
+        print(policy_summary(policy, status, rules))
 
 
 SHA_CHARS = 12  # hex digits of the code's SHA-256 on a %%chat_run line

@@ -56,6 +56,7 @@ class ToolRunner:
         self.decisions: dict[str, asyncio.Future] = {}
         self.pending_manual: dict[str, ToolCall] = {}
         self.manual_results: dict[str, ToolResultPart] = {}
+        self.code_refusal = ""  # set (why) when no tool may run code or edit cells (a course policy)
 
     def cancel_waits(self) -> None:
         """Release every call waiting for approval (as if interrupted)."""
@@ -163,6 +164,10 @@ class ToolRunner:
             run.result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
             return
         tool = self.tools.get(call.name)
+        if tool is not None and tool.runs_code and self.code_refusal:  # even one added after the agent was made
+            run.decided(LOOP)
+            run.result(self.code_refusal, True, StepStatus.DONE, ApprovalDecision.POLICY_DENIED)
+            return
         if not self.auto_execute_tools:
             self.pending_manual[call.id] = call
             run.emit(status=StepStatus.WAITING_FOR_USER, approval=ApprovalDecision.MANUAL, decided_by=CALLER)

@@ -95,6 +95,8 @@ def reset_current_call(token: contextvars.Token) -> None:
 class Tool:
     """A function the model can call: name, description, JSON schema and handler."""
 
+    runs_code = False  # True for tools that run code or edit cells (a course policy's run_code = false drops them)
+
     def __init__(self, name: str, description: str | None, input_schema: dict | None,
                  handler: Callable[..., Any], requires_approval: bool = False, *,
                  max_result_chars: int | None = None, timeout: float | None = None,

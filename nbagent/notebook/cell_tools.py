@@ -209,6 +209,8 @@ class ReadNotebookTool(Tool):
 class EditCellTool(Tool):
     """``edit_cell``: a stale-safe replace of one cell's source."""
 
+    runs_code = True
+
     def __init__(self, choice: NotebookChoice, memory: CellMemory, requires_approval: bool) -> None:
         schema = {"type": "object", "properties": {
             "cell_id": {"type": "string", "description": "the cell's id, as read_notebook shows it"},
@@ -244,6 +246,8 @@ class EditCellTool(Tool):
 
 class InsertCellTool(Tool):
     """``insert_cell``: a new cell, recorded as the agent's."""
+
+    runs_code = True
 
     def __init__(self, choice: NotebookChoice, memory: CellMemory, requires_approval: bool) -> None:
         schema = {"type": "object", "properties": {

@@ -35,6 +35,8 @@ def call_timeout() -> float | None:
 class RunPythonTool(Tool):
     """The ``run_python`` tool: its result carries the code's figure or table for the card."""
 
+    runs_code = True
+
     def __init__(self, namespace: dict, *, requires_approval: bool = True, timeout: float | None = None,
                  max_output_chars: int = OUTPUT_MAX_CHARS) -> None:
         schema = {"type": "object", "properties": {"code": {

@@ -90,7 +90,7 @@ from .protocol import (CHAT, Approve, AssetModule, AssetRequest, Confirm, Deltas
                        Refused, Resync, Send, Stop, TurnEnded, TurnsPage)
 from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SessionControls
-from .widget_usage import gate, gauge_dict
+from .widget_usage import course_notice, gate, gauge_dict
 from .widget_wire import PendingDelta, TurnBuffer, record_dict, step_dict, step_shape, utf16_len
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
@@ -153,6 +153,7 @@ class ChatWidget(anywidget.AnyWidget):
         except RuntimeError:
             self._loop = None
         self._load(conversation)
+        self.notice = course_notice(conversation)  # closed or over the course budget: said before a send
         self._flush()
         conversation.add_listener(self._on_event)
         self.on_msg(self._on_msg)
@@ -454,6 +455,10 @@ class ChatWidget(anywidget.AnyWidget):
             self._refuse("A turn is already running; press Stop first.")
             return
         prepared = self._prepare_prompt(attach_cells(prompt, cells)[0])  # @cell: the cells the view sent
+        closed = course_notice(self.conversation, prepared)  # a course policy: closed, over its budget
+        if closed:
+            self._refuse(closed)
+            return
         ask, self.notice = gate(self.conversation, prepared, over_budget)
         with self._lock:
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now

@@ -2,8 +2,9 @@
 send from the widget does when ``conv.estimate`` says it would overflow or exceed the budget.
 
 Kernel -> front end, a few numbers per turn: the ``gauge`` trait is ``{"model", "tokens", "window",
-"spent", "budget", "unpriced"}`` (the model the next turn goes to, tokens in context after the last
-turn, the model's window or None, dollars spent, the budget or None, turns without a known price),
+"spent", "budget", "unpriced", "rules"}`` (the model the next turn goes to, tokens in context after the last
+turn, the model's window or None, dollars spent, the budget or None, turns without a known price, the
+rules file in the system prompt or ""),
 refreshed when a turn starts or ends or the agent switches model, never per token. An over-budget send is answered with ``{"type": "confirm",
 "prompt", "text"}``; the view shows ``text`` (the estimate) with "Send anyway" (it sends
 ``{"type": "send", "prompt", "over_budget": true}``) and "Cancel".
@@ -44,7 +45,20 @@ def gauge_dict(conv: ConversationView) -> dict:
     except Exception:  # a broken price override: the gauge still shows tokens
         window, usd, unpriced = None, 0.0, 0
     return {"model": current_model(conv), "tokens": int(tokens), "window": window, "spent": round(usd, 8),
-            "budget": conv.budget_usd, "unpriced": unpriced}
+            "budget": conv.budget_usd, "unpriced": unpriced, "rules": str(getattr(conv, "rules_label", "") or "")}
+
+
+def course_notice(conv: ConversationView, prompt: str = "") -> str:
+    """Why a course policy refuses a turn now (closed, over its period's budget, and when it opens
+    again: analysis/course_budget.py), or ""."""
+    refusal = getattr(conv, "course_refusal", None)
+    if refusal is None:
+        return ""
+    try:
+        err = refusal(prompt)
+    except Exception as exc:  # a broken policy or session folder: say so, the send will tell too
+        return f"Course policy: {exc}"
+    return f"Not sent: {err.message}" if err is not None else ""
 
 
 def gate(conv: ConversationView, prompt: str, over_budget: bool) -> tuple[str | None, str]:

@@ -1,5 +1,6 @@
 // The chat's usage footer: the model the next message goes to, tokens in context vs the model's window (a bar, amber near full, red
-// over) and spend vs budget, from the `gauge` trait (widget_usage.py); and the over-budget ask.
+// over), spend vs budget and the rules file in the system prompt (a course's AGENTS.md, the tutor preset), from the
+// `gauge` trait (widget_usage.py); and the over-budget ask.
 import { h, fmtInt, fmtCost } from "./dom.js";
 
 export const NEAR_FULL = 0.8; // the bar turns amber from here
@@ -25,19 +26,24 @@ export class GaugeView {
     this.label = h("span", { class: "nba-gauge-text" });
     this.spend = h("span", { class: "nba-spend" });
     this.model = h("span", { class: "nba-model", title: "The model the next message goes to" });
+    this.rules = h("span", { class: "nba-rules", title: "Rules added to the system prompt" });
     // not a live region: a screen reader should read the answers, not every change of these numbers
-    this.el = h("div", { class: "nba-gauge", "aria-live": "off" }, this.model, h("span", { class: "nba-gauge-bar", "aria-hidden": "true" }, this.bar), this.label, this.spend);
+    this.el = h("div", { class: "nba-gauge", "aria-live": "off" }, this.model, this.rules,
+      h("span", { class: "nba-gauge-bar", "aria-hidden": "true" }, this.bar), this.label, this.spend);
     this.key = "";
   }
 
   /** @param {any} g */
   update(g) {
-    const p = gaugeParts(g), model = String((g && g.model) || ""), key = JSON.stringify([p, model]);
+    const p = gaugeParts(g), model = String((g && g.model) || ""), rules = String((g && g.rules) || "");
+    const key = JSON.stringify([p, model, rules]);
     if (key === this.key) return;
     this.key = key;
-    this.el.style.display = p.text || p.spend || model ? "" : "none";
+    this.el.style.display = p.text || p.spend || model || rules ? "" : "none";
     this.model.textContent = model;
     this.model.style.display = model ? "" : "none";
+    this.rules.textContent = rules ? `rules: ${rules}` : "";
+    this.rules.style.display = rules ? "" : "none";
     this.bar.parentElement.style.display = p.fill == null ? "none" : "";
     this.bar.style.width = `${Math.min(100, Math.round((p.fill || 0) * 100))}%`;
     this.el.dataset.level = p.level;

@@ -1,0 +1,149 @@
+"""A course budget: what one user spent in the current day or week, and the lesson hours, checked
+before every turn (see ``analysis/budget.py``, which asks :class:`CourseLimits` first).
+
+The spend is summed from the sessions saved in the policy's ``save_to`` folder (every ``*.json`` in
+it whose settings name this user: their turns that started in the period) plus the live
+conversation's turns in the period (its own saved file is skipped, by conversation id, so nothing
+counts twice). Turns are priced with the shared price data, never with ``Agent(pricing=...)`` (an
+argument cannot make a model free); turns without a known price count $0. Each file is read once per
+change (a cache keyed by path, size and modification time).
+
+Out of lesson hours, or when the spend plus the next request's expected cost would exceed the
+budget, the turn is refused with ``BudgetExceeded`` naming the policy file and when it opens again;
+``allow_over_budget_once`` does not apply (it is the conversation's own budget's escape hatch).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..core.course_policy import CoursePolicy
+from ..core.errors import BudgetExceeded, NbagentError
+from ..core.ledger import TurnRecord
+from ..core.session_file import read_session_head
+from .estimate import turn_cost, usd
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class SavedSpend:
+    """One saved session's user, id and turns as (start time, dollars)."""
+
+    user: str
+    conversation_id: str
+    turns: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class CourseStatus:
+    """The policy's limits now: open or not, spend in the period, when things change."""
+
+    now: datetime
+    open: bool
+    next_opening: datetime | None
+    spent_usd: float
+    budget_usd: float | None
+    period_start: datetime
+    next_reset: datetime
+
+    @property
+    def left_usd(self) -> float | None:
+        return None if self.budget_usd is None else max(0.0, self.budget_usd - self.spent_usd)
+
+
+def when(dt: datetime) -> str:
+    """A moment for people: ``09:00 on Tue 08 Dec``."""
+    return f"{dt:%H:%M} on {dt:%a %d %b}"
+
+
+def known(x: float) -> float:
+    return 0.0 if x is None or math.isnan(x) else float(x)
+
+
+class CourseLimits:
+    """The course policy's hours and period budget for one user (``clock``: local time now)."""
+
+    def __init__(self, policy: CoursePolicy, user: str, clock: Clock | None = None) -> None:
+        self.policy = policy
+        self.user = user
+        self.clock: Clock = clock or datetime.now  # tests pass a fake clock
+        self._files: dict[str, tuple[tuple[int, int], SavedSpend | None]] = {}
+
+    def saved_spend(self, since: float, exclude: str = "") -> float:
+        """Dollars this user's saved sessions (but ``exclude``) spent in turns started from ``since``."""
+        folder = self.policy.save_to
+        try:
+            entries = [e for e in os.scandir(folder) if e.name.endswith(".json")] if folder is not None else []
+        except OSError:  # no such folder yet: nothing saved
+            return 0.0
+        total = 0.0
+        for entry in entries:
+            saved = self._read(entry)
+            if saved is None or saved.user != self.user or (exclude and saved.conversation_id == exclude):
+                continue
+            total += sum(cost for started, cost in saved.turns if started >= since)
+        return total
+
+    def _read(self, entry: os.DirEntry) -> SavedSpend | None:
+        path = entry.path
+        try:
+            st = entry.stat()
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        cached = self._files.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            head = read_session_head(path)
+            saved: SavedSpend | None = SavedSpend(head.user, head.conversation_id,
+                                                  tuple((t.started_at, known(turn_cost(t))) for t in head.turns))
+        except NbagentError:  # a damaged or foreign file spends nothing
+            saved = None
+        self._files[path] = (key, saved)
+        return saved
+
+    def status(self, turns: Sequence[TurnRecord] = (), conversation_id: str = "",
+               now: datetime | None = None) -> CourseStatus:
+        """Hours and spend now (``turns``: the live conversation's, ``conversation_id`` its id)."""
+        p = self.policy
+        now = self.clock() if now is None else now
+        start = p.period_start(now)
+        since = start.timestamp()
+        spent = 0.0
+        if p.budget_usd is not None:
+            live = sum(known(turn_cost(t)) for t in turns if t.started_at >= since)
+            spent = self.saved_spend(since, conversation_id) + live
+        return CourseStatus(now, p.is_open(now), p.next_opening(now), spent, p.budget_usd, start, p.next_reset(now))
+
+    def refusal(self, turns: Sequence[TurnRecord], conversation_id: str,
+                expected_usd: float = 0.0) -> NbagentError | None:
+        """Why the next turn may not start (closed, or over the period's budget); None: it may."""
+        s = self.status(turns, conversation_id)
+        p = self.policy
+        if not s.open and s.next_opening is not None:
+            hours = ", ".join(str(h) for h in p.hours)
+            return BudgetExceeded(f"closed: outside the lesson hours ({hours}) of the course policy {p.path}; "
+                                  f"opens again at {when(s.next_opening)}")
+        budget = s.budget_usd
+        if budget is not None and (s.spent_usd + known(expected_usd) > budget or 0 < budget <= s.spent_usd):
+            return BudgetExceeded(
+                f"over the course budget, nothing sent: spent {usd(s.spent_usd)} of {usd(budget)} this "
+                f"{p.budget_period.value} (course policy {p.path}); it starts afresh at {when(s.next_reset)}")
+        return None
+
+    def stop_reason(self, turns: Sequence[TurnRecord], conversation_id: str) -> str:
+        """Why a running turn must stop before its next model call ("" while within the budget)."""
+        p = self.policy
+        if p.budget_usd is None:
+            return ""
+        s = self.status(turns, conversation_id)
+        if s.spent_usd <= p.budget_usd:
+            return ""
+        return (f"budget: stopped before the next model call, spent {usd(s.spent_usd)} of the course's "
+                f"{usd(p.budget_usd)} this {p.budget_period.value}")

@@ -1,0 +1,223 @@
+"""The course policy: a teacher's ``nbagent.toml`` that every ``Agent`` under its folder obeys.
+
+``find_policy()`` takes ``$NBAGENT_CONFIG`` when set, else the first ``nbagent.toml`` found walking up
+from the working folder (a notebook's kernel starts in the notebook's folder). Its ``[policy]`` table
+has these keys, all optional::
+
+    [policy]
+    models = ["demo", "openai:*"]      # allowed model strings; a trailing * matches a prefix
+    run_code = false                   # no run_python, no cell edits or inserts
+    budget_usd = 2.0                   # dollars per user and period ...
+    budget_period = "week"             # ... "day" or "week" (the default); resets at local midnight / Monday
+    hours = ["09:00-12:00", "13:00-15:30"]   # lesson hours, local time, every day
+    save_to = "sessions"               # where sessions are saved, relative to this file
+    user = "student"                   # the user name when Agent(user=...) gives none
+    rules = "AGENTS.md"                # a markdown file added to the system prompt, or "tutor"
+
+This module is pure data: parsing (a bad file or key is a ``ConfigError`` naming both), the checks
+(``allows_model``, ``is_open``, ``next_opening``, ``period_start``, ``next_reset``) and nothing else. The
+facade enforces it (agent.py), the budget check sums the period's spend (analysis/course_budget.py).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+POLICY_FILE = "nbagent.toml"
+CONFIG_VARIABLE = "NBAGENT_CONFIG"
+KEYS = ("models", "run_code", "budget_usd", "budget_period", "hours", "save_to", "user", "rules")
+_HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
+
+
+class BudgetPeriod(str, enum.Enum):
+    """How often a course budget starts afresh: local midnight, or Monday 00:00."""
+
+    DAY = "day"
+    WEEK = "week"
+
+
+@dataclass(frozen=True)
+class LessonHours:
+    """One range of lesson hours, every day, local time (``start`` < ``end``)."""
+
+    start: time
+    end: time
+
+    def __str__(self) -> str:
+        return f"{self.start:%H:%M}-{self.end:%H:%M}"
+
+
+@dataclass(frozen=True)
+class CoursePolicy:
+    """A parsed ``nbagent.toml`` (see the module docstring); ``None`` fields are not restricted."""
+
+    path: Path  # the policy file, absolute
+    content_hash: str  # "sha256:<hex>" of the file's bytes, recorded in every saved session
+    models: tuple[str, ...] | None = None
+    run_code: bool = True
+    budget_usd: float | None = None
+    budget_period: BudgetPeriod = BudgetPeriod.WEEK
+    hours: tuple[LessonHours, ...] = ()
+    save_to: Path | None = None  # absolute (written relative to the file)
+    user: str = ""
+    rules: str | None = None  # as written: "tutor", or a file relative to the policy's folder
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    def allows_model(self, model: str) -> bool:
+        """Whether ``model`` (``"provider:name"`` or a bare name like ``"demo"``) is allowed."""
+        if self.models is None:
+            return True
+        model = model.strip()
+        for allowed in self.models:
+            if allowed.endswith("*") and model.startswith(allowed[:-1]):
+                return True
+            if model == allowed:
+                return True
+        return False
+
+    def is_open(self, now: datetime) -> bool:
+        """Whether ``now`` (local wall-clock time) is within the lesson hours (always, without hours)."""
+        if not self.hours:
+            return True
+        t = now.time().replace(tzinfo=None)
+        return any(h.start <= t < h.end for h in self.hours)
+
+    def next_opening(self, now: datetime) -> datetime | None:
+        """When the lessons open next after ``now`` (None: open now, or no hours)."""
+        if self.is_open(now):
+            return None
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        starts = sorted(day.replace(hour=h.start.hour, minute=h.start.minute) + timedelta(days=d)
+                        for d in (0, 1) for h in self.hours)
+        return next(s for s in starts if s > now)
+
+    def period_start(self, now: datetime) -> datetime:
+        """When the budget period holding ``now`` began (local midnight; Monday for a week)."""
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return day - timedelta(days=now.weekday()) if self.budget_period is BudgetPeriod.WEEK else day
+
+    def next_reset(self, now: datetime) -> datetime:
+        """When the budget starts afresh after ``now``."""
+        days = 7 if self.budget_period is BudgetPeriod.WEEK else 1
+        return self.period_start(now) + timedelta(days=days)
+
+
+def find_policy(start: Path | None = None) -> CoursePolicy | None:
+    """The policy in force: ``$NBAGENT_CONFIG``, else the nearest ``nbagent.toml`` from ``start``
+    (default: the working folder) up to the root; None when there is none."""
+    named = os.environ.get(CONFIG_VARIABLE, "").strip()
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"${CONFIG_VARIABLE} names {path}, which is not a file")
+        return load_policy(path)
+    here = Path.cwd() if start is None else Path(start)
+    here = here.expanduser().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / POLICY_FILE
+        if candidate.is_file():
+            return load_policy(candidate)
+    return None
+
+
+def load_policy(path: str | os.PathLike) -> CoursePolicy:
+    """Parse a policy file; a bad file or key is a ``ConfigError`` naming the file (and the key)."""
+    path = Path(path).expanduser().resolve()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"course policy {path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"course policy {path}: not valid TOML ({exc})") from None
+    table = doc.get("policy")
+    if not isinstance(table, dict):
+        raise ConfigError(f"course policy {path}: has no [policy] table")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"course policy {path}: unknown key {unknown[0]!r} in [policy] "
+                          f"(known: {', '.join(KEYS)})")
+    fields: dict[str, Any] = {}
+    for key, value in table.items():
+        fields[key] = _PARSERS[key](value, _Where(path, key))
+    return CoursePolicy(path=path, content_hash="sha256:" + hashlib.sha256(data).hexdigest(), **fields)
+
+
+@dataclass(frozen=True)
+class _Where:
+    path: Path
+    key: str
+
+    def error(self, what: str) -> ConfigError:
+        return ConfigError(f"course policy {self.path}: key {self.key!r} {what}")
+
+
+def _models(value: Any, where: _Where) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise where.error(f'must be a list of model strings like ["demo", "openai:*"], not {value!r:.80}')
+    return tuple(v.strip() for v in value)
+
+
+def _bool(value: Any, where: _Where) -> bool:
+    if not isinstance(value, bool):
+        raise where.error(f"must be true or false, not {value!r:.80}")
+    return value
+
+
+def _budget(value: Any, where: _Where) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+        raise where.error(f"must be a number of dollars >= 0, not {value!r:.80}")
+    return float(value)
+
+
+def _period(value: Any, where: _Where) -> BudgetPeriod:
+    try:
+        return BudgetPeriod(value)
+    except ValueError:
+        raise where.error(f'must be "day" or "week", not {value!r:.80}') from None
+
+
+def _hours(value: Any, where: _Where) -> tuple[LessonHours, ...]:
+    if not isinstance(value, list):
+        raise where.error(f'must be a list like ["09:00-12:00"], not {value!r:.80}')
+    out = []
+    for item in value:
+        m = _HOURS.match(item) if isinstance(item, str) else None
+        try:
+            start, end = (time(int(m[1]), int(m[2])), time(int(m[3]), int(m[4]))) if m else (None, None)
+        except ValueError:
+            start = end = None
+        if start is None or end is None or not start < end:
+            raise where.error(f'has {item!r:.40}: write "HH:MM-HH:MM", the start before the end')
+        out.append(LessonHours(start, end))
+    return tuple(out)
+
+
+def _save_to(value: Any, where: _Where) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise where.error(f"must be a folder name, not {value!r:.80}")
+    return (where.path.parent / Path(value).expanduser()).resolve()
+
+
+def _text(value: Any, where: _Where) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise where.error(f"must be a non-empty string, not {value!r:.80}")
+    return value.strip()
+
+
+_PARSERS = {"models": _models, "run_code": _bool, "budget_usd": _budget, "budget_period": _period,
+            "hours": _hours, "save_to": _save_to, "user": _text, "rules": _text}

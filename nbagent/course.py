@@ -1,0 +1,145 @@
+"""How ``Agent`` obeys a course policy (``nbagent.toml``, core/course_policy.py): each argument
+checked or narrowed, never loosened.
+
+What is enforced where, all in the kernel:
+
+- ``models``: ``Agent(model=...)`` and ``set_model`` refuse another model with a ``ConfigError`` naming
+  the policy file; with no model given, the first allowed model is taken when the default is not allowed.
+- ``run_code = false``: tools that run code or edit cells (``run_python``, ``run_cell``, ``edit_cell``,
+  ``insert_cell``: ``Tool.runs_code``) are left out, from ``notebook=True`` and from ``tools=`` alike,
+  and the loop refuses such a tool added later (``%chat_tools``) as a tool error.
+- ``budget_usd``: the conversation's own budget is at most the policy's, and the period's budget is
+  checked before every turn (analysis/course_budget.py).
+- ``save_to``: the policy's folder wins over ``Agent(save_to=...)``; ``user``: the name when none is given.
+- ``rules``: see core/course_rules.py.
+
+A student can still edit or delete the files, change the objects from Python, or start Python
+without the policy: this keeps honest students inside the course's limits, it is not a sandbox.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from .core.course_policy import CoursePolicy
+from .core.errors import ConfigError
+from .providers.base import Provider
+
+
+def model_allowed(policy: CoursePolicy, model: str | Provider) -> bool:
+    """Whether the policy allows ``model`` as written, or as ``provider:name`` once its provider is known."""
+    if isinstance(model, Provider):
+        return policy.allows_model(f"{model.name}:{model.model}") or policy.allows_model(model.name)
+    text = model.strip()
+    if policy.allows_model(text):
+        return True
+    from . import providers
+
+    prefix, _, name = text.partition(":")
+    if providers.lookup(prefix) is None:
+        guessed = providers.guess_prefix(text)
+        return guessed is not None and policy.allows_model(f"{guessed}:{text}")
+    return policy.allows_model(f"{prefix.lower()}:{name}")
+
+
+def check_model(policy: CoursePolicy | None, model: str | Provider) -> None:
+    """A ``ConfigError`` naming the policy file when it does not allow ``model``."""
+    if policy is None or policy.models is None or model_allowed(policy, model):
+        return
+    shown = f"{model.name}:{model.model}" if isinstance(model, Provider) else model
+    raise ConfigError(f"model {shown!r} is not allowed by the course policy {policy.path} "
+                      f"(allowed: {', '.join(policy.models) or 'none'})")
+
+
+def course_model(policy: CoursePolicy | None, model: str | Provider | None,
+                 default: Callable[[], str]) -> str | Provider:
+    """The model to use: ``model`` when allowed; with none given, ``default()``, or the first model the
+    policy names when that one is not allowed; else a ``ConfigError``."""
+    if model is None:
+        model = default()
+        if policy is not None and policy.models and not model_allowed(policy, model):
+            first = next((m for m in policy.models if not m.endswith("*")), None)
+            if first is not None:
+                return first
+    check_model(policy, model)
+    return model
+
+
+def course_tools(policy: CoursePolicy | None, tools: Any) -> Any:
+    """``tools`` without those that run code or edit cells when the policy says ``run_code = false``."""
+    if policy is None or policy.run_code:
+        return tools
+    from .loop.tools import to_tools
+
+    tools = list(to_tools(tools).values())
+    dropped = [t.name for t in tools if getattr(t, "runs_code", False)]
+    if dropped:
+        warnings.warn(f"nbagent: the course policy {policy.path} sets run_code = false: "
+                      f"{', '.join(dropped)} left out", RuntimeWarning, stacklevel=3)
+    return [t for t in tools if not getattr(t, "runs_code", False)]
+
+
+def code_refusal(policy: CoursePolicy | None) -> str:
+    """What the model is told when it calls a code-running tool under ``run_code = false`` ("" otherwise)."""
+    if policy is None or policy.run_code:
+        return ""
+    return f"Running code and editing cells is turned off by the course policy ({policy.path.name})."
+
+
+def course_budget(policy: CoursePolicy | None, budget_usd: float | None) -> float | None:
+    """The conversation's own budget: never above the policy's."""
+    if policy is None or policy.budget_usd is None:
+        return budget_usd
+    return policy.budget_usd if budget_usd is None else min(budget_usd, policy.budget_usd)
+
+
+def course_save_to(policy: CoursePolicy | None, save_to: str | os.PathLike | None) -> Path | None:
+    """Where sessions are saved: the policy's folder wins (with a warning when another was given)."""
+    given = None if save_to is None else Path(save_to).expanduser()
+    if policy is None or policy.save_to is None:
+        return given
+    if given is not None and given.resolve() != policy.save_to:
+        warnings.warn(f"nbagent: the course policy {policy.path} saves sessions to {policy.save_to}, "
+                      f"not {given}", RuntimeWarning, stacklevel=3)
+    return policy.save_to
+
+
+def course_user(policy: CoursePolicy | None, user: str) -> str:
+    """Who chats: ``user``, else the policy's ``user``, else (under a policy) the login name."""
+    if user or policy is None:
+        return user
+    if policy.user:
+        return policy.user
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name (some containers)
+        return ""
+
+
+def policy_summary(policy: CoursePolicy, status: Any, rules: Any) -> str:
+    """What ``%chat_policy`` prints: the file, models, run_code, budget left and its reset, hours, rules."""
+    from .analysis.course_budget import when
+    from .analysis.estimate import usd
+
+    lines = [f"course policy: {policy.path}  ({policy.content_hash[:19]}…)",
+             f"models: {', '.join(policy.models) if policy.models is not None else 'any'}",
+             f"run_code: {'yes' if policy.run_code else 'no (run_python and cell edits are off)'}"]
+    if policy.budget_usd is None:
+        lines.append("budget: none")
+    else:
+        lines.append(f"budget: {usd(status.left_usd)} left of {usd(policy.budget_usd)} this "
+                     f"{policy.budget_period.value} (spent {usd(status.spent_usd)}); starts afresh at "
+                     f"{when(status.next_reset)}")
+    if policy.hours:
+        state = "open now" if status.open else f"closed, opens at {when(status.next_opening)}"
+        lines.append(f"hours: {', '.join(str(h) for h in policy.hours)} ({state})")
+    else:
+        lines.append("hours: any time")
+    lines.append(f"saved to: {policy.save_to or 'not set'}")
+    lines.append(f"rules: {rules.source if rules is not None else 'none'}")
+    return "\n".join(lines)
