@@ -119,6 +119,28 @@ def test_over_budget_counts_the_spend_of_the_current_day_or_week(klass):
         nbagent.class_summary(klass, budget_usd=-1)
 
 
+def test_the_course_policy_over_the_folder_sets_the_budget_and_period(klass, tmp_path, monkeypatch):
+    monkeypatch.delenv("NBAGENT_CONFIG", raising=False)
+    rows = by_user(nbagent.class_summary(klass, pricing=PRICES))
+    budget = (rows["ana"]["cost_usd"] + rows["ben"]["cost_usd"]) / 2
+    spent_more = max(("ana", "ben"), key=lambda u: rows[u]["cost_usd"])
+    sessions = tmp_path / "course" / "sessions"
+    shutil.copytree(klass, sessions)
+    (tmp_path / "course" / "nbagent.toml").write_text(
+        f'[policy]\nbudget_usd = {budget}\nbudget_period = "week"\nsave_to = "sessions"\n')
+    over = by_user(nbagent.class_summary(sessions, pricing=PRICES))
+    assert {u for u, r in over.items() if r["over_budget"]} == {spent_more}
+    next_week = time.time() + 7 * 86400 + 1
+    assert not any(r["over_budget"] for r in by_user(
+        nbagent.class_summary(sessions, pricing=PRICES, now=next_week)).values())
+    view = ClassView(sessions, interval=60)
+    try:
+        assert (view.budget_usd, view.period) == (pytest.approx(budget), "week")
+    finally:
+        view.close()
+    assert not any(r["over_budget"] for r in by_user(nbagent.class_summary(klass, pricing=PRICES)).values())
+
+
 def test_half_written_and_corrupt_files_are_skipped_with_a_note(klass, tmp_path):
     folder = tmp_path / "class"
     shutil.copytree(klass, folder)

@@ -21,10 +21,12 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from pathlib import Path
+from datetime import datetime
 from typing import Any
 from collections.abc import Mapping
 
+from ..core.course_policy import BudgetPeriod, find_policy
 from ..core.errors import ConfigError, NbagentError
 from ..core.session_file import SessionHead, gc_paused, read_session_head
 from ..core.steps import TurnStatus
@@ -34,8 +36,7 @@ from .session_list import title_of, turn_costs
 from .sessions import expand_paths
 
 HELP_PATTERN = r"^\s*(?:/help\b|\U0001F64B)|@teacher\b"
-PERIODS = ("day", "week")
-__all__ = ["CLASS_COLUMNS", "HELP_PATTERN", "PERIODS", "ClassFolder", "Student", "class_summary", "period_start"]
+__all__ = ["CLASS_COLUMNS", "HELP_PATTERN", "ClassFolder", "Student", "class_summary", "course_budget", "with_course_budget"]
 
 
 @dataclass
@@ -82,15 +83,32 @@ CLASS_COLUMNS = (
 )
 
 
-def period_start(period: str, now: float) -> float:
-    """The epoch second the budget ``period`` containing ``now`` began: local midnight for
-    ``"day"``, Monday's local midnight for ``"week"``."""
-    if period not in PERIODS:
-        raise ConfigError(f"period must be one of {', '.join(PERIODS)}, not {period!r}")
-    day = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    if period == "week":
-        day -= timedelta(days=day.weekday())
-    return day.timestamp()
+def as_period(period: str | BudgetPeriod) -> BudgetPeriod:
+    """``"day"`` / ``"week"`` as a :class:`BudgetPeriod` (a ``config`` error for anything else)."""
+    try:
+        return BudgetPeriod(period)
+    except ValueError:
+        raise ConfigError(f"period must be one of {', '.join(p.value for p in BudgetPeriod)}, not {period!r}") from None
+
+
+def with_course_budget(folder: Any, budget_usd: float | None,
+                       period: str | BudgetPeriod | None) -> tuple[float | None, BudgetPeriod]:
+    """``budget_usd`` and ``period`` as given, else the course policy's (else no budget, by day)."""
+    if budget_usd is None:
+        budget_usd, course_period = course_budget(folder)
+        period = period if period is not None else course_period
+    return budget_usd, as_period(period if period is not None else BudgetPeriod.DAY)
+
+
+def course_budget(folder: str | os.PathLike | Any) -> tuple[float | None, BudgetPeriod | None]:
+    """The budget and period of the course policy (``nbagent.toml``) over a sessions folder, found by
+    walking up from it; ``(None, None)`` without one, or for a glob or a list of files."""
+    if not isinstance(folder, (str, os.PathLike)) or not os.path.isdir(os.path.expanduser(os.fspath(folder))):
+        return None, None
+    policy = find_policy(Path(os.path.expanduser(os.fspath(folder))))
+    if policy is None or policy.budget_usd is None:
+        return None, None
+    return policy.budget_usd, policy.budget_period
 
 
 @dataclass
@@ -122,19 +140,19 @@ def _errors_in_a_row(head: SessionHead) -> int:
 class ClassFolder:
     """The session files of a folder (or glob), read incrementally, summed per student."""
 
-    def __init__(self, folder: str | os.PathLike, *, budget_usd: float | None = None, period: str = "day",
-                 pricing: Mapping | None = None, help_pattern: str = HELP_PATTERN) -> None:
+    def __init__(self, folder: str | os.PathLike, *, budget_usd: float | None = None,
+                 period: str | BudgetPeriod = BudgetPeriod.DAY, pricing: Mapping | None = None,
+                 help_pattern: str = HELP_PATTERN) -> None:
         if budget_usd is not None and (isinstance(budget_usd, bool) or not isinstance(budget_usd, (int, float))
                                        or not budget_usd >= 0):
             raise ConfigError(f"budget_usd must be a number >= 0, not {budget_usd!r}")
-        period_start(period, time.time())  # checks the name
         try:
             self.help = re.compile(help_pattern, re.IGNORECASE)
         except re.error as exc:
             raise ConfigError(f"help_pattern is not a regular expression: {exc}") from None
         self.folder = folder
         self.budget_usd = None if budget_usd is None else float(budget_usd)
-        self.period = period
+        self.period = as_period(period)
         self.pricing = pricing
         self.files: dict[str, _File] = {}
         self.reads = 0  # files read so far (each changed file once per scan)
@@ -195,7 +213,7 @@ class ClassFolder:
 
     def students(self, now: float | None = None) -> list[Student]:
         """One ``Student`` per user, sorted by user name."""
-        start = period_start(self.period, time.time() if now is None else now)
+        start = self.period.start(datetime.fromtimestamp(time.time() if now is None else now)).timestamp()
         key = (self._version, start)
         if self._students is not None and self._students[0] == key:  # nothing changed: the same sums
             return list(self._students[1])
@@ -208,6 +226,17 @@ class ClassFolder:
             out.append(self._student(user, by_user[user], start))
         self._students = (key, out)
         return list(out)
+
+    def spent_since(self, user: str, since: float, exclude: str = "") -> float:
+        """Dollars ``user``'s sessions (but the conversation ``exclude``) spent in turns started from
+        ``since`` (epoch seconds), as of the last ``scan``."""
+        total = 0.0
+        for f in self.files.values():
+            head = f.head
+            if head is None or head.user != user or (exclude and head.conversation_id == exclude):
+                continue
+            total += sum(cost for rec, cost in zip(head.turns, f.costs) if rec.started_at >= since)
+        return total
 
     def _student(self, user: str, files: list[_File], start: float) -> Student:
         s = Student(user, sessions=len(files))
@@ -254,7 +283,7 @@ class ClassFolder:
         return [dict(zip(names, row)) for row in zip(*values)]
 
 
-def class_summary(folder: str | os.PathLike, *, budget_usd: float | None = None, period: str = "day",
+def class_summary(folder: str | os.PathLike, *, budget_usd: float | None = None, period: str | None = None,
                   pricing: Mapping | None = None, help_pattern: str = HELP_PATTERN, now: float | None = None) -> Any:
     """One row per student (the ``user`` their saved sessions record) of a shared ``save_to`` folder.
 
@@ -265,9 +294,12 @@ def class_summary(folder: str | os.PathLike, *, budget_usd: float | None = None,
     session), over_budget (``period_cost_usd >= budget_usd``, something spent; False without a budget),
     asked_for_help (the latest prompt matches ``help_pattern``, by default ``HELP_PATTERN``: it starts
     with ``/help`` or 🙋 or names ``@teacher``), last_prompt, model, latest_session (its path).
+    Without ``budget_usd``, the budget and period come from the course policy (``nbagent.toml``) found
+    by walking up from ``folder``, as the students' agents obey it; ``period`` defaults to ``"day"``.
     ``pricing`` overrides prices as in ``list_sessions``; ``now`` (epoch seconds) fixes the clock.
     Files that cannot be read are left out and named, with why, in ``df.attrs["skipped"]``.
     """
+    budget_usd, period = with_course_budget(folder, budget_usd, period)
     summary = ClassFolder(folder, budget_usd=budget_usd, period=period, pricing=pricing, help_pattern=help_pattern)
     summary.scan()
     return summary.frame(now)

@@ -2,11 +2,11 @@
 before every turn (see ``analysis/budget.py``, which asks :class:`CourseLimits` first).
 
 The spend is summed from the sessions saved in the policy's ``save_to`` folder (every ``*.json`` in
-it whose settings name this user: their turns that started in the period) plus the live
-conversation's turns in the period (its own saved file is skipped, by conversation id, so nothing
-counts twice). Turns are priced with the shared price data, never with ``Agent(pricing=...)`` (an
-argument cannot make a model free); turns without a known price count $0. Each file is read once per
-change (a cache keyed by path, size and modification time).
+it whose settings name this user: their turns that started in the period, read as the teacher's
+``class_summary`` reads them) plus the live conversation's turns in the period (its own saved file is
+skipped, by conversation id, so nothing counts twice). Turns are priced with the shared price data,
+never with ``Agent(pricing=...)`` (an argument cannot make a model free); turns without a known price
+count $0. Each file is read once per change (by its size and modification time).
 
 Out of lesson hours, or when the spend plus the next request's expected cost would exceed the
 budget, the turn is refused with ``BudgetExceeded`` naming the policy file and when it opens again;
@@ -16,7 +16,6 @@ budget, the turn is refused with ``BudgetExceeded`` naming the policy file and w
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,19 +23,10 @@ from datetime import datetime
 from ..core.course_policy import CoursePolicy
 from ..core.errors import BudgetExceeded, NbagentError
 from ..core.ledger import TurnRecord
-from ..core.session_file import read_session_head
+from .class_summary import ClassFolder
 from .estimate import turn_cost, usd
 
 Clock = Callable[[], datetime]
-
-
-@dataclass(frozen=True)
-class SavedSpend:
-    """One saved session's user, id and turns as (start time, dollars)."""
-
-    user: str
-    conversation_id: str
-    turns: tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True)
@@ -72,41 +62,18 @@ class CourseLimits:
         self.policy = policy
         self.user = user
         self.clock: Clock = clock or datetime.now  # tests pass a fake clock
-        self._files: dict[str, tuple[tuple[int, int], SavedSpend | None]] = {}
+        self._saved: ClassFolder | None = None  # the save_to folder, read incrementally
 
     def saved_spend(self, since: float, exclude: str = "") -> float:
-        """Dollars this user's saved sessions (but ``exclude``) spent in turns started from ``since``."""
+        """Dollars this user's saved sessions (but the conversation ``exclude``) spent in turns started
+        from ``since``."""
         folder = self.policy.save_to
-        try:
-            entries = [e for e in os.scandir(folder) if e.name.endswith(".json")] if folder is not None else []
-        except OSError:  # no such folder yet: nothing saved
+        if folder is None or not folder.is_dir():  # nothing saved yet
             return 0.0
-        total = 0.0
-        for entry in entries:
-            saved = self._read(entry)
-            if saved is None or saved.user != self.user or (exclude and saved.conversation_id == exclude):
-                continue
-            total += sum(cost for started, cost in saved.turns if started >= since)
-        return total
-
-    def _read(self, entry: os.DirEntry) -> SavedSpend | None:
-        path = entry.path
-        try:
-            st = entry.stat()
-        except OSError:
-            return None
-        key = (st.st_mtime_ns, st.st_size)
-        cached = self._files.get(path)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        try:
-            head = read_session_head(path)
-            saved: SavedSpend | None = SavedSpend(head.user, head.conversation_id,
-                                                  tuple((t.started_at, known(turn_cost(t))) for t in head.turns))
-        except NbagentError:  # a damaged or foreign file spends nothing
-            saved = None
-        self._files[path] = (key, saved)
-        return saved
+        if self._saved is None:
+            self._saved = ClassFolder(folder)  # shared prices: an argument cannot make a model free
+        self._saved.scan()
+        return self._saved.spent_since(self.user, since, exclude)
 
     def status(self, turns: Sequence[TurnRecord] = (), conversation_id: str = "",
                now: datetime | None = None) -> CourseStatus:

@@ -45,6 +45,15 @@ class BudgetPeriod(str, enum.Enum):
     DAY = "day"
     WEEK = "week"
 
+    def start(self, now: datetime) -> datetime:
+        """When the period holding ``now`` (local time) began."""
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return day - timedelta(days=now.weekday()) if self is BudgetPeriod.WEEK else day
+
+    def next_start(self, now: datetime) -> datetime:
+        """When the period after the one holding ``now`` begins."""
+        return self.start(now) + timedelta(days=7 if self is BudgetPeriod.WEEK else 1)
+
 
 @dataclass(frozen=True)
 class LessonHours:
@@ -106,13 +115,11 @@ class CoursePolicy:
 
     def period_start(self, now: datetime) -> datetime:
         """When the budget period holding ``now`` began (local midnight; Monday for a week)."""
-        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        return day - timedelta(days=now.weekday()) if self.budget_period is BudgetPeriod.WEEK else day
+        return self.budget_period.start(now)
 
     def next_reset(self, now: datetime) -> datetime:
         """When the budget starts afresh after ``now``."""
-        days = 7 if self.budget_period is BudgetPeriod.WEEK else 1
-        return self.period_start(now) + timedelta(days=days)
+        return self.budget_period.next_start(now)
 
 
 def find_policy(start: Path | None = None) -> CoursePolicy | None:

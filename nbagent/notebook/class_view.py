@@ -24,7 +24,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..analysis.class_summary import HELP_PATTERN, ClassFolder
+from ..analysis.class_summary import HELP_PATTERN, ClassFolder, with_course_budget
 from ..core.errors import NbagentError
 from .protocol import (CLASS, AssetCode, BrowserAsset, ClassRows, Handlers, Open, Opened, RowsChanged,
                        RowsRequest)
@@ -48,13 +48,15 @@ class ClassView(anywidget.AnyWidget):
     _role = traitlets.Unicode("class_view").tag(sync=True)  # widget.js renders the class view for it
 
     def __init__(self, folder: str | os.PathLike, *, interval: float = 2.0, budget_usd: float | None = None,
-                 period: str = "day", pricing: Any = None, help_pattern: str = HELP_PATTERN, **kwargs: Any) -> None:
+                 period: str | None = None, pricing: Any = None, help_pattern: str = HELP_PATTERN,
+                 **kwargs: Any) -> None:
         if not interval > 0:
             raise NbagentError(f"interval must be a number of seconds > 0, not {interval!r}", kind="config")
-        self.summary = ClassFolder(folder, budget_usd=budget_usd, period=period, pricing=pricing,
+        budget_usd, budget_period = with_course_budget(folder, budget_usd, period)
+        self.summary = ClassFolder(folder, budget_usd=budget_usd, period=budget_period, pricing=pricing,
                                    help_pattern=help_pattern)
         super().__init__(_key=uuid.uuid4().hex, folder=os.fspath(Path(folder).expanduser()), budget_usd=budget_usd,
-                         period=period, **kwargs)
+                         period=budget_period.value, **kwargs)
         self.interval = float(interval)
         self._lock = threading.RLock()
         self._rows: dict[str, dict] = {}  # user -> the row the front end has
@@ -145,10 +147,11 @@ class ClassView(anywidget.AnyWidget):
 
 
 def class_view(folder: str | os.PathLike, *, interval: float = 2.0, budget_usd: float | None = None,
-               period: str = "day", pricing: Any = None, help_pattern: str = HELP_PATTERN) -> ClassView:
+               period: str | None = None, pricing: Any = None, help_pattern: str = HELP_PATTERN) -> ClassView:
     """The teacher's live view of a shared ``save_to`` folder: ``class_summary(folder)``'s rows (one
     per student: sessions, turns, tokens, cost, last activity, errors in a row, over budget, asked for
     help), polled every ``interval`` seconds; over-budget, failing and help rows are highlighted, and
-    a click on a row shows that student's latest chat, read-only. ``view.close()`` stops the polling."""
+    a click on a row shows that student's latest chat, read-only. Without ``budget_usd`` the course
+    policy over the folder sets the budget. ``view.close()`` stops the polling."""
     return ClassView(folder, interval=interval, budget_usd=budget_usd, period=period, pricing=pricing,
                      help_pattern=help_pattern)
