@@ -303,7 +303,8 @@ async def test_the_replay_trait_carries_the_counter_and_the_mismatch_notice(tmp_
     replay = Agent(model=f"replay:{recorder.session_path}", speed=None, step=True)
     w = replay.widget()
     assert w.replay == {"type": "replay", "step": 0, "steps": 2, "waiting": False, "mismatch": False, "recorded_prompt": "",
-                        "prompt": "", "live": "", "live_unavailable": "", "live_turn": False}  # before any prompt
+                        "prompt": "", "live": "", "live_unavailable": "", "live_turn": False,
+                        "stepping": True, "waits": 0}  # before any prompt
     deliver(w, Send(prompt="What is 6 * 7?"))
     await until(lambda: w.replay["mismatch"], "the notice")
     assert (w.replay["recorded_prompt"], w.replay["prompt"]) == ("What is 12 * 7?", "What is 6 * 7?")
@@ -314,10 +315,12 @@ async def test_the_replay_trait_carries_the_counter_and_the_mismatch_notice(tmp_
     assert not w.replay["mismatch"]
     for k in range(2):
         await until(lambda: w.replay["waiting"], "waiting for Next")
-        assert w.replay["step"] == k and w.step_waiting
+        assert w.replay["step"] == k and w.replay["waits"] == k + 1 and w.step_waiting
         deliver(w, NextStep())
     await asyncio.wait_for(w._task, 10)
     await until(lambda: w.replay["step"] == 2 and not w.replay["waiting"], "the last step counted")
+    unstepped = Agent(model=f"replay:{recorder.session_path}", speed=None).widget()
+    assert unstepped.session_ui and unstepped.replay["stepping"] is False  # the counter and notice, no Next
     plain = Agent(model="demo", delay=0).widget()
     assert plain.replay == {} and not plain.session_ui
     deliver(plain, ReplayChoiceRequest(choice="continue"))

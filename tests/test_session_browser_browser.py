@@ -212,24 +212,34 @@ def test_a_stepping_replay_waits_for_next(lab, notebook, tmp_path):
     turns_done(lab, chat, 1)
     assert "84" in lab.inner_text(f"{chat} .nba-turn")
     assert lab.get_attribute(f"{chat} .nba-next", "aria-disabled") == "true"  # shown, with nothing to play
-    assert lab.inner_text(f"{chat} .nba-step-count") == "step 2 of 2"
+    assert counter(lab, chat) == "step 2 of 2"
     assert not lab.errors
 
 
+def text(page, selector: str) -> str:
+    """An element's text (textContent: a notebook scrolled by a key may skip rendering the chat)."""
+    return page.evaluate("(s) => document.querySelector(s)?.textContent ?? ''", selector)
+
+
 def counter(page, chat: str) -> str:
-    return page.inner_text(f"{chat} .nba-step-count")
+    return text(page, f"{chat} .nba-step-count")
 
 
 def wait_step(page, chat: str, text: str) -> None:
     page.wait_for_function("([s, t]) => document.querySelector(s + ' .nba-step-count')?.textContent === t",
-                           arg=[chat, text], timeout=30_000, polling=50)
+                           arg=[chat, text], timeout=60_000, polling=50)
 
 
 def wait_next_focused(page, chat: str) -> None:
-    """Next has the keyboard and a step to play."""
-    page.wait_for_function("""(s) => { const b = document.querySelector(s + ' .nba-next');
-        return b && document.activeElement === b && b.getAttribute('aria-disabled') === 'false'; }""",
-                           arg=chat, timeout=30_000, polling=50)
+    """Next has the keyboard and a step to play (the failure says where the keyboard and Next were)."""
+    try:
+        page.wait_for_function("""(s) => { const b = document.querySelector(s + ' .nba-next');
+            return b && document.activeElement === b && b.getAttribute('aria-disabled') === 'false'; }""",
+                               arg=chat, timeout=60_000, polling=50)
+    except sync_api.TimeoutError:
+        seen = page.evaluate("""(s) => ({focus: document.activeElement?.outerHTML.slice(0, 120),
+            next: document.querySelector(s + ' .nba-next')?.outerHTML, count: document.querySelector(s + ' .nba-step-count')?.textContent})""", chat)
+        raise AssertionError(f"Next never had the keyboard with a step to play: {seen}") from None
 
 
 def focused(page) -> str:
@@ -268,7 +278,7 @@ def test_a_teacher_steps_a_recorded_lesson_with_the_keyboard_only(lab, notebook,
     lab.keyboard.press("Space")
     wait_step(lab, chat, "step 2 of 3")
     turns_done(lab, chat, 1)
-    assert "84" in lab.inner_text(f"{chat} .nba-turn")
+    assert "84" in text(lab, f"{chat} .nba-turn")
     lab.wait_for_function("(s) => document.activeElement === document.querySelector(s + ' .nba-input')", arg=chat)
 
     # a prompt that differs from the recorded one: the notice comes before anything plays
@@ -276,9 +286,9 @@ def test_a_teacher_steps_a_recorded_lesson_with_the_keyboard_only(lab, notebook,
     lab.keyboard.press("Enter")
     notice = f"{chat} .nba-replay-notice"
     lab.wait_for_selector(notice, state="visible")
-    assert "“Explain monads”" in lab.inner_text(notice)
+    assert "“Explain monads”" in text(lab, notice)
     assert lab.get_attribute(f"{chat} .nba-replay-live", "aria-disabled") == "true"  # no live model, and why
-    assert "live=" in lab.inner_text(f"{chat} .nba-replay-why")
+    assert "live=" in text(lab, f"{chat} .nba-replay-why")
     assert lab.get_attribute(nxt, "aria-disabled") == "true" and counter(lab, chat) == "step 2 of 3"
     lab.wait_for_function("() => document.activeElement?.classList.contains('nba-replay-continue')")
     shot(lab, chat, "replay_mismatch.png", tmp_path)
@@ -288,7 +298,7 @@ def test_a_teacher_steps_a_recorded_lesson_with_the_keyboard_only(lab, notebook,
     lab.keyboard.press("Space")
     wait_step(lab, chat, "step 3 of 3")
     turns_done(lab, chat, 2)
-    assert "monad" in lab.inner_text(f"{chat} .nba-turn:last-of-type").lower()
+    assert "monad" in text(lab, f"{chat} .nba-turn:last-of-type").lower()
     assert not lab.errors
 
 

@@ -25,7 +25,7 @@ export interface ChatEvent_names { type: "names"; id: string; names: any[][]; }
 export interface ChatEvent_notebook { type: "notebook"; id: string; op: string; cell_id?: string | null; source?: string | null; expected_source?: string | null; after?: string | null; cell_type?: string | null; metadata?: Record<string, any> | null; action?: Record<string, any> | null; }
 export interface ChatEvent_provenance { type: "provenance"; id: string; metadata: Record<string, any>; }
 export interface ChatEvent_refused { type: "refused"; text: string; }
-export interface ChatEvent_replay { type: "replay"; step: number; steps: number; waiting?: boolean; mismatch?: boolean; recorded_prompt?: string; prompt?: string; live?: string; live_unavailable?: string; live_turn?: boolean; }
+export interface ChatEvent_replay { type: "replay"; step: number; steps: number; waiting?: boolean; mismatch?: boolean; recorded_prompt?: string; prompt?: string; live?: string; live_unavailable?: string; live_turn?: boolean; stepping?: boolean; waits?: number; }
 export interface ChatEvent_turn { type: "turn"; turn: Record<string, any>; }
 export interface ChatEvent_turns { type: "turns"; turns: Record<string, any>[]; first: boolean; last: boolean; }
 export interface ChatEvent_undo { type: "undo"; id: string; call_id: string; ok: boolean; text: string; }

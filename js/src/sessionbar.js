@@ -24,7 +24,7 @@ const NO_BACK = "← cannot go back: a played step is already in the conversatio
 /** What the replay part of the bar shows for a ReplayState (`{}`: no replay).
  * @param {Partial<import("./protocol").ChatEvent_replay>|null|undefined} r @param {boolean} pending Next was pressed, not yet played */
 export function replayView(r, pending = false) {
-  if (!r || typeof r.steps !== "number") return { show: false, counter: "", canNext: false, nextTitle: "", notice: null };
+  if (!r || typeof r.steps !== "number") return { show: false, stepping: false, counter: "", canNext: false, nextTitle: "", notice: null };
   const step = Math.min(r.step || 0, r.steps);
   const counter = `step ${step} of ${r.steps}` + (r.live_turn ? " · answering live" : "");
   const canNext = !!r.waiting && !r.mismatch && !pending;
@@ -38,7 +38,7 @@ export function replayView(r, pending = false) {
     liveLabel: r.live ? `Answer live (${r.live})` : "Answer live",
     liveUnavailable: r.live_unavailable || "",
   } : null;
-  return { show: true, counter, canNext, nextTitle, notice };
+  return { show: true, stepping: !!r.stepping, counter, canNext, nextTitle, notice };
 }
 
 /** Whether a key pressed on `target` in the chat is the replay's (not typing, not another control's Space).
@@ -75,7 +75,7 @@ export function mount(model, root, send) {
   const notice = h("div", { class: "nba-replay-notice", role: "alert" }, noticeText, h("span", { class: "nba-replay-choices" }, continueBtn, liveBtn), why);
   const bar = h("div", { class: "nba-sessionbar" }, counter, newBtn, histBtn, nextBtn);
   root.prepend(bar, notice, list);
-  let pressed = false; // Next sent, the kernel has not said it plays yet
+  let pressedAt = -1; // the wait (ReplayState.waits) Next was pressed in: no second press in it
   let choosing = false;
   let view = replayView(null);
   // the keyboard is in this chat, or fell to the page from it (a control that was disabled)
@@ -90,8 +90,8 @@ export function mount(model, root, send) {
   };
   const next = () => {
     if (!view.canNext) return;
-    pressed = true;
-    if (!send({ type: "next" })) pressed = false;
+    pressedAt = (model.get("replay") || {}).waits ?? 0;
+    if (!send({ type: "next" })) pressedAt = -1;
     sync();
   };
   /** @param {"continue"|"live"} choice */
@@ -104,7 +104,7 @@ export function mount(model, root, send) {
   };
   /** @param {KeyboardEvent} e */
   const onKey = (e) => {
-    if (!view.show) return;
+    if (!view.stepping) return;
     const what = replayKey(e, e.target, nextBtn);
     if (!what) return;
     e.preventDefault(); // no page scroll on Space, no click from the button's own Space
@@ -133,16 +133,17 @@ export function mount(model, root, send) {
     });
     list.replaceChildren(...(rows.length ? rows : [h("div", { class: "nba-history-empty", text: "No saved conversations yet." })]));
   };
-  let wasWaiting = false;
+  let focusedAt = -1; // the wait Next last took the keyboard in
   let hadNotice = false;
   const sync = () => {
     const switchable = !!model.get("switchable");
     const state = model.get("replay") || {};
-    if (!state.waiting) pressed = false; // played (or stopped): a new wait takes a new press
+    if (!state.waiting || state.waits !== pressedAt) pressedAt = -1; // played: a new wait takes a new press
     if (!state.mismatch) choosing = false;
-    view = replayView(state, pressed);
+    view = replayView(state, pressedAt >= 0);
     newBtn.style.display = histBtn.style.display = switchable ? "" : "none";
-    counter.style.display = nextBtn.style.display = view.show ? "" : "none";
+    counter.style.display = view.show ? "" : "none";
+    nextBtn.style.display = view.stepping ? "" : "none"; // a replay without step=True plays without Next
     counter.textContent = view.counter;
     nextBtn.setAttribute("aria-disabled", String(!view.canNext));
     nextBtn.title = view.nextTitle;
@@ -154,10 +155,10 @@ export function mount(model, root, send) {
       liveBtn.title = view.notice.liveUnavailable || "Let the live model answer this prompt (the recording waits for its own)";
       why.textContent = view.notice.liveUnavailable ? `Answer live is unavailable: ${view.notice.liveUnavailable}` : "";
       if (!hadNotice && inChat()) continueBtn.focus({ preventScroll: true }); // the keyboard goes to the choice
-    } else if (view.canNext && !wasWaiting && inChat()) {
+    } else if (view.canNext && state.waits !== focusedAt && inChat()) {
+      focusedAt = state.waits; // once per wait: a teacher who moves on keeps the keyboard where they put it
       nextBtn.focus({ preventScroll: true }); // a step waits: the keyboard goes to Next (from Stop, or the page)
     }
-    wasWaiting = view.canNext;
     hadNotice = !!view.notice;
     bar.style.display = switchable || view.show ? "" : "none";
     if (!switchable) hide();

@@ -63,10 +63,11 @@ test("the browser labels a model by its name when the provider repeats it", () =
 
 // A replay's counter, Next and mismatch notice (the `replay` trait: protocol ReplayState).
 const REPLAY = { type: "replay", step: 2, steps: 5, waiting: true, mismatch: false, recorded_prompt: "", prompt: "",
-  live: "", live_unavailable: "", live_turn: false };
+  live: "", live_unavailable: "", live_turn: false, stepping: true, waits: 3 };
 
 test("no replay: nothing of the replay shows", () => {
-  for (const r of [null, undefined, {}]) assert.deepEqual(replayView(r), { show: false, counter: "", canNext: false, nextTitle: "", notice: null });
+  for (const r of [null, undefined, {}]) assert.deepEqual(replayView(r), { show: false, stepping: false, counter: "", canNext: false, nextTitle: "", notice: null });
+  assert.equal(replayView({ ...REPLAY, stepping: false }).stepping, false); // no step=True: the counter, no Next
 });
 
 test("the counter says how many recorded steps have played, of all", () => {

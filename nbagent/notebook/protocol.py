@@ -369,7 +369,9 @@ class ReplayState(Message):
     arrives late has it; never sent as a custom message). ``step`` of ``steps`` recorded model calls
     played; ``waiting``: Next plays the next one; ``mismatch``: the typed ``prompt`` differs from the
     ``recorded_prompt`` and the replay waits for a ReplayChoiceRequest; ``live``: the model "answer
-    live" asks, ``live_unavailable``: why it cannot ("": it can); ``live_turn``: this turn is live."""
+    live" asks, ``live_unavailable``: why it cannot ("": it can); ``live_turn``: this turn is live;
+    ``stepping``: a step=True replay (Next shows); ``waits``: a new wait for Next has a new number
+    (a view that pressed Next knows its press was taken even if it never saw the replay not waiting)."""
 
     step: int
     steps: int
@@ -380,6 +382,8 @@ class ReplayState(Message):
     live: str = ""
     live_unavailable: str = ""
     live_turn: bool = False
+    stepping: bool = False
+    waits: int = 0
 
 
 # --- the chat widget: requests --------------------------------------------------------------------

@@ -42,7 +42,8 @@ def replay_state(status: ReplayStatus) -> dict:
     m = status.mismatch
     return CHAT.encode(ReplayState(
         status.step, status.steps, status.waiting, m is not None, m.recorded_prompt if m else "",
-        m.prompt if m else "", m.live if m else "", m.live_unavailable if m else "", status.live))
+        m.prompt if m else "", m.live if m else "", m.live_unavailable if m else "", status.live, status.stepping,
+        status.waits))
 
 
 class SessionControls:

@@ -13,7 +13,8 @@ A prompt that differs from the recorded one (whitespace and case aside) is a ``R
 line in the turn's thoughts), ``"live"`` has the ``live`` model answer it, ``"ask"`` (the default
 with ``step=True``) waits in ``status.mismatch`` until ``choose("continue" | "live")``. A live
 answer does not use up the recorded turn: the next prompt is compared with the same recorded one.
-It gets no tools unless ``rerun_tools=True`` (the stand-in tools only know the recording).
+It streams at once (no ``next_step()``) and gets no tools unless ``rerun_tools=True`` (the stand-in
+tools only know the recording).
 Nothing is random, and nothing touches the network unless a live model does.
 """
 
@@ -132,6 +133,8 @@ class ReplayStatus:
     waiting: bool  # a step=True replay waits for next_step()
     mismatch: ReplayMismatch | None = None  # a differing prompt waits for choose()
     live: bool = False  # the running turn is answered by the live model
+    stepping: bool = False  # step=True: each step waits for next_step()
+    waits: int = 0  # how many waits for next_step() have begun: a new wait has a new number
 
 
 NO_LIVE = "no live model: make the agent with live=\"demo\" (or another model) to answer live"
@@ -197,6 +200,7 @@ class ReplayProvider(Provider):
         self._lock = threading.Lock()
         self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self._released = 0  # next_step() calls not yet used
+        self._waits = 0
         self._mismatch: ReplayMismatch | None = None
         self._choice_gate: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self._choice = ReplayChoice.CONTINUE
@@ -205,7 +209,8 @@ class ReplayProvider(Provider):
     def status(self) -> ReplayStatus:
         """The step counter and what the replay waits for (thread-safe)."""
         with self._lock:
-            return ReplayStatus(self._played, self.steps, self._gate is not None, self._mismatch, self._live_turn)
+            return ReplayStatus(self._played, self.steps, self._gate is not None, self._mismatch, self._live_turn,
+                                self.step, self._waits)
 
     def choose(self, choice: ReplayChoice | str) -> None:
         """Answer a waiting mismatch: ``"continue"`` with the recording or ``"live"`` (thread-safe).
@@ -243,6 +248,7 @@ class ReplayProvider(Provider):
 
     async def _wait_for_next(self) -> None:
         with self._lock:
+            self._waits += 1
             if self._released:
                 self._released -= 1
                 return
