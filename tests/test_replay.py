@@ -13,6 +13,7 @@ import pytest
 from support.scripted import ScriptedProvider, text_call, tool_call
 
 from nbagent import Agent, Conversation, NbagentError, Text, Thought, ToolCall, tool
+from nbagent.providers.demo import DemoProvider
 from nbagent.providers.replay import DEFAULT_SPEED, END_OF_RECORDING, ReplayProvider
 
 RUNS: list[str] = []
@@ -180,3 +181,100 @@ def test_a_replay_costs_nothing_and_names_the_recorded_model(tmp_path):
     replay.ask("Hi")  # a zero budget: a replay spends nothing
     row = replay.conversation.usage_df().iloc[0]
     assert (row["model"], row["provider"], row["cost_usd"]) == ("gpt-4.1-mini", "replay", 0.0)
+
+
+# --- a replay a class can follow (issue #34 item 4): the counter, a differing prompt, continue or live ---
+
+async def test_the_counter_counts_recorded_model_calls_as_they_play(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, step=True)
+    provider, conv = replay.provider, replay.conversation
+    assert (provider.status.step, provider.status.steps, provider.status.waiting) == (0, 3, False)
+    task = asyncio.ensure_future(conv.chat_to_completion("Weather in Paris?"))
+    seen = []
+    for _ in range(2):
+        await wait_until(lambda: provider.waiting, "waiting for Next")
+        seen.append((provider.status.step, provider.status.waiting))
+        provider.next_step()
+    await task
+    assert seen == [(0, True), (1, True)] and provider.status.step == 2
+    provider.next_step()
+    await conv.chat_to_completion("Thanks!")
+    assert (provider.status.step, provider.status.steps) == (3, 3)
+    provider.next_step()
+    assert (await conv.chat_to_completion("More?")).text == END_OF_RECORDING
+    assert provider.status.step == 3  # past the end: no step was played
+
+
+async def test_a_differing_prompt_waits_for_the_choice_before_anything_plays(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, step=True)
+    provider, conv = replay.provider, replay.conversation
+    task = asyncio.ensure_future(conv.chat_to_completion("What about Rome?"))
+    await wait_until(lambda: provider.status.mismatch is not None, "the mismatch notice")
+    m = provider.status.mismatch
+    assert (m.turn, m.recorded_prompt, m.prompt) == (0, "Weather in Paris?", "What about Rome?")
+    assert m.live == "" and "live=" in m.live_unavailable  # no live model: the option says why
+    assert not provider.waiting and not any(s.content or s.tool_calls for s in conv.history[1:])
+    with pytest.raises(NbagentError, match="cannot answer live"):
+        provider.choose("live")
+    with pytest.raises(NbagentError, match="'continue' or 'live'"):
+        provider.choose("skip")
+    provider.choose("continue")
+    assert provider.status.mismatch is None
+    for _ in range(2):
+        await wait_until(lambda: provider.waiting, "waiting for Next")
+        provider.next_step()
+    resp = await task
+    assert resp.text.strip() == "Paris is sunny today." and provider.status.step == 2
+    assert [n.prompt for n in provider.notes] == ["What about Rome?"]
+    with pytest.raises(NbagentError, match="not asking"):
+        provider.choose("continue")
+
+
+@pytest.mark.parametrize("typed", ["weather in paris?", "  Weather   in\nParis? ", "WEATHER IN PARIS?"])
+async def test_whitespace_and_case_are_no_difference(tmp_path, typed):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, on_mismatch="ask")
+    resp = await replay.conversation.chat_to_completion(typed)  # would wait forever if it asked
+    assert resp.text.strip() == "Paris is sunny today." and replay.provider.notes == []
+
+
+async def test_answer_live_asks_the_live_model_and_keeps_the_recorded_turn(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, step=True, live=DemoProvider("demo", delay=0))
+    provider, conv = replay.provider, replay.conversation
+    task = asyncio.ensure_future(conv.chat_to_completion("Explain monads"))
+    await wait_until(lambda: provider.status.mismatch is not None, "the mismatch notice")
+    assert provider.status.mismatch.live == "demo:demo" and provider.status.mismatch.live_unavailable == ""
+    provider.choose("live")
+    resp = await task
+    assert "monad" in resp.text.lower() and "Paris" not in resp.text  # the demo model answered, not the recording
+    assert [s.model for s in conv.history if s.source.value == "MODEL" and s.turn == 0] == ["demo"]
+    assert provider.status.step == 0 and provider.notes == []  # no recorded step was used up
+    provider.next_step()
+    provider.next_step()
+    assert (await conv.chat_to_completion("Weather in Paris?")).text.strip() == "Paris is sunny today."
+
+
+def test_on_mismatch_continue_or_live_without_asking_and_bad_settings(tmp_path):
+    path = record(tmp_path)
+    assert Agent(model=f"replay:{path}", speed=None).provider.on_mismatch.value == "continue"  # as before
+    assert Agent(model=f"replay:{path}", speed=None, step=True).provider.on_mismatch.value == "ask"
+    assert Agent(model=f"replay:{path}", live="demo").provider.live_name == "demo:demo"  # a model string works too
+    live = Agent(model=f"replay:{path}", speed=None, live=DemoProvider("demo", delay=0), on_mismatch="live")
+    assert "Paris" not in live.ask("Explain monads").text
+    for bad in ({"on_mismatch": "live"}, {"on_mismatch": "maybe"}, {"live": "replay:other.json"}, {"live": ""}):
+        with pytest.raises(NbagentError) as err:
+            Agent(model=f"replay:{path}", **bad)
+        assert err.value.kind == "config"
+
+
+async def test_stop_while_the_notice_waits_ends_the_turn(tmp_path):
+    path = record(tmp_path)
+    replay = Agent(model=f"replay:{path}", speed=None, step=True)
+    task = asyncio.ensure_future(replay.conversation.chat_to_completion("What about Rome?"))
+    await wait_until(lambda: replay.provider.status.mismatch is not None, "the notice")
+    replay.conversation.interrupt()
+    resp = await task
+    assert resp.finish_reason.value == "INTERRUPTED" and replay.provider.status.mismatch is None

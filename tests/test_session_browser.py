@@ -15,7 +15,7 @@ import nbagent  # noqa: E402
 from nbagent import Agent, list_sessions, tool  # noqa: E402
 from nbagent.notebook.session_browser import SessionBrowser  # noqa: E402
 from support.widget_messages import deliver, deliver_raw  # noqa: E402
-from nbagent.notebook.protocol import BrowserAsset, Export, HistoryRequest, NewChat, NextStep, Open, OpenSession, Refresh, Restore, Resume, Search, Send, Trash  # noqa: E402
+from nbagent.notebook.protocol import BrowserAsset, Export, HistoryRequest, NewChat, NextStep, Open, OpenSession, Refresh, ReplayChoiceRequest, Restore, Resume, Search, Send, Trash  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
 from nbagent.session_folder import TRASH  # noqa: E402
 
@@ -287,3 +287,41 @@ async def test_next_plays_a_stepping_replay_one_model_call_at_a_time(tmp_path):
     plain = Agent(model="demo", delay=0).widget()
     deliver(plain, NextStep())
     assert "step=True" in plain.notice
+
+
+async def until(predicate, what: str) -> None:
+    for _ in range(500):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_the_replay_trait_carries_the_counter_and_the_mismatch_notice(tmp_path):
+    recorder = Agent(model="demo", delay=0, save_to=tmp_path, tools=[calculator])
+    recorder.ask("What is 12 * 7?")
+    replay = Agent(model=f"replay:{recorder.session_path}", speed=None, step=True)
+    w = replay.widget()
+    assert w.replay == {"type": "replay", "step": 0, "steps": 2, "waiting": False, "mismatch": False, "recorded_prompt": "",
+                        "prompt": "", "live": "", "live_unavailable": "", "live_turn": False,
+                        "stepping": True, "waits": 0}  # before any prompt
+    deliver(w, Send(prompt="What is 6 * 7?"))
+    await until(lambda: w.replay["mismatch"], "the notice")
+    assert (w.replay["recorded_prompt"], w.replay["prompt"]) == ("What is 12 * 7?", "What is 6 * 7?")
+    assert "live=" in w.replay["live_unavailable"] and not w.step_waiting
+    deliver(w, ReplayChoiceRequest(choice="live"))
+    assert "cannot answer live" in w.notice and w.replay["mismatch"]  # said, and still asking
+    deliver(w, ReplayChoiceRequest(choice="continue"))
+    assert not w.replay["mismatch"]
+    for k in range(2):
+        await until(lambda: w.replay["waiting"], "waiting for Next")
+        assert w.replay["step"] == k and w.replay["waits"] == k + 1 and w.step_waiting
+        deliver(w, NextStep())
+    await asyncio.wait_for(w._task, 10)
+    await until(lambda: w.replay["step"] == 2 and not w.replay["waiting"], "the last step counted")
+    unstepped = Agent(model=f"replay:{recorder.session_path}", speed=None).widget()
+    assert unstepped.session_ui and unstepped.replay["stepping"] is False  # the counter and notice, no Next
+    plain = Agent(model="demo", delay=0).widget()
+    assert plain.replay == {} and not plain.session_ui
+    deliver(plain, ReplayChoiceRequest(choice="continue"))
+    assert "replay" in plain.notice

@@ -1,5 +1,6 @@
-"""The session browser, the chat's New chat / History, and a stepping replay's Next, in a real
-browser (JupyterLab + Playwright + chromium).
+"""The session browser, the chat's New chat / History, and a stepping replay's Next (a teacher
+stepping a recorded lesson with the keyboard only), in a real browser (JupyterLab + Playwright +
+chromium).
 
 Run:  flock /tmp/nbagent-browser.lock env PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/test_session_browser_browser.py
 Env:  NBAGENT_SHOTS=docs (also write the screenshots there)
@@ -45,6 +46,11 @@ NOTEBOOKS = {
         CALCULATOR + "rec = Agent(model='demo', delay=0, save_to='lesson', tools=[calculator])\n"
         "rec.ask('What is 12 * 7?')\n"
         "replay = Agent(model=f'replay:{rec.session_path}', speed=None, step=True)\nreplay",
+    ],
+    "lesson.ipynb": [  # a two-turn lesson of 3 steps: a tool call and its answer, then a plain answer
+        CALCULATOR + "rec = Agent(model='demo', delay=0, save_to='lesson2', tools=[calculator])\n"
+        "rec.ask('What is 12 * 7?'); rec.ask('Explain monads')\n"
+        "lesson = Agent(model=f'replay:{rec.session_path}', speed=None, step=True)\nlesson",
     ],
 }
 
@@ -205,7 +211,94 @@ def test_a_stepping_replay_waits_for_next(lab, notebook, tmp_path):
     lab.click(f"{chat} .nba-next")
     turns_done(lab, chat, 1)
     assert "84" in lab.inner_text(f"{chat} .nba-turn")
-    assert not lab.locator(f"{chat} .nba-next").is_visible()
+    assert lab.get_attribute(f"{chat} .nba-next", "aria-disabled") == "true"  # shown, with nothing to play
+    assert counter(lab, chat) == "step 2 of 2"
+    assert not lab.errors
+
+
+def text(page, selector: str) -> str:
+    """An element's text (textContent: a notebook scrolled by a key may skip rendering the chat)."""
+    return page.evaluate("(s) => document.querySelector(s)?.textContent ?? ''", selector)
+
+
+def counter(page, chat: str) -> str:
+    return text(page, f"{chat} .nba-step-count")
+
+
+def wait_step(page, chat: str, text: str) -> None:
+    page.wait_for_function("([s, t]) => document.querySelector(s + ' .nba-step-count')?.textContent === t",
+                           arg=[chat, text], timeout=60_000, polling=50)
+
+
+def wait_next_focused(page, chat: str) -> None:
+    """Next has the keyboard and a step to play (the failure says where the keyboard and Next were)."""
+    try:
+        page.wait_for_function("""(s) => { const b = document.querySelector(s + ' .nba-next');
+            return b && document.activeElement === b && b.getAttribute('aria-disabled') === 'false'; }""",
+                               arg=chat, timeout=60_000, polling=50)
+    except sync_api.TimeoutError:
+        seen = page.evaluate("""(s) => ({focus: document.activeElement?.outerHTML.slice(0, 120),
+            next: document.querySelector(s + ' .nba-next')?.outerHTML, count: document.querySelector(s + ' .nba-step-count')?.textContent})""", chat)
+        raise AssertionError(f"Next never had the keyboard with a step to play: {seen}") from None
+
+
+def focused(page) -> str:
+    return page.evaluate("() => document.activeElement?.className || ''")
+
+
+def test_a_teacher_steps_a_recorded_lesson_with_the_keyboard_only(lab, notebook, tmp_path):
+    nb = notebook("lesson.ipynb")
+    chat = run_all(lab, nb, ".nba-chat")
+    nxt = f"{chat} .nba-next"
+    assert counter(lab, chat) == "step 0 of 3"
+    assert lab.get_attribute(nxt, "aria-keyshortcuts") == "ArrowRight Space"
+    assert lab.get_attribute(f"{chat} .nba-step-count", "aria-live") == "polite"
+    assert "← cannot go back" in lab.get_attribute(nxt, "title")
+
+    lab.focus(f"{chat} .nba-input")  # the teacher focuses the chat; from here on, the keyboard only
+    lab.keyboard.type("What is 12 * 7?")
+    lab.keyboard.press("Enter")
+    wait_next_focused(lab, chat)  # the keyboard went from the box to Next, nothing played yet
+    assert counter(lab, chat) == "step 0 of 3" and lab.locator(f"{chat} .nba-tool").count() == 0
+    lab.keyboard.press("ArrowLeft")  # no going back: nothing visible happens
+    lab.keyboard.press("ArrowRight")
+    wait_step(lab, chat, "step 1 of 3")
+    lab.wait_for_selector(f"{chat} .nba-tool")  # the recorded tool call played
+    wait_next_focused(lab, chat)  # Next kept the keyboard and waits again
+    assert counter(lab, chat) == "step 1 of 3"  # one press, one step (Space's own click adds none)
+    shot(lab, chat, "replay_keyboard.png", tmp_path)
+
+    # the keys belong to the chat only: with the keyboard in the notebook, → and Space play nothing
+    lab.evaluate("(nb) => document.querySelector(nb + ' .jp-Notebook').focus()", nb)
+    lab.keyboard.press("ArrowRight")
+    lab.keyboard.press("Space")
+    assert counter(lab, chat) == "step 1 of 3"
+    assert lab.get_attribute(nxt, "aria-disabled") == "false"  # still waiting for the teacher
+    lab.focus(nxt)
+    lab.keyboard.press("Space")
+    wait_step(lab, chat, "step 2 of 3")
+    turns_done(lab, chat, 1)
+    assert "84" in text(lab, f"{chat} .nba-turn")
+    lab.wait_for_function("(s) => document.activeElement === document.querySelector(s + ' .nba-input')", arg=chat)
+
+    # a prompt that differs from the recorded one: the notice comes before anything plays
+    lab.keyboard.type("Explain functors")
+    lab.keyboard.press("Enter")
+    notice = f"{chat} .nba-replay-notice"
+    lab.wait_for_selector(notice, state="visible")
+    assert "“Explain monads”" in text(lab, notice)
+    assert lab.get_attribute(f"{chat} .nba-replay-live", "aria-disabled") == "true"  # no live model, and why
+    assert "live=" in text(lab, f"{chat} .nba-replay-why")
+    assert lab.get_attribute(nxt, "aria-disabled") == "true" and counter(lab, chat) == "step 2 of 3"
+    lab.wait_for_function("() => document.activeElement?.classList.contains('nba-replay-continue')")
+    shot(lab, chat, "replay_mismatch.png", tmp_path)
+    lab.keyboard.press("Enter")  # Continue with the recording
+    lab.wait_for_selector(notice, state="hidden")
+    wait_next_focused(lab, chat)
+    lab.keyboard.press("Space")
+    wait_step(lab, chat, "step 3 of 3")
+    turns_done(lab, chat, 2)
+    assert "monad" in text(lab, f"{chat} .nba-turn:last-of-type").lower()
     assert not lab.errors
 
 

@@ -176,6 +176,7 @@ function storeFor(model) {
       }
     },
     history: () => {}, // the session bar's own listener answers it (sessionbar.js)
+    replay: () => {}, // the `replay` trait's value, never a custom message: the session bar reads the trait
     notebook: (msg) => answerNotebook(s, msg), // live_notebook.py: read or edit the notebook this view is in
     undo: (msg) => undoAnswered(msg), // an Undo of a tool card (toolcard.js)
     provenance: (msg) => { // answers to s.request

@@ -363,6 +363,30 @@ class CellProvenance(Message):
     metadata: dict
 
 
+@CHAT.event("replay")
+@dataclass(frozen=True)
+class ReplayState(Message):
+    """A replay's counter and what it waits for: the ``replay`` trait's value (a trait, so a view that
+    arrives late has it; never sent as a custom message). ``step`` of ``steps`` recorded model calls
+    played; ``waiting``: Next plays the next one; ``mismatch``: the typed ``prompt`` differs from the
+    ``recorded_prompt`` and the replay waits for a ReplayChoiceRequest; ``live``: the model "answer
+    live" asks, ``live_unavailable``: why it cannot ("": it can); ``live_turn``: this turn is live;
+    ``stepping``: a step=True replay (Next shows); ``waits``: a new wait for Next has a new number
+    (a view that pressed Next knows its press was taken even if it never saw the replay not waiting)."""
+
+    step: int
+    steps: int
+    waiting: bool = False
+    mismatch: bool = False
+    recorded_prompt: str = ""
+    prompt: str = ""
+    live: str = ""
+    live_unavailable: str = ""
+    live_turn: bool = False
+    stepping: bool = False
+    waits: int = 0
+
+
 # --- the chat widget: requests --------------------------------------------------------------------
 
 @CHAT.request("send")
@@ -438,6 +462,14 @@ class OpenSession(Message):
 @dataclass(frozen=True)
 class NextStep(Message):
     """Play a ``step=True`` replay's next step."""
+
+
+@CHAT.request("replay_choice")
+@dataclass(frozen=True)
+class ReplayChoiceRequest(Message):
+    """The teacher's answer to a replay's prompt-mismatch notice: ``choice`` is "continue" or "live"."""
+
+    choice: str
 
 
 @CHAT.request("notebook")

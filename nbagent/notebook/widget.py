@@ -48,8 +48,9 @@ ASSETS, static/math.js (Temml) or static/grammars.js (highlight.js grammars), on
 ``{"type": "notebook", ...}``, ``{"type": "provenance", ...}`` and ``{"type": "undo", ...}``: the
 live notebook, *Insert as cell below*'s metadata and a card's Undo (live_notebook.py);
 ``{"type": "new_chat"}``, ``{"type": "history", "id"}``, ``{"type": "open_session", "path"}`` and
-``{"type": "next"}``: the agent's conversations and replay steps (see widget_sessions.py; the
-``switchable``, ``step_waiting``, ``conversation_key`` and ``session_ui`` traits go with them;
+``{"type": "next"}``, ``{"type": "replay_choice", "choice"}``: the agent's conversations and replay
+steps (see widget_sessions.py; the ``switchable``, ``step_waiting``, ``replay``, ``conversation_key``
+and ``session_ui`` traits go with them;
 ``autosave`` is the agent's ``autosave_status.line()``: why turns are not being saved, until a save
 works, or the branch they go to; "" when all is well).
 A prompt runs as an asyncio task on the kernel's loop,
@@ -121,6 +122,7 @@ class ChatWidget(anywidget.AnyWidget):
     placeholder = traitlets.Unicode("Message the model… (Enter sends, Shift+Enter new line)").tag(sync=True)
     switchable = traitlets.Bool(False).tag(sync=True)  # New chat / History shown (an Agent with save_to)
     step_waiting = traitlets.Bool(False).tag(sync=True)  # a step=True replay waits: Next shown
+    replay = traitlets.Dict().tag(sync=True)  # a replay's counter and mismatch (protocol.ReplayState); {}: no replay
     conversation_key = traitlets.Unicode("").tag(sync=True)  # changes when the widget is rebound
     session_ui = traitlets.Unicode("").tag(sync=True)  # static/session_bar.js, for widgets that show the bar
     autosave = traitlets.Unicode("").tag(sync=True)  # an Agent's AutosaveStatus.line(): not saved, or saved elsewhere

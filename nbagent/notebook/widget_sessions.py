@@ -9,9 +9,11 @@ title, updated, turns, error}], "current": path}`` from ``list_sessions(agent.sa
 the active conversation. Either way the widget is rebound to it (``ChatWidget.rebind``).
 The ``autosave`` trait mirrors the agent's ``autosave_status.line()`` after each turn's save.
 
-When the provider is a ``step=True`` replay, the ``step_waiting`` trait says whether it waits for
-``next_step()`` (checked every ``STEP_POLL`` s while a turn from the widget runs) and
-``{"type": "next"}`` calls it. The requests are protocol.py's; ``serve`` registers their handlers on
+When the provider is a replay, the ``replay`` trait holds its ``status`` as a protocol
+``ReplayState`` (step n of N, waiting for Next, a typed prompt that differs from the recorded one)
+and ``step_waiting`` whether a ``step=True`` replay waits for ``next_step()`` (both looked at every
+``STEP_POLL`` s while a turn from the widget runs); ``{"type": "next"}`` calls ``next_step()`` and
+``{"type": "replay_choice", "choice"}`` answers a mismatch (``provider.choose``). The requests are protocol.py's; ``serve`` registers their handlers on
 the widget's. The agent is duck-typed: this layer does not import ``Agent``.
 """
 
@@ -23,14 +25,25 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import NbagentError
-from .protocol import History, HistoryRequest, Handlers, NewChat, NextStep, OpenSession
+from ..providers.replay import ReplayProvider, ReplayStatus
+from .protocol import (CHAT, History, HistoryRequest, Handlers, NewChat, NextStep, OpenSession, ReplayChoiceRequest,
+                       ReplayState)
 from .session_rows import session_rows
 
 _STATIC = Path(__file__).parent / "static"
-SESSION_REQUESTS = frozenset(r.KIND for r in (NewChat, HistoryRequest, OpenSession, NextStep))  # handled here
+SESSION_REQUESTS = frozenset(r.KIND for r in (NewChat, HistoryRequest, OpenSession, NextStep, ReplayChoiceRequest))  # handled here
 STEP_POLL = 0.1  # seconds between looks at a stepping replay's `waiting` while a turn runs
 HISTORY_ROWS = 50  # the History list shows the newest this many sessions
-__all__ = ["HISTORY_ROWS", "SESSION_REQUESTS", "STEP_POLL", "SessionControls"]
+__all__ = ["HISTORY_ROWS", "SESSION_REQUESTS", "STEP_POLL", "SessionControls", "replay_state"]
+
+
+def replay_state(status: ReplayStatus) -> dict:
+    """A replay's status as the ``replay`` trait's value (protocol.ReplayState on the wire)."""
+    m = status.mismatch
+    return CHAT.encode(ReplayState(
+        status.step, status.steps, status.waiting, m is not None, m.recorded_prompt if m else "",
+        m.prompt if m else "", m.live if m else "", m.live_unavailable if m else "", status.live, status.stepping,
+        status.waits))
 
 
 class SessionControls:
@@ -41,9 +54,31 @@ class SessionControls:
         self.agent = agent
         self.serve(widget.handlers)
         widget.switchable = self.folder is not None
-        if widget.switchable or getattr(self.provider, "step", False):  # the bar's code, only where it shows
+        if widget.switchable or self.replaying:  # the bar's code, only where it shows
             widget.session_ui = (_STATIC / "session_bar.js").read_text(encoding="utf-8")
         self.show_autosave()
+        self.show_replay()
+
+    @property
+    def replaying(self) -> bool:
+        """Whether the widget's model is a replay (the counter and mismatch notice show)."""
+        return isinstance(self.provider, ReplayProvider)
+
+    def show_replay(self) -> None:
+        """Mirror the replay's status in the ``replay`` and ``step_waiting`` traits."""
+        provider = self.provider
+        if not isinstance(provider, ReplayProvider):
+            return
+        status = provider.status
+        task = getattr(self.widget, "_task", None)  # None: the widget is being made
+        running = task is not None and not task.done()
+        state = replay_state(status)
+        waiting = status.waiting and running
+        with self.widget.hold_sync():
+            if state != self.widget.replay:
+                self.widget.replay = state
+            if waiting != self.widget.step_waiting:
+                self.widget.step_waiting = waiting
 
     def show_autosave(self) -> None:
         """Mirror the agent's autosave status in the ``autosave`` trait (after each turn's save)."""
@@ -69,6 +104,7 @@ class SessionControls:
     def serve(self, handlers: Handlers) -> None:
         """Handle the chat protocol's session requests (protocol.py)."""
         handlers.on(NextStep, lambda r: self.next_step())
+        handlers.on(ReplayChoiceRequest, lambda r: self.choose(r.choice))
         handlers.on(HistoryRequest, lambda r: History(r.id, **self.history()))
         handlers.on(NewChat, lambda r: self.new_chat())
         handlers.on(OpenSession, lambda r: self.open(r.path))
@@ -117,18 +153,26 @@ class SessionControls:
             raise NbagentError("Next is for a replay with step=True", kind="config")
         provider.next_step()
         self.widget.step_waiting = False
+        self.show_replay()
+
+    def choose(self, choice: str) -> None:
+        """The mismatch notice's answer: continue with the recording, or answer live."""
+        provider = self.provider
+        if not isinstance(provider, ReplayProvider):
+            raise NbagentError("a replay choice is for a replay model", kind="config")
+        provider.choose(choice)
+        self.show_replay()
 
     def watch_steps(self, task: asyncio.Future) -> None:
-        """While ``task`` (a turn from the widget) runs, mirror the replay's ``waiting``."""
-        if not getattr(self.provider, "step", False):
+        """While ``task`` (a turn from the widget) runs, mirror the replay's status (and once after)."""
+        if not self.replaying:
             return
         loop = task.get_loop()
 
         def look() -> None:
-            waiting = bool(getattr(self.provider, "waiting", False)) and not task.done()
-            if waiting != self.widget.step_waiting:
-                self.widget.step_waiting = waiting
+            self.show_replay()
             if not task.done():
                 loop.call_later(STEP_POLL, look)
 
         loop.call_soon(look)
+        task.add_done_callback(lambda t: loop.call_soon(self.show_replay))
