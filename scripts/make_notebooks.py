@@ -1,4 +1,5 @@
-"""Write the notebooks in notebooks/ (run again after editing this file).
+"""Write the notebooks of notebooks/ that are made here (run again after editing this file); the
+others (usage_analysis.ipynb, fix_the_error.ipynb, ...) are edited as notebooks, without outputs.
 
 Each one runs top to bottom offline (tests/test_notebooks.py executes them); cells that
 need an API key print a note instead of calling out when the key is not set.
@@ -113,28 +114,6 @@ save("tools_and_approval.ipynb", [
     code("conv.tool_calls_df()"),
 ])
 
-save("usage_analysis.ipynb", [
-    md("# Token usage and cost as DataFrames\n\n"
-       "Each conversation keeps a ledger of its turns; saved sessions can be analysed together. "
-       "Here three short sessions with the offline demo model are saved to a folder, then read back "
-       "as one table."),
-    code("import tempfile, pathlib\n"
-         "from nbagent import Agent, load_sessions\n\n"
-         "folder = pathlib.Path(tempfile.mkdtemp())\n"
-         "for i in range(3):\n"
-         "    agent = Agent(model=\"demo\")\n"
-         "    for q in [\"Hello\", \"What is a monad?\", \"Thanks!\"][: i + 1]:\n"
-         "        await agent.conversation.chat_to_completion(q)\n"
-         "    agent.conversation.save(folder / f\"session-{i}.json\")\n"
-         "sorted(p.name for p in folder.glob(\"*.json\"))"),
-    md("One row per turn, across every file:"),
-    code("usage = load_sessions(str(folder / \"*.json\"))\nusage"),
-    code("usage.groupby(\"session_id\")[[\"input_tokens\", \"output_tokens\", \"cost_usd\"]].sum()"),
-    md("A summary and a plot of the last conversation (the plot is a matplotlib `Figure`):"),
-    code("agent.conversation.usage_summary()"),
-    code("agent.conversation.plot_usage()"),
-])
-
 save("teaching.ipynb", [
     md("# Inside an agent: thinking, tools, answers\n\n"
        "For a classroom. An **agent** is a language model in a loop: it reads the conversation, may "
@@ -210,7 +189,12 @@ save("teaching.ipynb", [
          "resp = await replay.conversation.chat_to_completion(\"What is 12 * 7?\")\n"
          "print(\"thought:\", resp.thinking)\n"
          "print(\"answer: \", resp.text)"),
-    md("A student asks something else? The replay notes it and goes on with the recording:"),
+    md("In class, `step=True` waits before each recorded model call: the widget shows \"step k of N\" and a "
+       "large *Next*; with the keyboard in the chat, → or Space plays the next step (← cannot take one "
+       "back). A student's different prompt then shows a notice before anything plays: *Continue with the "
+       "recording*, or *Answer live* with `live=\"demo\"` (or a real model)."),
+    md("Without `step=True` (`on_mismatch=\"continue\"`, the default then), a student who asks something "
+       "else gets a note, and the replay goes on with the recording:"),
     code("resp = await replay.conversation.chat_to_completion(\"Can you do my homework?\")\n"
          "print(resp.thinking.splitlines()[0])\n"
          "replay.provider.notes"),
@@ -253,6 +237,51 @@ save("teaching.ipynb", [
          "from nbagent import Conversation\n\n"
          "bob = sessions[sessions.user == \"bob\"].path.iloc[0]\n"
          "Markdown(Conversation.load(bob).to_markdown())"),
+    md("## A course in a folder\n"
+       "\n"
+       "A teacher puts two files in the course folder, and every student's notebook below it obeys them:\n"
+       "`nbagent.toml` (which models, whether the agent may run code, a budget per student and week, lesson\n"
+       "hours, where sessions are saved) and `AGENTS.md` (rules added to the system prompt). Here both go into\n"
+       "a temporary course folder, and this kernel moves into a student's folder inside it, as if this\n"
+       "notebook were `course/week1/lesson.ipynb`."),
+    code("import os\n"
+         "import tempfile\n"
+         "from pathlib import Path\n"
+         "\n"
+         "course = Path(tempfile.mkdtemp()) / \"course\"\n"
+         "(course / \"week1\").mkdir(parents=True)\n"
+         "(course / \"nbagent.toml\").write_text(\"\"\"\\\n"
+         "[policy]\n"
+         "models = [\"demo\"]          # the only model students may use\n"
+         "run_code = false           # no run_python, no cell edits\n"
+         "budget_usd = 2.0           # dollars per student ...\n"
+         "budget_period = \"week\"     # ... and week (it starts afresh on Monday)\n"
+         "save_to = \"sessions\"       # every chat saved here, for the teacher\n"
+         "user = \"student\"\n"
+         "\"\"\")\n"
+         "(course / \"AGENTS.md\").write_text(\n"
+         "    \"You are the tutor of Data Science 101. Give hints and ask questions; never write the solution.\\n\")\n"
+         "before = os.getcwd()\n"
+         "os.chdir(course / \"week1\")  # a student's notebook folder: the policy is found walking up"),
+    md("An agent made here obeys the policy: the demo model (the first one allowed when none is named),\n"
+       "the rules of `AGENTS.md` in front of its system prompt (its widget's footer says *rules: AGENTS.md*),\n"
+       "and its sessions saved in the course's `sessions` folder, each recording the policy's path and hash."),
+    code("student = Agent()\n"
+         "student.ask(\"Write the function for exercise 3, please.\")\n"
+         "print(student.model, \"| rules:\", student.rules.label, \"| saved in:\", student.session_path.parent.name)\n"
+         "print(student.system)"),
+    md("Arguments cannot loosen the policy: another model is refused, naming the policy file, and a bigger\n"
+       "budget stays at the course's. (Lesson hours, `hours = [\"09:00-12:00\"]`, refuse a turn outside them the\n"
+       "same way, saying when the class opens again.)"),
+    code("try:\n"
+         "    Agent(model=\"openai:gpt-4.1-mini\")\n"
+         "except NbagentError as err:\n"
+         "    print(type(err).__name__, \"-\", err.message.replace(str(course), \"course\"))\n"
+         "print(\"budget:\", Agent(budget_usd=100).conversation.budget_usd)"),
+    md("`%chat_policy` shows a student the policy in force: its file, the models, whether code may run,\n"
+       "the budget left this week and when it starts afresh, the hours and the rules file."),
+    code("%chat_policy"),
+    code("os.chdir(before)  # back to this notebook's own folder"),
     md("## Try it\n\n"
        "- Ask `\"What is 2 ** 10 - 24?\"` and predict the rows `history_df()` will gain before running it.\n"
        "- Give the agent `policy=\"ask\"` (see `tools_and_approval.ipynb`) and approve or deny a call.\n"
