@@ -40,6 +40,7 @@ import os
 import signal
 import subprocess
 import threading
+import uuid
 import weakref
 from dataclasses import replace
 from pathlib import Path
@@ -48,12 +49,13 @@ from collections.abc import AsyncIterator
 
 from ..core.distribution import install_hint
 from ..core.errors import NbagentError
-from .base import NOTICES, Event, ModelRequest, Usage
+from .base import NOTICES, Event, ModelRequest, TextDelta, ToolSpec, Usage
 from .model_files import user_model_file
 from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
 from .openai_chat import OpenAIChatStreamParser, OpenAIProvider
 from .sse import SSEEvent
 from .stream_json import UNDECODED
+from .text_tool_calls import TextToolCall, could_be_tool_call, read_tool_calls
 
 __all__ = [
     "DEFAULT_SAMPLING",
@@ -147,15 +149,24 @@ def _missing_error(missing: list[str]) -> NbagentError:
 
 
 class LlamaChatParser(OpenAIChatStreamParser):
-    """The OpenAI parser, plus llama.cpp's ``timings`` kept in ``Usage.raw``."""
+    """The OpenAI parser, plus llama.cpp's ``timings`` kept in ``Usage.raw``, and tool calls written as text.
 
-    def __init__(self, *args: Any, on_timings=None, **kwargs: Any) -> None:
+    With ``tools`` offered, a message that starts like a fenced block or a ``<tool_call>`` tag is held
+    back; at the end it becomes real tool calls when ``read_tool_calls`` accepts it (a known tool, valid
+    arguments, nothing but calls), else it is released as the text it was."""
+
+    def __init__(self, *args: Any, on_timings=None, tools: list[ToolSpec] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.timings: dict | None = None
         self._on_timings = on_timings
+        self.tools = list(tools or [])
+        self._holding = bool(self.tools)  # text deltas held back while the message may be a call
+        self.text_tool_calls: list[TextToolCall] = []
 
     def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
         events = super().feed(sse, payload)
+        if self._holding:
+            events = self._hold_text(events)
         if '"timings"' in sse.data:
             try:
                 chunk = json.loads(sse.data) if payload is UNDECODED else payload
@@ -170,6 +181,32 @@ class LlamaChatParser(OpenAIChatStreamParser):
                     if isinstance(event, Usage):
                         events[i] = replace(event, raw={**event.raw, "timings": timings})
         return events
+
+    def _hold_text(self, events: list[Event]) -> list[Event]:
+        """Keep text deltas back while the message so far could be a call; release it all once it cannot."""
+        if self.calls or not could_be_tool_call("".join(self.text)):
+            self._holding = False
+            held = "".join(self.text)
+            others = [e for e in events if not isinstance(e, TextDelta)]
+            return ([TextDelta(held)] if held else []) + others
+        return [e for e in events if not isinstance(e, TextDelta)]
+
+    def close(self) -> list[Event]:
+        if not self._holding:
+            return super().close()
+        self._holding = False
+        text = "".join(self.text)
+        calls = read_tool_calls(text, self.tools) if self.finish_reason != "length" else None
+        if not calls:  # not a call: the text as it came
+            return ([TextDelta(text)] if text else []) + super().close()
+        self.text_tool_calls = calls
+        self.text = []
+        events: list[Event] = []
+        for key, call in enumerate(calls):  # as if the server had streamed them
+            events += self._tool_delta({"index": key, "id": f"call_text_{key}_{uuid.uuid4().hex[:8]}",
+                                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)}})
+        self.finish_reason = "tool_calls"
+        return events + super().close()
 
 
 def resolve_model_file(model: str | os.PathLike | None) -> tuple[Path, str]:
@@ -327,6 +364,7 @@ class LocalProvider(OpenAIProvider):
             provider=self.name,
             structured=bool(request.response_format),
             on_timings=self._set_timings,
+            tools=request.tools,
         )
 
     def _set_timings(self, timings: dict) -> None:
