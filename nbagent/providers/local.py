@@ -55,10 +55,12 @@ from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, run
 from .openai_chat import OpenAIChatStreamParser, OpenAIProvider
 from .sse import SSEEvent
 from .stream_json import UNDECODED
+from .gguf_template import chat_template, template_takes_tools
 from .text_tool_calls import TextToolCall, could_be_tool_call, read_tool_calls
 
 __all__ = [
     "DEFAULT_SAMPLING",
+    "TOOLS_NOTICE",
     "INSTALL_COMMAND",
     "LocalProvider",
     "find_default_model",
@@ -66,6 +68,7 @@ __all__ = [
     "missing_local_runtime",
     "running_servers",
     "stop_all_servers",
+    "tools_notice",
 ]
 
 INSTALL_COMMAND = f"{install_hint('local')} && python -m nbagent install-model"
@@ -80,6 +83,13 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 # prompts at temperature 0 and 400 tokens: 459 of 909 word 5-grams were repeats without
 # them, 1 of 805 with them. A request's own ``extra`` fields win over these.
 DEFAULT_SAMPLING = {"repeat_penalty": 1.1, "repeat_last_n": 256, "dry_multiplier": 0.8}
+TOOLS_NOTICE = (
+    "nbagent: the local model {model} cannot call tools: its chat template has no tools section, so "
+    "llama.cpp drops the tool schemas and the model answers without looking at anything. For tool calls "
+    "offline use model=\"demo\" (scripted answers that show how tools work); for real ones a tool-capable "
+    "GGUF (python -m nbagent install-model URL, e.g. Qwen2.5-1.5B-Instruct Q4_K_M, then "
+    "model=\"local:/path/file.gguf\") or an API model (\"openai:…\", \"anthropic:…\", \"gemini:…\")."
+)
 _DEFAULT_NAMES = {"", "local", "smollm2", "local:smollm2", "default"}
 
 
@@ -307,6 +317,11 @@ class LocalProvider(OpenAIProvider):
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.model!r}, n_ctx={self.n_ctx}, threads={self.threads})"
 
+    @property
+    def takes_tools(self) -> bool:
+        """Whether the model file's chat template takes tools (read from the GGUF, no server needed)."""
+        return template_takes_tools(chat_template(self.model_path))
+
     # -- server lease ---------------------------------------------------------------
 
     @property
@@ -400,6 +415,25 @@ class LocalProvider(OpenAIProvider):
         await self.start()
         async for batch in super().stream_batches(request):
             yield batch
+
+
+def tools_notice(provider: object, tools: object) -> str:
+    """Why the ``tools`` an agent offers never reach ``provider`` ("" when they do, or there are none):
+    a local model whose chat template cannot take tools."""
+    if not tools or not isinstance(provider, LocalProvider) or provider.takes_tools:
+        return ""
+    return TOOLS_NOTICE.format(model=f"{provider.model!r} ({provider.model_path.name})")
+
+
+def tool_capable_model() -> Path | None:
+    """A GGUF in the model folder whose chat template takes tools (the smallest), or None."""
+    from .model_files import model_dir
+
+    try:
+        files = sorted(model_dir().glob("*.gguf"), key=lambda p: p.stat().st_size)
+    except OSError:
+        return None
+    return next((p for p in files if template_takes_tools(chat_template(p))), None)
 
 
 async def _died(server: LlamaServer) -> bool:
