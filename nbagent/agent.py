@@ -409,6 +409,9 @@ class Agent:
             widget = self._widget = ChatWidget(self)
             if self.tools_notice:
                 widget.notice = self.tools_notice
+            prestart = getattr(self.provider, "prestart", None)
+            if callable(prestart):  # a local model's server starts as the chat shows, not at the first prompt
+                prestart()
         return widget
 
     @property

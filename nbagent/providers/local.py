@@ -10,10 +10,12 @@ OpenAI-compatible server. The chat template comes from the GGUF.
 
 Lifecycle (one server per (model file, n_ctx, threads, parallel) per process):
 
-- started lazily by the first ``stream()`` (or ``await provider.start()``) of
-  any ``LocalProvider`` using it, in a worker thread so the event loop keeps
-  running; readiness = the child's ready line (the port it bound) and a 200
-  from ``GET /health``; an early exit raises with the tail of its stderr;
+- started by ``prestart()`` in a background thread (an agent's chat widget calls it when it is
+  shown, so the first prompt finds the server up), else lazily by the first ``stream()`` (or
+  ``await provider.start()``), in a worker thread so the event loop keeps running; readiness = the
+  child's ready line (the port it bound) and a 200 from ``GET /health``, within ``startup_timeout``
+  (180 s: a loaded laptop); an early exit raises with the tail of its stderr; a first request the
+  fresh server drops unanswered is sent again once it answers ``/health``;
 - shared: every provider holds one lease on it (a reference count under a
   ``threading.Lock``, so any thread or event loop may use it);
 - stopped when the last lease is released (``aclose()``, which a
@@ -34,6 +36,7 @@ and in ``provider.last_timings``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib.util
 import json
 import os
@@ -51,7 +54,8 @@ from ..core.distribution import install_hint
 from ..core.errors import NbagentError
 from .base import NOTICES, Event, ModelRequest, TextDelta, ToolSpec, Usage
 from .model_files import user_model_file
-from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
+from .local_server import (SERVERS, STARTUP_TIMEOUT, LlamaServer, ServerSpec, default_threads, running_servers,
+                           stop_all_servers, wait_answering)
 from .openai_chat import OpenAIChatStreamParser, OpenAIProvider
 from .sse import SSEEvent
 from .stream_json import UNDECODED
@@ -277,7 +281,7 @@ class LocalProvider(OpenAIProvider):
         parallel: int = 4,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        startup_timeout: float = 60.0,
+        startup_timeout: float = STARTUP_TIMEOUT,
         system_prompt: str | None = ...,  # type: ignore[assignment]
         sampling: dict | None = None,
         **openai_kwargs: Any,
@@ -313,6 +317,7 @@ class LocalProvider(OpenAIProvider):
         self._server: LlamaServer | None = None
         self._lease: weakref.finalize | None = None
         self._lease_lock = threading.Lock()
+        self._prestart: concurrent.futures.Future | None = None
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.model!r}, n_ctx={self.n_ctx}, threads={self.threads})"
@@ -346,8 +351,33 @@ class LocalProvider(OpenAIProvider):
             self.base_url = f"{server.url}/v1"
             return server
 
+    def prestart(self) -> None:
+        """Start (or join) the server now in the background, without waiting: a chat widget calls it when
+        it is shown, so the first prompt finds the server up. Its failure is the next call's error; an
+        agent never used holds the server as any lease does (it dies with the process)."""
+        with self._lease_lock:
+            if self._prestart is not None or (self._lease is not None and self._lease.alive):
+                return
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            self._prestart = future
+
+        def run() -> None:
+            try:
+                self._acquire_blocking()
+                future.set_result(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the first call
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="nbagent-llama-prestart", daemon=True).start()
+
     async def start(self) -> None:
         """Start (or join) the shared server now instead of on the first call."""
+        prestart, self._prestart = self._prestart, None
+        if prestart is not None:
+            try:
+                await asyncio.wrap_future(prestart)
+            except NbagentError:
+                pass  # started again below: its error, if it fails again, is this call's
         server = self._server
         if server is not None and server.alive() and self._lease is not None and self._lease.alive:
             return
@@ -409,9 +439,12 @@ class LocalProvider(OpenAIProvider):
                 raise NbagentError(f"the local llama.cpp server (pid {server.pid}) died mid-answer "
                                    f"({_exit_text(server)}); the next turn restarts it. {exc.message}",
                                    kind=exc.kind, provider=self.name) from None
-            if started or exc.kind != "network" or server is None or server.alive():
+            if started or exc.kind != "network" or server is None:
                 raise
-        # the server died before answering: start a fresh one and try once more
+            if server.alive():  # a fresh server dropped the first request: once it answers /health, again
+                if not await asyncio.to_thread(wait_answering, server, 10.0):
+                    raise
+        # the server died, or dropped the request, before answering: start (or join) it and try once more
         await self.start()
         async for batch in super().stream_batches(request):
             yield batch
