@@ -117,3 +117,49 @@ def test_with_tools_wanted_the_default_is_a_model_that_can_take_them(tmp_path, m
     assert default_model(tools=True) == f"local:{capable}"
     monkeypatch.setenv("NBAGENT_MODEL", "demo")  # the variable still wins
     assert default_model(tools=True) == "demo" and default_model() == "demo"
+
+
+# --- a fresh server that drops the first request ---------------------------------------
+
+
+class _Answering:
+    """Stands for a started llama.cpp server at ``url`` (alive, never stopped here)."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.pid = url, 0
+
+    def alive(self) -> bool:
+        return True
+
+
+@needs_xllamacpp
+async def test_a_first_request_the_fresh_server_drops_is_sent_again_once_it_answers_health(tmp_path, fault_server):
+    from support.fault_server import reply, sse
+
+    from nbagent.core.messages import Message, TextPart
+    from nbagent.providers.base import ModelRequest, TextDelta
+
+    provider = LocalProvider(write_gguf(tmp_path / "m.gguf", SMOLLM2), retry_base_delay=0.0)
+    server = _Answering(fault_server.url)
+
+    async def started() -> None:  # the server is up: its ready line and /health were seen
+        provider._server, provider.base_url = server, f"{server.url}/v1"
+
+    provider.start = started  # type: ignore[method-assign]
+    answer = (b'data: {"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n'
+              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+    hang_up = lambda ex: ex.drop()  # noqa: E731 - "Server disconnected without sending a response"
+    fault_server.push(hang_up, hang_up, hang_up, reply(503, {"error": "loading"}), reply(200, {"status": "ok"}),
+                      sse(answer))
+    request = ModelRequest(provider.model, [Message("user", [TextPart("hi")])])
+    events = [e async for e in provider.stream(request)]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello"
+    assert [r.path for r in fault_server.requests] == ["/v1/chat/completions"] * 3 + ["/health"] * 2 + [
+        "/v1/chat/completions"]
+
+
+@needs_xllamacpp
+def test_a_loaded_laptop_gets_180_s_to_start_the_server(tmp_path):
+    gguf = write_gguf(tmp_path / "m.gguf", SMOLLM2)
+    assert LocalProvider(gguf)._spec.startup_timeout == 180.0  # one start under load took 57.6 s
+    assert LocalProvider(gguf, startup_timeout=5)._spec.startup_timeout == 5.0
