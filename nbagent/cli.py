@@ -142,7 +142,13 @@ def _default_model(local_ready: bool) -> str:
     env = os.environ.get("NBAGENT_MODEL", "").strip()
     if env:
         return f"{env} (from NBAGENT_MODEL)"
-    return "local (SmolLM2-135M, offline)" if local_ready else "demo (scripted; run install-model for a real offline model)"
+    if not local_ready:
+        return "demo (scripted; run install-model for a real offline model)"
+    from .providers.local import tool_capable_model
+
+    capable = tool_capable_model()
+    with_tools = f"local:{capable}" if capable else "demo (SmolLM2 cannot call tools; install-model URL adds a model that can)"
+    return f"local (SmolLM2-135M, offline); with tools (notebook=True, tools=): {with_tools}"
 
 
 def doctor() -> str:

@@ -162,3 +162,27 @@ def test_what_counts_as_a_call(text, calls):
 ])
 def test_text_is_held_back_only_while_it_may_be_a_call(text, held):
     assert could_be_tool_call(text) is held
+
+
+async def test_a_recorded_json_block_runs_the_tool_in_a_conversation_and_the_model_sees_its_result(fault_server):
+    from support.fault_server import sse
+
+    from nbagent import Agent
+
+    seen: list[str] = []
+
+    def describe_variable(name: str) -> str:
+        """Describe a variable of the notebook."""
+        seen.append(name)
+        return "DataFrame sales: 12 rows, columns month, revenue"
+
+    columns = next(line for line in LINES if line["task"] == "columns")
+    fault_server.push(sse(llama_body(columns["text"])), sse(llama_body("It has the columns month and revenue.")))
+    provider = LlamaWire("qwen", base_url=f"{fault_server.url}/v1", api_key="x")
+    agent = Agent(model=provider, tools=[describe_variable])
+    reply = await agent.chat_to_completion(columns["prompt"])
+    assert seen == ["sales"]  # the tool ran once, with the recorded argument
+    assert reply.text == "It has the columns month and revenue."
+    second = fault_server.requests[1].json["messages"]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "describe_variable"
+    assert second[-1]["role"] == "tool" and "12 rows" in second[-1]["content"]
