@@ -399,7 +399,11 @@ class Agent:
 
     def widget(self, **kwargs):
         """The agent's chat widget (one per agent; kwargs make a new one). It follows the agent:
-        with ``save_to``, its *New chat* and *History* switch the active conversation."""
+        with ``save_to``, its *New chat* and *History* switch the active conversation. A local model's
+        server starts as the widget is made (in the background), not at the first prompt."""
+        prestart = getattr(self.provider, "prestart", None)
+        if callable(prestart):  # first: the server loads while the widget is built and shown
+            prestart()
         from .notebook.widget import ChatWidget
 
         if kwargs:
@@ -409,9 +413,6 @@ class Agent:
             widget = self._widget = ChatWidget(self)
             if self.tools_notice:
                 widget.notice = self.tools_notice
-            prestart = getattr(self.provider, "prestart", None)
-            if callable(prestart):  # a local model's server starts as the chat shows, not at the first prompt
-                prestart()
         return widget
 
     @property
