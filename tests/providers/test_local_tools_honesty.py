@@ -83,8 +83,12 @@ def test_a_local_model_without_tools_in_its_template_says_so_at_once(tmp_path, m
     text = str(caught[0].message)
     assert 'model="demo"' in text and "install-model" in text and "openai:" in text
     assert agent.tools_notice == text
-    widget = pytest.importorskip("anywidget") and agent.widget()
+    pytest.importorskip("anywidget")
+    prestarts: list[bool] = []
+    agent.provider.prestart = lambda: prestarts.append(True)  # the real one is the local_model tier's
+    widget = agent.widget()
     assert widget.notice == text  # shown in the chat until the first prompt
+    assert prestarts == [True]  # showing the chat starts the server
 
 
 @needs_xllamacpp
