@@ -135,6 +135,14 @@ def turns(quick: bool) -> list[dict]:
     return out
 
 
+def local_start(quick: bool) -> list[dict]:
+    """The local model's first token with the server start included, prompt sent as the chat shows
+    (bench_local_start.py; no row when the local model is not installed)."""
+    import bench_local_start
+
+    return bench_local_start.rows(runs=1 if quick else 3)
+
+
 def browser(quick: bool) -> list[dict]:
     """The widget in a 200-turn chat and one with 50 tool cards, in headless Chromium (bench_browser.py)."""
     import bench_browser
@@ -165,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(row("SSE decoding of one 8 MB event vs one 2 MB event (linear: 4)", large / small, "<= 6",
                     large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
     for part in (frames, lambda q: sessions(q, tmp), lambda q: duckdb_query(q, tmp), widget, transcript, memory, turns,
+                 local_start,
                  *([browser] if args.browser else [])):
         try:
             rows += part(args.quick)

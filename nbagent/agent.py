@@ -28,16 +28,31 @@ DEMO_NOTICE = (
     "model=\"openai:…\" / \"anthropic:…\" / \"gemini:…\" with an API key."
 )
 
+TOOLS_DEMO_NOTICE = (
+    "nbagent: using the offline demo model (scripted answers that show tool calls): the installed local model "
+    "(SmolLM2-135M) cannot call tools. For real tool calls offline install a tool-capable GGUF "
+    "(`python -m nbagent install-model URL`), or pass model=\"openai:…\" / \"anthropic:…\" / \"gemini:…\" "
+    "with an API key."
+)
 
-def default_model() -> str:
-    """``NBAGENT_MODEL``, else ``local`` when installed, else ``demo`` (with a notice)."""
+
+def default_model(*, tools: bool = False) -> str:
+    """``NBAGENT_MODEL``, else ``local`` when installed, else ``demo`` (with a notice). With ``tools``
+    wanted, only a local model whose chat template takes tools: a tool-capable GGUF in the model folder,
+    else ``demo`` (SmolLM2 cannot call tools; a notice says why)."""
     env = os.environ.get("NBAGENT_MODEL", "").strip()
     if env:
         return env
-    from .providers.local import local_runtime_available
+    from .providers.local import local_runtime_available, tool_capable_model
 
     if local_runtime_available():
-        return "local"
+        if not tools:
+            return "local"
+        capable = tool_capable_model()
+        if capable is not None:
+            return f"local:{capable}"
+        print(TOOLS_DEMO_NOTICE, file=sys.stderr)
+        return "demo"
     print(DEMO_NOTICE, file=sys.stderr)
     return "demo"
 
@@ -129,12 +144,15 @@ class Agent:
         from .loop.structured import schema_of
 
         course = self.course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
-        model = course_model(course, model, default_model)  # a forbidden model: a ConfigError naming the policy
+        wants_tools = bool(tools) or notebook
+        # a forbidden model: a ConfigError naming the policy
+        model = course_model(course, model, lambda: default_model(tools=wants_tools))
         self._model_args = (model, dict(base_url=base_url, api_key=api_key, **provider_options))
         self.provider = resolve_model(model, base_url=base_url, api_key=api_key, **provider_options)
         tools = self._replay_tools(tools)
         # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
         tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
+        self.tools_notice = _tools_notice(self.provider, tools)  # the tools will not reach the model: why
         self._connection_options = dict(
             system=system, tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
             max_tool_iterations=max_tool_iterations, hooks=hooks, temperature=temperature,
@@ -419,7 +437,11 @@ class Agent:
 
     def widget(self, **kwargs):
         """The agent's chat widget (one per agent; kwargs make a new one). It follows the agent:
-        with ``save_to``, its *New chat* and *History* switch the active conversation."""
+        with ``save_to``, its *New chat* and *History* switch the active conversation. A local model's
+        server starts as the widget is made (in the background), not at the first prompt."""
+        prestart = getattr(self.provider, "prestart", None)
+        if callable(prestart):  # first: the server loads while the widget is built and shown
+            prestart()
         from .notebook.widget import ChatWidget
 
         if kwargs:
@@ -427,6 +449,8 @@ class Agent:
         widget = self._widget
         if widget is None or getattr(widget, "comm", None) is None or widget.conversation is not self._conversation:
             widget = self._widget = ChatWidget(self)
+            if self.tools_notice:
+                widget.notice = self.tools_notice
         return widget
 
     @property
@@ -463,6 +487,18 @@ class Agent:
     def __repr__(self) -> str:
         tools = list(self.tools)
         return f"Agent(model={self.model!r}, tools={tools}, turns={self._conversation.turn_count})"
+
+
+def _tools_notice(provider: Provider, tools: Any) -> str:
+    """Why ``tools`` never reach the model (a local model whose template takes none), warned once; ""."""
+    if provider.name != "local":
+        return ""
+    from .providers.local import tools_notice
+
+    notice = tools_notice(provider, tools)
+    if notice:
+        warnings.warn(notice, RuntimeWarning, stacklevel=3)
+    return notice
 
 
 def _settings_kwargs(s: AgentSettings, *, keep_provider_options: bool) -> dict[str, Any]:

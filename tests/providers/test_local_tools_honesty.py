@@ -1,0 +1,169 @@
+"""The offline model tells the truth about tools (fast tier: no server is started).
+
+A local model whose GGUF chat template has no tools section never sees the tool schemas (llama.cpp
+drops them). ``Agent(model="local", tools=...)`` says so at once, as a warning and in the widget;
+with no model given and tools wanted, the default is a model that can take them (a tool-capable GGUF in
+the model folder), else the demo model, with a notice that says why. The templates are read from GGUF
+files written here (the real SmolLM2 file's template is checked in the local_model tier).
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from pathlib import Path
+
+import pytest
+
+from nbagent import Agent
+from nbagent.agent import default_model
+from nbagent.providers.gguf_template import chat_template, template_takes_tools
+from nbagent.providers.local import LocalProvider, tools_notice
+
+needs_xllamacpp = pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("xllamacpp") is None, reason="xllamacpp not installed")
+
+# SmolLM2-135M-Instruct's template, as its GGUF stores it (no tools section)
+SMOLLM2 = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>"
+           "system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+           "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+           "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+# the start of Qwen2.5-Instruct's template (it renders the tools into the system message)
+QWEN = ("{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {{- \"\\n\\n# Tools\\n\\n<tools>\" }}\n"
+        "    {%- for tool in tools %}{{- tool | tojson }}{%- endfor %}\n{%- endif %}")
+
+
+def _s(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def write_gguf(path: Path, template: str | None, tokens: int = 50) -> Path:
+    """A GGUF header (version 3, no tensors) with an architecture, a token array, a bool, and the template."""
+    kvs = [_s("general.architecture") + struct.pack("<I", 8) + _s("llama"),
+           _s("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, tokens) + b"".join(_s(f"t{i}") for i in range(tokens)),
+           _s("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, tokens) + b"\0" * 4 * tokens,
+           _s("tokenizer.ggml.add_bos_token") + struct.pack("<I", 7) + b"\1"]
+    if template is not None:
+        kvs.append(_s("tokenizer.chat_template") + struct.pack("<I", 8) + _s(template))
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs) + b"\0" * 64)
+    return path
+
+
+def test_the_template_is_read_from_the_gguf_header(tmp_path):
+    assert chat_template(write_gguf(tmp_path / "a.gguf", SMOLLM2, tokens=3000)) == SMOLLM2
+    assert chat_template(write_gguf(tmp_path / "b.gguf", None)) is None
+    (tmp_path / "c.gguf").write_bytes(b"not a model")
+    assert chat_template(tmp_path / "c.gguf") is None
+    cut = (tmp_path / "a.gguf").read_bytes()[:200]
+    (tmp_path / "d.gguf").write_bytes(cut)
+    assert chat_template(tmp_path / "d.gguf") is None  # truncated: no template, no exception
+
+
+@pytest.mark.parametrize("template,takes", [
+    (SMOLLM2, False), (QWEN, True), (None, False), ("", False),
+    ("{{ messages }} Tools are great", False),  # the word in text, not the variable
+    ("{% for t in tools %}{{ t.name }}{% endfor %}", True),
+])
+def test_which_templates_take_tools(template, takes):
+    assert template_takes_tools(template) is takes
+
+
+def tool_free(x: int) -> int:
+    """A tool."""
+    return x
+
+
+@needs_xllamacpp
+def test_a_local_model_without_tools_in_its_template_says_so_at_once(tmp_path, monkeypatch):
+    monkeypatch.delenv("NBAGENT_MODEL", raising=False)
+    gguf = write_gguf(tmp_path / "tiny.gguf", SMOLLM2)
+    with pytest.warns(RuntimeWarning, match="cannot call tools") as caught:
+        agent = Agent(model=f"local:{gguf}", tools=[tool_free])
+    text = str(caught[0].message)
+    assert 'model="demo"' in text and "install-model" in text and "openai:" in text
+    assert agent.tools_notice == text
+    pytest.importorskip("anywidget")
+    prestarts: list[bool] = []
+    agent.provider.prestart = lambda: prestarts.append(True)  # the real one is the local_model tier's
+    widget = agent.widget()
+    assert widget.notice == text  # shown in the chat until the first prompt
+    assert prestarts == [True]  # showing the chat starts the server
+
+
+@needs_xllamacpp
+def test_no_notice_without_tools_or_with_a_template_that_takes_them(tmp_path):
+    plain = LocalProvider(write_gguf(tmp_path / "plain.gguf", SMOLLM2))
+    capable = LocalProvider(write_gguf(tmp_path / "capable.gguf", QWEN))
+    assert tools_notice(plain, []) == "" and tools_notice(capable, ["list_variables"]) == ""
+    assert "cannot call tools" in tools_notice(plain, ["list_variables"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        agent = Agent(model=f"local:{capable.model_path}", tools=[tool_free])
+        assert agent.tools_notice == ""
+        Agent(model=f"local:{plain.model_path}")
+
+
+@needs_xllamacpp
+def test_with_tools_wanted_the_default_is_a_model_that_can_take_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("NBAGENT_MODEL", raising=False)
+    monkeypatch.setenv("NBAGENT_MODEL_DIR", str(tmp_path))
+    import nbagent.providers.local as local
+
+    monkeypatch.setattr(local, "local_runtime_available", lambda: True)  # SmolLM2 "installed"
+    assert default_model() == "local"
+    assert default_model(tools=True) == "demo"  # SmolLM2 cannot: the scripted demo, and why
+    assert "cannot call tools" in capsys.readouterr().err
+    agent = Agent(tools=[tool_free])
+    assert agent.model.startswith("demo:") and agent.tools_notice == ""
+    capable = write_gguf(tmp_path / "qwen2.5-1.5b-instruct-q4_k_m.gguf", QWEN)
+    write_gguf(tmp_path / "other.gguf", SMOLLM2)
+    assert default_model(tools=True) == f"local:{capable}"
+    monkeypatch.setenv("NBAGENT_MODEL", "demo")  # the variable still wins
+    assert default_model(tools=True) == "demo" and default_model() == "demo"
+
+
+# --- a fresh server that drops the first request ---------------------------------------
+
+
+class _Answering:
+    """Stands for a started llama.cpp server at ``url`` (alive, never stopped here)."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.pid = url, 0
+
+    def alive(self) -> bool:
+        return True
+
+
+@needs_xllamacpp
+async def test_a_first_request_the_fresh_server_drops_is_sent_again_once_it_answers_health(tmp_path, fault_server):
+    from support.fault_server import reply, sse
+
+    from nbagent.core.messages import Message, TextPart
+    from nbagent.providers.base import ModelRequest, TextDelta
+
+    provider = LocalProvider(write_gguf(tmp_path / "m.gguf", SMOLLM2), retry_base_delay=0.0)
+    server = _Answering(fault_server.url)
+
+    async def started() -> None:  # the server is up: its ready line and /health were seen
+        provider._server, provider.base_url = server, f"{server.url}/v1"
+
+    provider.start = started  # type: ignore[method-assign]
+    answer = (b'data: {"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}\n\n'
+              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+    hang_up = lambda ex: ex.drop()  # noqa: E731 - "Server disconnected without sending a response"
+    fault_server.push(hang_up, hang_up, hang_up, reply(503, {"error": "loading"}), reply(200, {"status": "ok"}),
+                      sse(answer))
+    request = ModelRequest(provider.model, [Message("user", [TextPart("hi")])])
+    events = [e async for e in provider.stream(request)]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello"
+    assert [r.path for r in fault_server.requests] == ["/v1/chat/completions"] * 3 + ["/health"] * 2 + [
+        "/v1/chat/completions"]
+
+
+@needs_xllamacpp
+def test_a_loaded_laptop_gets_180_s_to_start_the_server(tmp_path):
+    gguf = write_gguf(tmp_path / "m.gguf", SMOLLM2)
+    assert LocalProvider(gguf)._spec.startup_timeout == 180.0  # one start under load took 57.6 s
+    assert LocalProvider(gguf, startup_timeout=5)._spec.startup_timeout == 5.0
