@@ -449,7 +449,7 @@ class Agent:
         widget = self._widget
         if widget is None or getattr(widget, "comm", None) is None or widget.conversation is not self._conversation:
             widget = self._widget = ChatWidget(self)
-            if self.tools_notice:
+            if self.tools_notice and not widget.notice:  # a course's "closed" / "over budget" comes first
                 widget.notice = self.tools_notice
         return widget
 
