@@ -13,7 +13,7 @@ from .conversation import Conversation
 from .course import check_model, code_refusal, course_budget, course_model, course_save_to, course_tools, course_user
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
-from .core.course_policy import find_policy
+from .core.course_policy import CoursePolicy, find_policy
 from .core.course_rules import PRESETS, Rules, find_rules
 from .core.conversation_state import ConversationEvent
 from .core.errors import ConfigError, NbagentError
@@ -144,15 +144,8 @@ class Agent:
         from .loop.structured import schema_of
 
         course = self.course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
-        wants_tools = bool(tools) or notebook
-        # a forbidden model: a ConfigError naming the policy
-        model = course_model(course, model, lambda: default_model(tools=wants_tools))
-        self._model_args = (model, dict(base_url=base_url, api_key=api_key, **provider_options))
-        self.provider = resolve_model(model, base_url=base_url, api_key=api_key, **provider_options)
-        tools = self._replay_tools(tools)
-        # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
-        tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
-        self.tools_notice = _tools_notice(self.provider, tools)  # the tools will not reach the model: why
+        tools = self._model_and_tools(course, model, tools, notebook,
+                                      dict(base_url=base_url, api_key=api_key, **provider_options))
         self._connection_options = dict(
             system=system, tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
             max_tool_iterations=max_tool_iterations, hooks=hooks, temperature=temperature,
@@ -173,6 +166,20 @@ class Agent:
         self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook,
                             tool_timeout=tool_timeout)
         self._adopt(self._conversation)
+
+    def _model_and_tools(self, course: CoursePolicy | None, model: str | Provider | None, tools: Any,
+                         notebook: bool, options: dict) -> Any:
+        """Set the provider (the course's choice when no model is given; a forbidden one is a ConfigError
+        naming the policy) and return the tools it gets, saying (``tools_notice``) when they cannot reach
+        the model."""
+        model = course_model(course, model, lambda: default_model(tools=bool(tools) or notebook))
+        self._model_args = (model, options)
+        self.provider = resolve_model(model, **options)
+        tools = self._replay_tools(tools)
+        # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
+        tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
+        self.tools_notice = _tools_notice(self.provider, tools)
+        return tools
 
     def _apply_rules(self, rules: Rules | None, system: str | None, resumed: bool) -> None:
         """Put the rules in front of the system prompt, this conversation's and the next ones'
