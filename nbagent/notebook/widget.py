@@ -95,6 +95,7 @@ from .widget_wire import PendingDelta, TurnBuffer, record_dict, step_dict, step_
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 PAGE_CHARS = 500_000  # a resync's finished turns go in messages of about this size at most
+PREPARE_GRACE_SECONDS = 3.0  # past the attachments' own limits, how long a prompt's preparation may take
 _STATIC = Path(__file__).parent / "static"
 ASSETS = {"math": "math.js", "grammars": "grammars.js"}  # modules a view loads when it first needs them
 __all__ = ["ASSETS", "asset_code", "ChatWidget", "FLUSH_INTERVAL", "PAGE_CHARS", "record_dict", "step_dict"]
@@ -453,7 +454,30 @@ class ChatWidget(anywidget.AnyWidget):
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
-        prepared = self._prepare_prompt(attach_cells(prompt, cells)[0])  # @cell: the cells the view sent
+        self._task = asyncio.ensure_future(self._send_prompt(prompt, over_budget, cells))
+        self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
+        self.sessions.watch_steps(self._task)
+        self._flush()  # `running` goes out now: the view that sent the prompt waits for it (and shows Stop)
+
+    async def _send_prompt(self, prompt: str, over_budget: bool, cells: Any) -> None:
+        """Attach what the prompt names, off the event loop (a ``__repr__`` that hangs must not hold
+        Stop or any other message), then gate and run it. Stop while attaching drops the prompt."""
+        from .cell_runner import TimeLimitExceeded, await_with_time_limit
+        from .variables import ATTACH_TOTAL_SECONDS, ATTACH_HEADER
+
+        with_cells = attach_cells(prompt, cells)[0]  # @cell: the cells the view sent
+        if "@" in with_cells:
+            self.notice = "Attaching the @names to the prompt… (Stop cancels this message)"
+        limit = ATTACH_TOTAL_SECONDS + PREPARE_GRACE_SECONDS  # attach_variables keeps to its own limits first
+        try:
+            prepared = await await_with_time_limit(lambda: self._prepare_prompt(with_cells), limit)
+        except asyncio.CancelledError:
+            self._refuse("Stopped: the message was not sent (its @names were still being attached).")
+            return
+        except TimeLimitExceeded as exc:
+            prepared = f"{with_cells.rstrip()}\n\n[{ATTACH_HEADER}: none attached: describing them {exc}]"
+        except Exception as exc:  # noqa: BLE001 - a broken attachment must not lose the prompt
+            prepared = f"{with_cells.rstrip()}\n\n[{ATTACH_HEADER}: none attached ({type(exc).__name__}: {exc})]"
         ask, self.notice = gate(self.conversation, prepared, over_budget)
         with self._lock:
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
@@ -461,13 +485,11 @@ class ChatWidget(anywidget.AnyWidget):
             self._flush()
             self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
             return
-        self._task = asyncio.ensure_future(self._run(prepared))
-        self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
-        self.sessions.watch_steps(self._task)
-        self._flush()  # `running` goes out now: the view that sent the prompt waits for it
+        await self._run(prepared)
 
     def _prepare_prompt(self, prompt: str) -> str:
-        """Every prompt sent from the box passes here before it is gated and run: ``@name`` of a
+        """Every prompt sent from the box passes here (on a thread of its own, time-limited: ``_send_prompt``)
+        before it is gated and run: ``@name`` of a
         variable of the widget's namespace (default: the kernel's) attaches its description, as in
         ``%%chat`` (``@cell`` / ``@cell:N``, the cells the view sent with it, are attached before:
         cell_refs.py). An over-budget prompt goes back to the box as typed and passes here again."""
