@@ -83,11 +83,12 @@ from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
+from . import view_presence
 from .cell_refs import attach_cells
 from .conversation_view import ConversationView
 from .live_notebook import serve as serve_live_notebook
 from .protocol import (CHAT, Approve, AssetModule, AssetRequest, Confirm, Deltas, Deny, Handlers, Names, NamesRequest,
-                       Refused, Resync, Send, Stop, TurnEnded, TurnsPage)
+                       Refused, Resync, Send, Stop, TurnEnded, TurnsPage, ViewShown)
 from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SessionControls
 from .widget_usage import gate, gauge_dict
@@ -157,6 +158,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._flush()
         conversation.add_listener(self._on_event)
         self.on_msg(self._on_msg)
+        view_presence.register(self)  # a call waiting for approval asks whether a view is live
 
     def rebind(self, conversation: ConversationView) -> None:
         """Show another conversation in this widget (New chat, History): its turns replace the
@@ -419,10 +421,12 @@ class ChatWidget(anywidget.AnyWidget):
         handlers.on(AssetRequest, self._asset)
         handlers.on(NamesRequest, self._names)
         handlers.on(Resync, lambda r: self._ask_resync())
+        handlers.on(ViewShown, lambda r: None)  # noted by _on_msg, as every message from a view
         serve_live_notebook(self, handlers)  # the live notebook's answers, a card's Undo, Insert's provenance
         return handlers
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any = None) -> None:
+        view_presence.view_seen(self)  # a front end spoke: someone can press Approve
         self.handlers.receive(content)
 
     def _failed(self, kind: str, exc: Exception) -> None:
