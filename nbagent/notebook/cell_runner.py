@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from collections.abc import Callable
 
+from .kernel_status import kernel_busy
+
 INTERRUPT_RETRIES = 5  # an interrupt is raised again while the code still runs (it may catch one)
 INTERRUPT_SPACING = 0.5  # seconds between those tries
 WAIT_SLICE = 0.1  # seconds a time-limited call's waiter blocks at a time (an interrupt lands between)
@@ -117,18 +119,19 @@ async def run_cell(code: str, namespace: dict, *, timeout: float | None = None,
             except RuntimeError:  # the loop is closed: nobody waits any more
                 pass
 
-    threading.Thread(target=work, name=f"nbagent-cell-{next(_ids)}", daemon=True).start()
-    try:
-        await asyncio.wait_for(asyncio.shield(finished), timeout)
-    except TimeoutError:
-        run.interrupt()
-        await asyncio.to_thread(run.done.wait, GRACE_SECONDS)
-        result = run.result or CellResult(code, interrupted=True)
-        result.timed_out = True
-        return result
-    except asyncio.CancelledError:
-        run.interrupt()
-        raise
+    async with kernel_busy():  # the kernel's indicator says busy while the code runs (kernel_status.py)
+        threading.Thread(target=work, name=f"nbagent-cell-{next(_ids)}", daemon=True).start()
+        try:
+            await asyncio.wait_for(asyncio.shield(finished), timeout)
+        except TimeoutError:
+            run.interrupt()
+            await asyncio.to_thread(run.done.wait, GRACE_SECONDS)
+            result = run.result or CellResult(code, interrupted=True)
+            result.timed_out = True
+            return result
+        except asyncio.CancelledError:
+            run.interrupt()
+            raise
     assert run.result is not None
     return run.result
 
