@@ -458,20 +458,26 @@ class ChatWidget(anywidget.AnyWidget):
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
-        self._task = asyncio.ensure_future(self._send_prompt(prompt, over_budget, cells))
+        with_cells = attach_cells(prompt, cells)[0]  # @cell: the cells the view sent
+        if "@" in with_cells:  # @names to describe: off the event loop first (_send_prompt)
+            run: Any = self._send_prompt(prompt, with_cells, over_budget)
+        else:  # nothing to describe: gated now
+            prepared = self._prepare_prompt(with_cells)
+            if not self._gate(prompt, prepared, over_budget):
+                return
+            run = self._run(prepared)
+        self._task = asyncio.ensure_future(run)
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
         self.sessions.watch_steps(self._task)
         self._flush()  # `running` goes out now: the view that sent the prompt waits for it (and shows Stop)
 
-    async def _send_prompt(self, prompt: str, over_budget: bool, cells: Any) -> None:
+    async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
         """Attach what the prompt names, off the event loop (a ``__repr__`` that hangs must not hold
         Stop or any other message), then gate and run it. Stop while attaching drops the prompt."""
         from .cell_runner import TimeLimitExceeded, await_with_time_limit
         from .variables import ATTACH_TOTAL_SECONDS, ATTACH_HEADER
 
-        with_cells = attach_cells(prompt, cells)[0]  # @cell: the cells the view sent
-        if "@" in with_cells:
-            self.notice = "Attaching the @names to the prompt… (Stop cancels this message)"
+        self.notice = "Attaching the @names to the prompt… (Stop cancels this message)"
         limit = ATTACH_TOTAL_SECONDS + PREPARE_GRACE_SECONDS  # attach_variables keeps to its own limits first
         try:
             prepared = await await_with_time_limit(lambda: self._prepare_prompt(with_cells), limit)
@@ -482,18 +488,23 @@ class ChatWidget(anywidget.AnyWidget):
             prepared = f"{with_cells.rstrip()}\n\n[{ATTACH_HEADER}: none attached: describing them {exc}]"
         except Exception as exc:  # noqa: BLE001 - a broken attachment must not lose the prompt
             prepared = f"{with_cells.rstrip()}\n\n[{ATTACH_HEADER}: none attached ({type(exc).__name__}: {exc})]"
+        if self._gate(prompt, prepared, over_budget):
+            await self._run(prepared)
+
+    def _gate(self, prompt: str, prepared: str, over_budget: bool) -> bool:
+        """Whether ``prepared`` may run now; over budget, the view asks "Send anyway" / "Cancel"."""
         ask, self.notice = gate(self.conversation, prepared, over_budget)
         with self._lock:
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
-        if ask is not None:  # over budget: the view asks "Send anyway" / "Cancel"
-            self._flush()
-            self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
-            return
-        await self._run(prepared)
+        if ask is None:
+            return True
+        self._flush()
+        self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
+        return False
 
     def _prepare_prompt(self, prompt: str) -> str:
-        """Every prompt sent from the box passes here (on a thread of its own, time-limited: ``_send_prompt``)
-        before it is gated and run: ``@name`` of a
+        """Every prompt sent from the box passes here (one with ``@``: on a thread of its own,
+        time-limited, ``_send_prompt``) before it is gated and run: ``@name`` of a
         variable of the widget's namespace (default: the kernel's) attaches its description, as in
         ``%%chat`` (``@cell`` / ``@cell:N``, the cells the view sent with it, are attached before:
         cell_refs.py). An over-budget prompt goes back to the box as typed and passes here again."""
