@@ -1,11 +1,13 @@
 """Tool calls waiting for approval where nothing may answer them: a blocking ``ask()`` (a script,
-nbconvert, papermill; in Jupyter the widget's buttons are not read while the cell is busy in it)
-or a turn with no widget shown.
+nbconvert, papermill; in Jupyter the widget's buttons are not read while the cell is busy in it),
+or ``await chat_to_completion()`` with no widget shown, or with a widget no live view shows (nbclient,
+papermill and ``nbconvert --execute`` display it, but no browser draws it: notebook/view_presence.py).
 
 ``ApprovalWatch(conversation, wait)`` is a listener. When a call starts waiting it says so on
 stderr within ``NOTICE_DELAY`` (the call's name and id, and how to answer: ``conv.approve(id)`` /
 ``conv.deny(id)``); when ``wait`` seconds pass with no answer it interrupts the turn, and ``error``
-holds the ``ConfigError`` the caller raises. ``wait=None`` only tells.
+holds the ``ConfigError`` the caller raises. ``wait=None`` only tells. ``answerable()``, when given,
+is asked each time: once it is true (a view of the widget came alive) the call is left to the person.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 from typing import Any
+from collections.abc import Callable
 
 from .core.errors import ConfigError
 from .core.steps import ApprovalDecision, Step, StepStatus, ToolCall
@@ -21,15 +24,19 @@ APPROVAL_WAIT = 30.0  # seconds a blocking ask() waits for an approval (Conversa
 NOTICE_DELAY = 0.3  # a call answered at once (a listener, %%chat's denial) is not announced
 BLOCKING = "a blocking ask() cannot be answered from the widget, whose buttons wait until the cell ends"
 NO_WIDGET = "no chat widget is shown for this conversation"
+NO_VIEW = ("its chat widget is displayed but no live view shows it (nbclient, papermill or nbconvert run the "
+           "notebook without a browser), so nobody can press Approve")
 
 
 class ApprovalWatch:
     """Says at once that a call waits for approval, and ends the turn when nobody answers in time."""
 
-    def __init__(self, conversation: Any, wait: float | None, why: str = BLOCKING) -> None:
+    def __init__(self, conversation: Any, wait: float | None, why: str = BLOCKING,
+                 answerable: Callable[[], bool] | None = None) -> None:
         self.conversation = conversation
         self.wait = wait
         self.why = why
+        self.answerable = answerable
         self.error: ConfigError | None = None
         self.lock = threading.Lock()
         self.waiting: dict[str, list[threading.Timer]] = {}
@@ -66,8 +73,15 @@ class ApprovalWatch:
         with self.lock:
             return call_id in self.waiting
 
+    def _left_to_a_person(self, call_id: str) -> bool:
+        """A live view appeared: its buttons answer; this call is no longer watched."""
+        if self.answerable is None or not self.answerable():
+            return False
+        self._answered(call_id)
+        return True
+
     def _tell(self, call: ToolCall) -> None:
-        if not self._still_waiting(call.id):
+        if not self._still_waiting(call.id) or self._left_to_a_person(call.id):
             return
         limit = (f"the turn ends if nobody answers within {self.wait:g} s (conv.approval_wait)"
                  if self.wait is not None else "it waits until someone answers")
@@ -77,13 +91,13 @@ class ApprovalWatch:
         sys.stderr.flush()
 
     def _expire(self, call: ToolCall) -> None:
-        if not self._still_waiting(call.id):
+        if not self._still_waiting(call.id) or self._left_to_a_person(call.id):
             return
         self.error = ConfigError(
             f"policy='ask': tool call {call.name!r} ({call.id}) waited {self.wait:g} s for approval and nothing "
             f"answered it ({self.why}); the turn was ended. Approve from another thread with "
-            f"conv.approve({call.id!r}), run the turn with `await conv.chat_to_completion(...)` where the "
-            "widget is shown, set conv.approval_wait (seconds; None waits forever), or use policy='allow_all'")
+            f"conv.approve({call.id!r}), run the turn with `await conv.chat_to_completion(...)` where a "
+            "browser draws the widget (JupyterLab, Notebook, VS Code), set conv.approval_wait (seconds; None waits forever), or use policy='allow_all'")
         self.conversation.interrupt()
 
     def close(self) -> None:

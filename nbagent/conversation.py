@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -86,19 +85,32 @@ class Conversation:
             await chunks.aclose()
 
     async def chat_to_completion(self, prompt: str) -> ChatResponse:
-        """Send ``prompt`` and wait for the whole turn (outside a kernel, with no widget, a call
-        waiting for approval is announced on stderr)."""
-        from .approval_wait import NO_WIDGET, ApprovalWatch
+        """Send ``prompt`` and wait for the whole turn.
 
-        if self._widget is not None or "ipykernel" in sys.modules:
+        Where no live chat widget shows this conversation (a script; a kernel run by nbclient,
+        papermill or ``nbconvert --execute``, which display the widget but draw no view of it), a
+        call waiting for approval is announced on stderr at once, and after ``approval_wait``
+        seconds (30; None waits forever) with no ``approve`` / ``deny`` the turn ends and
+        ``ConfigError`` says why. A live view's buttons answer it otherwise."""
+        from .approval_wait import NO_VIEW, NO_WIDGET, ApprovalWatch
+        from .notebook import view_presence
+
+        def answerable() -> bool:
+            return view_presence.has_live_view(self)
+
+        if answerable():
             return await self._complete(prompt)
-        watch = ApprovalWatch(self, None, NO_WIDGET)
+        why = NO_VIEW if view_presence.has_widget(self) else NO_WIDGET
+        watch = ApprovalWatch(self, self.approval_wait, why, answerable)
         self.add_listener(watch)
         try:
-            return await self._complete(prompt)
+            response = await self._complete(prompt)
         finally:
             self.remove_listener(watch)
             watch.close()
+        if watch.error is not None:
+            raise watch.error
+        return response
 
     async def _complete(self, prompt: str) -> ChatResponse:
         await self.send(prompt)

@@ -219,6 +219,111 @@ def test_ctrl_c_gets_through_while_an_attachment_is_being_made(ctrl_c):
     assert not inspect_threads_left()  # the inspection was interrupted too
 
 
+class WaitsForTheLoop:
+    """A hostile value for the widget's @name: its repr hangs (pure Python) and notes whether the
+    kernel's event loop went on meanwhile (``ticks``, counted by a probe on the loop)."""
+
+    def __init__(self, ticks: list) -> None:
+        self.ticks, self.entered, self.left = ticks, threading.Event(), threading.Event()
+        self.ticks_seen = 0
+
+    def __repr__(self) -> str:
+        self.entered.set()
+        try:
+            start = len(self.ticks)
+            while True:  # until interrupted (Stop, or the attachment's limit)
+                self.ticks_seen = len(self.ticks) - start
+        finally:
+            self.left.set()
+
+
+class LoopProbe:
+    """Ticks on the event loop every 20 ms, noting the longest gap between ticks (its lag)."""
+
+    def __init__(self) -> None:
+        self.ticks: list[float] = []
+        self.task = asyncio.ensure_future(self._tick())
+
+    async def started(self) -> LoopProbe:
+        await until(lambda: len(self.ticks) >= 2, "the probe ticking")
+        return self
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self.ticks.append(loop.time())
+            await asyncio.sleep(0.02)
+
+    def worst_gap(self) -> float:
+        return max((b - a for a, b in zip(self.ticks, self.ticks[1:])), default=0.0)
+
+
+async def until(condition, what: str, tries: int = 3000) -> None:
+    """Let the loop run until ``condition()`` (at most ``tries`` 10 ms sleeps, 30 s)."""
+    for _ in range(tries):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_the_widgets_stop_gets_through_while_an_attachment_hangs(monkeypatch):
+    """@name from the widget's box: the value is described off the kernel's loop, so the loop keeps
+    ticking, and Stop drops the prompt at once and interrupts the description (was: the loop held
+    up to 10 s, Stop waiting behind it)."""
+    from nbagent.notebook.protocol import Send, Stop
+    from nbagent.notebook.widget import ChatWidget
+    from support.widget_messages import customs, deliver, until_idle
+
+    monkeypatch.setattr(variables, "ATTACH_SECONDS", raising=False, value=20.0)  # only Stop ends it here
+    monkeypatch.setattr(variables, "ATTACH_TOTAL_SECONDS", raising=False, value=20.0)
+    provider = ScriptedProvider([text_call("never asked")])
+    agent = Agent(model=provider)
+    w = ChatWidget(agent)
+    probe = await LoopProbe().started()
+    slow = WaitsForTheLoop(probe.ticks)
+    w.namespace = {"slow": slow}
+    sent = customs(w)
+    try:
+        deliver(w, Send(prompt="what is @slow?"))
+        described_already = slow.left.is_set()  # (the value itself stays out of assertions: its repr hangs)
+        assert not described_already  # the handler returned while the value was (about to be) described
+        await until(lambda: slow.ticks_seen >= 10, "the loop ticking while the repr runs")
+        assert w.running and "Attaching the @names" in w.notice
+        deliver(w, Stop())
+        await until_idle(w)
+        assert agent.conversation.turns == [] and provider.requests == []  # the prompt was dropped
+        assert {"type": "refused", "text": w.notice} in sent and "not sent" in w.notice
+        interrupted = await asyncio.to_thread(slow.left.wait, 10)
+        assert interrupted  # the description was interrupted, its thread freed
+        assert not w.running
+        assert probe.worst_gap() < 1.0  # the loop never stalled (the old code held it ATTACH_SECONDS)
+    finally:
+        probe.task.cancel()
+
+
+async def test_a_timed_out_attachment_from_the_widget_says_so_and_the_turn_goes_on(monkeypatch):
+    from nbagent.notebook.protocol import Send
+    from nbagent.notebook.widget import ChatWidget
+    from support.widget_messages import deliver, until_idle
+
+    provider = ScriptedProvider([text_call("ok")])
+    agent = Agent(model=provider)
+    w = ChatWidget(agent)
+    probe = await LoopProbe().started()
+    w.namespace = {"slow": WaitsForTheLoop(probe.ticks), "sales": [3, 1, 2]}
+    try:
+        deliver(w, Send(prompt="compare @slow with @sales"))
+        await until_idle(w)
+        prompt = agent.conversation.turns[-1].prompt
+        assert "slow: could not be described (InspectionTimeout: describing 'slow' took longer than 1 s" in prompt
+        assert "--- @sales ---" in prompt and "[3, 1, 2]" in prompt
+        assert not inspect_threads_left()  # its slot is free
+        assert probe.worst_gap() < 0.5  # the second of waiting was off the loop
+    finally:
+        probe.task.cancel()
+
+
 # --- 5. a big run_python value is made into text inside the code's limit ----------------------
 
 

@@ -234,6 +234,33 @@ async def test_a_missing_command_is_a_config_error_naming_the_server_and_the_con
     assert provider.requests[0].tools == []
 
 
+@pytest.mark.parametrize("server, says", [
+    ([sys.executable, "-c", "import sys; sys.exit(3)"], "the server exited with status 3"),
+    ([sys.executable, "-c", "print('garbage, not JSON'); import sys; sys.exit(3)"], "not MCP to its output: 'garbage, not JSON'"),
+    ("python -m mcp_server_time --local-timezone Not/AZone",  # the package index's server, misconfigured
+     "invalid --local-timezone 'Not/AZone'"),
+], ids=["exits-3", "garbage-then-exits", "mcp-server-time-bad-zone"])
+async def test_a_server_that_fails_to_start_is_said_before_the_answer_and_the_model_gets_no_tools(server, says):
+    """The turn's first steps are the prompt and an error notice naming the server and why (its exit
+    status, the garbage it wrote, its stderr), before the model is asked; the model is asked without
+    the server's tools (nothing pretends they exist), the turn itself is not failed, and the next turn
+    tries the server again (#31.17)."""
+    provider = model(text_call("answered without its tools"), text_call("again"))
+    agent = Agent(model=provider, mcp=[server])
+    resp = await agent.chat_to_completion("what time is it?")
+    steps = agent.conversation.history
+    assert [s.type for s in steps[:3]] == [StepType.TEXT_RESPONSE, StepType.SYSTEM_MESSAGE, StepType.TEXT_RESPONSE]
+    note = steps[1]
+    assert note.status == StepStatus.ERROR and "are not available in this turn" in note.content
+    assert says in note.error and "MCP server" in note.error
+    assert note.finished_at <= steps[2].created_at  # said before the model was asked
+    assert resp.text.strip() == "answered without its tools" and provider.requests[0].tools == []
+    assert agent.conversation.turns[-1].status == "done"
+    await agent.chat_to_completion("again?")
+    assert sum(s.type == StepType.SYSTEM_MESSAGE for s in agent.conversation.history) == 2  # tried again
+    await agent.aclose()
+
+
 async def test_a_server_that_exits_at_once_is_a_tool_error_quoting_its_stderr():
     server = mcp_tools([sys.executable, "-c", "import sys; sys.exit('no config file here')"], name="quitter")
     with pytest.raises(NbagentError) as err:

@@ -28,6 +28,9 @@ NOTEBOOKS = {
     "mcp.ipynb": ["import sys\nfrom nbagent import Agent\n"
                   f"agent = Agent(model='demo', mcp=[[sys.executable, {SERVER!r}, '--linger']], policy='ask')\n"
                   "agent.provider.delay = 0.001\nagent"],
+    "mcp_broken.ipynb": ["import sys\nfrom nbagent import Agent\n"
+                         "agent = Agent(model='demo', mcp=[[sys.executable, '-c', 'import sys; sys.exit(3)']])\n"
+                         "agent.provider.delay = 0.001\nagent"],
 }
 
 
@@ -73,3 +76,31 @@ def test_an_mcp_card_names_its_server_waits_for_approval_and_shows_the_image(lab
             break
         time.sleep(0.05)
     assert server_processes() == []
+
+
+def test_a_server_that_fails_to_start_is_said_in_the_turn_before_the_answer(lab, notebook):
+    """#31.17: the notice naming the server and its exit status stands above the answer, and no
+    error card follows the answer (it used to: the turn's one error card, at its end)."""
+    nb = notebook("mcp_broken.ipynb")
+    lab.evaluate("""() => { const app = window.jupyterapp, nb = app.shell.currentWidget.content;
+        nb.activeCellIndex = 0; nb.deselectAll(); window.__run = app.commands.execute('notebook:run-cell'); }""")
+    assert lab.evaluate("async () => await Promise.race([window.__run.then(() => true),"
+                        " new Promise(r => setTimeout(() => r(false), 60000))])")
+    chat = f"{nb} .nba-chat"
+    lab.wait_for_selector(chat)
+    lab.fill(f"{chat} .nba-input", "hello")
+    lab.press(f"{chat} .nba-input", "Enter")
+    notice = f"{chat} .nba-system-notice.nba-system-error"
+    lab.wait_for_selector(notice, timeout=90_000)
+    text = lab.text_content(notice)
+    assert "are not available in this turn" in text and "the server exited with status 3" in text
+    lab.wait_for_selector(f"{chat} .nba-turn .nba-md", timeout=90_000)  # the demo model's answer
+    lab.wait_for_function(f"() => document.querySelector({chat + ' .nba-footer'!r})?.textContent.trim() !== ''"
+                          f" && !document.querySelector({chat!r}).closest('.nba-is-running')"
+                          f" && !document.querySelector({chat!r}).querySelector('.nba-is-running')",
+                          timeout=90_000)  # the turn ended (its footer written, nothing running)
+    before = lab.evaluate(f"""() => {{ const chat = document.querySelector({chat!r});
+        const n = chat.querySelector('.nba-system-notice'), md = chat.querySelector('.nba-turn .nba-md');
+        return !!(n.compareDocumentPosition(md) & Node.DOCUMENT_POSITION_FOLLOWING); }}""")
+    assert before  # the notice comes first
+    assert lab.locator(f"{chat} .nba-error").count() == 0

@@ -168,3 +168,41 @@ def test_the_default_wait_is_at_most_30_s_and_an_answer_from_another_thread_stil
 
     conv.add_listener(approve_from_another_thread)
     assert "84" in conv.ask("What is 12 * 7?").text
+
+
+async def test_a_widget_counts_as_someone_who_can_approve_only_once_a_view_of_it_spoke():
+    """A widget no view draws (nbclient, papermill) leaves an awaited turn to approval_wait; once a
+    view says it is drawn (``{"type": "view"}``, as widget.js does), the call waits for its buttons."""
+    import asyncio
+
+    pytest.importorskip("anywidget")
+    from nbagent import ConfigError
+    from nbagent.notebook.protocol import Approve
+    from nbagent.notebook.widget import ChatWidget
+    from support.widget_messages import deliver
+
+    @tool
+    def calculator(expression: str) -> float:
+        """Evaluate an arithmetic expression."""
+        return 84.0
+
+    agents = [Agent(model="demo", tools=[calculator], policy="ask") for _ in range(2)]
+    for agent in agents:
+        agent.conversation.approval_wait = 0.5
+    hidden, w = (ChatWidget(agent) for agent in agents)
+    with pytest.raises(ConfigError, match="its chat widget is displayed but no live view shows it"):
+        await agents[0].conversation.chat_to_completion("What is 12 * 7?")
+    conv = agents[1].conversation
+    w._on_msg(w, {"type": "view"})  # the front end drew a view of it
+    turn = asyncio.ensure_future(conv.chat_to_completion("What is 12 * 7?"))
+    for _ in range(500):
+        waiting = [s for s in conv.history if s.status == StepStatus.WAITING_FOR_USER]
+        if waiting:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(4 * conv.approval_wait)
+    assert not turn.done()  # left to the person at the view, past approval_wait
+    deliver(w, Approve(call_id=waiting[0].tool_calls[0].id))
+    assert "84" in (await asyncio.wait_for(turn, 30)).text
+    hidden.close()
+    w.close()

@@ -224,7 +224,7 @@ export default {
     view.cellRefs = host ? (prompt) => host.cellRefs(el, prompt) : null; // @cell in the box
     const unwatchCells = host ? host.watch(el) : () => {};
     if (host) { store.hosts.set(view, { host, el }); store.send({ type: "notebook", host: true }); } // a live backend
-    if (!view.disconnected()) store.everLive = true;
+    if (!view.disconnected()) { store.everLive = true; store.send({ type: "view" }); } // someone can press Approve
     store.checkLive();
     view.update(store.state);
     const unmountBar = mountSessionBar(model, view.root, store.send); // New chat, History, Next

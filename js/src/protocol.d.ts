@@ -16,7 +16,8 @@ export interface ChatRequest_resync { type: "resync"; }
 export interface ChatRequest_send { type: "send"; prompt?: string; over_budget?: boolean; cells?: any[] | null; }
 export interface ChatRequest_stop { type: "stop"; }
 export interface ChatRequest_undo { type: "undo"; id?: string; call_id?: string; }
-export type ChatRequest = ChatRequest_approve | ChatRequest_asset | ChatRequest_deny | ChatRequest_history | ChatRequest_names | ChatRequest_new_chat | ChatRequest_next | ChatRequest_notebook | ChatRequest_open_session | ChatRequest_provenance | ChatRequest_replay_choice | ChatRequest_resync | ChatRequest_send | ChatRequest_stop | ChatRequest_undo;
+export interface ChatRequest_view { type: "view"; }
+export type ChatRequest = ChatRequest_approve | ChatRequest_asset | ChatRequest_deny | ChatRequest_history | ChatRequest_names | ChatRequest_new_chat | ChatRequest_next | ChatRequest_notebook | ChatRequest_open_session | ChatRequest_provenance | ChatRequest_replay_choice | ChatRequest_resync | ChatRequest_send | ChatRequest_stop | ChatRequest_undo | ChatRequest_view;
 export interface ChatEvent_asset { type: "asset"; name: string; code: string; }
 export interface ChatEvent_confirm { type: "confirm"; prompt: string; text: string; }
 export interface ChatEvent_deltas { type: "deltas"; items: any[][]; }

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { footerParts } from "../src/render/footer.js";
 import { toolStatus } from "../src/render/toolcard.js";
 import { fmtSeconds, fmtCost, pretty } from "../src/render/dom.js";
-import { turnErrors, compactionShown, stepNotice } from "../src/render/turn.js";
+import { turnErrors, compactionShown, stepNotice, systemNoticeText } from "../src/render/turn.js";
 
 test("the footer shows tokens, cost, duration, time to first token and speed", () => {
   const rec = { model: "gpt-4.1-mini", status: "done", finish_reason: "STOP", cost: 0.00123, duration: 2.5, ttft: 0.41, tps: 45.2,
@@ -32,6 +32,16 @@ test("a failed turn reports each error once (model step, FINISH and record repea
   assert.deepEqual(turnErrors(steps.slice(0, 1), { status: "error", error: "rate limited", http_code: 429 }),
     [{ message: "rate limited", code: 429 }]);
   assert.deepEqual(turnErrors(steps.slice(0, 1), { status: "done" }), []); // tool errors stay in their card
+});
+
+test("an MCP server that did not start is said where it happened, not in the error card after the answer", () => {
+  const error = "[tool] MCP server 'quitter' exited or closed its output while starting (its stderr ends: '[nbagent] the server exited with status 3')";
+  const note = { step_index: 1, kind: "other", source: "SYSTEM", type: "SYSTEM_MESSAGE", status: "ERROR", error,
+    content: "The tools of 'quitter' are not available in this turn." };
+  const steps = [{ step_index: 0, source: "USER", type: "TEXT_RESPONSE", status: "DONE", content: "hi" }, note,
+    { step_index: 2, kind: "model_call", source: "MODEL", type: "TEXT_RESPONSE", status: "DONE", content: "The answer." }];
+  assert.deepEqual(turnErrors(steps, { status: "done", error }), []);
+  assert.equal(systemNoticeText(note), `The tools of 'quitter' are not available in this turn. ${error}`);
 });
 
 test("a compaction that removed nothing is not shown", () => {

@@ -175,7 +175,7 @@ class McpServer:
             if isinstance(message, Exception):
                 self.protocol_error = NbagentError(
                     f"MCP server {self.name!r} wrote something that is not MCP to its output: "
-                    f"{_first_line(message)}", kind="protocol")
+                    f"{_not_mcp(message)}", kind="protocol")
                 if not ready.done():
                     ready.set_exception(self.protocol_error)
                 stop.set()
@@ -313,6 +313,19 @@ class McpServer:
             return NbagentError(f"{who} answered something that is not MCP: {_first_line(leaf)}", kind="protocol")
         return NbagentError(f"{who} failed while {during}: {type(leaf).__name__}: {_first_line(leaf)}"
                             f"{self._stderr_tail()}", kind="tool")
+
+
+def _not_mcp(error: Exception) -> str:
+    """What a line that is not MCP held (its start, quoted), else the parser's first line."""
+    errors = getattr(error, "errors", None)
+    try:
+        found = errors()[0].get("input") if callable(errors) else None
+    except Exception:  # noqa: BLE001 - only a nicer message is at stake
+        found = None
+    if isinstance(found, (str, bytes)) and found:
+        text = found.decode("utf-8", "replace") if isinstance(found, bytes) else found
+        return f"{text[:80]!r}{' …' if len(text) > 80 else ''} ({_first_line(error)})"
+    return _first_line(error)
 
 
 def mcp_tools(server: str | list[str] | tuple[str, ...] | McpServer, *, name: str | None = None,

@@ -149,6 +149,10 @@ def main(argv: list[str]) -> int:
     except (BrokenPipeError, KeyboardInterrupt):
         server.terminate()
     code = server.wait()
+    if code:  # the last line of its stderr, quoted in nbagent's error when it did not start
+        how = f"status {code}" if code > 0 else f"signal {-code}"
+        sys.stderr.write(f"[nbagent] the server exited with {how}\n")
+        sys.stderr.flush()
     return code if code >= 0 else 128 - code  # killed by a signal: 128 + its number, as a shell says
 
 

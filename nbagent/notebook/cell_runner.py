@@ -20,13 +20,17 @@ import itertools
 import linecache
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from collections.abc import Callable
 
+from .kernel_status import kernel_busy
+
 INTERRUPT_RETRIES = 5  # an interrupt is raised again while the code still runs (it may catch one)
 INTERRUPT_SPACING = 0.5  # seconds between those tries
+WAIT_SLICE = 0.1  # seconds a time-limited call's waiter blocks at a time (an interrupt lands between)
 GRACE_SECONDS = 1.0  # how long a timeout waits for the interrupted code to unwind
 TRACEBACK_FRAMES = 6  # frames of the code's own traceback kept (the last ones)
 
@@ -115,18 +119,19 @@ async def run_cell(code: str, namespace: dict, *, timeout: float | None = None,
             except RuntimeError:  # the loop is closed: nobody waits any more
                 pass
 
-    threading.Thread(target=work, name=f"nbagent-cell-{next(_ids)}", daemon=True).start()
-    try:
-        await asyncio.wait_for(asyncio.shield(finished), timeout)
-    except TimeoutError:
-        run.interrupt()
-        await asyncio.to_thread(run.done.wait, GRACE_SECONDS)
-        result = run.result or CellResult(code, interrupted=True)
-        result.timed_out = True
-        return result
-    except asyncio.CancelledError:
-        run.interrupt()
-        raise
+    async with kernel_busy():  # the kernel's indicator says busy while the code runs (kernel_status.py)
+        threading.Thread(target=work, name=f"nbagent-cell-{next(_ids)}", daemon=True).start()
+        try:
+            await asyncio.wait_for(asyncio.shield(finished), timeout)
+        except TimeoutError:
+            run.interrupt()
+            await asyncio.to_thread(run.done.wait, GRACE_SECONDS)
+            result = run.result or CellResult(code, interrupted=True)
+            result.timed_out = True
+            return result
+        except asyncio.CancelledError:
+            run.interrupt()
+            raise
     assert run.result is not None
     return run.result
 
@@ -280,12 +285,9 @@ class TimeLimitExceeded(Exception):
         super().__init__(f"took longer than {seconds:g} s and {fate}")
 
 
-def call_with_time_limit(fn: Callable[[], T], seconds: float) -> T:
-    """``fn()`` on a fresh daemon thread, for at most ``seconds``: past them it is interrupted like
-    code (``CodeInterrupted`` raised in its thread) and :class:`TimeLimitExceeded` is raised here.
-
-    The caller only waits (an interrupt of the caller, Ctrl-C or Stop, gets through at once); a
-    call stuck in one C call cannot be interrupted and is left to end on its own (a daemon)."""
+def _start_call(fn: Callable[[], Any], on_done: Callable[[], None] | None = None) -> tuple[_Run, list]:
+    """``fn()`` started on a fresh daemon thread an interrupt can reach; its outcome, ``(True, value)``
+    or ``(False, exception)``, lands in the returned list before ``run.done`` is set (then ``on_done()``)."""
     run = _Run()
     outcome: list = []
 
@@ -304,21 +306,77 @@ def call_with_time_limit(fn: Callable[[], T], seconds: float) -> T:
             outcome.append((False, exc))
         finally:
             run.done.set()
+            if on_done is not None:
+                on_done()
 
     threading.Thread(target=work, name=f"nbagent-inspect-{next(_ids)}", daemon=True).start()
+    return run, outcome
+
+
+def _wait(run: _Run, seconds: float) -> bool:
+    """``run.done.wait(seconds)`` in short slices: an interrupt raised in the waiting thread (it runs
+    inside another time-limited call that was stopped) lands between them and is passed on."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return run.done.is_set()
+        if run.done.wait(min(WAIT_SLICE, left)):
+            return True
+
+
+def _outcome(outcome: list, seconds: float, ended: bool) -> Any:
+    if not ended or not outcome or (not outcome[0][0] and isinstance(outcome[0][1], CodeInterrupted)):
+        raise TimeLimitExceeded(seconds, ended)  # interrupted at the limit (or just as it was reached)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def call_with_time_limit(fn: Callable[[], T], seconds: float) -> T:
+    """``fn()`` on a fresh daemon thread, for at most ``seconds``: past them it is interrupted like
+    code (``CodeInterrupted`` raised in its thread) and :class:`TimeLimitExceeded` is raised here.
+
+    The caller only waits (an interrupt of the caller, Ctrl-C or Stop, gets through at once); a
+    call stuck in one C call cannot be interrupted and is left to end on its own (a daemon)."""
+    run, outcome = _start_call(fn)
     try:
-        finished = run.done.wait(seconds)
+        finished = _wait(run, seconds)
     except BaseException:  # the caller was interrupted (Ctrl-C): so is the call
         run.interrupt()
         raise
     if not finished:
         run.interrupt()
-        ended = run.done.wait(GRACE_SECONDS)
-        if not ended or not outcome or isinstance(outcome[0][1], CodeInterrupted):
-            raise TimeLimitExceeded(seconds, ended)
-    ok, value = outcome[0]
-    if not ok:
-        if isinstance(value, CodeInterrupted):  # landed just as the limit was reached
-            raise TimeLimitExceeded(seconds, True)
-        raise value
-    return value
+        return _outcome(outcome, seconds, run.done.wait(GRACE_SECONDS))
+    return _outcome(outcome, seconds, True)
+
+
+async def await_with_time_limit(fn: Callable[[], T], seconds: float) -> T:
+    """:func:`call_with_time_limit` for the event loop: ``fn()`` runs on its own daemon thread while
+    the loop goes on (a widget's Stop gets through); cancelling the await interrupts ``fn`` and
+    re-raises ``CancelledError``; past ``seconds`` it is interrupted and :class:`TimeLimitExceeded`
+    is raised."""
+    loop = asyncio.get_running_loop()
+    finished = loop.create_future()
+
+    def deliver() -> None:
+        if not finished.done():
+            finished.set_result(None)
+
+    def on_done() -> None:
+        try:
+            loop.call_soon_threadsafe(deliver)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    run, outcome = _start_call(fn, on_done)
+    try:  # asyncio.wait, not wait_for: 3.11's wait_for can swallow a cancel that lands as fn ends
+        done, _ = await asyncio.wait([finished], timeout=seconds)
+        if not done:
+            run.interrupt()
+            await asyncio.wait([finished], timeout=GRACE_SECONDS)
+    except asyncio.CancelledError:
+        run.interrupt()
+        raise
+    return _outcome(outcome, seconds, run.done.is_set())

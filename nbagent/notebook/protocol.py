@@ -424,6 +424,13 @@ class Resync(Message):
     """A view arrived late or missed text: every turn, whole."""
 
 
+@CHAT.request("view")
+@dataclass(frozen=True)
+class ViewShown(Message):
+    """A view of the widget was drawn in a live front end: a person can press its buttons (a widget
+    displayed by nbclient or papermill, with no browser, never says this; view_presence.py)."""
+
+
 @CHAT.request("asset", answer=AssetModule)
 @dataclass(frozen=True)
 class AssetRequest(Message):

@@ -84,11 +84,12 @@ from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
+from . import view_presence
 from .cell_refs import attach_cells
 from .conversation_view import ConversationView
 from .live_notebook import serve as serve_live_notebook
 from .protocol import (CHAT, Approve, AssetModule, AssetRequest, Confirm, Deltas, Deny, Handlers, Names, NamesRequest,
-                       Refused, Resync, Send, Stop, TurnEnded, TurnsPage)
+                       Refused, Resync, Send, Stop, TurnEnded, TurnsPage, ViewShown)
 from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SessionControls
 from .widget_usage import course_notice, gate, gauge_dict
@@ -96,6 +97,7 @@ from .widget_wire import PendingDelta, TurnBuffer, record_dict, step_dict, step_
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 PAGE_CHARS = 500_000  # a resync's finished turns go in messages of about this size at most
+PREPARE_GRACE_SECONDS = 3.0  # past the attachments' own limits, how long a prompt's preparation may take
 _STATIC = Path(__file__).parent / "static"
 ASSETS = {"math": "math.js", "grammars": "grammars.js"}  # modules a view loads when it first needs them
 __all__ = ["ASSETS", "asset_code", "ChatWidget", "FLUSH_INTERVAL", "PAGE_CHARS", "record_dict", "step_dict"]
@@ -159,6 +161,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._flush()
         conversation.add_listener(self._on_event)
         self.on_msg(self._on_msg)
+        view_presence.register(self)  # a call waiting for approval asks whether a view is live
 
     def rebind(self, conversation: ConversationView) -> None:
         """Show another conversation in this widget (New chat, History): its turns replace the
@@ -421,10 +424,12 @@ class ChatWidget(anywidget.AnyWidget):
         handlers.on(AssetRequest, self._asset)
         handlers.on(NamesRequest, self._names)
         handlers.on(Resync, lambda r: self._ask_resync())
+        handlers.on(ViewShown, lambda r: None)  # noted by _on_msg, as every message from a view
         serve_live_notebook(self, handlers)  # the live notebook's answers, a card's Undo, Insert's provenance
         return handlers
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any = None) -> None:
+        view_presence.view_seen(self)  # a front end spoke: someone can press Approve
         self.handlers.receive(content)
 
     def _failed(self, kind: str, exc: Exception) -> None:
@@ -456,25 +461,58 @@ class ChatWidget(anywidget.AnyWidget):
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
-        prepared = self._prepare_prompt(attach_cells(prompt, cells)[0])  # @cell: the cells the view sent
-        closed = course_notice(self.conversation, prepared)  # a course policy: closed, over its budget
+        with_cells = attach_cells(prompt, cells)[0]  # @cell: the cells the view sent
+        if "@" in with_cells:  # @names to describe: off the event loop first (_send_prompt)
+            run: Any = self._send_prompt(prompt, with_cells, over_budget)
+        else:  # nothing to describe: gated now
+            prepared = self._prepare_prompt(with_cells)
+            if not self._gate(prompt, prepared, over_budget):
+                return
+            run = self._run(prepared)
+        self._task = asyncio.ensure_future(run)
+        self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
+        self.sessions.watch_steps(self._task)
+        self._flush()  # `running` goes out now: the view that sent the prompt waits for it (and shows Stop)
+
+    async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
+        """Attach what the prompt names, off the event loop (a ``__repr__`` that hangs must not hold
+        Stop or any other message), then gate and run it. Stop while attaching drops the prompt."""
+        from .cell_runner import TimeLimitExceeded, await_with_time_limit
+        from .variables import ATTACH_TOTAL_SECONDS, ATTACH_HEADER
+
+        self.notice = "Attaching the @names to the prompt… (Stop cancels this message)"
+        limit = ATTACH_TOTAL_SECONDS + PREPARE_GRACE_SECONDS  # attach_variables keeps to its own limits first
+        try:
+            prepared = await await_with_time_limit(lambda: self._prepare_prompt(with_cells), limit)
+        except asyncio.CancelledError:
+            self._refuse("Stopped: the message was not sent (its @names were still being attached).")
+            return
+        except TimeLimitExceeded as exc:
+            prepared = f"{with_cells.rstrip()}\n\n[{ATTACH_HEADER}: none attached: describing them {exc}]"
+        except Exception as exc:  # noqa: BLE001 - a broken attachment must not lose the prompt
+            prepared = f"{with_cells.rstrip()}\n\n[{ATTACH_HEADER}: none attached ({type(exc).__name__}: {exc})]"
+        if self._gate(prompt, prepared, over_budget):
+            await self._run(prepared)
+
+    def _gate(self, prompt: str, prepared: str, over_budget: bool) -> bool:
+        """Whether ``prepared`` may run now: a course policy's closed or over-budget refuses it; over the
+        conversation's budget, the view asks "Send anyway" / "Cancel"."""
+        closed = course_notice(self.conversation, prepared)
         if closed:
             self._refuse(closed)
-            return
+            return False
         ask, self.notice = gate(self.conversation, prepared, over_budget)
         with self._lock:
             self._dirty.add("gauge")  # a budget set in code since the last turn shows now
-        if ask is not None:  # over budget: the view asks "Send anyway" / "Cancel"
-            self._flush()
-            self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
-            return
-        self._task = asyncio.ensure_future(self._run(prepared))
-        self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
-        self.sessions.watch_steps(self._task)
-        self._flush()  # `running` goes out now: the view that sent the prompt waits for it
+        if ask is None:
+            return True
+        self._flush()
+        self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
+        return False
 
     def _prepare_prompt(self, prompt: str) -> str:
-        """Every prompt sent from the box passes here before it is gated and run: ``@name`` of a
+        """Every prompt sent from the box passes here (one with ``@``: on a thread of its own,
+        time-limited, ``_send_prompt``) before it is gated and run: ``@name`` of a
         variable of the widget's namespace (default: the kernel's) attaches its description, as in
         ``%%chat`` (``@cell`` / ``@cell:N``, the cells the view sent with it, are attached before:
         cell_refs.py). An over-budget prompt goes back to the box as typed and passes here again."""

@@ -38,7 +38,8 @@ export function stopIcon() {
 }
 
 /** The errors a turn reports (its steps' and its record's), each message once: a failed model
- * call marks both its step and the turn's FINISH, and the record repeats it.
+ * call marks both its step and the turn's FINISH, and the record repeats it. A system message
+ * (an MCP server that did not start) is shown where it happened, before the answer, not here.
  * @param {any[]} steps @param {any} rec @returns {{message: string, code: number}[]} */
 export function turnErrors(steps, rec) {
   /** @type {{message: string, code: number}[]} */
@@ -53,10 +54,15 @@ export function turnErrors(steps, rec) {
     } else out.push({ message: m, code: code || 0 });
   };
   for (const s of steps) {
-    if (!isToolRun(s) && s.error && (failed(s) || s.kind === "finish" || s.type === "SYSTEM_MESSAGE")) add(s.error, s.http_code);
+    if (!isToolRun(s) && s.error && (failed(s) || s.kind === "finish") && s.type !== "SYSTEM_MESSAGE") add(s.error, s.http_code);
   }
   if (rec && rec.status === "error") add(rec.error || "the turn failed", rec.http_code);
   return out;
+}
+
+/** What a system message step says in the turn: its text, then its error. @param {any} step */
+export function systemNoticeText(step) {
+  return [step.content, step.error].map((t) => String(t || "").trim()).filter(Boolean).join(" ");
 }
 
 /** Whether a compaction marker is worth showing: one that removed nothing is not. @param {any} c */
@@ -99,6 +105,11 @@ class StepView {
       const c = step.compaction || {};
       const sizes = c.tokens_before ? ` · ${fmtInt(c.tokens_before)} → ${fmtInt(c.tokens_after)} tokens` : "";
       this.setTail(`compaction${sizes}`, () => h("div", { class: "nba-compaction", text: `History compacted${sizes}` }));
+    }
+    else if (step.type === "SYSTEM_MESSAGE") { // e.g. an MCP server that did not start: said before the answer
+      const text = systemNoticeText(step);
+      this.setTail(`system:${text}`, () => h("div", { class: `nba-system-notice${failed(step) ? " nba-system-error" : ""}`,
+        role: failed(step) ? "alert" : "note", text }));
     }
     else if (isToolRun(step)) {
       const call = (step.tool_calls || [])[0] || { id: "", name: "tool", args: {} };
