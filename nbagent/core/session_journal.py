@@ -106,36 +106,43 @@ def apply_journal(doc: dict, entries: list[dict]) -> dict:
     starts = [i + base for i in doc.get("turn_starts") or []]
     compactions = [i + base for i in doc.get("compactions") or []]
     trimmed = base
+    end: int | None = base + len(steps) if has_steps else None  # where the steps end (absolute), when known
     for n, e in enumerate(entries):
-        try:
-            for key in _SMALL:
-                if key in e:
-                    doc[key] = e[key]
-            turns = doc.get("turns")
-            if isinstance(turns, list):  # a read of the steps alone has no ledger to patch
-                at = int(e["turns_at"])
-                if at > len(turns):
-                    raise ValueError(f"its ledger starts at turn {at} of {len(turns)}")
-                del turns[at:]
-                turns.extend(e["turns"])
-            if "steps_at" in e:
-                at = int(e["steps_at"])
-                if has_steps:
-                    if not base <= at <= base + len(steps):
-                        raise ValueError(f"its steps start at {at}, outside {base}..{base + len(steps)}")
-                    del steps[at - base:]
-                    steps.extend(e["steps"])
-                del starts[bisect.bisect_left(starts, at):]
-                starts.extend(e["turn_starts"])
-                del compactions[bisect.bisect_left(compactions, at):]
-                compactions.extend(e["compactions"])
-                trimmed = int(e["trimmed"])
+        try:  # check the whole entry first: one that does not fit changes nothing
+            turns = doc.get("turns")  # (a read of the steps alone has no ledger to patch)
+            turns_at, new_turns = int(e["turns_at"]), _list(e["turns"])
+            if isinstance(turns, list) and turns_at > len(turns):
+                raise ValueError(f"its ledger starts at turn {turns_at} of {len(turns)}")
+            steps_at, new_steps = int(e["steps_at"]), _list(e["steps"])
+            new_starts, new_compactions, new_trimmed = _list(e["turn_starts"]), _list(e["compactions"]), int(e["trimmed"])
+            if end is not None and not base <= steps_at <= end:
+                raise ValueError(f"its steps start at {steps_at}, outside {base}..{end}")
+            chat = doc.get("chat_session")
             if "chat_session" in e and "chat_session" in doc:  # (a head read has no wire messages)
-                doc["chat_session"] = _chat_session(doc.get("chat_session"), e["chat_session"])
+                chat = _chat_session(chat, e["chat_session"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             warnings.warn(f"nbagent: a journal entry does not fit its session ({exc!s:.120}); it and the "
                           f"{len(entries) - n - 1} after it were dropped", RuntimeWarning, stacklevel=3)
             break
+        for key in _SMALL:
+            if key in e:
+                doc[key] = e[key]
+        if isinstance(turns, list):
+            del turns[turns_at:]
+            turns.extend(new_turns)
+        if has_steps:
+            del steps[steps_at - base:]
+            steps.extend(new_steps)
+        end = steps_at + len(new_steps)
+        del starts[bisect.bisect_left(starts, steps_at):]
+        starts.extend(new_starts)
+        del compactions[bisect.bisect_left(compactions, steps_at):]
+        compactions.extend(new_compactions)
+        trimmed = new_trimmed
+        if "chat_session" in doc:
+            if chat is not None and "new_messages" in chat:
+                chat["messages"][chat.pop("messages_at"):] = chat.pop("new_messages")
+            doc["chat_session"] = chat
     if has_steps:
         del steps[: trimmed - base]
     doc["trimmed"] = trimmed
@@ -144,16 +151,24 @@ def apply_journal(doc: dict, entries: list[dict]) -> dict:
     return doc
 
 
+def _list(value: Any) -> list:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, not {type(value).__name__}")
+    return value
+
+
 def _chat_session(old: Any, patch: Any) -> Any:
+    """The ChatSession dict ``patch`` makes of ``old``: ``old``'s messages list is reused (patched
+    after the checks, in :func:`apply_journal`), never copied."""
     if patch is None:
         return None
-    messages = list(old["messages"]) if isinstance(old, dict) and isinstance(old.get("messages"), list) else []
+    messages = old["messages"] if isinstance(old, dict) and isinstance(old.get("messages"), list) else []
     at = int(patch["messages_at"])
     if at > len(messages):
         raise ValueError(f"its wire messages start at {at} of {len(messages)}")
-    messages[at:] = patch["messages"]
     out = {k: v for k, v in patch.items() if k not in ("messages_at", "messages")}
     out["messages"] = messages
+    out["messages_at"], out["new_messages"] = at, _list(patch["messages"])
     return out
 
 
