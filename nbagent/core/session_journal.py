@@ -43,8 +43,8 @@ _SMALL = ("conversation_id", "saved_at", "model", "provider", "max_history_size"
 
 def journal_path(path: str | os.PathLike) -> Path:
     """``.<name>.journal`` beside session file ``path`` (hidden, not a ``*.json``: never listed)."""
-    p = Path(path)
-    return p.with_name(f".{p.name}.journal")
+    folder, name = os.path.split(os.fspath(path))  # string work: read once per file of a listing
+    return Path(os.path.join(folder, f".{name}.journal"))
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -56,14 +56,15 @@ def read_journal(path: str | os.PathLike, base_saved_at: Any) -> list[dict]:
     No journal, or one written for another state of the file: ``[]``. A line that does not parse
     (a crash cut the last one short) ends the entries read, with a ``RuntimeWarning``.
     """
-    jpath = journal_path(path)
+    folder, name = os.path.split(os.fspath(path))
     try:
-        with open(jpath, "rb") as f:
+        with open(os.path.join(folder, f".{name}.journal"), "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise NbagentError(f"cannot read {jpath}: {exc.strerror or exc}", kind="io") from None
+        raise NbagentError(f"cannot read {journal_path(path)}: {exc.strerror or exc}", kind="io") from None
+    jpath = journal_path(path)
     lines = data.split(b"\n")
     tail = lines.pop()  # after the last newline: b"" unless the last write was cut short
     entries: list[dict] = []
