@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
 
 GOAL_RATIO = 2.0
+AUTOSAVE_GOAL_MS = 2.0  # CPU per turn with autosave on, late in the session (plus one fsync)
 BLOCK = 1_000
 
 
