@@ -70,12 +70,15 @@ def test_a_journaled_turn_changes_the_row(tmp_path, monkeypatch):
     assert listed(tmp_path / "s") == {agent.session_path.name: 2}
 
 
-@pytest.mark.parametrize("damage", [b"", b"{not json", b'{"format": "nbagent.session_index", "version": 2, '
-                                    b'"nbagent": "0.1.0", "entries": {"session-0.json": [1, 2, 3]}}',
-                                    b'{"format": "other"}'])
+@pytest.mark.parametrize("damage", [b"", b"{not json", b"short entries", b"other prices", b'{"format": "other"}'])
 def test_a_missing_or_damaged_index_is_rebuilt_not_trusted(tmp_path, monkeypatch, damage):
     folder, paths = folder_of(tmp_path, 2)
     want = nbagent.list_sessions(folder)
+    doc = json.loads((folder / INDEX_NAME).read_text())
+    if damage == b"short entries":  # the right format and prices, entries cut short
+        damage = json.dumps(dict(doc, entries={k: v[:3] for k, v in doc["entries"].items()})).encode()
+    elif damage == b"other prices":
+        damage = json.dumps(dict(doc, prices="genai-prices 0.0.1")).encode()
     if damage:
         (folder / INDEX_NAME).write_bytes(damage)
     else:

@@ -134,13 +134,15 @@ def _write_dataset(arrow: Any, frame: Any, out: Path, table: str, partition: str
         raise NbagentError("partition='month' needs the usage table (its turns have a start time)", kind="config")
     if out.suffix.lower() == ".parquet":
         raise NbagentError(f"a partitioned export is a folder, not {out.name}", kind="config")
-    keys = _session_keys(frame).to_numpy()
-    _drop_sessions(out, set(keys.tolist()))
-    months = _pandas().to_datetime(frame["started"], utc=True).dt.strftime("%Y-%m").fillna("unknown").to_numpy()
+    if any(out.glob("*=*/*.parquet")):  # sessions exported before: their earlier rows go
+        _drop_sessions(out, set(_session_keys(frame).tolist()))
+    started = _pandas().to_datetime(frame["started"], utc=True).dt.tz_localize(None)
+    months = started.to_numpy(dtype="datetime64[ns]").astype("datetime64[M]")
     batch = f"part-{uuid.uuid4().hex[:12]}.parquet"
-    for month in sorted(set(months.tolist())):
-        rows = arrow.take(np.flatnonzero(months == month))
-        atomic_write(out / f"{partition}={month}" / batch, functools.partial(_write_table, rows))
+    for month in np.unique(months):  # NaT sorts last
+        rows = np.flatnonzero(np.isnat(months) if np.isnat(month) else months == month)
+        name = "unknown" if np.isnat(month) else str(month)
+        atomic_write(out / f"{partition}={name}" / batch, functools.partial(_write_table, arrow.take(rows)))
     out.mkdir(parents=True, exist_ok=True)
     return out
 

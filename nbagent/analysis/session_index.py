@@ -5,8 +5,9 @@
 journal's (mtime, size) when its row was made, and the row. A listing stats every file (one
 directory scan), takes the rows of unchanged files from the index and reads only the heads of
 new or changed ones; files gone from the folder leave the index when it is written again. The
-index is a cache, never the truth: a missing, damaged or foreign index (another nbagent version)
-is rebuilt from the files, and a folder that cannot be written is listed without one. Rows are
+index is a cache, never the truth: a missing, damaged or foreign index (another format version,
+or one made with other prices) is rebuilt from the files, and a folder that cannot be written is
+listed without one. Rows are
 kept for listings at the sessions' own prices (``pricing=None``); other prices read every head.
 """
 
@@ -58,7 +59,7 @@ def folder_stats(folder: Path) -> dict[str, FileStat]:
 class SessionIndex:
     """One folder's index: rows by file name, valid while the file's stat is unchanged."""
 
-    def __init__(self, folder: Path, version: str) -> None:
+    def __init__(self, folder: Path, version: str) -> None:  # version: the prices the costs come from
         self.folder = folder
         self.version = version
         self.entries: dict[str, list] = {}
@@ -72,7 +73,7 @@ class SessionIndex:
         except (OSError, ValueError, RecursionError):
             return
         if (not isinstance(doc, dict) or doc.get("format") != INDEX_FORMAT or doc.get("version") != INDEX_VERSION
-                or doc.get("nbagent") != self.version or not isinstance(doc.get("entries"), dict)):
+                or doc.get("prices") != self.version or not isinstance(doc.get("entries"), dict)):
             return  # another version's or a damaged index: rebuilt from the files
         self.entries = doc["entries"]
 
@@ -105,7 +106,7 @@ class SessionIndex:
             return
         try:
             atomic_write_json(self.folder / INDEX_NAME, {"format": INDEX_FORMAT, "version": INDEX_VERSION,
-                                                        "nbagent": self.version, "entries": self.entries})
+                                                        "prices": self.version, "entries": self.entries})
         except NbagentError:  # a cache that cannot be written is only slower next time
             return
         self.changed = False

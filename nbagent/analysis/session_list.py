@@ -108,7 +108,7 @@ def turn_prices(turns: list, pricing: Mapping | None) -> list[float]:
 def _rows(paths: list[Path], pricing: Mapping | None) -> list[SessionRow]:
     """The row of each path: from the folder's index when the file is unchanged (``pricing=None``),
     else from its head; the index then learns the new rows (``session_index.py``)."""
-    from .. import __version__
+    from .pricing import PRICES_VERSION
 
     found: list[SessionRow | None] = [None] * len(paths)
     where = [os.path.split(os.fspath(p)) for p in paths]  # (folder, name): strings, no Path parsing
@@ -118,7 +118,7 @@ def _rows(paths: list[Path], pricing: Mapping | None) -> list[SessionRow]:
         for i, (folder, name) in enumerate(where):
             if folder not in indexes:
                 stats[folder] = folder_stats(Path(folder or "."))
-                indexes[folder] = SessionIndex(Path(folder or "."), __version__)
+                indexes[folder] = SessionIndex(Path(folder or "."), PRICES_VERSION)
             stat = stats[folder].get(name)
             if stat is not None:
                 found[i] = indexes[folder].row(name, stat, functools.partial(_indexed_row, os.fspath(paths[i])))

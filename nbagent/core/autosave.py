@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 from .conversation_state import ConversationState
 from .errors import ConfigError, NbagentError, StorageError
+from .session_file import save_document
 from .session_journal import JournalWriter
 from .session_lock import SessionLock, Unlockable, lock_holder
 
@@ -106,7 +107,7 @@ class Autosave:
         self._lock: SessionLock | None = None
         self._displaced = False  # another claim of this process took the file over
         self.status = AutosaveStatus()
-        self.journal = JournalWriter()  # how the claimed file is written: a journal line per save
+        self.journal = JournalWriter(save_document)  # how the claimed file is written: a journal line per save
 
     @property
     def path(self) -> Path | None:

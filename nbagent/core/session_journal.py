@@ -211,7 +211,8 @@ class JournalWriter:
     """Saves one conversation to one session file: a journal line per save, the file rewritten
     when needed (see the module docstring). Used by autosave, which holds the file's lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, write_whole: Callable[..., tuple[Path, float, int]]) -> None:
+        self._write_whole = write_whole  # session_file.save_document: (path, saved_at, size)
         self._saved: _Saved | None = None
         self._current: Callable[[], tuple[ConversationState, Any]] | None = None  # what compact() writes whole
         self.rewrites = 0  # whole-file writes, for tests and benchmarks
@@ -267,10 +268,8 @@ class JournalWriter:
         self._saved, self._current = None, None
 
     def _rewrite(self, path: Path, state: ConversationState, settings: Any, frames: dict | None) -> Path:
-        from .session_file import save_document
-
         self._saved = None
-        written, doc_saved_at, size = save_document(state, path, settings=settings, frames=frames)
+        written, doc_saved_at, size = self._write_whole(state, path, settings=settings, frames=frames)
         self.rewrites += 1
         saved = _Saved(path=path, stat=_stat(path), base=doc_saved_at, file_bytes=size)
         self._remember(saved, state)
