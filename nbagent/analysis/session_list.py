@@ -144,6 +144,20 @@ def _rows(paths: list[Path], pricing: Mapping | None) -> list[SessionRow]:
     return [r for r in found if r is not None]
 
 
+def listed_rows(folder_or_glob: Any, pricing: Mapping | None = None) -> list[SessionRow]:
+    """The rows of :func:`list_sessions` as :class:`SessionRow` values, newest first, without
+    pandas frames (what the session browser sends to the page)."""
+    paths = expand_paths(folder_or_glob)
+    with gc_paused():
+        rows = _rows(paths, pricing)
+    return sorted(rows, key=_newest_first)
+
+
+def _newest_first(row: SessionRow) -> tuple[bool, float]:
+    known = row.updated is not None and not math.isnan(row.updated)
+    return (not known, -row.updated if known and row.updated is not None else 0.0)
+
+
 def _indexed_row(path: str, values: list) -> SessionRow:
     return row_from(SessionRow, values, path)
 
