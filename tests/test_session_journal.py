@@ -145,3 +145,15 @@ def test_a_journal_entry_that_does_not_fit_is_an_error_in_no_reader(tmp_path):
     with pytest.warns(RuntimeWarning, match="does not fit"):
         conv = Conversation.load(path)
     assert conv.turn_count == len(json.loads(path.read_text())["turns"])  # the file's own turns
+
+
+def test_trash_and_restore_move_the_journal_with_the_file(tmp_path):
+    from nbagent.session_folder import restore_session, trash_session
+
+    agent, after = chatted(tmp_path, 3)
+    path = agent.session_path
+    agent._autosave.journal.forget()  # (a crashed writer: the journal stays beside the file)
+    trashed = trash_session(path)
+    assert not journal_path(path).exists() and journal_path(trashed).exists()
+    back = restore_session(trashed)
+    assert document(Conversation.load(back).to_state(), tmp_path) == after[-1]
