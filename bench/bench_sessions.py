@@ -149,9 +149,8 @@ def scale(count: int, tmp: Path) -> dict:
     try:
         from nbagent import session_browser
 
-        t = time.perf_counter()
         session_browser(folder)
-        browser_s = time.perf_counter() - t
+        browser_s = best_ms(lambda: session_browser(folder), 3) / 1000
     except ImportError:  # no anywidget
         pass
     return {"sessions": count, "write_s": written_s, "cold_s": cold_s, "warm_s": warm_s, "warm_cpu_s": warm_cpu,
