@@ -12,7 +12,11 @@ Each measure prints its time, the baseline measured in the same run and their ra
 - ``to_parquet(folder, out_dir)`` (one file per session) vs ``load_sessions`` of the same folder
   (goal <= 5x: pyarrow's writer costs about 2 ms a file);
 - ``list_sessions(folder)`` (one row per session) vs ``load_sessions`` of the same folder (goal <= 1x:
-  it reads the same file heads).
+  it reads the same file heads);
+- at 10,000 sessions (``scale``, ``--scale N`` alone): ``list_sessions`` warm (<= 0.5 s, from the
+  folder's index), ``load_sessions`` vs ``json.loads`` (<= 0.2), the month-partitioned Parquet
+  export vs ``load_sessions`` (<= 1), a DuckDB group-by over it (<= 100 ms) and the session browser
+  opening the folder (< 1 s).
 """
 
 from __future__ import annotations
@@ -97,6 +101,94 @@ def many(count: int, tmp: Path) -> dict:
             "mb": sum(p.stat().st_size for p in paths) / 1e6}
 
 
+SCALE = 10_000
+LIST_GOAL_S = 0.5
+LOAD_GOAL = 0.2
+EXPORT_GOAL = 1.0
+DUCKDB_GOAL_MS = 100
+BROWSER_GOAL_S = 1.0
+
+
+def scale(count: int, tmp: Path) -> dict:
+    """A folder of ``count`` sessions: list_sessions cold and warm (its index), load_sessions vs
+    json.loads, the month-partitioned Parquet export vs load_sessions, a DuckDB group-by over that
+    export, and the session browser opening the folder."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from nbagent import list_sessions, load_sessions, to_parquet
+    from nbagent.analysis.session_index import INDEX_NAME
+
+    from support.many_sessions import write_sessions
+
+    folder = tmp / f"scale-{count}"
+    t = time.perf_counter()
+    paths = write_sessions(folder, count, turns=(5, 15))
+    written_s = time.perf_counter() - t
+    (folder / INDEX_NAME).unlink(missing_ok=True)
+    t = time.perf_counter()
+    list_sessions(folder)
+    cold_s = time.perf_counter() - t
+    warm_s = best_ms(lambda: list_sessions(folder), 3) / 1000
+    warm_cpu = time.process_time()
+    list_sessions(folder)
+    warm_cpu = time.process_time() - warm_cpu
+    load_ms = best_ms(lambda: load_sessions(folder), 2)
+    floor_ms = best_ms(lambda: [json.loads(p.read_bytes()) for p in paths], 1)
+    out = tmp / f"dataset-{count}"
+    export_ms = best_ms(lambda: (shutil.rmtree(out, ignore_errors=True), to_parquet(folder, out, partition="month")), 1)
+    con = duckdb.connect()
+    sql = ("select model, status, count(*) as turns, sum(total_tokens) as tokens, sum(cost_usd) as usd from "
+           f"read_parquet('{out}/*/*.parquet', hive_partitioning=true) group by model, status order by model, status")
+    con.sql(sql).fetchall()
+    query_ms = best_ms(lambda: con.sql(sql).fetchall(), 5)
+    schema = pq.read_schema(next(out.glob("*/*.parquet")))
+    dictionaries = sum(str(f.type).startswith("dictionary") for f in schema)
+    units = {f.type.unit for f in schema if str(f.type).startswith("timestamp")}
+    browser_s = None
+    try:
+        from nbagent import session_browser
+
+        session_browser(folder)
+        browser_s = best_ms(lambda: session_browser(folder), 3) / 1000
+    except ImportError:  # no anywidget
+        pass
+    return {"sessions": count, "write_s": written_s, "cold_s": cold_s, "warm_s": warm_s, "warm_cpu_s": warm_cpu,
+            "load_ms": load_ms, "floor_ms": floor_ms, "export_ms": export_ms, "query_ms": query_ms,
+            "files": len(list(out.glob("*/*.parquet"))), "dictionaries": dictionaries, "units": sorted(units),
+            "browser_s": browser_s, "mb": sum(p.stat().st_size for p in paths) / 1e6,
+            "rows": con.sql(f"select count(*) from read_parquet('{out}/*/*.parquet')").fetchall()[0][0]}
+
+
+def scale_rows(quick: bool, tmp: Path) -> list[dict]:
+    """The 10,000-session measures as bench/run_all.py rows."""
+    from run_all import row
+
+    m = scale(1_000 if quick else SCALE, tmp)
+    n = f"{m['sessions']:,} sessions"
+    out = [row(f"list_sessions of {n}, warm (the folder's index) vs {LIST_GOAL_S} s", m["warm_s"] / LIST_GOAL_S,
+               "<= 1", m["warm_s"] <= LIST_GOAL_S,
+               f"{m['warm_s']:.2f} s ({m['warm_cpu_s']:.2f} s CPU); cold (building the index) {m['cold_s']:.1f} s; "
+               f"load_sessions {m['load_ms'] / 1000:.1f} s")]
+    ratio = m["load_ms"] / m["floor_ms"]
+    out.append(row(f"load_sessions of {n} ({m['rows']:,} turns, {m['mb']:.0f} MB) vs json.loads of every file", ratio,
+                   f"<= {LOAD_GOAL}", ratio <= LOAD_GOAL, f"{m['load_ms']:.0f} ms vs {m['floor_ms']:.0f} ms"))
+    ratio = m["export_ms"] / m["load_ms"]
+    out.append(row(f"to_parquet of {n} as one month-partitioned dataset vs load_sessions of them", ratio,
+                   f"<= {EXPORT_GOAL}", ratio <= EXPORT_GOAL,
+                   f"{m['export_ms']:.0f} ms vs {m['load_ms']:.0f} ms; {m['files']} files (a file per month), not "
+                   f"{m['sessions']:,}"))
+    ok = m["query_ms"] <= DUCKDB_GOAL_MS and m["dictionaries"] > 0 and m["units"] == ["us"]
+    out.append(row(f"DuckDB group-by over that dataset ({m['rows']:,} turns) vs {DUCKDB_GOAL_MS} ms",
+                   m["query_ms"] / DUCKDB_GOAL_MS, "<= 1, categories dictionary-encoded, one time unit", ok,
+                   f"{m['query_ms']:.1f} ms; {m['dictionaries']} dictionary columns; timestamp units {m['units']}"))
+    if m["browser_s"] is not None:
+        out.append(row(f"session browser opening a folder of {n} (warm index) vs {BROWSER_GOAL_S} s",
+                       m["browser_s"] / BROWSER_GOAL_S, "<= 1", m["browser_s"] <= BROWSER_GOAL_S,
+                       f"{m['browser_s']:.2f} s"))
+    return out
+
+
 def rows(quick: bool, tmp: Path) -> list[dict]:
     """The measures as bench/run_all.py rows."""
     from run_all import row
@@ -127,7 +219,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=1_000)
     ap.add_argument("--turns", type=int, default=3_334)
+    ap.add_argument("--scale", type=int, default=0, help="only the folder-at-scale measures, with this many sessions")
     args = ap.parse_args(argv)
+    if args.scale:
+        tmp = Path(tempfile.mkdtemp(prefix="nbagent-bench-scale-", dir=os.environ.get("TMPDIR")))
+        try:
+            print(json.dumps(scale(args.scale, tmp), indent=1))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="nbagent-bench-sessions-", dir=os.environ.get("TMPDIR")))
     try:
         one = save_load(args.turns, tmp)

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
 
 GOAL_RATIO = 2.0
+AUTOSAVE_GOAL_MS = 2.0  # CPU per turn with autosave on, late in the session (plus one fsync)
 BLOCK = 1_000
 
 
@@ -55,12 +56,15 @@ def instant_provider():
     return InstantProvider()
 
 
-def turn_ms(turns: int, *, budget: bool = False, block: int = BLOCK) -> list[float]:
+def turn_ms(turns: int, *, budget: bool = False, block: int = BLOCK, save_to: Path | None = None) -> list[float]:
     """Mean ms per turn of each block of ``block`` turns, over ``turns`` turns of one conversation:
-    the median of its ten sub-blocks' means (a busy machine's spikes do not decide a block)."""
+    the median of its ten sub-blocks' means (a busy machine's spikes do not decide a block).
+    ``save_to``: with autosave into that folder (``Agent(save_to=...)``)."""
     from nbagent import Agent
 
-    options = dict(budget_usd=1e9, pricing={"instant-1": {"input": 1.0, "output": 2.0}}) if budget else {}
+    options: dict = dict(budget_usd=1e9, pricing={"instant-1": {"input": 1.0, "output": 2.0}}) if budget else {}
+    if save_to is not None:
+        options["save_to"] = save_to
     conv = Agent(model=instant_provider(), **options).conversation
     sub = max(block // 10, 1)
     means: list[float] = []
@@ -80,6 +84,26 @@ def turn_ms(turns: int, *, budget: bool = False, block: int = BLOCK) -> list[flo
 
     asyncio.run(run())
     return means
+
+
+def autosave_turns(turns: int, folder: Path, *, block: int = BLOCK) -> dict:
+    """``turn_ms`` with autosave on, the fsyncs counted and the wall time per turn (fsyncs included)."""
+    import os
+
+    real, calls = os.fsync, [0]
+
+    def counted(fd: int) -> None:
+        calls[0] += 1
+        real(fd)
+
+    os.fsync = counted
+    try:
+        started = time.perf_counter()
+        means = turn_ms(turns, block=block, save_to=folder)
+        wall_ms = (time.perf_counter() - started) * 1000 / turns
+    finally:
+        os.fsync = real
+    return {"means": means, "fsyncs_per_turn": calls[0] / turns, "wall_ms": wall_ms}
 
 
 def request_body_ms(messages: int, repeat: int = 20) -> float:
@@ -112,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=5_000)
     ap.add_argument("--budget", action="store_true", help="with a budget and prices")
+    ap.add_argument("--autosave", action="store_true", help="with Agent(save_to=a temporary folder)")
     ap.add_argument("--profile", action="store_true", help="cProfile the run, top functions by own time")
     args = ap.parse_args(argv)
     if args.profile:
@@ -121,6 +146,15 @@ def main(argv: list[str] | None = None) -> None:
         profiler = cProfile.Profile()
         profiler.runcall(turn_ms, args.turns, budget=args.budget)
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        return
+    if args.autosave:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            result = autosave_turns(args.turns, Path(folder))
+        print(summary(result["means"]))
+        print(f"last thousand / first: {result['means'][-1] / result['means'][0]:.2f}; "
+              f"{result['fsyncs_per_turn']:.2f} fsyncs and {result['wall_ms']:.2f} ms wall per turn")
         return
     means = turn_ms(args.turns, budget=args.budget)
     ratio = means[-1] / means[0]

@@ -63,6 +63,13 @@ def sessions(quick: bool, tmp: Path) -> list[dict]:
     return bench_sessions.rows(quick, tmp)
 
 
+def sessions_at_scale(quick: bool, tmp: Path) -> list[dict]:
+    """A folder of 10,000 sessions: listed, loaded, exported as one dataset, queried, browsed (bench_sessions.py)."""
+    import bench_sessions
+
+    return bench_sessions.scale_rows(quick, tmp)
+
+
 def duckdb_query(quick: bool, tmp: Path) -> list[dict]:
     """A DuckDB group-by over 1,000 exported sessions: one Parquet file vs a file each (bench_duckdb.py)."""
     import bench_duckdb
@@ -117,7 +124,7 @@ def memory(quick: bool) -> list[dict]:
                 f"holds {n:,} delta objects)")]
 
 
-def turns(quick: bool) -> list[dict]:
+def turns(quick: bool, tmp: Path) -> list[dict]:
     """Mean turn time late in a long session vs early in it (bench_turns.py)."""
     import bench_turns
 
@@ -132,6 +139,7 @@ def turns(quick: bool) -> list[dict]:
                        ratio <= bench_turns.GOAL_RATIO, f"{bench_turns.summary(means, n // 5)} (CPU time)"
                        + ("" if budget else f"; building one OpenAI request body of {2 * n:,} messages takes "
                           f"{body:.1f} ms (the wire carries the whole history: not in these figures)")))
+    out.append(autosave_turns(n, tmp))
     return out
 
 
@@ -141,6 +149,23 @@ def local_start(quick: bool) -> list[dict]:
     import bench_local_start
 
     return bench_local_start.rows(runs=1 if quick else 3)
+
+
+def autosave_turns(n: int, tmp: Path) -> dict:
+    """Mean turn late vs early with ``Agent(save_to=...)``: a journal line and one fsync per turn."""
+    import bench_turns
+
+    folder = tmp / "autosave"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = bench_turns.autosave_turns(n, folder, block=n // 5)
+    means = result["means"]
+    ratio = means[-1] / means[0]
+    met = ratio <= bench_turns.GOAL_RATIO and means[-1] <= bench_turns.AUTOSAVE_GOAL_MS \
+        and result["fsyncs_per_turn"] <= 1.0
+    return row(f"mean turn in the last fifth of {n:,} turns vs the first fifth, autosave on (Agent(save_to=...))",
+               ratio, f"<= {bench_turns.GOAL_RATIO}, and <= {bench_turns.AUTOSAVE_GOAL_MS} ms + one fsync a turn",
+               met, f"{bench_turns.summary(means, n // 5)} (CPU time); {result['fsyncs_per_turn']:.2f} fsyncs and "
+               f"{result['wall_ms']:.1f} ms wall per turn")
 
 
 def browser(quick: bool) -> list[dict]:
@@ -172,8 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     small, large = bench_sse.decode_seconds(2_000_000), bench_sse.decode_seconds(8_000_000)
     rows.append(row("SSE decoding of one 8 MB event vs one 2 MB event (linear: 4)", large / small, "<= 6",
                     large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
-    for part in (frames, lambda q: sessions(q, tmp), lambda q: duckdb_query(q, tmp), widget, transcript, memory, turns,
-                 local_start,
+    for part in (frames, lambda q: sessions(q, tmp), lambda q: sessions_at_scale(q, tmp), lambda q: duckdb_query(q, tmp),
+                 widget, transcript, memory, lambda q: turns(q, tmp), local_start,
                  *([browser] if args.browser else [])):
         try:
             rows += part(args.quick)

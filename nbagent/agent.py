@@ -273,6 +273,8 @@ class Agent:
 
     def _autosaver(self, conv: Conversation):
         def on_event(event: ConversationEvent, payload: Any) -> None:
+            if conv is self._conversation:
+                self._autosave.journal.note(event, payload)  # an older step changed: the next save rewrites
             if event is ConversationEvent.TURN_FINISHED and conv is self._conversation and self.save_to is not None:
                 if self._autosave.status.read_only:
                     return  # the session is open elsewhere and was loaded read-only: the status says so
@@ -341,7 +343,8 @@ class Agent:
         state = conv.to_state()
         settings, frame_data = self.settings(), conv.export_frames(state) if frames else None
         if path is None:  # autosave's file: one writer, each outcome recorded
-            return self._autosave.write(lambda p: save_conversation(state, p, settings=settings, frames=frame_data))
+            return self._autosave.save_state(state, settings, frame_data,  # a journal line, or the whole file
+                                             current=lambda: (conv.to_state(), self.settings()))
         return save_conversation(state, Path(path), settings=settings, frames=frame_data)
 
     @classmethod

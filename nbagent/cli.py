@@ -33,6 +33,7 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
     "otel": [("opentelemetry.sdk", "opentelemetry-sdk"),
              ("opentelemetry.exporter.otlp.proto.http", "opentelemetry-exporter-otlp-proto-http"),
              ("genai_prices", "genai-prices"), ("numpy", "numpy")],
+    "query": [("duckdb", "duckdb")],
 }
 # where the chat widget can show (anywidget hosts it in each)
 FRONT_ENDS = [("jupyterlab", "jupyterlab"), ("notebook", "notebook"), ("marimo", "marimo"), ("ipykernel", "ipykernel")]

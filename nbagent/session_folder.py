@@ -19,6 +19,7 @@ from .analysis.session_list import list_sessions
 from .conversation import Conversation
 from .core.atomic_file import atomic_write_text
 from .core.errors import NbagentError, StorageError
+from .core.session_journal import journal_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,6 +117,9 @@ def _move(src: Path, folder: Path) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.move(os.fspath(src), os.fspath(dest))
+        journal = journal_path(src)  # the turns autosave appended since the file was last written
+        if journal.exists():
+            shutil.move(os.fspath(journal), os.fspath(journal_path(dest)))
     except OSError as exc:
         raise NbagentError(f"cannot move {src} to {folder}: {exc.strerror or exc}", kind="io") from None
     return dest

@@ -14,6 +14,8 @@ import pytest
 import nbagent
 from nbagent import Agent, ConfigError
 from nbagent.analysis.class_summary import ClassFolder
+from nbagent.core.session_file import read_session_head
+from nbagent.core.steps import TurnStatus
 from nbagent.notebook.class_view import ClassView
 from nbagent.notebook.protocol import Open, RowsRequest
 
@@ -81,8 +83,8 @@ def test_errors_in_a_row_counts_the_failed_turns_ending_the_latest_session(klass
     rows = by_user(nbagent.class_summary(klass))
     assert rows["cy"]["errors_in_a_row"] == 2  # the latest session: two failed turns
     assert rows["ana"]["errors_in_a_row"] == rows["ben"]["errors_in_a_row"] == 0
-    latest = json.loads(Path(rows["cy"]["latest_session"]).read_text())
-    assert [t["status"] for t in latest["turns"]] == ["error", "error"]
+    latest = read_session_head(rows["cy"]["latest_session"])  # the file and its autosave journal
+    assert [t.status for t in latest.turns] == [TurnStatus.ERROR, TurnStatus.ERROR]
 
 
 def test_a_student_asks_for_help_with_help_or_at_teacher_and_the_flag_clears_with_the_next_prompt(tmp_path):

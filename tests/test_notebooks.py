@@ -96,6 +96,8 @@ def check_usage(nb, tmp_path):
     # Parquet + DuckDB over a folder of sessions
     assert "claude-sonnet-4-5" in data_of(cell("per_model_day = duckdb.sql"), "text/html")
     assert "TIMESTAMP WITH TIME ZONE" in data_of(cell("describe select"), "text/html")
+    dataset = data_of(cell('partition="month"'), "text/html")  # one month-partitioned dataset, queried in place
+    assert "month" in dataset and "claude-sonnet-4-5" in dataset
 
 
 def check_teaching(nb, tmp_path):

@@ -119,3 +119,35 @@ def test_the_schema_names_every_usage_column_with_its_meaning():
     assert schema.names == ["session_id", "path", "turn", *USAGE_COLUMNS]
     assert all(schema.field(n).metadata[b"doc"] for n in schema.names)
     assert schema.metadata[b"nbagent.table"] == b"usage"
+
+
+def test_a_month_partitioned_dataset_appends_replaces_and_reads_back_the_same_rows(tmp_path):
+    folder = tmp_path / "sessions"
+    # sessions start an hour apart from 2026-09-21: 0..3 in September, 300 in October
+    paths = [save_conversation(synthetic_state(i, 4 + i % 3), folder / f"s{i}.json") for i in (0, 1, 2, 300)]
+    out = tmp_path / "usage"
+    nbagent.to_parquet(paths[:2], out, partition="month")
+    nbagent.to_parquet(paths[1:], out, partition="month")  # appended; s1 again replaces its rows
+    files = sorted(str(p.relative_to(out).parent) for p in out.glob("*/*.parquet"))
+    assert files == ["month=2026-09", "month=2026-09", "month=2026-10"]  # a file per month and export
+    want = load_sessions(paths)
+    back = pq.read_table(out).to_pandas()  # pyarrow reads the folder as one dataset, month from the path
+    assert back["month"].astype(str).value_counts().to_dict() == {"2026-09": 15, "2026-10": 4}
+    back = back.drop(columns="month").sort_values(["session_id", "turn"]).reset_index(drop=True)
+    want = want.sort_values(["session_id", "turn"]).reset_index(drop=True)
+    assert list(back.columns) == [f.name for f in parquet_schema("usage")]
+    want = want[list(back.columns)]
+    for name in want.columns:  # the same values, and the same dtypes (categories stay categories)
+        if name != "session_id" and want[name].dtype == "category":
+            assert back[name].dtype == "category", name  # dictionary-encoded in the files
+        b, w = back[name], want[name]
+        assert (b.isna().to_numpy() == w.isna().to_numpy()).all(), name
+        assert b[b.notna()].astype(object).tolist() == w[w.notna()].astype(object).tolist(), name
+    assert back["status"].dtype == "category" and str(back["started"].dtype) == "datetime64[us, UTC]"
+    sql = duckdb.sql(f"select month, count(*) as n from read_parquet('{out}/*/*.parquet', hive_partitioning=true) "
+                     "group by month order by month").fetchall()
+    assert sql == [("2026-09", 15), ("2026-10", 4)]
+    with pytest.raises(NbagentError, match="usage table"):
+        nbagent.to_parquet(paths, out, table="tool_calls", partition="month")
+    with pytest.raises(NbagentError, match="partition must be"):
+        nbagent.to_parquet(paths, out, partition="day")

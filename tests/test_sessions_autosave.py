@@ -30,7 +30,8 @@ from nbagent import (
     tool,
 )
 from nbagent.core.blocking import run_sync
-from nbagent.core.session_file import read_session_head
+from nbagent.core.session_file import read_session_document, read_session_head
+from nbagent.core.session_journal import journal_path
 from nbagent.core.session_settings import savable_options
 from nbagent.providers.base import TextDelta
 
@@ -60,9 +61,9 @@ def test_save_to_writes_one_readable_file_after_every_turn(tmp_path):
     assert path.name.endswith(f"-what-is-6-7-{agent.conversation.conversation_id[:8]}.json")
     assert path.name[:4].isdigit() and path.name[4] == "-"  # starts with the date
     assert len(json.loads(path.read_text())["turns"]) == 1
-    agent.ask("Thanks!")
-    assert only_file(tmp_path) == path and len(json.loads(path.read_text())["turns"]) == 2
-    text = path.read_text()
+    agent.ask("Thanks!")  # appended to the file's journal: every reader applies it
+    assert only_file(tmp_path) == path and len(read_session_document(path)["turns"]) == 2
+    text = path.read_text() + journal_path(path).read_text()
     assert KEY not in text and "api_key" not in text
     settings = read_session_head(path).settings
     assert settings == AgentSettings(
@@ -94,15 +95,15 @@ def test_a_failed_write_leaves_the_previous_file_whole(tmp_path, monkeypatch):
     path = only_file(tmp_path)
     before = path.read_bytes()
 
-    def disk_full(src, dst):
+    def disk_full(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)  # the journal's append and a whole rewrite both sync
     with pytest.warns(RuntimeWarning, match="autosave failed.*No space left"):
         resp = agent.ask("two")
     assert resp.text  # the turn itself went through
     assert path.read_bytes() == before  # and no temp file left (the session's lock file is its writer's)
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [path.name]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith((".lock", ".journal"))) == [path.name]
     monkeypatch.undo()
     agent.ask("three")  # the next save catches up
     assert [t.prompt for t in read_session_head(path).turns] == ["one", "two", "three"]
@@ -346,10 +347,10 @@ def test_a_failing_autosave_shows_in_the_widget_until_a_save_works(tmp_path, mon
     agent.ask("one")
     assert widget.autosave == "" and agent.autosave_status.saving
 
-    def read_only(src, dst):
+    def read_only(fd):
         raise OSError(30, "Read-only file system")
 
-    monkeypatch.setattr(os, "replace", read_only)
+    monkeypatch.setattr(os, "fsync", read_only)
     with pytest.warns(RuntimeWarning, match="autosave failed.*Read-only file system"):
         agent.ask("two")
     line = widget.autosave

@@ -29,9 +29,11 @@ from collections.abc import Mapping
 from ..core.course_policy import BudgetPeriod, find_policy
 from ..core.errors import ConfigError, NbagentError
 from ..core.session_file import SessionHead, gc_paused, read_session_head
+from ..core.session_journal import journal_path
 from ..core.steps import TurnStatus
 from .columns import Column, Kind, Table
 from .frames import require_pandas
+from .session_index import FileStat, folder_stats
 from .session_list import title_of, turn_costs
 from .sessions import expand_paths
 
@@ -113,7 +115,7 @@ def course_budget(folder: str | os.PathLike | Any) -> tuple[float | None, Budget
 
 @dataclass
 class _File:
-    stamp: tuple[int, int]  # (mtime_ns, size) when read
+    stamp: FileStat  # the file's and its journal's (mtime_ns, size) when read
     head: SessionHead | None = None
     costs: list[float] = field(default_factory=list)
     error: str = ""
@@ -179,30 +181,29 @@ class ClassFolder:
             self._version += 1
         return bool(changed or gone)
 
-    def _stamps(self) -> dict[str, tuple[int, int]]:
-        """(mtime_ns, size) of each session file: a folder's ``*.json`` by one ``scandir`` (a poll of a
-        thousand files costs milliseconds), anything else as ``expand_paths`` names it."""
-        seen: dict[str, tuple[int, int]] = {}
+    def _stamps(self) -> dict[str, FileStat]:
+        """The (mtime_ns, size) of each session file and of its autosave journal (a turn saved by
+        autosave changes only the journal): a folder's by one ``scandir`` (a poll of a thousand files
+        costs milliseconds), anything else as ``expand_paths`` names it."""
         folder = self.folder
         if isinstance(folder, (str, os.PathLike)) and os.path.isdir(os.path.expanduser(os.fspath(folder))):
-            with os.scandir(os.path.normpath(os.path.expanduser(os.fspath(folder)))) as entries:
-                for entry in entries:
-                    try:
-                        if entry.name.endswith(".json") and entry.is_file():
-                            st = entry.stat()
-                            seen[entry.path] = (st.st_mtime_ns, st.st_size)
-                    except OSError:
-                        continue  # removed between listing and stat
-            return seen
+            top = os.path.normpath(os.path.expanduser(os.fspath(folder)))
+            return {os.path.join(top, name): stat for name, stat in folder_stats(Path(top)).items()}
+        seen: dict[str, FileStat] = {}
         for path in expand_paths(folder):
             try:
                 st = os.stat(path)
             except OSError:
                 continue
-            seen[os.fspath(path)] = (st.st_mtime_ns, st.st_size)
+            try:
+                jt = os.stat(journal_path(path))
+                journal = (jt.st_mtime_ns, jt.st_size)
+            except OSError:
+                journal = (0, 0)
+            seen[os.fspath(path)] = (st.st_mtime_ns, st.st_size, *journal)
         return seen
 
-    def _read(self, path: str, stamp: tuple[int, int]) -> _File:
+    def _read(self, path: str, stamp: FileStat) -> _File:
         self.reads += 1
         try:
             head = read_session_head(path)

@@ -84,7 +84,8 @@ def parquet_schema(table: str = "usage"):
     return pa.schema(fields, metadata={"nbagent.table": table, "nbagent.schema": SCHEMA_VERSION})
 
 
-def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pricing: Mapping | None = None) -> Path:
+def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pricing: Mapping | None = None,
+               partition: str | None = None) -> Path:
     """Write ``table`` of ``source`` to Parquet with the stable schema (:func:`parquet_schema`).
 
     ``source`` is a Conversation, saved sessions (a path, glob, directory or list, as
@@ -99,9 +100,11 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     """
     pa, pq = _require_pyarrow()
     schema = parquet_schema(table)
-    frame, names = _source_frame(source, table, pricing)
+    frame, names = _source_frame(source, table, pricing, names=partition is None)
     arrow = _arrow_table(pa, frame, schema)
     out = Path(os.path.expanduser(os.fspath(path)))
+    if partition is not None:
+        return _write_dataset(arrow, frame, out, table, partition)
     if out.suffix.lower() == ".parquet":
         return atomic_write(out, lambda tmp: pq.write_table(arrow, tmp))
     try:
@@ -114,6 +117,57 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     return out
 
 
+PARTITIONS = ("month",)
+
+
+def _write_dataset(arrow: Any, frame: Any, out: Path, table: str, partition: str) -> Path:
+    """``arrow`` appended to the dataset in folder ``out``, one file per month; rows of the same
+    sessions already there are removed first (see :func:`to_parquet`)."""
+    import uuid
+
+    import numpy as np
+
+    if partition not in PARTITIONS:
+        raise NbagentError(f"partition must be one of {', '.join(map(repr, PARTITIONS))}, not {partition!r}",
+                           kind="config")
+    if table != "usage":
+        raise NbagentError("partition='month' needs the usage table (its turns have a start time)", kind="config")
+    if out.suffix.lower() == ".parquet":
+        raise NbagentError(f"a partitioned export is a folder, not {out.name}", kind="config")
+    if any(out.glob("*=*/*.parquet")):  # sessions exported before: their earlier rows go
+        _drop_sessions(out, set(_session_keys(frame).tolist()))
+    started = _pandas().to_datetime(frame["started"], utc=True).dt.tz_localize(None)
+    months = started.to_numpy(dtype="datetime64[ns]").astype("datetime64[M]")
+    batch = f"part-{uuid.uuid4().hex[:12]}.parquet"
+    for month in np.unique(months):  # NaT sorts last
+        rows = np.flatnonzero(np.isnat(months) if np.isnat(month) else months == month)
+        name = "unknown" if np.isnat(month) else str(month)
+        atomic_write(out / f"{partition}={name}" / batch, functools.partial(_write_table, arrow.take(rows)))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _drop_sessions(out: Path, keys: set[str]) -> None:
+    """Rewrite the dataset's files that hold rows of ``keys`` (session id and path) without them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for part in sorted(out.glob("*=*/*.parquet")):
+        try:
+            file = pq.ParquetFile(part)
+            ids = file.read(columns=["session_id", "path"]).to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            raise NbagentError(f"cannot read {part} of the dataset {out}: {exc}", kind="io") from None
+        mask = _session_keys(ids).isin(keys).to_numpy()
+        if not mask.any():
+            continue
+        if mask.all():
+            part.unlink()
+            continue
+        kept = file.read().filter(pa.array(~mask))
+        atomic_write(part, functools.partial(_write_table, kept))
+
+
 def _write_table(table: Any, path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -123,9 +177,9 @@ def _write_table(table: Any, path: Path) -> None:
 # --- sources ------------------------------------------------------------------------------
 
 
-def _source_frame(source: Any, table: str, pricing: Mapping | None):
+def _source_frame(source: Any, table: str, pricing: Mapping | None, *, names: bool = True):
     """One frame with session_id, path, the row key and the table's columns, rows grouped by
-    session; and a file name for each session, in order."""
+    session; and a file name for each session, in order (``names=False``: none)."""
     pd = _pandas()
     if isinstance(source, pd.DataFrame):
         frame = _from_dataframe(source, table)
@@ -134,6 +188,8 @@ def _source_frame(source: Any, table: str, pricing: Mapping | None):
         frame = _keyed(df, str(source.conversation_id), None)
     else:
         frame = _from_files(source, table, pricing)
+    if not names:
+        return frame, []
     firsts = [start for start, _ in _runs(frame)]
     paths, ids = frame["path"].tolist(), frame["session_id"].astype(object).tolist()
     return frame, [_file_name(paths[i], str(ids[i])) for i in firsts]

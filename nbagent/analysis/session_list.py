@@ -1,20 +1,24 @@
 """``nbagent.list_sessions``: one row per saved conversation, newest first.
 
-Reads only each file's head (settings and turn ledger, never the steps), like ``load_sessions``.
+Reads only each file's head (settings and turn ledger, never the steps), like ``load_sessions``,
+and only of files new or changed since the folder's index last saw them (``session_index.py``).
 A damaged or foreign file in the folder is a row too, with the reason in ``error``: listing never
 fails on one bad file.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
 from ..core.errors import NbagentError
 from ..core.session_file import SessionHead, gc_paused, read_session_head
+from .session_index import FileStat, SessionIndex, folder_stats, row_from
 from .estimate import spend
 from .frames import require_pandas
 from .sessions import expand_paths
@@ -101,6 +105,63 @@ def turn_prices(turns: list, pricing: Mapping | None) -> list[float]:
     return np.nan_to_num(np.asarray(cost.extract(Table(turns, pricing)), dtype=np.float64)).tolist()
 
 
+def _rows(paths: list[Path], pricing: Mapping | None) -> list[SessionRow]:
+    """The row of each path: from the folder's index when the file is unchanged (``pricing=None``),
+    else from its head; the index then learns the new rows (``session_index.py``)."""
+    from .pricing import PRICES_VERSION
+
+    found: list[SessionRow | None] = [None] * len(paths)
+    where = [os.path.split(os.fspath(p)) for p in paths]  # (folder, name): strings, no Path parsing
+    indexes: dict[str, SessionIndex] = {}
+    stats: dict[str, dict[str, FileStat]] = {}
+    if pricing is None:
+        for i, (folder, name) in enumerate(where):
+            if folder not in indexes:
+                stats[folder] = folder_stats(Path(folder or "."))
+                indexes[folder] = SessionIndex(Path(folder or "."), PRICES_VERSION)
+            stat = stats[folder].get(name)
+            if stat is not None:
+                found[i] = indexes[folder].row(name, stat, functools.partial(_indexed_row, os.fspath(paths[i])))
+    made = [i for i, row in enumerate(found) if row is None]
+    heads: list[SessionHead] = []
+    head_at: list[int] = []
+    for i in made:
+        try:
+            heads.append(read_session_head(paths[i]))
+            head_at.append(i)
+        except NbagentError as exc:
+            found[i] = SessionRow(path=os.fspath(paths[i]), error=str(exc))
+    for head, costs, i in zip(heads, turn_costs(heads, pricing), head_at):
+        found[i] = session_row(head, float(sum(costs)), costs[-1] if costs else 0.0)
+    for i in made:
+        folder, name = where[i]
+        stat, row = stats.get(folder, {}).get(name), found[i]
+        if stat is not None and row is not None:
+            indexes[folder].put(name, stat, row)
+    for folder, index in indexes.items():
+        index.keep_only(set(stats[folder]))
+        index.save()
+    return [r for r in found if r is not None]
+
+
+def listed_rows(folder_or_glob: Any, pricing: Mapping | None = None) -> list[SessionRow]:
+    """The rows of :func:`list_sessions` as :class:`SessionRow` values, newest first, without
+    pandas frames (what the session browser sends to the page)."""
+    paths = expand_paths(folder_or_glob)
+    with gc_paused():
+        rows = _rows(paths, pricing)
+    return sorted(rows, key=_newest_first)
+
+
+def _newest_first(row: SessionRow) -> tuple[bool, float]:
+    known = row.updated is not None and not math.isnan(row.updated)
+    return (not known, -row.updated if known and row.updated is not None else 0.0)
+
+
+def _indexed_row(path: str, values: list) -> SessionRow:
+    return row_from(SessionRow, values, path)
+
+
 def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
     """A DataFrame of saved conversations, newest first (see the module docstring).
 
@@ -111,19 +172,12 @@ def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
     error (why a file could not be read; "" when it could).
     """
     pd = require_pandas()
-    heads: list[SessionHead] = []
-    rows: list[SessionRow] = []
+    paths = expand_paths(folder_or_glob)
     with gc_paused():
-        for path in expand_paths(folder_or_glob):
-            try:
-                heads.append(read_session_head(path))
-            except NbagentError as exc:
-                rows.append(SessionRow(path=os.fspath(path), error=str(exc)))
-        for head, costs in zip(heads, turn_costs(heads, pricing)):
-            rows.append(session_row(head, float(sum(costs)), costs[-1] if costs else 0.0))
+        rows = _rows(paths, pricing)
     from .literal_frame import literal_frame
 
-    df = literal_frame(pd.DataFrame([vars(r) for r in rows], columns=list(COLUMNS)))
+    df = literal_frame(pd.DataFrame({c: [getattr(r, c) for r in rows] for c in COLUMNS}, columns=list(COLUMNS)))
     from .columns import utc_times
 
     for name in ("created", "updated"):  # datetime64[ns, UTC] like every frame, whatever the values

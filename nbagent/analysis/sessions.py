@@ -53,25 +53,33 @@ def expand_paths(paths_or_glob: Any) -> list[Path]:
     """Session files named by a path, a glob pattern, a directory (its ``*.json``) or a list of those
     (in order, each once). A name that exists is taken literally before any glob (``run[1].json``)."""
     items = [paths_or_glob] if isinstance(paths_or_glob, (str, os.PathLike)) else list(paths_or_glob)
-    out: list[Path] = []
+    out: list[tuple[Path, str | None]] = []  # each path and its real path when already known
     for item in items:
         text = os.path.expanduser(os.fspath(item))
         if os.path.isfile(text) or os.path.islink(text):  # a literal name first, even "run[1].json"
-            out.append(Path(text))
+            out.append((Path(text), None))
         elif _GLOB_CHARS.intersection(text) and not os.path.isdir(text):
-            out.extend(Path(p) for p in sorted(glob.glob(text, recursive=True)) if os.path.isfile(p))
+            out.extend((Path(p), None) for p in sorted(glob.glob(text, recursive=True)) if os.path.isfile(p))
         elif os.path.isdir(text):
-            out.extend(sorted(Path(text).glob("*.json")))
+            out.extend(_folder_files(text))
         else:
-            out.append(Path(text))
+            out.append((Path(text), None))
     seen: set[str] = set()
     unique = []
-    for p in out:
-        key = os.path.realpath(p)  # never raises: a link loop is refused when the file is read
+    for p, real in out:
+        key = real or os.path.realpath(p)  # never raises: a link loop is refused when the file is read
         if key not in seen:
             seen.add(key)
             unique.append(p)
     return unique
+
+
+def _folder_files(folder: str) -> list[tuple[Path, str | None]]:
+    """A folder's ``*.json`` by name, with the real path of each that is not a link (one scan)."""
+    real = os.path.realpath(folder)
+    with os.scandir(folder) as it:
+        found = sorted((e.name, e.is_symlink()) for e in it if e.name.endswith(".json"))
+    return [(Path(folder, name), None if link else os.path.join(real, name)) for name, link in found]
 
 
 def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):

@@ -12,11 +12,15 @@ Within one process the newest claim takes the file over (re-running ``agent = Ag
 in a notebook keeps saving to ``path``): the earlier holder, if it saves again, goes to a branch.
 
 ``Autosave.write`` records each save's outcome in ``status`` (:class:`AutosaveStatus`): a failing
-save stays visible (the chat widget shows ``status.line()``) until one succeeds.
+save stays visible (the chat widget shows ``status.line()``) until one succeeds. ``save_state``
+saves through the holder's :class:`~nbagent.core.session_journal.JournalWriter`: a turn is a line
+appended to the file's journal; the journal is folded into the file when the holder lets the file
+go (another file, ``release``, the end of the process).
 """
 
 from __future__ import annotations
 
+import atexit
 import enum
 import os
 import re
@@ -25,9 +29,13 @@ import warnings
 import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 from collections.abc import Callable
 
+from .conversation_state import ConversationState
 from .errors import ConfigError, NbagentError, StorageError
+from .session_file import save_document
+from .session_journal import JournalWriter
 from .session_lock import SessionLock, Unlockable, lock_holder
 
 __all__ = ["Autosave", "AutosaveStatus", "IfOpen", "branch_name"]
@@ -99,6 +107,7 @@ class Autosave:
         self._lock: SessionLock | None = None
         self._displaced = False  # another claim of this process took the file over
         self.status = AutosaveStatus()
+        self.journal = JournalWriter(save_document)  # how the claimed file is written: a journal line per save
 
     @property
     def path(self) -> Path | None:
@@ -138,6 +147,7 @@ class Autosave:
         if old is None or old is self or old._lock is None:
             return None
         lock, old._lock, old._displaced = old._lock, None, True
+        old.journal.forget()  # its journal is ours now: the new holder rewrites the file at its first save
         return lock
 
     def _open_elsewhere(self, path: Path, if_open: IfOpen) -> None:
@@ -184,11 +194,39 @@ class Autosave:
         self.status = replace(status, error="", failures=0, failing_since=None)
         return written
 
+    def save_state(self, state: ConversationState, settings: Any = None, frames: dict | None = None, *,
+                   current: Callable[[], tuple[ConversationState, Any]] | None = None) -> Path:
+        """:meth:`write` ``state`` (and ``settings``, ``frames``) through the journal writer;
+        ``current()`` gives them afresh when the journal is folded in later."""
+        return self.write(lambda path: self.journal.save(path, state, settings, frames, current=current))
+
+    def compact(self) -> None:
+        """Fold the journal into the file while this holder still holds it; a failure leaves the
+        journal (every reader applies it) and says so in ``status``."""
+        if self._lock is None or self._displaced or self.status.read_only:
+            return
+        try:
+            self.journal.compact()
+        except NbagentError as exc:
+            self.status = replace(self.status, error=exc.message)
+
     def release(self) -> None:
-        """Let go of the file (another writer may take it)."""
+        """Fold the journal into the file and let go of it (another writer may take it)."""
+        self.compact()
+        self.journal.forget()
         lock, self._lock = self._lock, None
         if lock is not None:
             if _HOLDERS.get(_key(lock.path)) is self:
                 del _HOLDERS[_key(lock.path)]
             lock.release()
         self.status, self._displaced = AutosaveStatus(), False
+
+
+@atexit.register
+def _compact_all() -> None:
+    """At the end of the process, fold every held file's journal into its file."""
+    for holder in list(_HOLDERS.values()):
+        try:
+            holder.compact()
+        except Exception:  # noqa: BLE001 - at exit a failure leaves the journal, which every reader applies
+            pass

@@ -2,7 +2,7 @@
 
 This module is the one reader and writer of session files (``Conversation.save``
 / ``load``, ``Agent(save_to=...)``, ``nbagent.load_sessions`` and ``list_sessions`` all come
-here). Version 3 adds the agent's ``settings`` (:class:`AgentSettings`, or null) before the
+here); every read applies the autosave journal beside the file, if any (``session_journal.py``). Version 3 adds the agent's ``settings`` (:class:`AgentSettings`, or null) before the
 turn ledger and stops storing each step's ``cascade_id`` (the conversation's id),
 ``is_complete_response`` (derived on load) and ``trajectory_id`` (unused); version 2 stores the typed
 step fields; version 1 files (``Step.metadata`` dicts,
@@ -26,6 +26,7 @@ from .chat_session import ChatSession, atomic_write_json, open_session_file
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
 from .errors import NbagentError, StorageError
 from .ledger import TurnRecord
+from .session_journal import apply_journal, journal_path, read_journal
 from .session_settings import AgentSettings
 from .steps import Step, UsageMetadata
 
@@ -40,8 +41,22 @@ def save_conversation(state: ConversationState, path: str | Path, *, frames: dic
 
     ``frames`` (the analysis layer's JSON export of the DataFrames) is embedded when given.
     """
+    return save_document(state, path, frames=frames, settings=settings)[0]
+
+
+def save_document(state: ConversationState, path: str | Path, *, frames: dict | None = None,
+                  settings: AgentSettings | None = None) -> tuple[Path, float, int]:
+    """:func:`save_conversation`, returning the path, the document's ``saved_at`` and its size in
+    bytes. A journal beside the file (``session_journal.py``) is folded in, so it is removed."""
     with gc_paused():
-        return atomic_write_json(path, _document(state, frames, settings))
+        doc = _document(state, frames, settings)
+        written = atomic_write_json(path, doc)
+    try:
+        size = written.stat().st_size
+        journal_path(written).unlink(missing_ok=True)
+    except OSError as exc:
+        raise NbagentError(f"cannot remove the journal of {written}: {exc.strerror or exc}", kind="io") from None
+    return written, doc["saved_at"], size
 
 
 def _document(state: ConversationState, frames: dict | None, settings: AgentSettings | None = None) -> dict:
@@ -89,7 +104,13 @@ def read_session_document(path: str | Path) -> dict:
     A top-level key written twice (two ``"turns"`` ledgers: JSON would keep the last one silently)
     is refused too: nbagent writes each key once.
     """
-    return _checked(read_head(path, None), path)
+    return _journaled(_checked(read_head(path, None), path), path)
+
+
+def _journaled(doc: dict, path: str | Path) -> dict:
+    """``doc`` with the turns its autosave journal holds since the file was written (if any)."""
+    entries = read_journal(path, doc.get("saved_at"))
+    return apply_journal(doc, entries) if entries else doc
 
 
 def _checked(doc: Any, path: str | Path) -> dict:
@@ -123,7 +144,7 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
     version writes keep ``turns`` before ``steps``, so the steps are never parsed. A file cut
     short is still refused (it must end with ``}``); damage inside the steps goes unnoticed here.
     """
-    return _records(_checked(read_head(path, _TURN_KEYS), path), path)
+    return _records(_journaled(_checked(read_head(path, _TURN_KEYS), path), path), path)
 
 
 def _records(doc: dict, path: str | Path) -> tuple[str, list[TurnRecord]]:
@@ -156,7 +177,7 @@ class SessionHead:
 
 def read_session_head(path: str | Path) -> SessionHead:
     """The settings and the turn ledger of a saved session, without parsing its steps."""
-    doc = _checked(read_head(path, _TURN_KEYS), path)
+    doc = _journaled(_checked(read_head(path, _TURN_KEYS), path), path)
     conversation_id, records = _records(doc, path)
     try:
         raw = doc.get("settings")
@@ -176,7 +197,7 @@ def _model_of(doc: dict) -> str:
 
 def read_steps(path: str | Path) -> tuple[str, list[Step]]:
     """The conversation id and the steps of a saved session, without its ChatSession."""
-    doc = _checked(read_head(path, _STEP_KEYS), path)
+    doc = _journaled(_checked(read_head(path, _STEP_KEYS), path), path)
     steps = doc.get("steps")
     try:
         if not isinstance(steps, list):
@@ -186,8 +207,8 @@ def read_steps(path: str | Path) -> tuple[str, list[Step]]:
         raise NbagentError(f"{path} is damaged: {exc!s:.300}", kind="io") from None
 
 
-_TURN_KEYS = frozenset(("format", "version", "conversation_id", "turns"))
-_STEP_KEYS = frozenset(("format", "version", "conversation_id", "steps"))
+_TURN_KEYS = frozenset(("format", "version", "conversation_id", "saved_at", "turns"))
+_STEP_KEYS = frozenset(("format", "version", "conversation_id", "saved_at", "trimmed", "steps"))
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
 
