@@ -126,7 +126,10 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .providers.base import Provider as Provider
     from .session_folder import session_browser as session_browser
 
-__all__ = sorted(_EXPORTS)
+# what a user needs; the rest of _EXPORTS (types that values returned to users carry, for annotations)
+# stays importable from nbagent and from its module, out of `from nbagent import *` and tab completion
+_PLUMBING = {"AgentSettings", "ConversationEvent", "ErrorKind", "PrefixChange", "RequestEstimate", "TurnRecord"}
+__all__ = sorted(set(_EXPORTS) - _PLUMBING)
 
 
 def __getattr__(name: str):

@@ -16,9 +16,18 @@ CONTRACT = ["Agent", "Conversation", "ChatSession", "ChatWidget", "Tool", "tool"
             "ChatResponse", "FinishReason", "MockConnection", "NbagentError"]
 
 
-@pytest.mark.parametrize("name", nbagent.__all__)
+PLUMBING = ["AgentSettings", "ConversationEvent", "ErrorKind", "PrefixChange", "RequestEstimate", "TurnRecord"]
+
+
+@pytest.mark.parametrize("name", nbagent.__all__ + PLUMBING)
 def test_every_exported_name_imports(name):
     assert getattr(nbagent, name) is not None
+
+
+def test_all_holds_what_a_user_needs_and_the_types_of_returned_values_stay_out():
+    assert not set(PLUMBING) & set(nbagent.__all__)
+    assert {"class_summary", "class_view", "provenance", "to_otel", "notebook_tools", "BudgetExceeded"} <= set(
+        nbagent.__all__)
 
 
 def test_contract_names_are_exported():
