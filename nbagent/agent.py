@@ -328,6 +328,7 @@ class Agent:
         Without ``path``: the conversation's own file in ``save_to`` (named by date, title and id
         at its first save). ``frames=True`` embeds the DataFrames too. Returns the path written.
         """
+        from .analysis.sessions import export_frames
         from .core.session_file import save_conversation, session_file_name
 
         if path is None:
@@ -341,7 +342,7 @@ class Agent:
                 self.session_path = self.save_to / name
         conv = self._conversation
         state = conv.to_state()
-        settings, frame_data = self.settings(), conv.export_frames(state) if frames else None
+        settings, frame_data = self.settings(), export_frames(state.steps, state.turns) if frames else None
         if path is None:  # autosave's file: one writer, each outcome recorded
             return self._autosave.save_state(state, settings, frame_data,  # a journal line, or the whole file
                                              current=lambda: (conv.to_state(), self.settings()))

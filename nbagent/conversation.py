@@ -318,7 +318,7 @@ class Conversation:
         else the price data's (None: unknown)."""
         from .analysis.estimate import context_window_of
 
-        inputs = self.request_inputs()
+        inputs = self._request_inputs()
         return context_window_of(inputs.turns, inputs.declared_window, inputs.model, inputs.provider)
 
     def is_idle(self) -> bool:
@@ -401,7 +401,7 @@ class Conversation:
 
     # --- views: frames, reports, transcripts, the widget --------------------------------
 
-    def request_inputs(self, pricing: Mapping[str, Any] | None = None) -> RequestInputs:
+    def _request_inputs(self, pricing: Mapping[str, Any] | None = None) -> RequestInputs:
         """What the next request would carry, for estimates (nothing is sent)."""
         from .analysis.estimate import RequestInputs
         from .core.compression import ApproxTokenizer
@@ -429,7 +429,7 @@ class Conversation:
         """Tokens and cost of the next request if ``prompt`` were sent now (nothing is sent)."""
         from .analysis.estimate import estimate_request
 
-        return estimate_request(self.request_inputs(pricing), prompt)
+        return estimate_request(self._request_inputs(pricing), prompt)
 
     def history_df(self) -> pd.DataFrame:
         """One row per step (pandas)."""
@@ -540,13 +540,6 @@ class Conversation:
             return
         widget._ipython_display_()
 
-    def export_frames(self, state: ConversationState | None = None) -> dict:
-        """The DataFrames as JSON rows (what ``save(path, frames=True)`` embeds); needs numpy."""
-        from .analysis.sessions import export_frames
-
-        state = state if state is not None else self.to_state()
-        return export_frames(state.steps, state.turns)
-
     # --- state boundary and persistence ---------------------------------------------------
 
     def to_state(self) -> ConversationState:
@@ -574,10 +567,11 @@ class Conversation:
         ``frames=True`` also embeds the DataFrames as JSON rows, for readers
         without nbagent (they are derived: ``load_sessions`` does not need them).
         """
+        from .analysis.sessions import export_frames
         from .core.session_file import save_conversation
 
         state = self.to_state()
-        return save_conversation(state, path, frames=self.export_frames(state) if frames else None)
+        return save_conversation(state, path, frames=export_frames(state.steps, state.turns) if frames else None)
 
     @classmethod
     def load(cls, path: str | Path, connection: Connection | None = None,
