@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from ..core.ledger import tokens_per_second
 from ..core.usage import TOKEN_COUNTS
 from .cache import EXPIRED, UNKNOWN
+from .coded import Coded
 from ..core.steps import (ApprovalDecision, FinishReason, PrefixChange, StepSource, StepStatus, StepTarget, StepType,
                           TurnStatus, changes_line)
 
@@ -99,28 +100,6 @@ class _Index(dict):
     def __missing__(self, key: Any) -> int:
         self[key] = code = len(self)
         return code
-
-
-@dataclass(frozen=True)
-class Coded:
-    """A column of few distinct values: ``codes`` (int64 array) index into ``values``.
-
-    A plain form for TEXT, CATEGORY and COUNT columns read by :meth:`Table.coded`."""
-
-    codes: Any
-    values: list
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-    def tolist(self) -> list:
-        return list(map(self.values.__getitem__, self.codes.tolist()))
-
-    def floats(self) -> Any:
-        import numpy as np
-
-        table = np.array([math.nan if v is None else v for v in self.values], dtype=np.float64)
-        return table[self.codes] if len(self.values) else np.zeros(len(self.codes))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from functools import cached_property
 from typing import Any
 from collections.abc import Mapping
 
+from .coded import Coded
+
 
 @dataclass
 class TurnArrays:
@@ -51,8 +53,6 @@ class TurnMetrics:
 
     @property
     def price_source(self) -> Any:
-        from .columns import Coded
-
         return Coded(self.a.pair, self.prices.sources)
 
     @property
@@ -70,8 +70,6 @@ class TurnMetrics:
     @cached_property
     def _busts(self) -> tuple[Any, Any]:
         from .cache import busts
-        from .columns import Coded
-
         a = self.a
         busted, cause, causes = busts(a.turn, a.started, a.finished, a.input, a.cached, a.written, a.context,
                                       a.model_calls, a.prefix_change.codes, a.prefix_change.values)

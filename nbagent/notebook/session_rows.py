@@ -6,7 +6,6 @@ import math
 import os
 from typing import Any
 
-from ..analysis.session_list import list_sessions
 from .widget_wire import jsonable
 
 ROW_FIELDS = ("path", "title", "created", "updated", "models", "turns", "tokens", "cost_usd", "user", "error")
@@ -15,6 +14,8 @@ __all__ = ["ROW_FIELDS", "session_rows"]
 
 def session_rows(folder: str | os.PathLike) -> list[dict]:
     """``list_sessions(folder)`` as JSON rows (timestamps as ISO strings, unknown numbers as None)."""
+    from ..analysis.session_list import list_sessions  # pandas and the frames: when the list is asked for
+
     df = list_sessions(folder)
     rows = []
     for rec in df.to_dict("records"):
