@@ -166,6 +166,13 @@ def turns(quick: bool) -> list[dict]:
     return out
 
 
+def first_token(quick: bool) -> list[dict]:
+    """Enter -> the model's first text in the DOM, in JupyterLab (bench_first_token.py)."""
+    import bench_first_token
+
+    return bench_first_token.rows(quick)
+
+
 def browser(quick: bool) -> list[dict]:
     """The widget in a 200-turn chat and one with 50 tool cards, in headless Chromium (bench_browser.py)."""
     import bench_browser
@@ -196,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(row("SSE decoding of one 8 MB event vs one 2 MB event (linear: 4)", large / small, "<= 6",
                     large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
     for part in (frames, frames_at_scale, first_display, lambda q: sessions(q, tmp), lambda q: duckdb_query(q, tmp), widget, transcript, memory, turns,
-                 *([browser] if args.browser else [])):
+                 *([browser, first_token] if args.browser else [])):
         try:
             rows += part(args.quick)
         except Exception as exc:  # one broken measure must not hide the others
