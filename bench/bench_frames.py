@@ -106,6 +106,40 @@ def make_records(n: int) -> list[TurnRecord]:
     return out
 
 
+SCALE_GOAL_S = 3.0  # usage_df of 1M turns, history_df of 1M steps: CPU seconds each (issue #32)
+SHOWN = {"usage_df": ("turn", "prompt", "model", "provider", "started_at", "finished_at", "first_token_at",
+                      "usage", "model_calls", "tool_calls", "finish_reason", "status", "error", "http_code",
+                      "prefix_change", "context_tokens", "context_window"),
+         "history_df": ("step_index", "turn", "type", "source", "target", "status", "content", "thinking", "refusal",
+                        "tool_calls", "model", "usage_metadata", "finish_reason", "http_code", "error", "created_at",
+                        "finished_at")}
+
+
+def at_scale(name: str, items: list) -> dict:
+    """CPU seconds of a ``usage_frame`` / ``history_frame`` call (GC on, as in a notebook; the better of two)
+    after a small warm-up; the floor (reading each attribute the frame shows once, into a list); the frame's bytes
+    and the same frame's with its text columns as Python-object strings."""
+    import gc
+    from operator import attrgetter
+
+    fn = usage_frame if name == "usage_df" else history_frame
+    fn(items[:1000])
+    gc.collect()
+    cpu = float("inf")
+    for _ in range(2):  # the better of two calls: a busy machine's page faults cost system time
+        t = time.process_time()
+        df = fn(items)
+        cpu = min(cpu, time.process_time() - t)
+    t = time.process_time()
+    for field in SHOWN[name]:
+        list(map(attrgetter(field), items))
+    floor = time.process_time() - t
+    text = [c for c in df.columns if isinstance(df[c].dtype, pd.StringDtype)]
+    objects = df.astype({c: pd.StringDtype("python") for c in text})
+    return {"cpu_s": cpu, "floor_s": floor, "bytes": int(df.memory_usage(deep=True).sum()),
+            "object_bytes": int(objects.memory_usage(deep=True).sum())}
+
+
 def best_ms(fn, repeat: int, number: int = 1, timer=time.perf_counter) -> float:
     return min(timeit.Timer(fn, timer=timer).repeat(repeat=repeat, number=number)) / number * 1000.0
 

@@ -7,7 +7,7 @@ answer with no delay, so the time is nbagent's own bookkeeping (the agent loop, 
 count, the prefix fingerprints, the turn log). The history only grows (a context window large
 enough that compaction never runs), so any per-turn walk of the whole history shows as a mean
 turn time that rises from one thousand turns to the next. Prints ms/turn per thousand and the
-ratio of the last thousand to the first (goal: <= 2). Times are this process's CPU time, and a
+ratio of the last thousand to the first (goal: <= 1.3). Times are this process's CPU time, and a
 thousand's figure is the median of its ten hundreds: on a busy machine other processes move them
 much less than wall time and single means.
 
@@ -31,7 +31,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
 
-GOAL_RATIO = 2.0
+GOAL_RATIO = 1.3  # turns 4-5k vs 0-1k, CPU time (issue #32)
+LONG_GOAL_RATIO = 2.0  # a 20,000-turn run: its last fifth vs its first
+AUTOSAVE_GOAL_RATIO = 2.0  # the same with autosave on (a journal line and one fsync a turn)
 AUTOSAVE_GOAL_MS = 2.0  # CPU per turn with autosave on, late in the session (plus one fsync)
 BLOCK = 1_000
 

@@ -57,6 +57,15 @@ def default_model(*, tools: bool = False) -> str:
     return "demo"
 
 
+def _mcp_servers(mcp: Any) -> list:
+    """``as_mcp_servers(mcp)``; the MCP client is imported only when there are servers."""
+    if mcp is None or (isinstance(mcp, (list, tuple)) and not mcp):
+        return []
+    from .loop.mcp import as_mcp_servers
+
+    return as_mcp_servers(mcp)
+
+
 def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
                   api_key: str | None = None, **options: Any) -> Provider:
     """Turn ``"provider:model-name"`` (or a Provider) into a Provider instance."""
@@ -139,7 +148,6 @@ class Agent:
         rules: str | os.PathLike | bool | None = None,
         **provider_options: Any,
     ) -> None:
-        from .loop.mcp import as_mcp_servers
         from .loop.model_connection import ModelConnection
         from .loop.structured import schema_of
 
@@ -152,7 +160,7 @@ class Agent:
             max_tokens=max_tokens, cache_strategy=cache_strategy,
             include_reasoning=include_reasoning, response_format=schema_of(response_format),
             compaction_budget=compaction_budget, tool_timeout=tool_timeout,
-            tool_sources=as_mcp_servers(mcp),  # started at the first turn that needs them
+            tool_sources=_mcp_servers(mcp),  # started at the first turn that needs them
         )
         self._max_history_size = max_history_size
         connection = self._connection = ModelConnection(self.provider, **self._connection_options)
@@ -425,9 +433,8 @@ class Agent:
 
     def _replay_tools(self, tools: Any) -> Any:
         """For a replay without ``rerun_tools``: the recorded tools first, answering as recorded."""
-        from .providers.replay import ReplayProvider
-
-        if not isinstance(self.provider, ReplayProvider) or self.provider.rerun_tools:
+        replay = sys.modules.get(f"{__package__}.providers.replay")  # not imported: no replay provider exists
+        if replay is None or not isinstance(self.provider, replay.ReplayProvider) or self.provider.rerun_tools:
             return tools
         from .loop.replay_tools import recorded_tools
         from .loop.tools import to_tools

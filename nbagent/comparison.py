@@ -18,6 +18,8 @@ system prompt is used unless ``system=`` is given. Models are model strings
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +55,7 @@ def _records(table: Table) -> Table:
 
 
 def _from_usage(column: Column) -> Column:
-    return Column(column.name, column.kind, lambda t: column.extract(_records(t)), column.doc, column.categories)
+    return dataclasses.replace(column, extract=lambda t: column.extract(_records(t)))
 
 
 INDEX = Column("row", Kind.INT, lambda t: list(range(len(t))), "row number")

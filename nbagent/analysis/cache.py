@@ -65,8 +65,14 @@ def predecessors(turns: Any, input_tokens: Any) -> Any:
 
 
 def busts(turns: Any, started: Any, finished: Any, input_tokens: Any, cached: Any, written: Any,
-          context_tokens: Any, model_calls: Any, prefix_changes: Sequence[Any]) -> tuple[Any, list]:
-    """(cache_busted bool array, cache_bust_cause per row: str or None), see the module docs."""
+          context_tokens: Any, model_calls: Any, change_codes: Any,
+          changes: Sequence[Any]) -> tuple[Any, Any, list]:
+    """Which turns were cache busted and why, see the module docs.
+
+    ``change_codes`` index each row's ``prefix_change`` in ``changes`` (a PrefixChange or None).
+    Returns the bool array ``cache_busted``, and each row's cause as a code into the list
+    returned last (the changes, then ``expired``, ``unknown`` and None for rows not busted).
+    """
     import numpy as np
 
     prev = predecessors(turns, input_tokens)
@@ -75,11 +81,12 @@ def busts(turns: Any, started: Any, finished: Any, input_tokens: Any, cached: An
     active = has & ((cached[p] + written[p]) > 0) & (input_tokens > 0)
     reusable = np.where(context_tokens[p] > 0, context_tokens[p], input_tokens[p] / np.maximum(model_calls[p], 1))
     per_call = cached / np.maximum(model_calls, 1)
-    changed = np.fromiter((c is not None and c != "" for c in prefix_changes), dtype=bool, count=len(prev))
+    named = np.array([c is not None and c != "" for c in changes], dtype=bool)
+    changed = named[change_codes] if len(changes) else np.zeros(len(prev), dtype=bool)
     busted = active & (changed | (per_call < BUST_FRACTION * reusable))
     ended = np.where(np.isnan(finished[p]), started[p], finished[p])
     with np.errstate(invalid="ignore"):
         expired = (started - ended) > CACHE_TTL_S
-    causes = [None if not b else (c if c is not None and c != "" else EXPIRED if e else UNKNOWN)
-              for b, c, e in zip(busted.tolist(), prefix_changes, expired.tolist())]
-    return busted, causes
+    k = len(changes)
+    cause = np.where(changed, change_codes, np.where(expired, k, k + 1))
+    return busted, np.where(busted, cause, k + 2), [*changes, EXPIRED, UNKNOWN, None]

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, UTC
 from enum import Enum
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_not
 from typing import Any
 from collections.abc import Callable, Sequence
 
 from ..core.ledger import tokens_per_second
 from ..core.usage import TOKEN_COUNTS
 from .cache import EXPIRED, UNKNOWN
+from .coded import Coded
 from ..core.steps import (ApprovalDecision, FinishReason, PrefixChange, StepSource, StepStatus, StepTarget, StepType,
                           TurnStatus, changes_line)
 
@@ -53,20 +54,52 @@ class Kind(Enum):
 
 
 class Table:
-    """The objects of one table plus what its columns share (pricing, cached arrays)."""
+    """The objects of one table plus what its columns share (pricing, cached arrays).
+
+    Reading an attribute of a million objects costs about as much as the rest of a
+    column's work, so each attribute is read once (:meth:`values`) and the few-valued
+    ones together, in one pass (:meth:`coded`).
+    """
 
     def __init__(self, objs: Sequence[Any], pricing: Any = None) -> None:
         self.objs = list(objs)
         self.pricing = pricing
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[Any, Any] = {}
 
     def __len__(self) -> int:
         return len(self.objs)
 
-    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+    def cached(self, key: Any, make: Callable[[], Any]) -> Any:
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]
+
+    def values(self, path: str) -> list:
+        """The attribute at ``path`` ("usage.prompt_token_count") of every object, read once."""
+        def make() -> list:
+            parent, _, name = path.rpartition(".")
+            return list(map(attrgetter(name), self.values(parent) if parent else self.objs))
+        return self.cached(("values", path), make)
+
+    def coded(self, paths: tuple[str, ...]) -> tuple[Any, list[tuple]]:
+        """The few-valued attributes at ``paths``, read in one pass: each object's code
+        (int64) into the distinct combinations, and the combinations."""
+        def make() -> tuple[Any, list[tuple]]:
+            import numpy as np
+
+            index = _Index()
+            rows = map(attrgetter(*paths), self.objs) if len(paths) > 1 else zip(map(attrgetter(*paths), self.objs))
+            codes = np.fromiter(map(index.__getitem__, rows), dtype=np.int64, count=len(self.objs))
+            return codes, list(index)
+        return self.cached(("coded", paths), make)
+
+
+class _Index(dict):
+    """Numbers each new key as it is first looked up."""
+
+    def __missing__(self, key: Any) -> int:
+        self[key] = code = len(self)
+        return code
 
 
 @dataclass(frozen=True)
@@ -76,6 +109,7 @@ class Column:
     extract: Callable[[Table], Any]
     doc: str = ""
     categories: tuple[str, ...] = ()  # CATEGORY: the known values, in order
+    limit: int = 0  # TEXT: cut to this many characters (see ``shorten``); None reads ""
 
     def to_pandas(self, values: Any) -> Any:
         """The plain form as a pandas array of this column's dtype."""
@@ -84,6 +118,8 @@ class Column:
 
         if self.kind is Kind.INT:
             return np.ascontiguousarray(values, dtype=np.int64)
+        if isinstance(values, Coded) and self.kind is not Kind.CATEGORY:
+            values = values.floats() if self.kind is Kind.COUNT else values.tolist()
         if self.kind is Kind.COUNT:
             data = np.asarray(values, dtype=np.float64)
             mask = ~(np.abs(data) < 2.0**63)  # NaN, and counts int64 cannot hold: NA, never wrapped negative
@@ -91,12 +127,7 @@ class Column:
         if self.kind is Kind.FLOAT:
             return np.asarray(values, dtype=np.float64)
         if self.kind is Kind.TEXT:
-            obj = np.empty(len(values), dtype=object)
-            obj[:] = values
-            try:
-                return pd.arrays.StringArray(obj)
-            except (TypeError, ValueError):  # non-str values: let pandas convert them
-                return pd.array(obj, dtype="string")
+            return shorten_column(values, self.limit) if self.limit else text_array(values)
         if self.kind is Kind.CATEGORY:
             return categorical(values, self.categories)
         if self.kind is Kind.BOOL:
@@ -105,6 +136,8 @@ class Column:
 
     def to_json(self, values: Any) -> list:
         """The plain form as JSON-ready values (missing -> None)."""
+        if isinstance(values, Coded):
+            values = values.tolist()
         if self.kind is Kind.INT:
             return [int(v) for v in values]
         if self.kind is Kind.COUNT:
@@ -112,7 +145,7 @@ class Column:
         if self.kind is Kind.FLOAT:
             return [None if math.isnan(v) else float(v) for v in values]
         if self.kind is Kind.TEXT:
-            return list(values)
+            return shorten([v or "" for v in values], self.limit) if self.limit else list(values)
         if self.kind is Kind.CATEGORY:
             return [enum_value(v) for v in values]
         if self.kind is Kind.BOOL:
@@ -130,13 +163,42 @@ def enum_value(v: Any) -> Any:
     return v.value if isinstance(v, Enum) else v
 
 
-def categorical(values: list, known: Sequence[str] = ()) -> Any:
-    """A pandas Categorical from str / str-Enum values ("" and None are NA).
+def text_array(values: Any) -> Any:
+    """Texts (str or None) as a pandas ``string`` array, Arrow-backed when pyarrow is
+    installed (a copy of the characters, without a Python object per row)."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - pyarrow comes with the frames extra
+        pa = None
+    if pa is not None:
+        try:
+            arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, type=pa.string())
+            return pd.arrays.ArrowStringArray(arr)
+        except (TypeError, ValueError, pa.ArrowException):  # non-str values: let pandas convert them
+            return pd.array(list(values), dtype=pd.StringDtype())
+    obj = np.empty(len(values), dtype=object)  # pragma: no cover
+    obj[:] = values  # pragma: no cover
+    try:  # pragma: no cover
+        return pd.arrays.StringArray(obj)
+    except (TypeError, ValueError):  # pragma: no cover
+        return pd.array(obj, dtype="string")
+
+
+def categorical(values: Any, known: Sequence[str] = ()) -> Any:
+    """A pandas Categorical from str / str-Enum values ("" and None are NA), a list or :class:`Coded`.
 
     Categories are ``known`` (in order) then any other value seen, sorted.
     """
     import numpy as np
     import pandas as pd
+
+    if isinstance(values, Coded):  # categorize the few distinct values, then index by code
+        few = categorical(values.values, known)
+        codes = np.asarray(few.codes)[values.codes] if len(values.values) else np.zeros(len(values), np.int8)
+        return pd.Categorical.from_codes(codes, dtype=few.dtype)
 
     cats = [str(c) for c in known]
     code: dict = {c: i for i, c in enumerate(cats)}
@@ -190,6 +252,25 @@ def shorten(texts: list, limit: int) -> list:
     return [t if len(t) <= limit else t[:cut] + "…" for t in texts]
 
 
+def shorten_column(texts: list, limit: int) -> Any:
+    """:func:`shorten` over a whole column ("" for None) as a pandas ``string`` array, cut in
+    Arrow when pyarrow is installed."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:  # pragma: no cover - pyarrow comes with the frames extra
+        return text_array(shorten([t or "" for t in texts], limit))
+    try:
+        arr = pc.fill_null(pa.array(texts, type=pa.string()), "")
+    except (TypeError, ValueError, pa.ArrowException):  # non-str values
+        return text_array(shorten([str(t or "") for t in texts], limit))
+    long = pc.greater(pc.utf8_length(arr), limit)
+    if pc.any(long).as_py():
+        cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(arr, 0, limit - 1), "…", "")
+        arr = pc.if_else(long, cut, arr)
+    return text_array(arr)
+
+
 _ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
@@ -204,105 +285,121 @@ def args_json(args: Any) -> str:
 
 
 def _floats(table: Table, get: Callable[[Any], Any]) -> Any:
+    return _float_array(list(map(get, table.objs)))
+
+
+def _float_array(values: list) -> Any:
     import numpy as np
 
     try:  # no None among the values: one C-level pass
-        return np.fromiter(map(get, table.objs), dtype=np.float64, count=len(table))
+        return np.fromiter(values, dtype=np.float64, count=len(values))
     except TypeError:
-        values = map(get, table.objs)
-        return np.fromiter((math.nan if v is None else v for v in values), dtype=np.float64, count=len(table))
+        return np.fromiter((math.nan if v is None else v for v in values), dtype=np.float64, count=len(values))
 
 
 def _ints(path: str) -> Callable[[Table], Any]:
     def extract(table: Table) -> Any:
         import numpy as np
 
-        return np.fromiter(map(attrgetter(path), table.objs), dtype=np.int64, count=len(table))
+        return np.fromiter(table.values(path), dtype=np.int64, count=len(table))
     return extract
 
 
 def _counts(path: str, zero_is_na: bool = False) -> Callable[[Table], Any]:
     """A count read at ``path`` (float plain form); 0 is NA when ``zero_is_na``."""
-    getter = attrgetter(path)
-
     def extract(table: Table) -> Any:
         import numpy as np
 
-        data = table.cached("count:" + path, lambda: np.fromiter(map(getter, table.objs), dtype=np.float64,
-                                                                   count=len(table)))
-        if zero_is_na:
-            data = data.copy()
-            data[data == 0] = np.nan
-        return data
+        data = table.cached(("count", path), lambda: np.fromiter(table.values(path), dtype=np.float64,
+                                                                 count=len(table)))
+        return _zero_is_na(data) if zero_is_na else data
     return extract
 
 
+def _zero_is_na(data: Any) -> Any:
+    import numpy as np
+
+    data = data.copy()
+    data[data == 0] = np.nan
+    return data
+
+
 def _optional_floats(path: str) -> Callable[[Table], Any]:
-    getter = attrgetter(path)
-    return lambda table: _floats(table, getter)
+    return lambda table: table.cached(("floats", path), lambda: _float_array(table.values(path)))
 
 
 def _texts(path: str, empty_is_na: bool = False) -> Callable[[Table], Any]:
-    getter = attrgetter(path)
     if empty_is_na:
-        return lambda table: [v or None for v in map(getter, table.objs)]
-    return lambda table: list(map(getter, table.objs))
+        return lambda table: [v or None for v in table.values(path)]
+    return lambda table: table.values(path)
 
 
 def _values(path: str) -> Callable[[Table], Any]:
-    getter = attrgetter(path)
-    return lambda table: list(map(getter, table.objs))
+    return lambda table: table.values(path)
 
 
-def _cached_floats(key: str, path: str) -> Callable[[Table], Any]:
-    getter = attrgetter(path)
-    return lambda table: table.cached(key, lambda: _floats(table, getter))
+def _few(group: tuple[str, ...], path: str, empty_is_na: bool = False) -> Callable[[Table], Coded]:
+    """The value at ``path``, one of ``group``: attributes with few distinct values, read together."""
+    k = group.index(path)
+
+    def extract(table: Table) -> Coded:
+        codes, rows = table.coded(group)
+        return Coded(codes, [(row[k] or None) if empty_is_na else row[k] for row in rows])
+    return extract
+
+
+def _few_counts(group: tuple[str, ...], path: str) -> Callable[[Table], Any]:
+    """A count of ``group`` (float plain form), NA when 0."""
+    few = _few(group, path)
+    return lambda table: _zero_is_na(few(table).floats())
 
 
 def _step_usage(field: str) -> Callable[[Table], Any]:
     """A usage count of each step; NA where the step carries no usage."""
-    getter = attrgetter(field)
-
     def extract(table: Table) -> Any:
         import numpy as np
 
-        def usages():
-            usage = list(map(attrgetter("usage_metadata"), table.objs))
-            present = np.fromiter((u is not None for u in usage), dtype=bool, count=len(usage))
+        def usages() -> tuple[list, Any]:
+            usage = table.values("usage_metadata")
+            present = np.fromiter(map(is_not, usage, repeat(None)), dtype=bool, count=len(usage))
             return [u for u in usage if u is not None], present
         with_usage, present = table.cached("usages", usages)
         data = np.full(len(table), np.nan)
-        data[present] = np.fromiter(map(getter, with_usage), dtype=np.float64, count=len(with_usage))
+        data[present] = np.fromiter(map(attrgetter(field), with_usage), dtype=np.float64, count=len(with_usage))
         return data
     return extract
 
 
-def _enum_category(name: str, enum_cls: type[Enum], extra: tuple[str, ...] = (), doc: str = "") -> Column:
-    return Column(name, Kind.CATEGORY, _values(name), doc, tuple(m.value for m in enum_cls) + extra)
+def _enum_category(name: str, enum_cls: type[Enum], extra: tuple[str, ...] = (), doc: str = "",
+                   few: tuple[str, ...] = ()) -> Column:
+    return Column(name, Kind.CATEGORY, _few(few, name) if name in few else _values(name), doc,
+                  tuple(m.value for m in enum_cls) + extra)
 
 
 # --- history: one row per step ------------------------------------------------------------
 
-_created = _cached_floats("created", "created_at")
-_step_finished = _cached_floats("finished", "finished_at")
+_created = _optional_floats("created_at")
+_step_finished = _optional_floats("finished_at")
+# a step's attributes with few distinct values, read in one pass
+STEP_FEW = ("type", "source", "target", "status", "finish_reason", "model", "http_code")
 
 HISTORY_INDEX = Column("step_index", Kind.INT, _ints("step_index"), "position in the whole trajectory")
 HISTORY = (
     Column("turn", Kind.INT, _ints("turn"), "0-based absolute turn number"),
-    _enum_category("type", StepType, doc="StepType value"),
-    _enum_category("source", StepSource, doc="StepSource value"),
-    _enum_category("target", StepTarget, doc="StepTarget value"),
-    _enum_category("status", StepStatus, doc="StepStatus value"),
+    _enum_category("type", StepType, doc="StepType value", few=STEP_FEW),
+    _enum_category("source", StepSource, doc="StepSource value", few=STEP_FEW),
+    _enum_category("target", StepTarget, doc="StepTarget value", few=STEP_FEW),
+    _enum_category("status", StepStatus, doc="StepStatus value", few=STEP_FEW),
     Column("content", Kind.TEXT, _texts("content"), "full text of the step"),
     Column("thinking", Kind.TEXT, _texts("thinking"), "full reasoning text"),
     Column("refusal", Kind.TEXT, _texts("refusal", empty_is_na=True), "the model's refusal, NA if none"),
     Column("tool_names", Kind.TEXT, lambda t: [",".join([c.name for c in calls]) if calls else None
-                                               for calls in map(attrgetter("tool_calls"), t.objs)],
+                                               for calls in t.values("tool_calls")],
            "comma-joined tool call names, NA if none"),
-    Column("model", Kind.CATEGORY, lambda t: [s.model or None for s in t.objs], "the model that answered"),
+    Column("model", Kind.CATEGORY, _few(STEP_FEW, "model", empty_is_na=True), "the model that answered"),
     *(Column(t.column, Kind.COUNT, _step_usage(t.field), t.meaning + " (NA: no usage)") for t in TOKEN_COUNTS),
-    _enum_category("finish_reason", FinishReason, doc="why a model call or the turn ended"),
-    Column("http_code", Kind.COUNT, _counts("http_code", zero_is_na=True), "NA when 0"),
+    _enum_category("finish_reason", FinishReason, doc="why a model call or the turn ended", few=STEP_FEW),
+    Column("http_code", Kind.COUNT, _few_counts(STEP_FEW, "http_code"), "NA when 0"),
     Column("error", Kind.TEXT, _texts("error", empty_is_na=True), "NA when empty"),
     Column("created", Kind.TIME, _created, "created_at"),
     Column("finished", Kind.TIME, _step_finished, "finished_at, NaT while running"),
@@ -312,9 +409,11 @@ HISTORY = (
 
 # --- usage: one row per turn --------------------------------------------------------------
 
-_started = _cached_floats("started", "started_at")
-_turn_finished = _cached_floats("finished", "finished_at")
-_first_token = _cached_floats("first_token", "first_token_at")
+_started = _optional_floats("started_at")
+_turn_finished = _optional_floats("finished_at")
+_first_token = _optional_floats("first_token_at")
+# a turn record's attributes with few distinct values, read in one pass
+TURN_FEW = ("model", "provider", "finish_reason", "status", "http_code", "prefix_change")
 
 
 def _generated(table: Table) -> Any:
@@ -330,13 +429,20 @@ def _metrics(table: Table) -> Any:
     from .turn_metrics import TurnArrays, TurnMetrics
 
     def make() -> Any:
+        import numpy as np
+
+        codes, rows = table.coded(TURN_FEW)
+        pairs: dict[tuple[str, str], int] = {}
+        pair_of = [pairs.setdefault((row[0] or "", row[1] or ""), len(pairs)) for row in rows]
         arrays = TurnArrays(
             turn=_ints("turn")(table), started=_started(table), finished=_turn_finished(table),
             input=_counts("usage.prompt_token_count")(table), cached=_counts("usage.cached_content_token_count")(table),
             written=_counts("usage.cache_write_token_count")(table), generated=_generated(table),
             model_calls=_counts("model_calls")(table), context=_counts("context_tokens")(table),
-            window=_optional_floats("context_window")(table))
-        return TurnMetrics(table.objs, table.pricing, arrays)
+            window=_optional_floats("context_window")(table),
+            pair=np.asarray(pair_of, dtype=np.int64)[codes] if rows else np.zeros(0, np.int64), pairs=list(pairs),
+            prefix_change=_few(TURN_FEW, "prefix_change")(table))
+        return TurnMetrics(table.pricing, arrays)
     return table.cached("metrics", make)
 
 
@@ -346,10 +452,10 @@ def _metric(name: str) -> Callable[[Table], Any]:
 
 USAGE_INDEX = Column("turn", Kind.INT, _ints("turn"), "0-based turn number")
 USAGE = (
-    Column("prompt", Kind.TEXT, lambda t: shorten([p or "" for p in map(attrgetter("prompt"), t.objs)], PROMPT_CHARS),
-           f"at most {PROMPT_CHARS} characters (\"…\" marks a cut)"),
-    Column("model", Kind.CATEGORY, lambda t: [r.model or None for r in t.objs], "NA when unknown"),
-    Column("provider", Kind.CATEGORY, lambda t: [r.provider or None for r in t.objs], "NA when unknown"),
+    Column("prompt", Kind.TEXT, _values("prompt"), f"at most {PROMPT_CHARS} characters (\"…\" marks a cut)",
+           limit=PROMPT_CHARS),
+    Column("model", Kind.CATEGORY, _few(TURN_FEW, "model", empty_is_na=True), "NA when unknown"),
+    Column("provider", Kind.CATEGORY, _few(TURN_FEW, "provider", empty_is_na=True), "NA when unknown"),
     Column("started", Kind.TIME, _started, "when the prompt was sent"),
     Column("finished", Kind.TIME, _turn_finished, "NaT while running"),
     Column("duration_s", Kind.FLOAT, lambda t: _turn_finished(t) - _started(t), "finished - started"),
@@ -359,10 +465,10 @@ USAGE = (
     Column("tool_calls", Kind.COUNT, _counts("tool_calls"), "tool executions in the turn"),
     *(Column(t.column, Kind.COUNT, _counts("usage." + t.field), t.meaning) for t in TOKEN_COUNTS),
     Column("cost_usd", Kind.FLOAT, _metric("cost_usd"), "see nbagent.analysis.pricing; NaN: unknown model"),
-    _enum_category("finish_reason", FinishReason, doc="FinishReason value"),
-    _enum_category("status", TurnStatus, doc="TurnStatus value"),
+    _enum_category("finish_reason", FinishReason, doc="FinishReason value", few=TURN_FEW),
+    _enum_category("status", TurnStatus, doc="TurnStatus value", few=TURN_FEW),
     Column("error", Kind.TEXT, _texts("error", empty_is_na=True), "NA when empty"),
-    Column("http_code", Kind.COUNT, _counts("http_code", zero_is_na=True), "NA when 0"),
+    Column("http_code", Kind.COUNT, _few_counts(TURN_FEW, "http_code"), "NA when 0"),
     Column("price_source", Kind.CATEGORY, _metric("price_source"),
            "where the price came from: \"genai-prices <version>\", \"override\", \"free\"; NA: unknown"),
     Column("cache_hit_ratio", Kind.FLOAT, _metric("cache_hit_ratio"), "cached / input tokens; NaN without input"),

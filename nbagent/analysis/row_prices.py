@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 from collections.abc import Mapping, Sequence
 
@@ -18,28 +17,18 @@ from collections.abc import Mapping, Sequence
 @dataclass
 class RowPrices:
     rates: Any  # float64 array (n, 4): input, cached, cache write, output; NaN = no price
-    sources: list  # price_source per row (str | None)
+    sources: list  # price_source per pair (str | None)
     context_windows: Any  # float64 array: the catalog's context window, NaN = unknown
 
 
-def pair_codes(objs: Sequence[Any]) -> tuple[Any, list[tuple[str, str]]]:
-    """Each row's index into the distinct (model, provider) pairs, and the pairs."""
-    import numpy as np
-
-    pairs: dict[tuple, int] = {}
-    keys = zip(map(attrgetter("model"), objs), map(attrgetter("provider"), objs))
-    codes = np.fromiter((pairs.setdefault((m or "", p or ""), len(pairs)) for m, p in keys),
-                        dtype=np.int64, count=len(objs))
-    return codes, list(pairs)
-
-
-def row_prices(objs: Sequence[Any], pricing: Mapping | None, input_tokens: Any, model_calls: Any) -> RowPrices:
-    """Rates, price source and catalog context window of every row."""
+def row_prices(codes: Any, pairs: Sequence[tuple[str, str]], pricing: Mapping | None, input_tokens: Any,
+               model_calls: Any) -> RowPrices:
+    """Rates, price source and catalog context window of every row; ``codes`` index each row's
+    (model, provider) in ``pairs``."""
     import numpy as np
 
     from . import pricing as prices
 
-    codes, pairs = pair_codes(objs)
     rates = np.full((len(pairs), 4), np.nan)
     sources: list = []
     windows = np.full(len(pairs), np.nan)
@@ -53,14 +42,15 @@ def row_prices(objs: Sequence[Any], pricing: Mapping | None, input_tokens: Any, 
             rates[k] = _rates(price)
             if price.tiers:
                 tiered.append((k, price))
-    row_rates = rates[codes] if len(objs) else np.zeros((0, 4))
+    n = len(codes)
+    row_rates = rates[codes] if n else np.zeros((0, 4))
     if tiered:
         per_call = np.asarray(input_tokens, dtype=np.float64) / np.maximum(np.asarray(model_calls), 1)
         for k, price in tiered:
             for start, tier in price.tiers:  # ascending: a later tier overwrites an earlier one
                 rows = (codes == k) & (per_call > start)
                 row_rates[rows] = _rates(tier)
-    return RowPrices(row_rates, [sources[c] for c in codes], windows[codes] if len(objs) else np.zeros(0))
+    return RowPrices(row_rates, sources, windows[codes] if n else np.zeros(0))
 
 
 def _rates(price: Any) -> tuple[float, float, float, float]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+
+from .coded import Coded
 
 
 @dataclass
@@ -26,11 +28,13 @@ class TurnArrays:
     model_calls: Any
     context: Any
     window: Any
+    pair: Any  # int64: each turn's index into ``pairs``
+    pairs: list[tuple[str, str]]  # the distinct (model, provider) pairs
+    prefix_change: Any  # Coded: the PrefixChange (or None) at the turn's first model call
 
 
 class TurnMetrics:
-    def __init__(self, records: Sequence[Any], pricing: Mapping | None, arrays: TurnArrays) -> None:
-        self.records = records
+    def __init__(self, pricing: Mapping | None, arrays: TurnArrays) -> None:
         self.pricing = pricing
         self.a = arrays
 
@@ -38,7 +42,7 @@ class TurnMetrics:
     def prices(self) -> Any:
         from .row_prices import row_prices
 
-        return row_prices(self.records, self.pricing, self.a.input, self.a.model_calls)
+        return row_prices(self.a.pair, self.a.pairs, self.pricing, self.a.input, self.a.model_calls)
 
     @property
     def cost_usd(self) -> Any:
@@ -48,8 +52,8 @@ class TurnMetrics:
         return token_cost(r[:, 0], r[:, 1], r[:, 2], r[:, 3], a.input, a.cached, a.written, a.generated)
 
     @property
-    def price_source(self) -> list:
-        return self.prices.sources
+    def price_source(self) -> Any:
+        return Coded(self.a.pair, self.prices.sources)
 
     @property
     def cache_hit_ratio(self) -> Any:
@@ -64,19 +68,19 @@ class TurnMetrics:
         return saved_usd(self.prices.rates, self.a.cached, self.a.written)
 
     @cached_property
-    def _busts(self) -> tuple[Any, list]:
+    def _busts(self) -> tuple[Any, Any]:
         from .cache import busts
-
         a = self.a
-        return busts(a.turn, a.started, a.finished, a.input, a.cached, a.written, a.context, a.model_calls,
-                     [r.prefix_change for r in self.records])
+        busted, cause, causes = busts(a.turn, a.started, a.finished, a.input, a.cached, a.written, a.context,
+                                      a.model_calls, a.prefix_change.codes, a.prefix_change.values)
+        return busted, Coded(cause, causes)
 
     @property
     def cache_busted(self) -> Any:
         return self._busts[0]
 
     @property
-    def cache_bust_cause(self) -> list:
+    def cache_bust_cause(self) -> Any:
         return self._busts[1]
 
     @cached_property

@@ -10,10 +10,10 @@ the log. State is guarded by a lock so a widget can read it while a turn streams
 from __future__ import annotations
 
 import asyncio
-import bisect
 import threading
 import time
 import warnings
+from collections import deque
 from typing import Any
 
 from .chunks import Chunk, chunks_of, response_of
@@ -35,12 +35,13 @@ class TurnLog:
         self._reset()
 
     def _reset(self) -> None:
-        self._steps: list[Step] = []
+        # deques: trimming drops from the front in O(1), not by re-slicing the whole history
+        self._steps: deque[Step] = deque()
         self._trimmed = 0  # steps drained from the front so far
         self._turn_positions: dict[int, int] = {}  # step_index -> absolute position, this turn
         # absolute positions (trimmed steps included), so a trim shifts nothing: see _relative
-        self._turn_starts: list[int] = []
-        self._compactions: list[int] = []
+        self._turn_starts: deque[int] = deque()
+        self._compactions: deque[int] = deque()
         self._total = UsageMetadata()
         self._ledger: list[TurnRecord] = []
         self._tally: TurnTally | None = None
@@ -178,24 +179,26 @@ class TurnLog:
     def turn_steps(self) -> list[Step]:
         """The steps of the current (or last) turn."""
         with self.lock:
-            return self._steps[self._turn_start():]
+            steps = self._steps  # the turn is at the end: index from there, not from the front
+            return [steps[i] for i in range(self._turn_start(), len(steps))]
 
     def _turn_start(self) -> int:
         """Where the current (or last) turn starts in ``_steps`` (0: trimmed away, or no turn yet)."""
         return self._turn_starts[-1] - self._trimmed if self._turn_starts else 0
 
-    def _relative(self, positions: list[int]) -> list[int]:
+    def _relative(self, positions: deque[int]) -> list[int]:
         """Absolute positions as indices into the kept steps."""
         return [i - self._trimmed for i in positions]
 
     def _trim(self) -> None:
         if not self.max_history_size or len(self._steps) <= self.max_history_size:
             return
-        drop = len(self._steps) - self.max_history_size
-        del self._steps[:drop]
-        self._trimmed += drop
-        del self._turn_starts[:bisect.bisect_left(self._turn_starts, self._trimmed)]
-        del self._compactions[:bisect.bisect_left(self._compactions, self._trimmed)]
+        for _ in range(len(self._steps) - self.max_history_size):
+            self._steps.popleft()
+            self._trimmed += 1
+        for positions in (self._turn_starts, self._compactions):
+            while positions and positions[0] < self._trimmed:
+                positions.popleft()
 
     def clear(self) -> None:
         with self.lock:
@@ -250,10 +253,10 @@ class TurnLog:
     def restore(self, state: ConversationState) -> None:
         """Hold ``state``'s steps, turns and usage (a loaded conversation)."""
         with self.lock:
-            self._steps = list(state.steps)
+            self._steps = deque(state.steps)
             self._trimmed = state.trimmed
             self._ledger = list(state.turns)
-            self._turn_starts = [i + state.trimmed for i in state.turn_starts]
-            self._compactions = [i + state.trimmed for i in state.compactions]
+            self._turn_starts = deque(i + state.trimmed for i in state.turn_starts)
+            self._compactions = deque(i + state.trimmed for i in state.compactions)
             self._total = state.total_usage
             self._last_response = state.last_response

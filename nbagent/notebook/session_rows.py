@@ -6,8 +6,6 @@ import math
 import os
 from typing import Any
 
-from ..analysis.columns import iso
-from ..analysis.session_list import listed_rows
 from .widget_wire import jsonable
 
 ROW_FIELDS = ("path", "title", "created", "updated", "models", "turns", "tokens", "cost_usd", "user", "error")
@@ -18,6 +16,9 @@ def session_rows(folder: str | os.PathLike) -> list[dict]:
     """``list_sessions(folder)`` as JSON rows, newest first (timestamps as ISO strings, unknown
     numbers as None), made from its rows without a DataFrame (10,000 sessions list in well under a
     second from the folder's index)."""
+    from ..analysis.columns import iso  # the session list: when it is asked for
+    from ..analysis.session_list import listed_rows
+
     rows = []
     for r in listed_rows(folder):
         row: dict[str, Any] = {name: getattr(r, name) for name in ROW_FIELDS}
