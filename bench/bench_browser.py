@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from measure import row  # noqa: E402
 from support.jupyter import (CHROMIUM, CHROMIUM_ARGS, LAB_ARGS, jupyter_server,  # noqa: E402
                              nb_json, open_notebook, reload_and_open, wait_restored)
 
@@ -223,8 +224,6 @@ def run(names: list[str] | None = None) -> dict[str, dict]:
     return out
 
 
-def row(measure: str, ratio: float, goal: str, met: bool, detail: str) -> dict:
-    return {"measure": measure, "ratio": ratio, "goal": goal, "met": met, "detail": detail}
 
 
 def rows(figures: dict[str, dict] | None = None) -> list[dict]:

@@ -21,19 +21,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
 
+from measure import best_ms, row  # noqa: E402
+
 QUERY = ("select model, status, count(*) as turns, sum(total_tokens) as tokens, sum(cost_usd) as usd "
          "from '{}' group by model, status order by model, status")
 GOAL_RATIO = 0.1
 GOAL_MS = 100
 
 
-def best_ms(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best * 1000
 
 
 def measure(count: int, tmp: Path) -> dict:
@@ -66,7 +61,6 @@ def measure(count: int, tmp: Path) -> dict:
 
 def rows(quick: bool, tmp: Path) -> list[dict]:
     """The measure as a bench/run_all.py row."""
-    from run_all import row
 
     m = measure(200 if quick else 1_000, tmp / "duckdb")
     ratio = m["one_ms"] / m["many_ms"]

@@ -6,7 +6,7 @@ Goals (issue "History and usage as DataFrames"): history_frame() of 10,000
 steps <= 50 ms and usage_frame() of 100,000 turns <= 300 ms. The naive
 baseline ``pd.DataFrame([dataclasses.asdict(x) for x in items])`` is timed
 in the same run so the ratios are comparable across machines. Best of N
-(``timeit.repeat``); the script reports and never fails on time.
+(``measure.best_ms``); the script reports and never fails on time.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import os
 import platform
 import sys
 import time
-import timeit
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd  # noqa: E402
+from measure import best_ms  # noqa: E402
 
 from nbagent.analysis.frames import history_frame, tool_calls_frame, usage_frame  # noqa: E402
 from nbagent.core.ledger import TurnRecord  # noqa: E402
@@ -140,8 +140,6 @@ def at_scale(name: str, items: list) -> dict:
             "object_bytes": int(objects.memory_usage(deep=True).sum())}
 
 
-def best_ms(fn, repeat: int, number: int = 1, timer=time.perf_counter) -> float:
-    return min(timeit.Timer(fn, timer=timer).repeat(repeat=repeat, number=number)) / number * 1000.0
 
 
 def main(argv=None) -> int:

@@ -34,16 +34,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
 
+from measure import best_ms, row  # noqa: E402
+
 SAVE_LOAD_GOAL_MS = 300
 
 
-def best_ms(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best * 1000
 
 
 def save_load(turns: int, tmp: Path) -> dict:
@@ -162,7 +157,6 @@ def scale(count: int, tmp: Path) -> dict:
 
 def scale_rows(quick: bool, tmp: Path) -> list[dict]:
     """The 10,000-session measures as bench/run_all.py rows."""
-    from run_all import row
 
     m = scale(1_000 if quick else SCALE, tmp)
     n = f"{m['sessions']:,} sessions"
@@ -191,7 +185,6 @@ def scale_rows(quick: bool, tmp: Path) -> list[dict]:
 
 def rows(quick: bool, tmp: Path) -> list[dict]:
     """The measures as bench/run_all.py rows."""
-    from run_all import row
 
     one = save_load(1_000 if quick else 3_334, tmp)  # three steps a turn: 10,000 steps
     ratio = one["ms"] / one["floor_ms"]

@@ -29,12 +29,11 @@ sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 import bench_frames  # noqa: E402
 import bench_pipeline  # noqa: E402
 import bench_sse  # noqa: E402
+from measure import row  # noqa: E402
 
 README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
-def row(measure: str, ratio: float, goal: str, met: bool, detail: str) -> dict:
-    return {"measure": measure, "ratio": ratio, "goal": goal, "met": met, "detail": detail}
 
 
 def frames(quick: bool) -> list[dict]:
