@@ -14,9 +14,7 @@ Wire protocol (kernel -> front end):
   *structural* changes only (a step appears, changes status, gets tool calls or usage),
   coalesced with the deltas.
 - custom messages: ``{"type": "deltas", "items": [[step_index, "c"|"t", offset, text], ...]}``
-  with every delta since the last flush, one message at most every ``FLUSH_INTERVAL`` seconds,
-  except that the first text of a model step goes out at once (the first token is not held by a
-  window the prompt's own echo opened; the window restarts from it);
+  with every delta since the last flush, one message at most every ``FLUSH_INTERVAL`` seconds;
   ``offset`` is where the text starts in the step's content ("c") or thinking ("t"), in UTF-16
   units as JavaScript counts (so are the lengths ``n`` below), so a view can
   drop what it already has and detect a gap; an item with a 5th element ``true`` replaces the
@@ -85,7 +83,7 @@ import traitlets
 from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
-from ..core.steps import Step, StepSource, TurnStatus
+from ..core.steps import Step, TurnStatus
 from . import view_presence
 from .cell_refs import attach_cells
 from .conversation_view import ConversationView
@@ -151,8 +149,6 @@ class ChatWidget(anywidget.AnyWidget):
         self._resync = False  # send every turn whole (a view asked)
         self._armed: asyncio.AbstractEventLoop | None = None  # where a flush is scheduled
         self._last_flush = 0.0
-        self._first_text = False  # a model step's first text is queued: flush without waiting
-        self._flushes = 0  # flushes so far: a scheduled flush that another one overtook does nothing
         self._task: asyncio.Task | None = None
         self.transcript = TranscriptOutput(self._key)  # the saved transcript's outputs, once shown
         self.stats = {"messages": 0, "delta_items": 0, "syncs": 0}
@@ -276,8 +272,6 @@ class ChatWidget(anywidget.AnyWidget):
         for field, value in (("c", step.content), ("t", step.thinking)):
             known, at = turn.sent.get((idx, field), (0, 0))
             if len(value) > known:
-                if known == 0 and step.source == StepSource.MODEL:  # the step's first text: the first token
-                    self._first_text = True
                 piece = value[known:]
                 size = utf16_len(piece)
                 self._push(idx, field, at, piece, size)
@@ -312,12 +306,8 @@ class ChatWidget(anywidget.AnyWidget):
         """Schedule a flush on the loop delivering the events (or the kernel's), once.
 
         Called with ``_lock`` held; returns True when the caller must flush right away
-        (after releasing the lock): there is no loop to wait on, or a model step's first text
-        is queued.
+        (after releasing the lock) because there is no loop to wait on.
         """
-        if self._first_text:  # the first token waits for no window (the next deltas wait a whole one)
-            self._first_text = False
-            return True
         armed = self._armed
         if armed is not None and armed.is_running():
             return False
@@ -332,14 +322,10 @@ class ChatWidget(anywidget.AnyWidget):
         self._armed = loop
         delay = max(0.0, self._last_flush + FLUSH_INTERVAL - time.monotonic())
         if here:
-            loop.call_later(delay, self._scheduled_flush, self._flushes)
+            loop.call_later(delay, self._flush)
         else:
-            loop.call_soon_threadsafe(loop.call_later, delay, self._scheduled_flush, self._flushes)
+            loop.call_soon_threadsafe(loop.call_later, delay, self._flush)
         return False
-
-    def _scheduled_flush(self, armed_after: int) -> None:
-        if armed_after == self._flushes:  # else a flush went out since (a first token): it re-armed if needed
-            self._flush()
 
     def _flush(self) -> None:
         with self._send_lock:  # flushes from two threads go out whole and in order
@@ -348,7 +334,6 @@ class ChatWidget(anywidget.AnyWidget):
     def _flush_locked(self) -> None:
         with self._lock:
             self._armed = None
-            self._flushes += 1
             self._last_flush = time.monotonic()
             items = [p.item() for p in self._pending]
             self._pending = []
