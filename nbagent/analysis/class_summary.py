@@ -38,7 +38,8 @@ from .session_list import title_of, turn_costs
 from .sessions import expand_paths
 
 HELP_PATTERN = r"^\s*(?:/help\b|\U0001F64B)|@teacher\b"
-__all__ = ["CLASS_COLUMNS", "HELP_PATTERN", "ClassFolder", "Student", "class_summary", "course_budget", "with_course_budget"]
+__all__ = ["CLASS_COLUMNS", "HELP_PATTERN", "ClassFolder", "Student", "class_summary", "course_budget",
+           "with_course_budget"]
 
 
 @dataclass

@@ -99,12 +99,7 @@ async def run_cell(code: str, namespace: dict, *, timeout: float | None = None,
     except SyntaxError as exc:
         return CellResult(code, error=exc, traceback="".join(traceback.format_exception_only(exc)).rstrip())
     run = _Run()
-    loop = asyncio.get_running_loop()
-    finished = loop.create_future()
-
-    def deliver() -> None:
-        if not finished.done():
-            finished.set_result(None)
+    finished, notify = _loop_signal(asyncio.get_running_loop())
 
     def work() -> None:
         run.thread_id = threading.get_ident()
@@ -114,10 +109,7 @@ async def run_cell(code: str, namespace: dict, *, timeout: float | None = None,
             run.result = run.result or CellResult(code, error=exc, interrupted=True)
         finally:
             run.done.set()
-            try:
-                loop.call_soon_threadsafe(deliver)
-            except RuntimeError:  # the loop is closed: nobody waits any more
-                pass
+            notify()
 
     async with kernel_busy():  # the kernel's indicator says busy while the code runs (kernel_status.py)
         threading.Thread(target=work, name=f"nbagent-cell-{next(_ids)}", daemon=True).start()
@@ -134,6 +126,24 @@ async def run_cell(code: str, namespace: dict, *, timeout: float | None = None,
             raise
     assert run.result is not None
     return run.result
+
+
+def _loop_signal(loop: asyncio.AbstractEventLoop) -> tuple[asyncio.Future, Callable[[], None]]:
+    """A future of ``loop`` and the function any thread calls to resolve it (once the loop is
+    closed, nobody waits and the call does nothing)."""
+    finished = loop.create_future()
+
+    def deliver() -> None:
+        if not finished.done():
+            finished.set_result(None)
+
+    def notify() -> None:
+        try:
+            loop.call_soon_threadsafe(deliver)
+        except RuntimeError:  # the loop is closed
+            pass
+
+    return finished, notify
 
 
 def _compile(code: str) -> tuple[Any, Any]:
@@ -357,20 +367,8 @@ async def await_with_time_limit(fn: Callable[[], T], seconds: float) -> T:
     the loop goes on (a widget's Stop gets through); cancelling the await interrupts ``fn`` and
     re-raises ``CancelledError``; past ``seconds`` it is interrupted and :class:`TimeLimitExceeded`
     is raised."""
-    loop = asyncio.get_running_loop()
-    finished = loop.create_future()
-
-    def deliver() -> None:
-        if not finished.done():
-            finished.set_result(None)
-
-    def on_done() -> None:
-        try:
-            loop.call_soon_threadsafe(deliver)
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            pass
-
-    run, outcome = _start_call(fn, on_done)
+    finished, notify = _loop_signal(asyncio.get_running_loop())
+    run, outcome = _start_call(fn, notify)
     try:  # asyncio.wait, not wait_for: 3.11's wait_for can swallow a cancel that lands as fn ends
         done, _ = await asyncio.wait([finished], timeout=seconds)
         if not done:

@@ -28,7 +28,8 @@ __all__ = ["conversation_html", "conversation_markdown", "step_items", "transcri
 
 RESULT_CHARS = 500  # a tool result in the short transcript
 EXPORT_RESULT_CHARS = 20_000  # a tool result in an export
-_WAITING_FOR: dict[ApprovalDecision | None, str] = {ApprovalDecision.PENDING: "approval", ApprovalDecision.MANUAL: "a result"}
+_WAITING_FOR: dict[ApprovalDecision | None, str] = {ApprovalDecision.PENDING: "approval",
+                                                     ApprovalDecision.MANUAL: "a result"}
 _DENIED = {ApprovalDecision.DENIED: "denied by the user", ApprovalDecision.POLICY_DENIED: "denied by the policy",
            ApprovalDecision.BLOCKED: "blocked by a hook", ApprovalDecision.CANCELED: "canceled"}
 
