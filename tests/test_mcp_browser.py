@@ -47,16 +47,21 @@ def server_processes() -> list[int]:
     return found
 
 
-def test_an_mcp_card_names_its_server_waits_for_approval_and_shows_the_image(lab, notebook):
-    nb = notebook("mcp.ipynb")
+def send_from_first_cell(lab, nb: str, prompt: str) -> str:
+    """Run the notebook's first cell (the agent's chat) and send ``prompt`` from its box; the chat's selector."""
     lab.evaluate("""() => { const app = window.jupyterapp, nb = app.shell.currentWidget.content;
         nb.activeCellIndex = 0; nb.deselectAll(); window.__run = app.commands.execute('notebook:run-cell'); }""")
     assert lab.evaluate("async () => await Promise.race([window.__run.then(() => true),"
                         " new Promise(r => setTimeout(() => r(false), 60000))])")
     chat = f"{nb} .nba-chat"
     lab.wait_for_selector(chat)
-    lab.fill(f"{chat} .nba-input", "Please show me red_square")
+    lab.fill(f"{chat} .nba-input", prompt)
     lab.press(f"{chat} .nba-input", "Enter")
+    return chat
+
+
+def test_an_mcp_card_names_its_server_waits_for_approval_and_shows_the_image(lab, notebook):
+    chat = send_from_first_cell(lab, notebook("mcp.ipynb"), "Please show me red_square")
     card = f"{chat} .nba-tool[data-status='waiting']"
     lab.wait_for_selector(card, timeout=90_000)  # the server starts at this first turn
     assert lab.text_content(f"{card} .nba-tool-name") == "red_square"
@@ -81,15 +86,7 @@ def test_an_mcp_card_names_its_server_waits_for_approval_and_shows_the_image(lab
 def test_a_server_that_fails_to_start_is_said_in_the_turn_before_the_answer(lab, notebook):
     """#31.17: the notice naming the server and its exit status stands above the answer, and no
     error card follows the answer (it used to: the turn's one error card, at its end)."""
-    nb = notebook("mcp_broken.ipynb")
-    lab.evaluate("""() => { const app = window.jupyterapp, nb = app.shell.currentWidget.content;
-        nb.activeCellIndex = 0; nb.deselectAll(); window.__run = app.commands.execute('notebook:run-cell'); }""")
-    assert lab.evaluate("async () => await Promise.race([window.__run.then(() => true),"
-                        " new Promise(r => setTimeout(() => r(false), 60000))])")
-    chat = f"{nb} .nba-chat"
-    lab.wait_for_selector(chat)
-    lab.fill(f"{chat} .nba-input", "hello")
-    lab.press(f"{chat} .nba-input", "Enter")
+    chat = send_from_first_cell(lab, notebook("mcp_broken.ipynb"), "hello")
     notice = f"{chat} .nba-system-notice.nba-system-error"
     lab.wait_for_selector(notice, timeout=90_000)
     text = lab.text_content(notice)
