@@ -58,6 +58,7 @@ _EXPORTS = {
     "compare": "nbagent.comparison",
     "to_parquet": "nbagent.analysis.parquet",
     "to_otel": "nbagent.analysis.otel",
+    "trace_live": "nbagent.analysis.otel_live",
     "notebook_tools": "nbagent.notebook.kernel_tools",
     "provenance": "nbagent.notebook.provenance_frame",
     "TurnRecord": "nbagent.core.ledger",
@@ -73,6 +74,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .analysis.class_summary import class_summary as class_summary
     from .analysis.estimate import RequestEstimate as RequestEstimate
     from .analysis.otel import to_otel as to_otel
+    from .analysis.otel_live import trace_live as trace_live
     from .analysis.parquet import to_parquet as to_parquet
     from .analysis.session_list import list_sessions as list_sessions
     from .analysis.sessions import load_sessions as load_sessions

@@ -7,6 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 from typing import Any
+from collections.abc import Callable
 
 from .analysis.course_budget import CourseLimits
 from .conversation import Conversation
@@ -163,6 +164,7 @@ class Agent:
             tool_sources=_mcp_servers(mcp),  # started at the first turn that needs them
         )
         self._max_history_size = max_history_size
+        self._watchers: list[Callable[[Conversation], Any]] = []  # watch_conversations
         connection = self._connection = ModelConnection(self.provider, **self._connection_options)
         if resume is not None:
             self._conversation = Conversation.load(Path(resume), connection=connection,
@@ -210,6 +212,15 @@ class Agent:
         if runner is not None:  # the loop refuses code even from a tool added later (%chat_tools)
             runner.code_refusal = code_refusal(self.course_policy)
         conv.add_listener(self._autosaver(conv))
+        for watch in list(self._watchers):
+            watch(conv)
+
+    def watch_conversations(self, fn: Callable[[Conversation], Any]) -> Callable[[], None]:
+        """Call ``fn(conversation)`` for the active conversation now and for each one the agent starts
+        or opens later (``nbagent.trace_live`` follows an agent so); returns what stops it."""
+        self._watchers.append(fn)
+        fn(self._conversation)
+        return lambda: self._watchers.remove(fn) if fn in self._watchers else None
 
     @property
     def conversation(self) -> Conversation:

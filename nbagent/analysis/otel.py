@@ -51,8 +51,8 @@ def to_otel(sessions: Any, *, exporter: Any = None, endpoint: str | None = None,
     Every file is read before anything is sent, so a damaged file (``StorageError`` naming it)
     sends nothing. A receiver that refuses the spans raises ``NetworkError``.
     """
-    sdk = _Sdk()
-    target, owned = _exporter(sdk, exporter, endpoint)
+    sdk = OtelSdk()
+    target, owned = chosen_exporter(sdk, exporter, endpoint)
     plans: list[SpanPlan] = []
     count = turns = 0
     options = SpanOptions(include_content, pricing)
@@ -104,18 +104,20 @@ def _is_conversation(obj: Any) -> bool:
 # --- the exporter -------------------------------------------------------------------------
 
 
-def _exporter(sdk: _Sdk, exporter: Any, endpoint: str | None) -> tuple[Any, bool]:
-    """The exporter to send to, and whether to_otel made it (then it shuts it down)."""
+def chosen_exporter(sdk: OtelSdk, exporter: Any, endpoint: str | None, caller: str = "to_otel",
+                    also: str = "") -> tuple[Any, bool]:
+    """The exporter to send to, and whether ``caller`` made it (then it shuts it down); ``also``
+    names another way ``caller`` takes, for the error when none is given."""
     if exporter is not None and endpoint is not None:
-        raise ConfigError("to_otel takes exporter= or endpoint=, not both")
+        raise ConfigError(f"{caller} takes exporter= or endpoint=, not both")
     if exporter is not None:
         if not callable(getattr(exporter, "export", None)):
             raise ConfigError(f"exporter= must be an OpenTelemetry SpanExporter (with export(spans)), not "
                               f"{type(exporter).__name__}")
         return exporter, False
     if endpoint is None and not any(os.environ.get(v) for v in ENDPOINT_VARIABLES):
-        raise ConfigError("to_otel needs exporter= (an OpenTelemetry SpanExporter) or endpoint= (an OTLP/HTTP URL "
-                          "such as http://localhost:4318/v1/traces), or OTEL_EXPORTER_OTLP_ENDPOINT set")
+        raise ConfigError(f"{caller} needs exporter= (an OpenTelemetry SpanExporter) or endpoint= (an OTLP/HTTP URL "
+                          f"such as http://localhost:4318/v1/traces){also}, or OTEL_EXPORTER_OTLP_ENDPOINT set")
     return sdk.otlp_exporter(None if endpoint is None else traces_url(endpoint)), True
 
 
@@ -135,8 +137,8 @@ def _shown(url: str | None) -> str:
     return redact(str(url or "").split("?", 1)[0])
 
 
-class _Sdk:
-    """The OpenTelemetry SDK, imported when to_otel runs (``ConfigError`` naming the extra if absent)."""
+class OtelSdk:
+    """The OpenTelemetry SDK, imported when spans are made (``ConfigError`` naming the extra if absent)."""
 
     def __init__(self) -> None:
         try:
@@ -149,7 +151,7 @@ class _Sdk:
             raise ConfigError(f"OpenTelemetry export needs the OpenTelemetry SDK: {install_hint('otel')}") from None
         self.Resource, self.ReadableSpan, self.InstrumentationScope = Resource, ReadableSpan, InstrumentationScope
         self.trace = trace
-        self.success = SpanExportResult.SUCCESS
+        self.success, self.failure = SpanExportResult.SUCCESS, SpanExportResult.FAILURE
         self.kinds = {SpanKind.INTERNAL: trace.SpanKind.INTERNAL, SpanKind.CLIENT: trace.SpanKind.CLIENT}
 
     def otlp_exporter(self, url: str | None) -> Any:
@@ -164,7 +166,7 @@ class _Sdk:
         return self.Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "nbagent"})
 
     def scope(self) -> Any:
-        return self.InstrumentationScope("nbagent", _version())
+        return self.InstrumentationScope("nbagent", otel_version())
 
     def span(self, plan: SpanPlan, resource: Any, scope: Any) -> Any:
         t = self.trace
@@ -175,14 +177,16 @@ class _Sdk:
         status = t.Status(t.StatusCode.ERROR, plan.error) if plan.error is not None else t.Status(t.StatusCode.UNSET)
         return self.ReadableSpan(plan.name, context=context, parent=parent, resource=resource,
                                  attributes=plan.attributes, kind=self.kinds[plan.kind], status=status,
-                                 start_time=_ns(plan.start), end_time=_ns(plan.end), instrumentation_scope=scope)
+                                 start_time=epoch_ns(plan.start), end_time=epoch_ns(plan.end), instrumentation_scope=scope)
 
 
-def _ns(seconds: float) -> int:
+def epoch_ns(seconds: float) -> int:
+    """Epoch seconds as the nanoseconds a span's times are."""
     return int(round(seconds * 1e9))
 
 
-def _version() -> str:
+def otel_version() -> str:
+    """nbagent's version, as the spans' instrumentation scope names it."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

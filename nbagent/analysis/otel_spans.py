@@ -106,20 +106,36 @@ class SpanOptions:
 def session_spans(state: ConversationState, *, path: str | None = None,
                   options: SpanOptions | None = None) -> list[SpanPlan]:
     """Every span of ``state``: per turn its ``invoke_agent`` span, then its children in order."""
-    from .columns import USAGE, USAGE_INDEX, Table
-    from .sessions import json_rows
-
     by_turn: dict[int, list[Step]] = {}
     for step in state.steps:
         by_turn.setdefault(step.turn, []).append(step)
     options = options or SpanOptions()
-    rows = json_rows(Table(state.turns, options.pricing), USAGE_INDEX, [c for c in USAGE if c.name in TURN_COLUMNS])
+    rows = _turn_rows(state.turns, options)
     key = state.conversation_id or path or ""
     spans: list[SpanPlan] = []
     for record, row in zip(state.turns, rows):
         turn = _TurnSpans(key, state.conversation_id, record, options)
         spans += turn.spans(by_turn.get(record.turn, []), row, path)
     return spans
+
+
+def turn_spans(conversation_id: str, records: Sequence[TurnRecord], steps: Sequence[Step],
+               options: SpanOptions) -> list[SpanPlan]:
+    """The spans of the last of ``records`` (a turn that just ended), as :func:`session_spans` plans them.
+
+    ``records``: consecutive ledger records ending with that turn, from the last earlier one that
+    sent input tokens (its cache columns compare the turn with that one); ``steps``: the turn's steps.
+    """
+    row = _turn_rows(records, options)[-1]
+    return _TurnSpans(conversation_id, conversation_id, records[-1], options).spans(steps, row, None)
+
+
+def _turn_rows(records: Sequence[TurnRecord], options: SpanOptions) -> list[dict[str, Any]]:
+    """Each turn's ``usage_df()`` figures that its ``invoke_agent`` span carries."""
+    from .columns import USAGE, USAGE_INDEX, Table
+    from .sessions import json_rows
+
+    return json_rows(Table(records, options.pricing), USAGE_INDEX, [c for c in USAGE if c.name in TURN_COLUMNS])
 
 
 class _TurnSpans:

@@ -1,0 +1,293 @@
+"""OpenTelemetry spans sent live as an agent's turns end (``nbagent.trace_live``).
+
+Each turn, as it ends, becomes the spans ``nbagent.to_otel`` sends for it once saved: the same plan
+(:func:`~nbagent.analysis.otel_spans.turn_spans`), so the same names, parents, attributes, times
+and, with ``exporter=`` / ``endpoint=``, the same ids (replaying the saved session later sends
+the same spans again, which a backend keeps once). They are handed to a ``BatchSpanProcessor``
+whose own thread exports them: a turn never waits for the receiver, and an exporter that fails or
+refuses is logged once (logger ``nbagent.otel``) and counted (:attr:`LiveTrace.failed_spans`),
+never raised into the turn. With ``tracer_provider=`` the spans go through that provider's
+tracer instead (its resource, processors and sampler, and its own span ids).
+
+A turn is traced as it stands when it ends: a tool result given later with ``add_tool_result``
+(manual mode) shows in the next turn's spans, not in the span of the call it answers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import Any
+from collections.abc import Callable, Mapping
+
+from ..core.conversation_state import ConversationEvent
+from ..core.errors import ConfigError, redact
+from ..core.ledger import TurnRecord
+from ..core.steps import Step
+from .otel import OtelSdk, chosen_exporter, epoch_ns, otel_version
+from .otel_spans import SpanOptions, SpanPlan, turn_spans
+
+__all__ = ["trace_live", "LiveTrace"]
+
+log = logging.getLogger("nbagent.otel")
+RECENT_TURNS = 64  # ledger records kept to compare a turn's cache use with the last turn that sent input
+
+
+def trace_live(target: Any, *, exporter: Any = None, endpoint: str | None = None, tracer_provider: Any = None,
+               include_content: bool = False, pricing: Mapping | None = None) -> LiveTrace:
+    """Send each turn of ``target`` (an ``Agent`` or a ``Conversation``) as OpenTelemetry GenAI spans as it ends.
+
+    An ``Agent`` is followed to every conversation it starts or opens. ``exporter=``, ``endpoint=``,
+    ``include_content`` and ``pricing`` mean what they mean for ``nbagent.to_otel`` (without
+    either, ``OTEL_EXPORTER_OTLP_ENDPOINT``); ``tracer_provider=`` (an OpenTelemetry
+    ``TracerProvider``, e.g. Phoenix's or Langfuse's) sends through it instead. ``pricing=None``
+    prices as the conversation's ``usage_df()`` does. Returns a :class:`LiveTrace`: ``stop()``
+    (or leaving a ``with`` block) detaches, sends what is queued and closes what it opened.
+    """
+    if not _is_agent(target) and not _is_conversation(target):
+        raise ConfigError(f"trace_live follows an Agent or a Conversation, not {type(target).__name__}")
+    sdk = OtelSdk()
+    sink: _BatchSink | _TracerSink
+    if tracer_provider is not None:
+        if exporter is not None or endpoint is not None:
+            raise ConfigError("trace_live takes one of exporter=, endpoint= or tracer_provider=")
+        if not callable(getattr(tracer_provider, "get_tracer", None)):
+            raise ConfigError(f"tracer_provider= must be an OpenTelemetry TracerProvider, not "
+                              f"{type(tracer_provider).__name__}")
+        sink = _TracerSink(sdk, tracer_provider)
+    else:
+        chosen, owned = chosen_exporter(sdk, exporter, endpoint, "trace_live",
+                                        also=" or tracer_provider= (an OpenTelemetry TracerProvider)")
+        sink = _BatchSink(sdk, _WatchedExporter(chosen, owned, sdk.success, sdk.failure))
+    live = LiveTrace(sink, include_content, pricing)
+    live.follow(target)
+    return live
+
+
+class LiveTrace:
+    """What ``trace_live`` started: what it sent, what failed, ``flush()`` and ``stop()``."""
+
+    def __init__(self, sink: _BatchSink | _TracerSink, include_content: bool, pricing: Mapping | None) -> None:
+        self._sink = sink
+        self.include_content = include_content
+        self.pricing = pricing
+        self._lock = threading.Lock()
+        self._stops: list[Callable[[], None]] = []
+        self.turns = 0  # turns traced
+        self.spans = 0  # spans handed to the exporter (or tracer)
+        self.stopped = False
+        atexit.register(self.stop)  # what is still queued is sent when Python exits
+
+    @property
+    def failed_spans(self) -> int:
+        """Spans the exporter refused or failed to send (0 with ``tracer_provider=``: its exporters report)."""
+        return self._sink.failed
+
+    @property
+    def last_error(self) -> str:
+        """Why the last export failed ("" when none has)."""
+        return self._sink.last_error
+
+    def follow(self, target: Any) -> None:
+        """Trace ``target``'s turns too (an Agent: each conversation it starts or opens)."""
+        if _is_agent(target):
+            self._stops.append(target.watch_conversations(self._follow_conversation))
+        else:
+            self._follow_conversation(target)
+
+    def _follow_conversation(self, conv: Any) -> None:
+        if self.stopped:
+            return
+        listener = _TurnListener(conv, self)
+        conv.add_listener(listener)
+        self._stops.append(lambda: conv.remove_listener(listener))
+
+    def send(self, plans: list[SpanPlan]) -> None:
+        """Hand one turn's spans on (the listener calls it as the turn ends)."""
+        if self.stopped:
+            return
+        self._sink.send(plans)
+        with self._lock:
+            self.turns += 1
+            self.spans += len(plans)
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until the spans handed on so far are exported; False if ``timeout_s`` passed first."""
+        return bool(self._sink.flush(timeout_s))
+
+    def stop(self) -> None:
+        """Stop tracing, send what is queued, and close the exporter ``trace_live`` made (not yours)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        atexit.unregister(self.stop)
+        for stop in self._stops:
+            stop()
+        self._stops.clear()
+        self._sink.shutdown()
+
+    def __enter__(self) -> LiveTrace:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "stopped" if self.stopped else "live"
+        failed = f", {self.failed_spans} failed" if self.failed_spans else ""
+        return f"<LiveTrace {state}: {self.turns} turns, {self.spans} spans{failed}>"
+
+
+class _TurnListener:
+    """One conversation's listener: gathers a turn's steps and sends its spans when it ends."""
+
+    def __init__(self, conv: Any, live: LiveTrace) -> None:
+        self.conv = conv
+        self.live = live
+        self.steps: dict[int, Step] = {}  # the running turn's steps by step_index, latest update
+        self.turn: int | None = None  # the turn whose start was seen
+        self.recent = _since_input(list(conv.turns))
+        self.options = SpanOptions(live.include_content, self._pricing())
+
+    def __call__(self, event: ConversationEvent, payload: Any) -> None:
+        if event is ConversationEvent.STEP:
+            if self.turn is not None:
+                self.steps[payload.step_index] = payload
+        elif event is ConversationEvent.TURN_STARTED:
+            self.steps, self.turn = {}, payload.turn
+        elif event is ConversationEvent.TURN_FINISHED:
+            self._finished(payload)
+        elif event is ConversationEvent.CLEARED:
+            self.steps, self.turn, self.recent = {}, None, []
+
+    def _finished(self, record: TurnRecord) -> None:
+        if self.turn == record.turn:
+            steps = list(self.steps.values())
+        else:  # traced from the middle of this turn: its steps from the history
+            steps = [s for s in self.conv.history if s.turn == record.turn]
+        self.steps, self.turn = {}, None
+        recent = self.recent if self.recent and self.recent[-1].turn == record.turn - 1 else []
+        records = [*recent, record]
+        self.recent = _since_input(records)
+        pricing = self._pricing()
+        if pricing is not self.options.pricing:
+            self.options = SpanOptions(self.live.include_content, pricing)
+        try:
+            self.live.send(turn_spans(self.conv.conversation_id, records, steps, self.options))
+        except Exception:  # tracing never fails a turn
+            log.exception("nbagent: the spans of turn %s could not be made or sent", record.turn)
+
+    def _pricing(self) -> Mapping | None:
+        return self.live.pricing if self.live.pricing is not None else getattr(self.conv, "pricing", None)
+
+
+def _since_input(records: list[TurnRecord]) -> list[TurnRecord]:
+    """The tail of ``records`` from the last one that sent input tokens (at most RECENT_TURNS)."""
+    for i in range(len(records) - 1, max(len(records) - RECENT_TURNS, 0) - 1, -1):
+        if records[i].usage.prompt_token_count > 0:
+            return records[i:]
+    return records[-RECENT_TURNS:]
+
+
+class _WatchedExporter:
+    """A SpanExporter that counts and logs (once) what the exporter it wraps failed to send."""
+
+    def __init__(self, exporter: Any, owned: bool, success: Any, failure: Any) -> None:
+        self.exporter, self.owned = exporter, owned
+        self.success, self.failure = success, failure
+        self.failed = 0
+        self.last_error = ""
+
+    def export(self, spans: Any) -> Any:
+        try:
+            result = self.exporter.export(spans)
+            why = "" if result == self.success else "the receiver did not accept them (the exporter's log says why)"
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+        if not why:
+            return result
+        if not self.failed:
+            log.warning("nbagent: live OpenTelemetry spans were not sent: %s", redact(why))
+        self.failed += len(spans)
+        self.last_error = redact(why)
+        return self.failure
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        flush = getattr(self.exporter, "force_flush", None)
+        return bool(flush(timeout_millis)) if callable(flush) else True
+
+    def shutdown(self) -> None:
+        if self.owned:
+            self.exporter.shutdown()
+
+
+class _BatchSink:
+    """Spans built as ``to_otel`` builds them, exported by a ``BatchSpanProcessor`` thread."""
+
+    def __init__(self, sdk: OtelSdk, exporter: _WatchedExporter) -> None:
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        self.sdk, self.exporter = sdk, exporter
+        self.processor = BatchSpanProcessor(exporter)  # type: ignore[arg-type]  # a SpanExporter by its methods
+        self.resource, self.scope = sdk.resource(), sdk.scope()
+
+    @property
+    def failed(self) -> int:
+        return self.exporter.failed
+
+    @property
+    def last_error(self) -> str:
+        return self.exporter.last_error
+
+    def send(self, plans: list[SpanPlan]) -> None:
+        for plan in plans:
+            self.processor.on_end(self.sdk.span(plan, self.resource, self.scope))
+
+    def flush(self, timeout_s: float) -> bool:
+        return bool(self.processor.force_flush(int(timeout_s * 1000)))
+
+    def shutdown(self) -> None:
+        self.processor.shutdown()
+
+
+class _TracerSink:
+    """Spans started and ended through a user's TracerProvider (its ids, resource and processors)."""
+
+    failed = 0
+    last_error = ""
+
+    def __init__(self, sdk: OtelSdk, provider: Any) -> None:
+        from opentelemetry.context import Context
+
+        self.sdk, self.provider = sdk, provider
+        self.tracer = provider.get_tracer("nbagent", otel_version())
+        self.empty = Context()  # a turn's root has no parent, whatever span is current
+
+    def send(self, plans: list[SpanPlan]) -> None:
+        t = self.sdk.trace
+        started: dict[int, Any] = {}
+        for plan in plans:
+            parent = started.get(plan.parent_id) if plan.parent_id is not None else None
+            context = t.set_span_in_context(parent) if parent is not None else self.empty
+            span = self.tracer.start_span(plan.name, context=context, kind=self.sdk.kinds[plan.kind],
+                                          attributes=plan.attributes, start_time=epoch_ns(plan.start))
+            if plan.error is not None:
+                span.set_status(t.Status(t.StatusCode.ERROR, plan.error))
+            span.end(end_time=epoch_ns(plan.end))
+            started[plan.span_id] = span
+
+    def flush(self, timeout_s: float) -> bool:
+        flush = getattr(self.provider, "force_flush", None)
+        return bool(flush(int(timeout_s * 1000))) if callable(flush) else True
+
+    def shutdown(self) -> None:  # the provider is the user's: flushed, not shut down
+        self.flush(30.0)
+
+
+def _is_agent(obj: Any) -> bool:
+    return callable(getattr(obj, "watch_conversations", None))
+
+
+def _is_conversation(obj: Any) -> bool:
+    return callable(getattr(obj, "add_listener", None)) and hasattr(obj, "conversation_id")
