@@ -27,6 +27,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 
 import bench_frames  # noqa: E402
+import bench_otel_live  # noqa: E402
 import bench_pipeline  # noqa: E402
 import bench_sse  # noqa: E402
 from measure import row  # noqa: E402
@@ -34,6 +35,11 @@ from measure import row  # noqa: E402
 README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
+
+
+def otel_live(quick: bool) -> list[dict]:
+    """A turn's CPU with ``trace_live`` on against the same turns without (bench_otel_live.py)."""
+    return bench_otel_live.main(["--turns", "100" if quick else "400"])
 
 
 def frames(quick: bool) -> list[dict]:
@@ -236,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
                     large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
     for part in (frames, frames_at_scale, first_display, lambda q: sessions(q, tmp), lambda q: sessions_at_scale(q, tmp),
                  lambda q: duckdb_query(q, tmp), widget, transcript, memory, lambda q: turns(q, tmp), local_start,
+                 otel_live,
                  *([browser, first_token] if args.browser else [])):
         try:
             rows += part(args.quick)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
+import textwrap
 import threading
 
 import pytest
@@ -179,6 +181,21 @@ def test_live_spans_reach_a_real_otlp_receiver(tmp_path):
         assert s.attributes == attributes(mine)
         assert s.parent_span_id == ("" if mine.parent is None else f"{mine.parent.span_id:016x}")
         assert s.service_name == "nbagent" and s.scope == "nbagent"
+
+
+def test_spans_still_queued_when_python_exits_are_sent(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        import nbagent
+        agent = nbagent.Agent(model="demo")
+        nbagent.trace_live(agent, endpoint=sys.argv[1])
+        print(agent.ask("Say hello").text[:5])
+    """)  # no stop(), no flush(): the script ends right after its turn
+    with OtlpReceiver() as receiver:
+        done = subprocess.run([sys.executable, "-c", script, receiver.url], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [s.name for s in receiver.spans()] == ["invoke_agent", "chat demo"]
 
 
 class Gate:

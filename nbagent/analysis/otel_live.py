@@ -3,14 +3,15 @@
 Each turn, as it ends, becomes the spans ``nbagent.to_otel`` sends for it once saved: the same plan
 (:func:`~nbagent.analysis.otel_spans.turn_spans`), so the same names, parents, attributes, times
 and, with ``exporter=`` / ``endpoint=``, the same ids (replaying the saved session later sends
-the same spans again, which a backend keeps once). They are handed to a ``BatchSpanProcessor``
-whose own thread exports them: a turn never waits for the receiver, and an exporter that fails or
-refuses is logged once (logger ``nbagent.otel``) and counted (:attr:`LiveTrace.failed_spans`),
-never raised into the turn. With ``tracer_provider=`` the spans go through that provider's
+the same spans again, which a backend keeps once). The ending turn only queues its steps: a
+worker thread plans its spans and hands them to a ``BatchSpanProcessor``, whose own thread exports
+them. So a turn never waits for the spans or the receiver, and an exporter that fails or refuses
+is logged once (logger ``nbagent.otel``) and counted (:attr:`LiveTrace.failed_spans`), never
+raised into the turn. With ``tracer_provider=`` the spans go through that provider's
 tracer instead (its resource, processors and sampler, and its own span ids).
 
-A turn is traced as it stands when it ends: a tool result given later with ``add_tool_result``
-(manual mode) shows in the next turn's spans, not in the span of the call it answers.
+A turn is traced as it stands when it ends: the result of a manual-mode tool call, given with
+``add_tool_result`` after its turn ended, is not sent live (``to_otel`` of the saved session has it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from collections.abc import Callable, Mapping
 
@@ -74,6 +76,7 @@ class LiveTrace:
         self.pricing = pricing
         self._lock = threading.Lock()
         self._stops: list[Callable[[], None]] = []
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbagent-otel")  # plans, in turn order
         self.turns = 0  # turns traced
         self.spans = 0  # spans handed to the exporter (or tracer)
         self.stopped = False
@@ -103,17 +106,30 @@ class LiveTrace:
         conv.add_listener(listener)
         self._stops.append(lambda: conv.remove_listener(listener))
 
-    def send(self, plans: list[SpanPlan]) -> None:
-        """Hand one turn's spans on (the listener calls it as the turn ends)."""
-        if self.stopped:
+    def queue(self, conversation_id: str, records: list[TurnRecord], steps: list[Step], options: SpanOptions) -> None:
+        """Plan and send one ended turn's spans on the worker thread (see :func:`turn_spans`)."""
+        if not self.stopped:
+            self._worker.submit(self._send, conversation_id, records, steps, options)
+
+    def _send(self, conversation_id: str, records: list[TurnRecord], steps: list[Step], options: SpanOptions) -> None:
+        try:
+            plans = turn_spans(conversation_id, records, steps, options)
+            self._sink.send(plans)
+        except Exception:  # tracing never fails a turn, nor the next one
+            log.exception("nbagent: the spans of turn %s could not be made or sent", records[-1].turn)
             return
-        self._sink.send(plans)
         with self._lock:
             self.turns += 1
             self.spans += len(plans)
 
     def flush(self, timeout_s: float = 30.0) -> bool:
-        """Wait until the spans handed on so far are exported; False if ``timeout_s`` passed first."""
+        """Wait until the turns ended so far are exported; False if ``timeout_s`` passed first."""
+        try:
+            self._worker.submit(lambda: None).result(timeout_s)  # the turns queued before are planned
+        except RuntimeError:  # stopped: nothing is queued any more
+            pass
+        except TimeoutError:
+            return False
         return bool(self._sink.flush(timeout_s))
 
     def stop(self) -> None:
@@ -125,6 +141,7 @@ class LiveTrace:
         for stop in self._stops:
             stop()
         self._stops.clear()
+        self._worker.shutdown(wait=True)
         self._sink.shutdown()
 
     def __enter__(self) -> LiveTrace:
@@ -173,10 +190,7 @@ class _TurnListener:
         pricing = self._pricing()
         if pricing is not self.options.pricing:
             self.options = SpanOptions(self.live.include_content, pricing)
-        try:
-            self.live.send(turn_spans(self.conv.conversation_id, records, steps, self.options))
-        except Exception:  # tracing never fails a turn
-            log.exception("nbagent: the spans of turn %s could not be made or sent", record.turn)
+        self.live.queue(self.conv.conversation_id, records, steps, self.options)
 
     def _pricing(self) -> Mapping | None:
         return self.live.pricing if self.live.pricing is not None else getattr(self.conv, "pricing", None)

@@ -18,7 +18,8 @@ are left out unless ``include_content`` (then as ``gen_ai.input.messages`` / ``g
 :func:`~nbagent.core.errors.redact`, so no API key leaves in a span.
 
 Trace and span ids derive from the conversation id, the turn and the step index: exporting a
-session again sends the same ids.
+session again sends the same ids. :func:`session_spans` plans a saved session (``to_otel``);
+:func:`turn_spans` one turn as it ends (``trace_live``), the same spans.
 """
 
 from __future__ import annotations
