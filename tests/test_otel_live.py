@@ -9,6 +9,7 @@ refuses (tests/support/fault_server.py).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -135,6 +136,31 @@ def test_a_conversation_is_traced_and_a_failed_turn_is_an_error_span(tmp_path, f
     assert root.attributes["gen_ai.provider.name"] == "openai"
     assert shape(spans) == shape(replayed(agent.session_path))
     assert KEY not in str([(s.attributes, s.status.description) for s in spans])
+
+
+def test_tracing_started_while_a_turn_waits_for_approval_sends_that_whole_turn(tmp_path):
+    agent = Agent(model="demo", tools=[calculator], policy="ask", save_to=tmp_path)
+    conv = agent.conversation
+    exporter = InMemorySpanExporter()
+
+    async def run():
+        waiting = asyncio.Event()
+        conv.add_listener(lambda event, step: waiting.set() if getattr(step, "status", None) is
+                          nbagent.StepStatus.WAITING_FOR_USER else None)
+        turn = asyncio.create_task(conv.chat_to_completion("What is 6 * 7?"))
+        await asyncio.wait_for(waiting.wait(), 30)
+        live = nbagent.trace_live(agent, exporter=exporter)  # the turn's first steps are behind it
+        call = next(s for s in conv.history if s.status is nbagent.StepStatus.WAITING_FOR_USER).tool_calls[0]
+        conv.approve(call.id)
+        await asyncio.wait_for(turn, 30)
+        return live
+
+    live = asyncio.run(run())
+    live.stop()
+    spans = list(exporter.get_finished_spans())
+    assert [s.name for s in spans] == ["invoke_agent", "chat demo", "execute_tool calculator", "chat demo"]
+    assert spans[2].attributes["nbagent.approval"] == "approved"
+    assert shape(spans) == shape(replayed(agent.session_path))
 
 
 def openai_answer(text: str, prompt_tokens: int, cached: int) -> bytes:
