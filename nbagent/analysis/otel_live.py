@@ -108,8 +108,10 @@ class LiveTrace:
 
     def queue(self, conversation_id: str, records: list[TurnRecord], steps: list[Step], options: SpanOptions) -> None:
         """Plan and send one ended turn's spans on the worker thread (see :func:`turn_spans`)."""
-        if not self.stopped:
+        try:
             self._worker.submit(self._send, conversation_id, records, steps, options)
+        except RuntimeError:  # stopped meanwhile (or Python is exiting): the turn is not traced
+            pass
 
     def _send(self, conversation_id: str, records: list[TurnRecord], steps: list[Step], options: SpanOptions) -> None:
         try:
