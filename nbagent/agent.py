@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from .analysis.course_budget import CourseLimits
 from .conversation import Conversation
 from .course import check_model, code_refusal, course_budget, course_model, course_save_to, course_tools, course_user
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
@@ -283,7 +282,11 @@ class Agent:
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
         course = self.course_policy  # its hours and period budget, for this user (a clock tests can set)
-        self.course_limits = CourseLimits(course, user) if course is not None else None
+        self.course_limits = None
+        if course is not None:  # imported only under a course policy: it reads the class's sessions
+            from .analysis.course_budget import CourseLimits
+
+            self.course_limits = CourseLimits(course, user)
         self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
@@ -467,19 +470,19 @@ class Agent:
     def widget(self, **kwargs):
         """The agent's chat widget (one per agent; kwargs make a new one). It follows the agent:
         with ``save_to``, its *New chat* and *History* switch the active conversation. A local model's
-        server starts as the widget is made (in the background), not at the first prompt."""
-        prestart = getattr(self.provider, "prestart", None)
-        if callable(prestart):  # first: the server loads while the widget is built and shown
-            prestart()
+        server starts once the widget is made (in the background), not at the first prompt."""
         from .notebook.widget import ChatWidget
 
-        if kwargs:
-            return ChatWidget(self, **kwargs)
         widget = self._widget
-        if widget is None or getattr(widget, "comm", None) is None or widget.conversation is not self._conversation:
+        if kwargs:
+            widget = ChatWidget(self, **kwargs)
+        elif widget is None or getattr(widget, "comm", None) is None or widget.conversation is not self._conversation:
             widget = self._widget = ChatWidget(self)
             if self.tools_notice and not widget.notice:  # a course's "closed" / "over budget" comes first
                 widget.notice = self.tools_notice
+        prestart = getattr(self.provider, "prestart", None)
+        if callable(prestart):  # last: a server loading beside the widget's build would slow it on 2 cores
+            prestart()
         return widget
 
     @property

@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
-from .estimate import LedgerMemo, RequestEstimate, usd
 
 if TYPE_CHECKING:
     from .course_budget import CourseLimits
+    from .estimate import LedgerMemo, RequestEstimate
 
 
 class Budget:
@@ -38,7 +38,7 @@ class Budget:
         self._usd: float | None = None
         self.usd = budget_usd
         self.pricing = pricing  # price overrides for estimates, budgets and the widget
-        self.ledger = LedgerMemo()  # the spend so far, kept between checks (a check costs the new turns)
+        self._ledger: LedgerMemo | None = None
         self._over_once = False
         self.course: CourseLimits | None = None  # a course policy's hours and period budget
 
@@ -54,6 +54,17 @@ class Budget:
                 raise NbagentError(f"budget_usd must be a number >= 0 or None, not {value!r}", kind="config")
             value = float(value)
         self._usd = value
+
+    @property
+    def ledger(self) -> LedgerMemo:
+        """The spend so far, kept between checks (a check costs the new turns). Made at first use: the
+        estimate module (prices, token counts) is not imported for a conversation that has not
+        needed a price yet (issue #32: a chat's first display)."""
+        if self._ledger is None:
+            from .estimate import LedgerMemo
+
+            self._ledger = LedgerMemo()
+        return self._ledger
 
     def spent(self, turns: Sequence[TurnRecord]) -> float:
         """Dollars the turns cost (turns without a known price count 0)."""
@@ -103,4 +114,6 @@ class Budget:
         spent = self.spent(turns)
         if spent <= self._usd:
             return ""
+        from .estimate import usd
+
         return f"budget: stopped before the next model call, spent {usd(spent)} of {usd(self._usd)}"

@@ -25,7 +25,6 @@ import enum
 import hashlib
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from pathlib import Path
@@ -147,6 +146,8 @@ def load_policy(path: str | os.PathLike) -> CoursePolicy:
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"course policy {path}: cannot be read ({exc.strerror or exc})") from None
+    import tomllib  # only when there is a policy file (an Agent without one never parses TOML)
+
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

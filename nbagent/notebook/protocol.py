@@ -26,6 +26,7 @@ front end's messages against it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from enum import Enum
 import sys
@@ -90,11 +91,17 @@ def _field_of(f: dataclasses.Field, hint: Any) -> _Field:
     return _Field(f.name, check, optional, required, sch)
 
 
-@dataclass
 class _Spec:
-    cls: type
-    fields: tuple[_Field, ...]
-    answer: type | None = None
+    """A declared message class, its answer, and its fields (read from its type hints at first use,
+    not at import: the chat's first display pays for no message it has not sent, issue #32)."""
+
+    def __init__(self, cls: type, answer: type | None = None) -> None:
+        self.cls = cls
+        self.answer = answer
+
+    @functools.cached_property
+    def fields(self) -> tuple[_Field, ...]:
+        return _fields(self.cls)
 
 
 class Protocol:
@@ -112,7 +119,7 @@ class Protocol:
             if kind in table:
                 raise ValueError(f"{self.widget}: {kind!r} is declared twice")
             cls.KIND = kind
-            table[kind] = _Spec(cls, _fields(cls), answer)
+            table[kind] = _Spec(cls, answer)
             return cls
         return register
 
@@ -126,7 +133,7 @@ class Protocol:
 
     def answer(self, cls: type[T]) -> type[T]:
         """Declare what goes in a reply envelope (the session browser's answers)."""
-        self.answers[cls] = _Spec(cls, _fields(cls))
+        self.answers[cls] = _Spec(cls)
         return cls
 
     def decode(self, content: Any) -> Message:

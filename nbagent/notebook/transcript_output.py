@@ -29,7 +29,6 @@ from typing import Any
 
 from ..core.steps import Step, TurnStatus
 from .conversation_view import ConversationView
-from .transcript import transcript_markdown
 
 __all__ = ["HEAD", "TranscriptOutput", "asked_class", "transcript_piece"]
 
@@ -47,7 +46,10 @@ def transcript_piece(steps: list[Step], head: bool = False, key: str = "") -> di
     is never HTML) in ``<div class="nbagent-transcript">``, under the head line if ``head``; with
     ``key``, marked as the turn of that widget asked from another cell."""
     parts = [f"*{HEAD}*"] if head else []
-    parts += [transcript_markdown(steps, limit=len(steps))] if steps else []
+    if steps:  # the renderer is imported for the first steps: a new chat's first display shows none
+        from .transcript import transcript_markdown
+
+        parts.append(transcript_markdown(steps, limit=len(steps)))
     classes = "nbagent-transcript" + (f" {asked_class(key)}" if key else "")
     md = f'<div class="{classes}">\n\n' + "\n\n".join(parts) + "\n\n</div>"
     return {"text/markdown": md, "text/plain": HEAD if head else ""}

@@ -85,7 +85,6 @@ from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus
 from . import view_presence
-from .cell_refs import attach_cells
 from .conversation_view import ConversationView
 from .live_notebook import serve as serve_live_notebook
 from .protocol import (CHAT, Approve, AssetModule, AssetRequest, Confirm, Deltas, Deny, Handlers, Names, NamesRequest,
@@ -461,6 +460,8 @@ class ChatWidget(anywidget.AnyWidget):
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             self._refuse("A turn is already running; press Stop first.")
             return
+        from .cell_refs import attach_cells  # at the first send, not the first display (issue #32)
+
         with_cells = attach_cells(prompt, cells)[0]  # @cell: the cells the view sent
         if "@" in with_cells:  # @names to describe: off the event loop first (_send_prompt)
             run: Any = self._send_prompt(prompt, with_cells, over_budget)

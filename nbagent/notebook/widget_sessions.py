@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import NbagentError
-from ..providers.replay import ReplayProvider, ReplayStatus
 from .protocol import (CHAT, History, HistoryRequest, Handlers, NewChat, NextStep, OpenSession, ReplayChoiceRequest,
                        ReplayState)
 from .session_rows import session_rows
+
+if TYPE_CHECKING:
+    from ..providers.replay import ReplayProvider, ReplayStatus
 
 _STATIC = Path(__file__).parent / "static"
 SESSION_REQUESTS = frozenset(r.KIND for r in (NewChat, HistoryRequest, OpenSession, NextStep, ReplayChoiceRequest))  # handled here
@@ -44,6 +47,13 @@ def replay_state(status: ReplayStatus) -> dict:
         status.step, status.steps, status.waiting, m is not None, m.recorded_prompt if m else "",
         m.prompt if m else "", m.live if m else "", m.live_unavailable if m else "", status.live, status.stepping,
         status.waits))
+
+
+def _replay_provider(provider: Any) -> ReplayProvider | None:
+    """``provider`` when it is a replay. The replay module is not imported for this: while no one
+    imported it, no replay provider exists (a chat's first display stays light, issue #32)."""
+    replay = sys.modules.get("nbagent.providers.replay")
+    return provider if replay is not None and isinstance(provider, replay.ReplayProvider) else None
 
 
 class SessionControls:
@@ -62,12 +72,12 @@ class SessionControls:
     @property
     def replaying(self) -> bool:
         """Whether the widget's model is a replay (the counter and mismatch notice show)."""
-        return isinstance(self.provider, ReplayProvider)
+        return _replay_provider(self.provider) is not None
 
     def show_replay(self) -> None:
         """Mirror the replay's status in the ``replay`` and ``step_waiting`` traits."""
-        provider = self.provider
-        if not isinstance(provider, ReplayProvider):
+        provider = _replay_provider(self.provider)
+        if provider is None:
             return
         status = provider.status
         task = getattr(self.widget, "_task", None)  # None: the widget is being made
@@ -157,8 +167,8 @@ class SessionControls:
 
     def choose(self, choice: str) -> None:
         """The mismatch notice's answer: continue with the recording, or answer live."""
-        provider = self.provider
-        if not isinstance(provider, ReplayProvider):
+        provider = _replay_provider(self.provider)
+        if provider is None:
             raise NbagentError("a replay choice is for a replay model", kind="config")
         provider.choose(choice)
         self.show_replay()

@@ -31,6 +31,8 @@ def current_model(conv: ConversationView) -> str:
 def gauge_dict(conv: ConversationView) -> dict:
     """The footer's gauge: context tokens and window, spend and budget (JSON-ready)."""
     turns = conv.turns
+    if not turns and not conv.history:  # a new chat: nothing spent, no context yet (no estimate, issue #32)
+        return _new_chat_gauge(conv)
     tokens = turns[-1].context_tokens if turns else 0
     try:
         est = conv.estimate("")  # the spend so far, kept between calls (not a pass over every turn)
@@ -46,6 +48,19 @@ def gauge_dict(conv: ConversationView) -> dict:
         window, usd, unpriced = None, 0.0, 0
     return {"model": current_model(conv), "tokens": int(tokens), "window": window, "spent": round(usd, 8),
             "budget": conv.budget_usd, "unpriced": unpriced, "rules": str(getattr(conv, "rules_label", "") or "")}
+
+
+def _new_chat_gauge(conv: ConversationView) -> dict:
+    """``gauge_dict`` of a conversation without turns, without importing the estimate module (prices,
+    token counts) when the model declares its window (the local and demo models do): what the estimate
+    would say of no turns, $0 spent."""
+    declared = getattr(getattr(conv, "connection", None), "context_window", None)
+    try:
+        window = declared if isinstance(declared, int) and declared > 0 else conv.context_window
+    except Exception:  # a broken price override: the gauge still shows the rest
+        window = None
+    return {"model": current_model(conv), "tokens": 0, "window": window, "spent": 0.0,
+            "budget": conv.budget_usd, "unpriced": 0, "rules": str(getattr(conv, "rules_label", "") or "")}
 
 
 def course_notice(conv: ConversationView, prompt: str = "") -> str:

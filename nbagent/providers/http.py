@@ -20,10 +20,8 @@ import json
 import random
 import re
 import weakref
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
-
-import httpx
 
 from ..core.errors import NbagentError, redact
 from .credentials import clean_api_key, install_log_filter, split_base_url
@@ -32,7 +30,12 @@ from .http_errors import classify_error, error_from_payload, is_context_length_m
 from .sse import SSEDecoder, SSEEvent
 from .stream_json import UNDECODED, decode_payloads, parse_json
 
+if TYPE_CHECKING:
+    import httpx
+
 install_log_filter()  # httpx logs request URLs (and so any key in a query) at INFO
+# httpx itself is imported at the first request (``import httpx`` in the methods that use it): building a
+# provider, and so ``Agent()`` and its first display, does not pay for it (issue #32)
 
 __all__ = [
     "HTTPProvider",
@@ -136,6 +139,8 @@ class HTTPProvider(Provider):
         if isinstance(payload, (dict, list)) and payload:
             error = error_from_payload(payload, status=status, provider=self.name)
         else:
+            import httpx
+
             reason = httpx.codes.get_reason_phrase(status)
             detail = text[:300] if text and not text.startswith("<") else reason
             error = classify_error(status, f"HTTP {status}: {detail}".rstrip(": "), provider=self.name)
@@ -147,6 +152,8 @@ class HTTPProvider(Provider):
     async def _get_client(self) -> httpx.AsyncClient:
         if self.http_client is not None:
             return self.http_client
+        import httpx
+
         loop = asyncio.get_running_loop()
         bound = self._client_loop() if self._client_loop else None
         if self._client is None or self._client.is_closed or bound is not loop:
@@ -164,6 +171,8 @@ class HTTPProvider(Provider):
         return self._client
 
     def _timeout(self) -> httpx.Timeout:
+        import httpx
+
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
 
     async def aclose(self) -> None:
@@ -221,6 +230,8 @@ class HTTPProvider(Provider):
         prepares requests (``LocalProvider``) overrides this method, not ``stream``.
         """
         url, headers, body = self.build_http_request(request)
+        import httpx
+
         url = str(httpx.URL(url).copy_merge_params(tuple(self._base_params))) if self._base_params else url
         self._streams += 1
         try:
@@ -233,6 +244,8 @@ class HTTPProvider(Provider):
 
     async def _attempts(self, request: ModelRequest, url: str, headers: dict,
                         body: dict) -> AsyncIterator[list[Event]]:
+        import httpx
+
         attempt = 0
         deadline = asyncio.get_running_loop().time() + self.total_timeout
         while True:
@@ -262,7 +275,7 @@ class HTTPProvider(Provider):
                 if not (progress.parsing and exc.retryable) or progress.output:
                     raise
                 error, progress.got_bytes = exc, False  # an in-band error before any output: ask again
-            except (httpx.TimeoutException, httpx.UnsupportedProtocol, httpx.TransportError,
+            except (FirstByteTimeout, httpx.TimeoutException, httpx.UnsupportedProtocol, httpx.TransportError,
                     httpx.DecodingError) as exc:
                 error, cause = self._transport_error(exc, url, progress.got_bytes), exc
             if progress.got_bytes:  # output may have started: never retry
@@ -330,6 +343,8 @@ class HTTPProvider(Provider):
 
     def _transport_error(self, exc: Exception, url: str, got_bytes: bool) -> NbagentError:
         """The NbagentError for an httpx failure; raises at once for what no retry can fix."""
+        import httpx
+
         if isinstance(exc, FirstByteTimeout) and exc.limit < self.first_byte_timeout:  # cut by total_timeout
             return NbagentError(f"no reply from {_host(url)} in the {exc.limit:.2g} s left of total_timeout",
                                 kind="timeout", retryable=True, provider=self.name)
@@ -436,9 +451,10 @@ async def _settle(task: asyncio.Future) -> None:
     await response.aclose()
 
 
-class FirstByteTimeout(httpx.TimeoutException):
+class FirstByteTimeout(Exception):
     """The server took the request but sent no reply headers within ``limit`` seconds
-    (``first_byte_timeout``, or less when ``total_timeout`` ran out first)."""
+    (``first_byte_timeout``, or less when ``total_timeout`` ran out first). Not an httpx exception, so
+    that this module is importable without httpx; ``_attempts`` catches it beside httpx's timeouts."""
 
     def __init__(self, limit: float) -> None:
         super().__init__(f"no reply within {limit:g} s")
@@ -494,6 +510,8 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def _host(url: str) -> str:
+    import httpx
+
     try:
         return httpx.URL(url).host or url
     except Exception:  # noqa: BLE001 - only for messages

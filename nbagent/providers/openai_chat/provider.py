@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import httpx
+from urllib.parse import urlsplit
 
 from ...core.errors import NbagentError
 from ..base import ModelRequest
@@ -40,7 +39,7 @@ class OpenAIProvider(HTTPProvider):
     @property
     def is_openai(self) -> bool:
         """True when talking to api.openai.com itself."""
-        return httpx.URL(self.base_url).host == "api.openai.com"
+        return _host(self.base_url) == "api.openai.com"
 
     def request_headers(self) -> dict:
         """The headers of a streaming call; api.openai.com without a key is an ``auth`` error."""
@@ -76,8 +75,14 @@ class OpenAIProvider(HTTPProvider):
                 "(the key a vLLM server was started with by --api-key)")
 
 
+def _host(url: str) -> str:
+    """The URL's host, lower case ("" when there is none): urllib's split, so that building a provider
+    does not import httpx (issue #32; httpx comes with the first request)."""
+    return urlsplit(url).hostname or ""
+
+
 def _is_loopback(url: str) -> bool:
     try:
-        return httpx.URL(url).host in _LOOPBACK
+        return _host(url) in _LOOPBACK
     except Exception:  # noqa: BLE001
         return False
