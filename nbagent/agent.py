@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from .core.course_rules import PRESETS, Rules, find_rules
 from .core.conversation_state import ConversationEvent
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
-from .core.session_settings import AgentSettings
+from .core.session_settings import AgentSettings, savable_options, savable_policy, savable_url
+from .loop.connect import ToolWiring, connect
 from .loop.hooks import Policy
 from .providers.base import Provider
 
@@ -66,16 +68,22 @@ def _mcp_servers(mcp: Any) -> list:
     return as_mcp_servers(mcp)
 
 
+def model_string(model: str | Provider) -> str:
+    """``model`` as settings name it: the string given, or a Provider's ``"name:model"``."""
+    if isinstance(model, Provider):
+        return f"{model.name}:{model.model}"
+    if not isinstance(model, str) or not model.strip():
+        raise NbagentError(f"model must be a string like 'openai:gpt-4.1-mini', not {model!r}",
+                           kind="config")
+    return model
+
+
 def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
                   api_key: str | None = None, **options: Any) -> Provider:
     """Turn ``"provider:model-name"`` (or a Provider) into a Provider instance."""
     if isinstance(model, Provider):
         return model
-    if model is None:
-        model = default_model()
-    if not isinstance(model, str) or not model.strip():
-        raise NbagentError(f"model must be a string like 'openai:gpt-4.1-mini', not {model!r}",
-                           kind="config")
+    model = model_string(default_model() if model is None else model)
     from . import providers
 
     prefix, _, name = model.strip().partition(":")
@@ -87,6 +95,12 @@ def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
                 f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}")
         prefix, name = guessed, model.strip()
     return providers.create(prefix, name, api_key=api_key, base_url=base_url, **options)  # None can mean something
+
+
+def provider_for(settings: AgentSettings) -> Provider:
+    """The Provider ``settings`` name: its model string with its key, host and provider options."""
+    return resolve_model(settings.model, base_url=settings.base_url, api_key=settings.api_key,
+                         **settings.provider_options)
 
 
 def with_notebook_tools(tools: Any) -> list:
@@ -148,22 +162,23 @@ class Agent:
         rules: str | os.PathLike | bool | None = None,
         **provider_options: Any,
     ) -> None:
-        from .loop.model_connection import ModelConnection
         from .loop.structured import schema_of
 
         course = self.course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
-        tools = self._model_and_tools(course, model, tools, notebook,
-                                      dict(base_url=base_url, api_key=api_key, **provider_options))
-        self._connection_options = dict(
-            system=system, tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
-            max_tool_iterations=max_tool_iterations, hooks=hooks, temperature=temperature,
-            max_tokens=max_tokens, cache_strategy=cache_strategy,
-            include_reasoning=include_reasoning, response_format=schema_of(response_format),
-            compaction_budget=compaction_budget, tool_timeout=tool_timeout,
-            tool_sources=_mcp_servers(mcp),  # started at the first turn that needs them
-        )
+        model = course_model(course, model, lambda: default_model(tools=bool(tools) or notebook))
+        self._settings = AgentSettings(  # what defines the model connection (callables go in the wiring)
+            model=model_string(model), base_url=base_url, api_key=api_key, provider_options=provider_options,
+            system=system, temperature=temperature, max_tokens=max_tokens, policy=savable_policy(policy),
+            auto_execute_tools=auto_execute_tools, max_tool_iterations=max_tool_iterations,
+            cache_strategy=cache_strategy, include_reasoning=include_reasoning,
+            response_format=schema_of(response_format), compaction_budget=compaction_budget,
+            tool_timeout=tool_timeout)
+        self._given_provider = model if isinstance(model, Provider) else None
+        self.provider = self._given_provider or provider_for(self._settings)
+        self._wiring = ToolWiring(tools=self._tools(course, tools, notebook), policy=policy, hooks=hooks,
+                                  tool_sources=tuple(_mcp_servers(mcp)))  # started at the first turn needing them
         self._max_history_size = max_history_size
-        connection = self._connection = ModelConnection(self.provider, **self._connection_options)
+        connection = self._connection = connect(self.provider, self._settings, self._wiring)
         if resume is not None:
             self._conversation = Conversation.load(Path(resume), connection=connection,
                                                    max_history_size=max_history_size)
@@ -175,14 +190,8 @@ class Agent:
                             tool_timeout=tool_timeout)
         self._adopt(self._conversation)
 
-    def _model_and_tools(self, course: CoursePolicy | None, model: str | Provider | None, tools: Any,
-                         notebook: bool, options: dict) -> Any:
-        """Set the provider (the course's choice when no model is given; a forbidden one is a ConfigError
-        naming the policy) and return the tools it gets, saying (``tools_notice``) when they cannot reach
-        the model."""
-        model = course_model(course, model, lambda: default_model(tools=bool(tools) or notebook))
-        self._model_args = (model, options)
-        self.provider = resolve_model(model, **options)
+    def _tools(self, course: CoursePolicy | None, tools: Any, notebook: bool) -> Any:
+        """The tools the provider gets, saying (``tools_notice``) when they cannot reach the model."""
         tools = self._replay_tools(tools)
         # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
         tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
@@ -198,7 +207,7 @@ class Agent:
             self._system = session.system
             return
         self._system = rules.strip_from(session.system) if resumed else system
-        self._connection_options["system"] = rules.system_prompt(self._system)
+        self._settings = replace(self._settings, system=rules.system_prompt(self._system))
         session.with_system(rules.system_prompt(self._system))
 
     def _adopt(self, conv: Conversation) -> None:
@@ -252,12 +261,9 @@ class Agent:
         A model given by name gets its own provider, so disconnecting one
         conversation never cuts another's stream.
         """
-        from .loop.model_connection import ModelConnection
-
-        model, options = self._model_args
-        if not isinstance(model, Provider):
-            self.provider = resolve_model(model, **options)
-        connection = self._connection = ModelConnection(self.provider, **self._connection_options)
+        if self._given_provider is None:
+            self.provider = provider_for(self._settings)
+        connection = self._connection = connect(self.provider, self._settings, self._wiring)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
         self._adopt(self._conversation)
         self.session_path = None
@@ -310,16 +316,11 @@ class Agent:
 
     def settings(self) -> AgentSettings:
         """What a saved file records to resume this agent (``Agent.load``): never a key."""
-        from .core.session_settings import savable_options, savable_policy, savable_url
-
-        conn, conv = self._connection, self._conversation
-        options = dict(self._model_args[1])
-        base_url = options.pop("base_url", None)
-        options.pop("api_key", None)
+        conn, conv, own = self._connection, self._conversation, self._settings
         course = self.course_policy
         return AgentSettings(
             model=self.model, system=self._system, temperature=conn.temperature, max_tokens=conn.max_tokens,
-            provider_options=savable_options(options), base_url=savable_url(base_url),
+            provider_options=savable_options(own.provider_options), base_url=savable_url(own.base_url),
             policy=savable_policy(conn.policy), auto_execute_tools=conn.auto_execute_tools,
             max_tool_iterations=conn.max_tool_iterations, cache_strategy=conn.chat_session.cache_strategy,
             include_reasoning=conn.include_reasoning, response_format=conn.response_format,
@@ -401,16 +402,20 @@ class Agent:
         if not self._conversation.is_idle():
             raise NbagentError("a turn is running; stop it first", kind="config")
         check_model(self.course_policy, model)  # a model the course policy does not allow: ConfigError
+        s = self._settings
+        before = dict(api_key=s.api_key, base_url=s.base_url, **s.provider_options)
         if isinstance(model, str) and model.partition(":")[0].strip().lower() == self.provider.name:
-            kept = {k: v for k, v in self._model_args[1].items() if k in ("api_key", "base_url")}
-            provider_options = {**kept, **provider_options}  # the same provider: its key and host go on
+            provider_options = {"api_key": s.api_key, "base_url": s.base_url, **provider_options}  # key and host go on
         provider = resolve_model(model, **provider_options)
         old = (self.provider.name, self.provider.model)
         if (provider.name, provider.model) == old and not isinstance(model, Provider) and \
-                provider_options == {k: v for k, v in self._model_args[1].items() if k in provider_options}:
+                provider_options == {k: v for k, v in before.items() if k in provider_options}:
             return  # the same model: keep its provider (and its connections)
         self.provider = self._connection.provider = provider
-        self._model_args = (model, dict(provider_options))
+        options = dict(provider_options)
+        self._settings = replace(s, model=model_string(model), api_key=options.pop("api_key", None),
+                                 base_url=options.pop("base_url", None), provider_options=options)
+        self._given_provider = model if isinstance(model, Provider) else None
         if (provider.name, provider.model) != old:
             neutral_history(self._connection.chat_session)
         if self._widget is not None:  # the chat names the model the next turn goes to
@@ -419,12 +424,10 @@ class Agent:
     def open_session(self, path: str | os.PathLike) -> Conversation:
         """Make the saved conversation at ``path`` this agent's active one (its model, tools and
         settings stay); further turns save to that file. For a chat's *History* button."""
-        from .loop.model_connection import ModelConnection
-
         if not self._conversation.is_idle():
             raise NbagentError("a turn is running; stop it first", kind="config")
         path = Path(path).expanduser()
-        connection = ModelConnection(self.provider, **self._connection_options)
+        connection = connect(self.provider, self._settings, self._wiring)
         conv = Conversation.load(path, connection=connection, max_history_size=self._max_history_size)
         self._connection, self._conversation = connection, conv
         self._adopt(conv)
@@ -474,7 +477,7 @@ class Agent:
     @property
     def mcp_servers(self) -> list:
         """The MCP servers of ``mcp=`` (``McpServer`` objects; each starts at its first turn)."""
-        return list(self._connection_options["tool_sources"])
+        return list(self._wiring.tool_sources)
 
     async def disconnect(self) -> None:
         """Stop the active conversation's turn and close its provider; stop the MCP servers."""
