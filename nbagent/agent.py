@@ -212,13 +212,13 @@ class Agent:
 
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
-        conv.budget_usd, conv.pricing = self._budget
-        conv.course = self.course_limits
-        conv.rules_label = self.rules.label if self.rules is not None else ""
+        conv.budget.usd, conv.budget.pricing = self._budget
+        conv.plumbing.course = self.course_limits
+        conv.plumbing.rules_label = self.rules.label if self.rules is not None else ""
         runner = getattr(conv.connection, "tool_runner", None)
         if runner is not None:  # the loop refuses code even from a tool added later (%chat_tools)
             runner.code_refusal = code_refusal(self.course_policy)
-        conv.add_listener(self._autosaver(conv))
+        conv.plumbing.add_listener(self._autosaver(conv))
 
     @property
     def conversation(self) -> Conversation:
@@ -325,7 +325,7 @@ class Agent:
             max_tool_iterations=conn.max_tool_iterations, cache_strategy=conn.chat_session.cache_strategy,
             include_reasoning=conn.include_reasoning, response_format=conn.response_format,
             compaction_budget=conn.compaction_budget, tool_timeout=self._tool_timeout,
-            budget_usd=conv.budget_usd, pricing=_plain_pricing(conv.pricing), tools=list(self.tools),
+            budget_usd=conv.budget.usd, pricing=_plain_pricing(conv.budget.pricing), tools=list(self.tools),
             notebook=self._notebook, user=self.user,
             policy_file=str(course.path) if course is not None else None,
             policy_hash=course.content_hash if course is not None else None,
@@ -350,11 +350,11 @@ class Agent:
                                          self._conversation.conversation_id)
                 self.session_path = self.save_to / name
         conv = self._conversation
-        state = conv.to_state()
+        state = conv.plumbing.to_state()
         settings, frame_data = self.settings(), export_frames(state.steps, state.turns) if frames else None
         if path is None:  # autosave's file: one writer, each outcome recorded
             return self._autosave.save_state(state, settings, frame_data,  # a journal line, or the whole file
-                                             current=lambda: (conv.to_state(), self.settings()))
+                                             current=lambda: (conv.plumbing.to_state(), self.settings()))
         return save_conversation(state, Path(path), settings=settings, frames=frame_data)
 
     @classmethod

@@ -277,7 +277,7 @@ save("teaching.ipynb", [
          "    Agent(model=\"openai:gpt-4.1-mini\")\n"
          "except NbagentError as err:\n"
          "    print(type(err).__name__, \"-\", err.message.replace(str(course), \"course\"))\n"
-         "print(\"budget:\", Agent(budget_usd=100).conversation.budget_usd)"),
+         "print(\"budget:\", Agent(budget_usd=100).conversation.budget.usd)"),
     md("`%chat_policy` shows a student the policy in force: its file, the models, whether code may run,\n"
        "the budget left this week and when it starts afresh, the hours and the rules file."),
     code("%chat_policy"),

@@ -163,9 +163,9 @@ def test_run_code_false_refuses_a_code_tool_added_later_in_the_loop(course):
 
 def test_arguments_never_loosen_the_budget(course):
     course("budget_usd = 2\n")
-    assert Agent(model="demo", budget_usd=100).conversation.budget_usd == 2.0
-    assert Agent(model="demo", budget_usd=0.5).conversation.budget_usd == 0.5
-    assert Agent(model="demo").conversation.budget_usd == 2.0
+    assert Agent(model="demo", budget_usd=100).conversation.budget.usd == 2.0
+    assert Agent(model="demo", budget_usd=0.5).conversation.budget.usd == 0.5
+    assert Agent(model="demo").conversation.budget.usd == 2.0
 
 
 def test_over_the_period_budget_the_turn_is_refused_before_any_request_until_the_reset(course):
@@ -180,7 +180,7 @@ def test_over_the_period_budget_the_turn_is_refused_before_any_request_until_the
     priced_session("ann", datetime(2026, 12, 9, 11, 0), prompt_tokens=1_000_000)  # Wednesday: $0.40 more
     at(agent, datetime(2026, 12, 9, 12, 0))
     calls = len(provider.systems)
-    agent.conversation.allow_over_budget_once()  # the conversation's escape hatch does not lift the course's
+    agent.conversation.budget.allow_over_once()  # the conversation's escape hatch does not lift the course's
     with pytest.raises(BudgetExceeded) as err:
         agent.ask("over it now")
     assert len(provider.systems) == calls and agent.conversation.turn_count == 1  # nothing sent, no turn
@@ -254,7 +254,7 @@ def test_an_agents_md_of_the_course_lands_in_the_system_prompt_sent(course):
     agent = Agent(model=provider, system="Be brief.", rules=False)  # a student cannot drop the course's rules
     agent.ask("hello")
     assert provider.systems == ["Answer in French.\n\nBe brief."]
-    assert agent.conversation.rules_label == "AGENTS.md"
+    assert agent.conversation.plumbing.rules_label == "AGENTS.md"
     assert agent.settings().system == "Be brief." and agent.settings().rules == str(course.root / "AGENTS.md")
     resumed = Agent.load(agent.session_path, model=provider)
     assert resumed.system == "Answer in French.\n\nBe brief."  # once, not twice
@@ -270,7 +270,7 @@ def test_the_tutor_preset_from_the_policy_or_the_agent(course, tmp_path, monkeyp
     agent = Agent(model=provider, rules="tutor", system="The course is on pandas.")
     agent.ask("hi")
     assert provider.systems[0].startswith("# Tutor rules") and provider.systems[0].endswith("The course is on pandas.")
-    assert agent.conversation.rules_label == "tutor"
+    assert agent.conversation.plumbing.rules_label == "tutor"
     with pytest.raises(ConfigError, match="cannot be read"):
         Agent(model="demo", rules="missing.md")
 

@@ -330,7 +330,7 @@ class ChatMagics(Magics):
         if args.n < 1:
             raise NbagentError("%chat_code: -n must be at least 1", kind="config")
         conv = self.agent(args.agent, "%chat_code").conversation
-        cells = conv.code_cells()
+        cells = conv.notebook.code_cells()
         if not cells:
             raise NbagentError("%chat_code: the agent has run no code yet (run_python)", kind="config")
         chosen = cells[-args.n:]
@@ -413,7 +413,7 @@ SHA_CHARS = 12  # hex digits of the code's SHA-256 on a %%chat_run line
 
 def code_cell_source(cell) -> str:
     """A piece of the agent's code for the notebook: a comment saying where it came from (the turn
-    as ``conv.turns`` and ``conv.code_cells()`` count it), then the code."""
+    as ``conv.turns`` and ``conv.notebook.code_cells()`` count it), then the code."""
     how = "" if cell.status.value == "ok" else f", {cell.status.value}"
     return f"# run by the agent (turn {cell.turn}, {cell.call_id}{how})\n{cell.code.rstrip()}"
 
