@@ -1,6 +1,6 @@
 """The facade's public surface is held here (issue #35 item 4): the exact public members of
 ``Conversation`` and ``Agent``, so a new one is a deliberate edit of these lists; every name the
-contract (../shared/DESIGN.md) gives them still works; the accessors that group the rest are thin
+API contract (DESIGN.md, kept beside the repository) gives them still works; the accessors that group the rest are thin
 views; and ``Agent`` builds its model connection from one frozen ``AgentSettings`` that never shows
 its key."""
 
@@ -20,7 +20,7 @@ from nbagent.providers.openai_chat import OpenAIProvider
 
 from support.scripted import ScriptedProvider, text_call
 
-# the Conversation members ../shared/DESIGN.md names (tests outside this repo call them)
+# the Conversation members the contract (DESIGN.md) names (tests outside this repo call them)
 CONVERSATION_CONTRACT = {
     "chat", "chat_to_completion", "ask", "send", "receive_steps", "receive_chunks", "history", "turn_count",
     "compaction_indices", "last_response", "total_usage", "last_turn_usage", "clear_history", "connection",
