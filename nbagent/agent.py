@@ -11,7 +11,7 @@ from typing import Any
 
 from .analysis.course_budget import CourseLimits
 from .conversation import Conversation
-from .course import check_model, code_refusal, course_budget, course_model, course_save_to, course_tools, course_user
+from .course import AgentCourse, check_model, code_refusal, course_budget, course_model, course_save_to, course_tools, course_user
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
 from .core.course_policy import CoursePolicy, find_policy
@@ -164,7 +164,7 @@ class Agent:
     ) -> None:
         from .loop.structured import schema_of
 
-        course = self.course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
+        course = self._course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
         model = course_model(course, model, lambda: default_model(tools=bool(tools) or notebook))
         self._settings = AgentSettings(  # what defines the model connection (callables go in the wiring)
             model=model_string(model), base_url=base_url, api_key=api_key, provider_options=provider_options,
@@ -201,7 +201,7 @@ class Agent:
     def _apply_rules(self, rules: Rules | None, system: str | None, resumed: bool) -> None:
         """Put the rules in front of the system prompt, this conversation's and the next ones'
         (``resumed``: the saved prompt is the agent's own, without the rules it was sent with)."""
-        self.rules = rules
+        self._rules = rules
         session = self._connection.chat_session
         if rules is None:  # the agent's own prompt is the one sent
             self._system = session.system
@@ -213,12 +213,17 @@ class Agent:
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
         conv.budget.usd, conv.budget.pricing = self._budget
-        conv.plumbing.course = self.course_limits
-        conv.plumbing.rules_label = self.rules.label if self.rules is not None else ""
+        conv.plumbing.course = self._course_limits
+        conv.plumbing.rules_label = self._rules.label if self._rules is not None else ""
         runner = getattr(conv.connection, "tool_runner", None)
         if runner is not None:  # the loop refuses code even from a tool added later (%chat_tools)
-            runner.code_refusal = code_refusal(self.course_policy)
+            runner.code_refusal = code_refusal(self._course_policy)
         conv.plumbing.add_listener(self._autosaver(conv))
+
+    @property
+    def course(self) -> AgentCourse:
+        """The course policy, its limits for this user and the rules the agent runs under."""
+        return AgentCourse(self._course_policy, self._course_limits, self._rules)
 
     @property
     def conversation(self) -> Conversation:
@@ -241,7 +246,7 @@ class Agent:
     @system.setter
     def system(self, text: str | None) -> None:
         self._system = text
-        self._connection.chat_session.with_system(self.rules.system_prompt(text) if self.rules is not None else text)
+        self._connection.chat_session.with_system(self._rules.system_prompt(text) if self._rules is not None else text)
 
     def reset(self) -> None:
         """Start the active conversation afresh (history and the model's context), keeping the model,
@@ -277,8 +282,8 @@ class Agent:
             raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
-        course = self.course_policy  # its hours and period budget, for this user (a clock tests can set)
-        self.course_limits = CourseLimits(course, user) if course is not None else None
+        course = self._course_policy  # its hours and period budget, for this user (a clock tests can set)
+        self._course_limits = CourseLimits(course, user) if course is not None else None
         self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
@@ -317,7 +322,7 @@ class Agent:
     def settings(self) -> AgentSettings:
         """What a saved file records to resume this agent (``Agent.load``): never a key."""
         conn, conv, own = self._connection, self._conversation, self._settings
-        course = self.course_policy
+        course = self._course_policy
         return AgentSettings(
             model=self.model, system=self._system, temperature=conn.temperature, max_tokens=conn.max_tokens,
             provider_options=savable_options(own.provider_options), base_url=savable_url(own.base_url),
@@ -329,7 +334,7 @@ class Agent:
             notebook=self._notebook, user=self.user,
             policy_file=str(course.path) if course is not None else None,
             policy_hash=course.content_hash if course is not None else None,
-            rules=self.rules.source if self.rules is not None else None)
+            rules=self._rules.source if self._rules is not None else None)
 
     def save(self, path: str | os.PathLike | None = None, *, frames: bool = False) -> Path:
         """Write the active conversation and this agent's settings to ``path`` (atomic).
@@ -401,7 +406,7 @@ class Agent:
 
         if not self._conversation.is_idle():
             raise NbagentError("a turn is running; stop it first", kind="config")
-        check_model(self.course_policy, model)  # a model the course policy does not allow: ConfigError
+        check_model(self._course_policy, model)  # a model the course policy does not allow: ConfigError
         s = self._settings
         before = dict(api_key=s.api_key, base_url=s.base_url, **s.provider_options)
         if isinstance(model, str) and model.partition(":")[0].strip().lower() == self.provider.name:

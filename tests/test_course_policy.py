@@ -52,7 +52,7 @@ def course(tmp_path, monkeypatch):
 
 
 def at(agent: Agent, when: datetime) -> None:
-    agent.course_limits.clock = lambda: when
+    agent.course.limits.clock = lambda: when
 
 
 def priced_session(user: str, started: datetime, prompt_tokens: int = 1_000_000) -> Path:
@@ -203,7 +203,7 @@ def test_the_live_conversation_counts_once_though_it_is_saved_too(course):
     record.model, record.provider, record.started_at = "gpt-4.1-mini", "openai", MONDAY_10.timestamp()
     record.usage.prompt_token_count = 1_500_000  # $0.60
     agent.save()
-    status = agent.course_limits.status(agent.conversation.turns, agent.conversation.conversation_id)
+    status = agent.course.limits.status(agent.conversation.turns, agent.conversation.conversation_id)
     assert status.spent_usd == pytest.approx(0.6, abs=0.001)  # not $1.20
     assert agent.ask("second").text  # $0.60 + $0.60 would be over: it is not
 
@@ -330,7 +330,7 @@ def test_a_damaged_file_in_the_sessions_folder_spends_nothing(course):
     (folder / "notes.json").write_text('["not a session"]', encoding="utf-8")
     agent = Agent(model="demo", delay=0, user="ann")
     at(agent, MONDAY_10)
-    assert agent.course_limits.status().spent_usd == pytest.approx(0.4, abs=0.001)
+    assert agent.course.limits.status().spent_usd == pytest.approx(0.4, abs=0.001)
     assert agent.ask("still fine").text
 
 
@@ -339,7 +339,7 @@ def test_a_session_resumes_with_its_rules_and_still_loads_when_the_file_is_gone(
     monkeypatch.chdir(tmp_path)  # no policy here
     tutored = Agent(model="demo", delay=0, rules="tutor", save_to=tmp_path / "chats")
     tutored.ask("hi")
-    assert Agent.load(tutored.session_path).rules.label == "tutor"
+    assert Agent.load(tutored.session_path).course.rules.label == "tutor"
     own = tmp_path / "mine.md"
     own.write_text("Always answer in haiku.\n", encoding="utf-8")
     agent = Agent(model="demo", delay=0, rules=own, save_to=tmp_path / "chats")
@@ -347,7 +347,7 @@ def test_a_session_resumes_with_its_rules_and_still_loads_when_the_file_is_gone(
     assert Agent.load(agent.session_path).system == "Always answer in haiku."
     own.unlink()
     resumed = Agent.load(agent.session_path)  # nothing lost: the saved prompt goes on without the file
-    assert resumed.rules is None and resumed.conversation.turn_count == 1
+    assert resumed.course.rules is None and resumed.conversation.turn_count == 1
 
 
 def test_the_readme_policy_example_is_a_valid_policy(tmp_path):

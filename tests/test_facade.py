@@ -38,7 +38,10 @@ AGENT_EXTRAS = {
     "model", "tools", "system", "settings",  # what it runs with
     "reset", "new_conversation", "open_session", "save", "session_path", "autosave_status",  # sessions
     "mcp_servers", "disconnect", "aclose",  # what it holds
+    "course",  # the course policy, its limits and the rules (course.py's AgentCourse)
 }
+# set by Agent(...) on each agent: the provider, who chats, where it saves, why tools cannot reach the model
+AGENT_ATTRIBUTES = {"provider", "user", "save_to", "tools_notice"}
 # Agent(...)'s keyword arguments: DESIGN.md's, then the rest; none may go
 AGENT_PARAMETERS_CONTRACT = [
     "model", "system", "tools", "auto_execute_tools", "base_url", "api_key", "temperature", "max_tokens",
@@ -68,6 +71,7 @@ def test_conversation_public_members_are_exactly_the_contract_and_the_listed_ext
 
 def test_agent_public_members_and_parameters_are_exactly_the_listed_ones():
     assert public(Agent) == AGENT_CONTRACT | AGENT_EXTRAS
+    assert public(Agent(model="demo")) == AGENT_CONTRACT | AGENT_EXTRAS | AGENT_ATTRIBUTES
     assert list(inspect.signature(Agent).parameters) == AGENT_PARAMETERS
     assert set(AGENT_PARAMETERS_CONTRACT) <= set(AGENT_PARAMETERS)
 

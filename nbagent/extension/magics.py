@@ -392,16 +392,16 @@ class ChatMagics(Magics):
 
         args = parse_argstring(self.chat_policy, line)
         agent = self.agent(args.agent, "%chat_policy") if args.agent else None
-        policy = agent.course_policy if agent is not None else find_policy()
+        policy = agent.course.policy if agent is not None else find_policy()
         if policy is None:
-            rules = agent.rules if agent is not None else find_rules(None)
+            rules = agent.course.rules if agent is not None else find_rules(None)
             print("no course policy: no nbagent.toml here or above, and $NBAGENT_CONFIG is not set"
                   + (f"\nrules: {rules.source}" if rules is not None else ""))
             return
-        if agent is not None and agent.course_limits is not None:
+        if agent is not None and agent.course.limits is not None:
             conv = agent.conversation
-            status = agent.course_limits.status(conv.turns, conv.conversation_id)
-            rules = agent.rules
+            status = agent.course.limits.status(conv.turns, conv.conversation_id)
+            rules = agent.course.rules
         else:
             status = CourseLimits(policy, course_user(policy, "")).status()
             rules = find_rules(policy)
