@@ -174,7 +174,7 @@ class Agent:
             response_format=schema_of(response_format), compaction_budget=compaction_budget,
             tool_timeout=tool_timeout)
         self._given_provider = model if isinstance(model, Provider) else None
-        self.provider = self._given_provider or provider_for(self._settings)
+        self.provider = model if isinstance(model, Provider) else provider_for(self._settings)
         self._wiring = ToolWiring(tools=self._tools(course, tools, notebook), policy=policy, hooks=hooks,
                                   tool_sources=tuple(_mcp_servers(mcp)))  # started at the first turn needing them
         self._max_history_size = max_history_size
@@ -186,8 +186,7 @@ class Agent:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
         self._apply_rules(find_rules(course, rules), system, resumed=resume is not None and system is None)
         self._budget = (course_budget(course, budget_usd), pricing)
-        self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook,
-                            tool_timeout=tool_timeout)
+        self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook)
         self._adopt(self._conversation)
 
     def _tools(self, course: CoursePolicy | None, tools: Any, notebook: bool) -> Any:
@@ -276,8 +275,7 @@ class Agent:
 
     # --- sessions: autosave, resume, switching models, replay --------------------------------
 
-    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook: bool,
-                       tool_timeout: float | None) -> None:
+    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook: bool) -> None:
         if not isinstance(user, str):
             raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
         self.user = user
@@ -288,7 +286,6 @@ class Agent:
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
         self._notebook = notebook
-        self._tool_timeout = tool_timeout
 
     def _autosaver(self, conv: Conversation):
         def on_event(event: ConversationEvent, payload: Any) -> None:
@@ -329,7 +326,7 @@ class Agent:
             policy=savable_policy(conn.policy), auto_execute_tools=conn.auto_execute_tools,
             max_tool_iterations=conn.max_tool_iterations, cache_strategy=conn.chat_session.cache_strategy,
             include_reasoning=conn.include_reasoning, response_format=conn.response_format,
-            compaction_budget=conn.compaction_budget, tool_timeout=self._tool_timeout,
+            compaction_budget=conn.compaction_budget, tool_timeout=own.tool_timeout,
             budget_usd=conv.budget.usd, pricing=_plain_pricing(conv.budget.pricing), tools=list(self.tools),
             notebook=self._notebook, user=self.user,
             policy_file=str(course.path) if course is not None else None,
