@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from .conversation import Conversation
-from .course import check_model, code_refusal, course_budget, course_model, course_save_to, course_tools, course_user
+from .course import AgentCourse, check_model, code_refusal, course_budget, course_model, course_save_to, course_tools, course_user
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
 from .core.course_policy import CoursePolicy, find_policy
@@ -18,7 +19,8 @@ from .core.course_rules import PRESETS, Rules, find_rules
 from .core.conversation_state import ConversationEvent
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
-from .core.session_settings import AgentSettings
+from .core.session_settings import AgentSettings, savable_options, savable_policy, savable_url
+from .loop.connect import ToolWiring, connect
 from .loop.hooks import Policy
 from .providers.base import Provider
 
@@ -66,16 +68,22 @@ def _mcp_servers(mcp: Any) -> list:
     return as_mcp_servers(mcp)
 
 
+def model_string(model: str | Provider) -> str:
+    """``model`` as settings name it: the string given, or a Provider's ``"name:model"``."""
+    if isinstance(model, Provider):
+        return f"{model.name}:{model.model}"
+    if not isinstance(model, str) or not model.strip():
+        raise NbagentError(f"model must be a string like 'openai:gpt-4.1-mini', not {model!r}",
+                           kind="config")
+    return model
+
+
 def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
                   api_key: str | None = None, **options: Any) -> Provider:
     """Turn ``"provider:model-name"`` (or a Provider) into a Provider instance."""
     if isinstance(model, Provider):
         return model
-    if model is None:
-        model = default_model()
-    if not isinstance(model, str) or not model.strip():
-        raise NbagentError(f"model must be a string like 'openai:gpt-4.1-mini', not {model!r}",
-                           kind="config")
+    model = model_string(default_model() if model is None else model)
     from . import providers
 
     prefix, _, name = model.strip().partition(":")
@@ -87,6 +95,12 @@ def resolve_model(model: str | Provider | None, *, base_url: str | None = None,
                 f"unknown model {model!r}: write 'provider:model-name' with a provider among {known}")
         prefix, name = guessed, model.strip()
     return providers.create(prefix, name, api_key=api_key, base_url=base_url, **options)  # None can mean something
+
+
+def provider_for(settings: AgentSettings) -> Provider:
+    """The Provider ``settings`` name: its model string with its key, host and provider options."""
+    return resolve_model(settings.model, base_url=settings.base_url, api_key=settings.api_key,
+                         **settings.provider_options)
 
 
 def with_notebook_tools(tools: Any) -> list:
@@ -148,23 +162,24 @@ class Agent:
         rules: str | os.PathLike | bool | None = None,
         **provider_options: Any,
     ) -> None:
-        from .loop.model_connection import ModelConnection
         from .loop.structured import schema_of
 
-        course = self.course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
-        tools = self._model_and_tools(course, model, tools, notebook,
-                                      dict(base_url=base_url, api_key=api_key, **provider_options))
-        self._connection_options = dict(
-            system=system, tools=tools, auto_execute_tools=auto_execute_tools, policy=policy,
-            max_tool_iterations=max_tool_iterations, hooks=hooks, temperature=temperature,
-            max_tokens=max_tokens, cache_strategy=cache_strategy,
-            include_reasoning=include_reasoning, response_format=schema_of(response_format),
-            compaction_budget=compaction_budget, tool_timeout=tool_timeout,
-            tool_sources=_mcp_servers(mcp),  # started at the first turn that needs them
-        )
+        course = self._course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
+        model = course_model(course, model, lambda: default_model(tools=bool(tools) or notebook))
+        self._settings = AgentSettings(  # what defines the model connection (callables go in the wiring)
+            model=model_string(model), base_url=base_url, api_key=api_key, provider_options=provider_options,
+            system=system, temperature=temperature, max_tokens=max_tokens, policy=savable_policy(policy),
+            auto_execute_tools=auto_execute_tools, max_tool_iterations=max_tool_iterations,
+            cache_strategy=cache_strategy, include_reasoning=include_reasoning,
+            response_format=schema_of(response_format), compaction_budget=compaction_budget,
+            tool_timeout=tool_timeout)
+        self._given_provider = model if isinstance(model, Provider) else None
+        self.provider = model if isinstance(model, Provider) else provider_for(self._settings)
+        self._wiring = ToolWiring(tools=self._tools(course, tools, notebook), policy=policy, hooks=hooks,
+                                  tool_sources=tuple(_mcp_servers(mcp)))  # started at the first turn needing them
         self._max_history_size = max_history_size
         self._watchers: list[Callable[[Conversation], Any]] = []  # watch_conversations
-        connection = self._connection = ModelConnection(self.provider, **self._connection_options)
+        connection = self._connection = connect(self.provider, self._settings, self._wiring)
         if resume is not None:
             self._conversation = Conversation.load(Path(resume), connection=connection,
                                                    max_history_size=max_history_size)
@@ -172,18 +187,11 @@ class Agent:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
         self._apply_rules(find_rules(course, rules), system, resumed=resume is not None and system is None)
         self._budget = (course_budget(course, budget_usd), pricing)
-        self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook,
-                            tool_timeout=tool_timeout)
+        self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook)
         self._adopt(self._conversation)
 
-    def _model_and_tools(self, course: CoursePolicy | None, model: str | Provider | None, tools: Any,
-                         notebook: bool, options: dict) -> Any:
-        """Set the provider (the course's choice when no model is given; a forbidden one is a ConfigError
-        naming the policy) and return the tools it gets, saying (``tools_notice``) when they cannot reach
-        the model."""
-        model = course_model(course, model, lambda: default_model(tools=bool(tools) or notebook))
-        self._model_args = (model, options)
-        self.provider = resolve_model(model, **options)
+    def _tools(self, course: CoursePolicy | None, tools: Any, notebook: bool) -> Any:
+        """The tools the provider gets, saying (``tools_notice``) when they cannot reach the model."""
         tools = self._replay_tools(tools)
         # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
         tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
@@ -193,24 +201,24 @@ class Agent:
     def _apply_rules(self, rules: Rules | None, system: str | None, resumed: bool) -> None:
         """Put the rules in front of the system prompt, this conversation's and the next ones'
         (``resumed``: the saved prompt is the agent's own, without the rules it was sent with)."""
-        self.rules = rules
+        self._rules = rules
         session = self._connection.chat_session
         if rules is None:  # the agent's own prompt is the one sent
             self._system = session.system
             return
         self._system = rules.strip_from(session.system) if resumed else system
-        self._connection_options["system"] = rules.system_prompt(self._system)
+        self._settings = replace(self._settings, system=rules.system_prompt(self._system))
         session.with_system(rules.system_prompt(self._system))
 
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
-        conv.budget_usd, conv.pricing = self._budget
-        conv.course = self.course_limits
-        conv.rules_label = self.rules.label if self.rules is not None else ""
+        conv.budget.usd, conv.budget.pricing = self._budget
+        conv.plumbing.course = self._course_limits
+        conv.plumbing.rules_label = self._rules.label if self._rules is not None else ""
         runner = getattr(conv.connection, "tool_runner", None)
         if runner is not None:  # the loop refuses code even from a tool added later (%chat_tools)
-            runner.code_refusal = code_refusal(self.course_policy)
-        conv.add_listener(self._autosaver(conv))
+            runner.code_refusal = code_refusal(self._course_policy)
+        conv.plumbing.add_listener(self._autosaver(conv))
         for watch in list(self._watchers):
             watch(conv)
 
@@ -220,6 +228,11 @@ class Agent:
         self._watchers.append(fn)
         fn(self._conversation)
         return lambda: self._watchers.remove(fn) if fn in self._watchers else None
+
+    @property
+    def course(self) -> AgentCourse:
+        """The course policy, its limits for this user and the rules the agent runs under."""
+        return AgentCourse(self._course_policy, self._course_limits, self._rules)
 
     @property
     def conversation(self) -> Conversation:
@@ -242,7 +255,7 @@ class Agent:
     @system.setter
     def system(self, text: str | None) -> None:
         self._system = text
-        self._connection.chat_session.with_system(self.rules.system_prompt(text) if self.rules is not None else text)
+        self._connection.chat_session.with_system(self._rules.system_prompt(text) if self._rules is not None else text)
 
     def reset(self) -> None:
         """Start the active conversation afresh (history and the model's context), keeping the model,
@@ -262,12 +275,9 @@ class Agent:
         A model given by name gets its own provider, so disconnecting one
         conversation never cuts another's stream.
         """
-        from .loop.model_connection import ModelConnection
-
-        model, options = self._model_args
-        if not isinstance(model, Provider):
-            self.provider = resolve_model(model, **options)
-        connection = self._connection = ModelConnection(self.provider, **self._connection_options)
+        if self._given_provider is None:
+            self.provider = provider_for(self._settings)
+        connection = self._connection = connect(self.provider, self._settings, self._wiring)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
         self._adopt(self._conversation)
         self.session_path = None
@@ -275,23 +285,21 @@ class Agent:
 
     # --- sessions: autosave, resume, switching models, replay --------------------------------
 
-    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook: bool,
-                       tool_timeout: float | None) -> None:
+    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook: bool) -> None:
         if not isinstance(user, str):
             raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
-        course = self.course_policy  # its hours and period budget, for this user (a clock tests can set)
-        self.course_limits = None
+        course = self._course_policy  # its hours and period budget, for this user (a clock tests can set)
+        self._course_limits = None
         if course is not None:  # imported only under a course policy: it reads the class's sessions
             from .analysis.course_budget import CourseLimits
 
-            self.course_limits = CourseLimits(course, user)
+            self._course_limits = CourseLimits(course, user)
         self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
         self._notebook = notebook
-        self._tool_timeout = tool_timeout
 
     def _autosaver(self, conv: Conversation):
         def on_event(event: ConversationEvent, payload: Any) -> None:
@@ -324,25 +332,20 @@ class Agent:
 
     def settings(self) -> AgentSettings:
         """What a saved file records to resume this agent (``Agent.load``): never a key."""
-        from .core.session_settings import savable_options, savable_policy, savable_url
-
-        conn, conv = self._connection, self._conversation
-        options = dict(self._model_args[1])
-        base_url = options.pop("base_url", None)
-        options.pop("api_key", None)
-        course = self.course_policy
+        conn, conv, own = self._connection, self._conversation, self._settings
+        course = self._course_policy
         return AgentSettings(
             model=self.model, system=self._system, temperature=conn.temperature, max_tokens=conn.max_tokens,
-            provider_options=savable_options(options), base_url=savable_url(base_url),
+            provider_options=savable_options(own.provider_options), base_url=savable_url(own.base_url),
             policy=savable_policy(conn.policy), auto_execute_tools=conn.auto_execute_tools,
             max_tool_iterations=conn.max_tool_iterations, cache_strategy=conn.chat_session.cache_strategy,
             include_reasoning=conn.include_reasoning, response_format=conn.response_format,
-            compaction_budget=conn.compaction_budget, tool_timeout=self._tool_timeout,
-            budget_usd=conv.budget_usd, pricing=_plain_pricing(conv.pricing), tools=list(self.tools),
+            compaction_budget=conn.compaction_budget, tool_timeout=own.tool_timeout,
+            budget_usd=conv.budget.usd, pricing=_plain_pricing(conv.budget.pricing), tools=list(self.tools),
             notebook=self._notebook, user=self.user,
             policy_file=str(course.path) if course is not None else None,
             policy_hash=course.content_hash if course is not None else None,
-            rules=self.rules.source if self.rules is not None else None)
+            rules=self._rules.source if self._rules is not None else None)
 
     def save(self, path: str | os.PathLike | None = None, *, frames: bool = False) -> Path:
         """Write the active conversation and this agent's settings to ``path`` (atomic).
@@ -363,11 +366,11 @@ class Agent:
                                          self._conversation.conversation_id)
                 self.session_path = self.save_to / name
         conv = self._conversation
-        state = conv.to_state()
+        state = conv.plumbing.to_state()
         settings, frame_data = self.settings(), export_frames(state.steps, state.turns) if frames else None
         if path is None:  # autosave's file: one writer, each outcome recorded
             return self._autosave.save_state(state, settings, frame_data,  # a journal line, or the whole file
-                                             current=lambda: (conv.to_state(), self.settings()))
+                                             current=lambda: (conv.plumbing.to_state(), self.settings()))
         return save_conversation(state, Path(path), settings=settings, frames=frame_data)
 
     @classmethod
@@ -414,17 +417,21 @@ class Agent:
 
         if not self._conversation.is_idle():
             raise NbagentError("a turn is running; stop it first", kind="config")
-        check_model(self.course_policy, model)  # a model the course policy does not allow: ConfigError
+        check_model(self._course_policy, model)  # a model the course policy does not allow: ConfigError
+        s = self._settings
+        before = dict(api_key=s.api_key, base_url=s.base_url, **s.provider_options)
         if isinstance(model, str) and model.partition(":")[0].strip().lower() == self.provider.name:
-            kept = {k: v for k, v in self._model_args[1].items() if k in ("api_key", "base_url")}
-            provider_options = {**kept, **provider_options}  # the same provider: its key and host go on
+            provider_options = {"api_key": s.api_key, "base_url": s.base_url, **provider_options}  # key and host go on
         provider = resolve_model(model, **provider_options)
         old = (self.provider.name, self.provider.model)
         if (provider.name, provider.model) == old and not isinstance(model, Provider) and \
-                provider_options == {k: v for k, v in self._model_args[1].items() if k in provider_options}:
+                provider_options == {k: v for k, v in before.items() if k in provider_options}:
             return  # the same model: keep its provider (and its connections)
         self.provider = self._connection.provider = provider
-        self._model_args = (model, dict(provider_options))
+        options = dict(provider_options)
+        self._settings = replace(s, model=model_string(model), api_key=options.pop("api_key", None),
+                                 base_url=options.pop("base_url", None), provider_options=options)
+        self._given_provider = model if isinstance(model, Provider) else None
         if (provider.name, provider.model) != old:
             neutral_history(self._connection.chat_session)
         if self._widget is not None:  # the chat names the model the next turn goes to
@@ -433,12 +440,10 @@ class Agent:
     def open_session(self, path: str | os.PathLike) -> Conversation:
         """Make the saved conversation at ``path`` this agent's active one (its model, tools and
         settings stay); further turns save to that file. For a chat's *History* button."""
-        from .loop.model_connection import ModelConnection
-
         if not self._conversation.is_idle():
             raise NbagentError("a turn is running; stop it first", kind="config")
         path = Path(path).expanduser()
-        connection = ModelConnection(self.provider, **self._connection_options)
+        connection = connect(self.provider, self._settings, self._wiring)
         conv = Conversation.load(path, connection=connection, max_history_size=self._max_history_size)
         self._connection, self._conversation = connection, conv
         self._adopt(conv)
@@ -488,7 +493,7 @@ class Agent:
     @property
     def mcp_servers(self) -> list:
         """The MCP servers of ``mcp=`` (``McpServer`` objects; each starts at its first turn)."""
-        return list(self._connection_options["tool_sources"])
+        return list(self._wiring.tool_sources)
 
     async def disconnect(self) -> None:
         """Stop the active conversation's turn and close its provider; stop the MCP servers."""

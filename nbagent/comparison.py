@@ -93,7 +93,7 @@ def _session_prompts(source: Any) -> tuple[list[str], str | None]:
     from .conversation import Conversation
     from .core.session_file import read_session
 
-    state = source.to_state() if isinstance(source, Conversation) else read_session(source)
+    state = source.plumbing.to_state() if isinstance(source, Conversation) else read_session(source)
     system = state.chat_session.system if state.chat_session is not None else None
     return [t.prompt for t in state.turns if t.prompt], system or None
 

@@ -19,29 +19,31 @@ from collections.abc import AsyncGenerator, Mapping
 from .analysis.budget import Budget
 from .core.chunks import Chunk
 from .core.connection import Connection
-from .core.conversation_state import ConversationState, Listener
+from .core.conversation_state import ConversationState
 from .core.errors import NbagentError
 from .core.ledger import TurnRecord
 from .core.steps import ChatResponse, Step, StepStatus, UsageMetadata
 from .core.text import clean_text
 from .core.turn_log import TurnLog
+from .conversation_parts import ConversationBudget, ConversationNotebook, ConversationPlumbing
 from .loop.model_connection import ModelConnection
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .analysis.course_budget import CourseLimits
     from .analysis.estimate import RequestEstimate, RequestInputs
     from .analysis.report import UsageSummary
-    from .notebook.kernel_tools import CodeCell
     from .notebook.widget import ChatWidget
 
 
 class Conversation:
-    """Step history, turns, usage and chunk filtering over a connection, with a budget and views."""
+    """Step history, turns, usage and chunk filtering over a connection, with a budget and views.
+
+    Beyond the contract's members its accessors group the rest (``conversation_parts.py``):
+    ``conv.budget`` (dollars and tokens), ``conv.notebook`` (code run, cell edits undone) and
+    ``conv.plumbing`` (listeners and state for nbagent's own layers)."""
 
     approval_wait: float | None = 30.0  # seconds a blocking ask() waits for an approval (approval_wait.py)
-    rules_label: str = ""  # the rules file in the system prompt (course_rules.py), as the widget names it
 
     def __init__(self, connection: Connection | None = None, max_history_size: int | None = None) -> None:
         self._log = TurnLog(max_history_size)
@@ -53,20 +55,28 @@ class Conversation:
         self._interrupt_requested = False
         self._reader: _Reader | None = None  # the stream reading the running turn (None: none handed out)
         self._wound_down: list[asyncio.Future] = []  # sends waiting for a dropped stream's turn to end
+        self._parts = (ConversationBudget(self, self._budget, self._request_inputs), ConversationNotebook(self),
+                       ConversationPlumbing(self, self._log, self._budget, self._state))
         if connection is not None:
             connection.request_guard = self._stop_reason
 
-    # --- listeners (the widget subscribes here) ---------------------------------
+    # --- accessors (conversation_parts.py) -----------------------------------------
 
-    def add_listener(self, fn: Listener) -> None:
-        """Call ``fn(event, payload)`` for each :class:`~nbagent.core.conversation_state.ConversationEvent`."""
-        self._log.add_listener(fn)
+    @property
+    def budget(self) -> ConversationBudget:
+        """Dollars and tokens: ``budget.usd`` (settable), ``pricing``, ``spent_usd``,
+        ``allow_over_once()``, ``context_window``."""
+        return self._parts[0]
 
-    def remove_listener(self, fn: Listener) -> None:
-        self._log.remove_listener(fn)
+    @property
+    def notebook(self) -> ConversationNotebook:
+        """The code the agent ran (``notebook.code_cells()``) and ``notebook.undo_async(call_id)``."""
+        return self._parts[1]
 
-    def has_listener(self, fn: Listener) -> bool:
-        return self._log.has_listener(fn)
+    @property
+    def plumbing(self) -> ConversationPlumbing:
+        """Listeners, the state handed to saving, the course policy's hold: for nbagent's own layers."""
+        return self._parts[2]
 
     # --- chatting -----------------------------------------------------------------
 
@@ -102,11 +112,11 @@ class Conversation:
             return await self._complete(prompt)
         why = NO_VIEW if view_presence.has_widget(self) else NO_WIDGET
         watch = ApprovalWatch(self, self.approval_wait, why, answerable)
-        self.add_listener(watch)
+        self.plumbing.add_listener(watch)
         try:
             response = await self._complete(prompt)
         finally:
-            self.remove_listener(watch)
+            self.plumbing.remove_listener(watch)
             watch.close()
         if watch.error is not None:
             raise watch.error
@@ -128,11 +138,11 @@ class Conversation:
         from .core.blocking import run_sync
 
         watch = ApprovalWatch(self, self.approval_wait)
-        self.add_listener(watch)
+        self.plumbing.add_listener(watch)
         try:
             response = run_sync(self._complete(prompt), on_cancel=self.interrupt)
         finally:
-            self.remove_listener(watch)
+            self.plumbing.remove_listener(watch)
             watch.close()
         if watch.error is not None:
             raise watch.error
@@ -312,15 +322,6 @@ class Conversation:
             return str(self._connection.conversation_id)
         return self._loaded_id
 
-    @property
-    def context_window(self) -> int | None:
-        """The model's context window in tokens: as reported in the ledger, else the connection's,
-        else the price data's (None: unknown)."""
-        from .analysis.estimate import context_window_of
-
-        inputs = self._request_inputs()
-        return context_window_of(inputs.turns, inputs.declared_window, inputs.model, inputs.provider)
-
     def is_idle(self) -> bool:
         if self._connection is None:
             return True
@@ -354,47 +355,6 @@ class Conversation:
 
     # --- budget -------------------------------------------------------------------------
 
-    @property
-    def budget_usd(self) -> float | None:
-        """Dollars this conversation may spend (None: no budget); see ``nbagent.analysis.budget``."""
-        return self._budget.usd
-
-    @budget_usd.setter
-    def budget_usd(self, value: float | None) -> None:
-        self._budget.usd = value
-
-    @property
-    def pricing(self) -> Mapping[str, Any] | None:
-        """Price overrides for estimates, budgets, the widget and the usage frames."""
-        return self._budget.pricing
-
-    @pricing.setter
-    def pricing(self, value: Mapping[str, Any] | None) -> None:
-        self._budget.pricing = value
-
-    @property
-    def spent_usd(self) -> float:
-        """Dollars the ledger's turns cost so far (turns without a known price count 0)."""
-        return self._budget.spent(self.turns)
-
-    def allow_over_budget_once(self) -> None:
-        """Let the next turn start even if it would exceed ``budget_usd`` (once; never a course policy's)."""
-        self._budget.allow_over_once()
-
-    @property
-    def course(self) -> CourseLimits | None:
-        """The course policy's hours and period budget this conversation obeys (set by ``Agent``)."""
-        return self._budget.course
-
-    @course.setter
-    def course(self, limits: CourseLimits | None) -> None:
-        self._budget.course = limits
-
-    def course_refusal(self, prompt: str = "") -> NbagentError | None:
-        """Why the course policy would refuse a turn now (closed, over budget: what the widget
-        shows); None when it may start or there is no policy."""
-        return self._budget.course_refusal(prompt, self.estimate, self.turns, self.conversation_id)
-
     def _stop_reason(self) -> str:
         """The connection asks this before each further model call of a turn."""
         return self._budget.stop_reason(self.turns, self.conversation_id)
@@ -417,13 +377,13 @@ class Conversation:
             chat_session=chat_session,
             history=self.history if chat_session is None else [],  # the steps count only without one
             declared_window=conn.context_window if conn else None,
-            budget_usd=self.budget_usd, pricing=self._prices(pricing),
+            budget_usd=self._budget.usd, pricing=self._prices(pricing),
             ledger=self._budget.ledger if pricing is None else None,  # kept for the conversation's own prices
         )
 
     def _prices(self, pricing: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-        """The price overrides of one call, else the conversation's own (``conv.pricing``)."""
-        return pricing if pricing is not None else self.pricing
+        """The price overrides of one call, else the conversation's own (``conv.budget.pricing``)."""
+        return pricing if pricing is not None else self._budget.pricing
 
     def estimate(self, prompt: str, pricing: Mapping[str, Any] | None = None) -> RequestEstimate:
         """Tokens and cost of the next request if ``prompt`` were sent now (nothing is sent)."""
@@ -480,19 +440,7 @@ class Conversation:
         deleted), only while the cell still holds what the agent wrote; blocking. What was done."""
         from .core.blocking import run_sync
 
-        return run_sync(self.undo_async(call_id))
-
-    async def undo_async(self, call_id: str) -> str:
-        """``undo`` on the running loop (a live notebook answers only while the kernel is not busy in a cell)."""
-        from .notebook.cell_tools import undo_call
-
-        return await undo_call(getattr(self._connection, "tools", None) or {}, call_id)
-
-    def code_cells(self) -> list[CodeCell]:
-        """The code the agent ran with ``run_python`` (in order, with its turn and status)."""
-        from .notebook.kernel_tools import code_cells
-
-        return code_cells(self.history)
+        return run_sync(self.notebook.undo_async(call_id))
 
     def to_markdown(self) -> str:
         """The conversation as a markdown document: prompts, thoughts, answers, tool calls
@@ -542,15 +490,15 @@ class Conversation:
 
     # --- state boundary and persistence ---------------------------------------------------
 
-    def to_state(self) -> ConversationState:
-        """A consistent copy of everything this conversation holds (for saving)."""
+    def _state(self) -> ConversationState:
+        """A consistent copy of everything this conversation holds (``plumbing.to_state()``)."""
         session = self._connection.chat_session if self._connection is not None else None
         return self._log.to_state(self.conversation_id, session if session is not None else self._loaded_session)
 
     @classmethod
-    def from_state(cls, state: ConversationState, connection: Connection | None = None,
-                   max_history_size: int | None = None) -> Conversation:
-        """A conversation holding ``state``; with a connection it continues where it stopped."""
+    def _from_state(cls, state: ConversationState, connection: Connection | None = None,
+                    max_history_size: int | None = None) -> Conversation:
+        """A conversation holding ``state`` (``from_state``)."""
         if connection is not None:
             next_index = max((s.step_index for s in state.steps), default=-1) + 1
             connection.resume(state.chat_session, next_index)
@@ -570,7 +518,7 @@ class Conversation:
         from .analysis.sessions import export_frames
         from .core.session_file import save_conversation
 
-        state = self.to_state()
+        state = self._state()
         return save_conversation(state, path, frames=export_frames(state.steps, state.turns) if frames else None)
 
     @classmethod
@@ -579,7 +527,14 @@ class Conversation:
         """Bring a saved conversation back; read-only without a connection."""
         from .core.session_file import read_session
 
-        return cls.from_state(read_session(path), connection, max_history_size)
+        return cls._from_state(read_session(path), connection, max_history_size)
+
+
+def from_state(state: ConversationState, connection: Connection | None = None,
+               max_history_size: int | None = None) -> Conversation:
+    """A conversation holding ``state`` (a saved session read with ``core.session_file``); with a
+    connection it continues where it stopped."""
+    return Conversation._from_state(state, connection, max_history_size)
 
 
 class _Reader:

@@ -26,9 +26,27 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from .core.course_policy import CoursePolicy
 from .core.errors import ConfigError
 from .providers.base import Provider
+
+if TYPE_CHECKING:
+    from .analysis.course_budget import CourseLimits
+    from .core.course_rules import Rules
+
+
+@dataclass(frozen=True)
+class AgentCourse:
+    """``agent.course``: what holds an agent to a course: the ``policy`` (``nbagent.toml``; None: none
+    found), its ``limits`` for this user (hours and period budget, analysis/course_budget.py) and the
+    ``rules`` added to the system prompt (core/course_rules.py; None: none)."""
+
+    policy: CoursePolicy | None
+    limits: CourseLimits | None
+    rules: Rules | None
 
 
 def model_allowed(policy: CoursePolicy, model: str | Provider) -> bool:

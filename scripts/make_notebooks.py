@@ -268,7 +268,7 @@ save("teaching.ipynb", [
        "and its sessions saved in the course's `sessions` folder, each recording the policy's path and hash."),
     code("student = Agent()\n"
          "student.ask(\"Write the function for exercise 3, please.\")\n"
-         "print(student.model, \"| rules:\", student.rules.label, \"| saved in:\", student.session_path.parent.name)\n"
+         "print(student.model, \"| rules:\", student.course.rules.label, \"| saved in:\", student.session_path.parent.name)\n"
          "print(student.system)"),
     md("Arguments cannot loosen the policy: another model is refused, naming the policy file, and a bigger\n"
        "budget stays at the course's. (Lesson hours, `hours = [\"09:00-12:00\"]`, refuse a turn outside them the\n"
@@ -277,7 +277,7 @@ save("teaching.ipynb", [
          "    Agent(model=\"openai:gpt-4.1-mini\")\n"
          "except NbagentError as err:\n"
          "    print(type(err).__name__, \"-\", err.message.replace(str(course), \"course\"))\n"
-         "print(\"budget:\", Agent(budget_usd=100).conversation.budget_usd)"),
+         "print(\"budget:\", Agent(budget_usd=100).conversation.budget.usd)"),
     md("`%chat_policy` shows a student the policy in force: its file, the models, whether code may run,\n"
        "the budget left this week and when it starts afresh, the hours and the rules file."),
     code("%chat_policy"),

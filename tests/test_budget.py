@@ -1,4 +1,4 @@
-"""Budgets: a turn that would exceed conv.budget_usd is refused before any request."""
+"""Budgets: a turn that would exceed conv.budget.usd is refused before any request."""
 
 from __future__ import annotations
 
@@ -21,33 +21,33 @@ def test_over_budget_raises_before_any_request_and_the_conversation_stays_usable
         agent.ask("a prompt that costs more than the budget")
     assert err.value.kind == "budget"
     text = str(err.value)
-    assert "spent $0.0000 of $0.0000" in text and "input" in text and "allow_over_budget_once" in text
+    assert "spent $0.0000 of $0.0000" in text and "input" in text and "conv.budget.allow_over_once()" in text
     assert provider.requests == [] and conv.turns == [] and conv.history == []  # nothing sent or recorded
     assert conv.is_idle()
-    conv.budget_usd = None  # no budget: it goes through
+    conv.budget.usd = None  # no budget: it goes through
     assert agent.ask("a prompt that costs more than the budget").text.strip() == "hello"
     assert len(provider.requests) == 1 and len(conv.turns) == 1
 
 
-def test_allow_over_budget_once_lets_exactly_one_turn_through():
+def test_allow_over_once_lets_exactly_one_turn_through():
     provider = ScriptedProvider([text_call("one", usage=(1000, 100)), text_call("two")])
     agent = Agent(model=provider, pricing=PRICE, budget_usd=0.0005)
     conv = agent.conversation
-    conv.allow_over_budget_once()
+    conv.budget.allow_over_once()
     agent.ask("first")
-    assert conv.spent_usd == pytest.approx((1000 + 200) / 1e6)  # over the budget now
+    assert conv.budget.spent_usd == pytest.approx((1000 + 200) / 1e6)  # over the budget now
     with pytest.raises(NbagentError, match="over budget"):
         agent.ask("second")
     assert len(provider.requests) == 1 and len(conv.turns) == 1
-    conv.budget_usd = 0.01  # a larger budget
+    conv.budget.usd = 0.01  # a larger budget
     assert agent.ask("second").text.strip() == "two"
 
 
 def test_a_scripted_mock_connection_receives_nothing_over_budget():
     conn = MockConnection([[]])
     conv = Conversation(conn)
-    conv.pricing = {"mock": {"input": 5.0, "output": 5.0}}
-    conv.budget_usd = 0.0
+    conv.budget.pricing = {"mock": {"input": 5.0, "output": 5.0}}
+    conv.budget.usd = 0.0
     with pytest.raises(NbagentError) as err:
         conv.ask("hi")
     assert err.value.kind == "budget" and conn.prompts == []
@@ -58,18 +58,18 @@ def test_demo_is_free_so_a_budget_never_blocks_it_until_it_has_a_price():
     agent.provider.delay = 0
     agent.ask("hello")
     agent.ask("what is 2 + 3?")
-    assert agent.conversation.spent_usd == 0.0 and len(agent.conversation.turns) == 2
+    assert agent.conversation.budget.spent_usd == 0.0 and len(agent.conversation.turns) == 2
     priced = Agent(model="demo", budget_usd=0.01, pricing={"demo": {"input": 1.0, "output": 10.0}})
     priced.provider.delay = 0
     priced.ask("hello")  # ~10 input tokens: far under the budget
-    spent = priced.conversation.spent_usd
+    spent = priced.conversation.budget.spent_usd
     assert 0 < spent < 0.01
-    priced.conversation.budget_usd = spent  # now any turn crosses it
+    priced.conversation.budget.usd = spent  # now any turn crosses it
     with pytest.raises(NbagentError, match="over budget"):
         priced.ask("hello again")
     assert len(priced.conversation.turns) == 1
     # a new conversation of the agent keeps the budget and prices
-    assert priced.new_conversation().budget_usd == 0.01
+    assert priced.new_conversation().budget.usd == 0.01
 
 
 def test_a_tool_loop_crossing_the_budget_stops_before_the_next_model_call():
@@ -112,7 +112,7 @@ def test_an_error_turn_in_the_mix_is_priced_from_what_it_reported():
     assert err.value.kind == "server"
     agent.ask("three")
     assert [t.status for t in conv.turns] == [TurnStatus.DONE, TurnStatus.ERROR, TurnStatus.DONE]
-    assert conv.spent_usd == pytest.approx((100 + 20 + 200 + 20) / 1e6)
+    assert conv.budget.spent_usd == pytest.approx((100 + 20 + 200 + 20) / 1e6)
 
 
 def test_turns_without_a_price_count_zero_and_say_so():
@@ -121,7 +121,7 @@ def test_turns_without_a_price_count_zero_and_say_so():
                   status=StepStatus.DONE, content="answer", usage_metadata=usage)]
     conv = Conversation(MockConnection([steps, []]))
     conv.ask("q")
-    conv.budget_usd = 0.0
+    conv.budget.usd = 0.0
     est = conv.estimate("next")
     assert est.spent_usd == 0.0 and est.unpriced_turns == 1 and not est.over_budget
     assert "1 turn(s) without a price counted $0" in est.summary()
@@ -132,7 +132,7 @@ def test_turns_without_a_price_count_zero_and_say_so():
 def test_budget_must_be_a_non_negative_number(bad):
     conv = Conversation(MockConnection([]))
     with pytest.raises(NbagentError) as err:
-        conv.budget_usd = bad
+        conv.budget.usd = bad
     assert err.value.kind == "config"
     with pytest.raises(NbagentError):
         Agent(model="demo", budget_usd=bad)

@@ -29,12 +29,12 @@ NOTEBOOKS = {
         "                                'save_to = \"sessions\"\\nuser = \"ann\"\\nrules = \"tutor\"\\n')\n"
         "from nbagent import Agent\n"
         "agent = Agent(model='demo')\n"
-        "agent.course_limits.clock = lambda: datetime(2026, 12, 7, 18, 0)\n"
+        "agent.course.limits.clock = lambda: datetime(2026, 12, 7, 18, 0)\n"
         "agent",
         # the next morning, in class; ann spent $0.80 on gpt-4.1-mini earlier this week
-        "agent.course_limits.clock = lambda: datetime(2026, 12, 8, 10, 0)\n"
+        "agent.course.limits.clock = lambda: datetime(2026, 12, 8, 10, 0)\n"
         "earlier = Agent(model='demo', delay=0)\n"
-        "earlier.course_limits.clock = agent.course_limits.clock\n"
+        "earlier.course.limits.clock = agent.course.limits.clock\n"
         "earlier.ask('an earlier question')\n"
         "record = earlier.conversation.turns[0]\n"
         "record.model, record.provider = 'gpt-4.1-mini', 'openai'\n"

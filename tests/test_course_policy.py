@@ -52,7 +52,7 @@ def course(tmp_path, monkeypatch):
 
 
 def at(agent: Agent, when: datetime) -> None:
-    agent.course_limits.clock = lambda: when
+    agent.course.limits.clock = lambda: when
 
 
 def priced_session(user: str, started: datetime, prompt_tokens: int = 1_000_000) -> Path:
@@ -163,9 +163,9 @@ def test_run_code_false_refuses_a_code_tool_added_later_in_the_loop(course):
 
 def test_arguments_never_loosen_the_budget(course):
     course("budget_usd = 2\n")
-    assert Agent(model="demo", budget_usd=100).conversation.budget_usd == 2.0
-    assert Agent(model="demo", budget_usd=0.5).conversation.budget_usd == 0.5
-    assert Agent(model="demo").conversation.budget_usd == 2.0
+    assert Agent(model="demo", budget_usd=100).conversation.budget.usd == 2.0
+    assert Agent(model="demo", budget_usd=0.5).conversation.budget.usd == 0.5
+    assert Agent(model="demo").conversation.budget.usd == 2.0
 
 
 def test_over_the_period_budget_the_turn_is_refused_before_any_request_until_the_reset(course):
@@ -180,7 +180,7 @@ def test_over_the_period_budget_the_turn_is_refused_before_any_request_until_the
     priced_session("ann", datetime(2026, 12, 9, 11, 0), prompt_tokens=1_000_000)  # Wednesday: $0.40 more
     at(agent, datetime(2026, 12, 9, 12, 0))
     calls = len(provider.systems)
-    agent.conversation.allow_over_budget_once()  # the conversation's escape hatch does not lift the course's
+    agent.conversation.budget.allow_over_once()  # the conversation's escape hatch does not lift the course's
     with pytest.raises(BudgetExceeded) as err:
         agent.ask("over it now")
     assert len(provider.systems) == calls and agent.conversation.turn_count == 1  # nothing sent, no turn
@@ -203,7 +203,7 @@ def test_the_live_conversation_counts_once_though_it_is_saved_too(course):
     record.model, record.provider, record.started_at = "gpt-4.1-mini", "openai", MONDAY_10.timestamp()
     record.usage.prompt_token_count = 1_500_000  # $0.60
     agent.save()
-    status = agent.course_limits.status(agent.conversation.turns, agent.conversation.conversation_id)
+    status = agent.course.limits.status(agent.conversation.turns, agent.conversation.conversation_id)
     assert status.spent_usd == pytest.approx(0.6, abs=0.001)  # not $1.20
     assert agent.ask("second").text  # $0.60 + $0.60 would be over: it is not
 
@@ -254,7 +254,7 @@ def test_an_agents_md_of_the_course_lands_in_the_system_prompt_sent(course):
     agent = Agent(model=provider, system="Be brief.", rules=False)  # a student cannot drop the course's rules
     agent.ask("hello")
     assert provider.systems == ["Answer in French.\n\nBe brief."]
-    assert agent.conversation.rules_label == "AGENTS.md"
+    assert agent.conversation.plumbing.rules_label == "AGENTS.md"
     assert agent.settings().system == "Be brief." and agent.settings().rules == str(course.root / "AGENTS.md")
     resumed = Agent.load(agent.session_path, model=provider)
     assert resumed.system == "Answer in French.\n\nBe brief."  # once, not twice
@@ -270,7 +270,7 @@ def test_the_tutor_preset_from_the_policy_or_the_agent(course, tmp_path, monkeyp
     agent = Agent(model=provider, rules="tutor", system="The course is on pandas.")
     agent.ask("hi")
     assert provider.systems[0].startswith("# Tutor rules") and provider.systems[0].endswith("The course is on pandas.")
-    assert agent.conversation.rules_label == "tutor"
+    assert agent.conversation.plumbing.rules_label == "tutor"
     with pytest.raises(ConfigError, match="cannot be read"):
         Agent(model="demo", rules="missing.md")
 
@@ -330,7 +330,7 @@ def test_a_damaged_file_in_the_sessions_folder_spends_nothing(course):
     (folder / "notes.json").write_text('["not a session"]', encoding="utf-8")
     agent = Agent(model="demo", delay=0, user="ann")
     at(agent, MONDAY_10)
-    assert agent.course_limits.status().spent_usd == pytest.approx(0.4, abs=0.001)
+    assert agent.course.limits.status().spent_usd == pytest.approx(0.4, abs=0.001)
     assert agent.ask("still fine").text
 
 
@@ -339,7 +339,7 @@ def test_a_session_resumes_with_its_rules_and_still_loads_when_the_file_is_gone(
     monkeypatch.chdir(tmp_path)  # no policy here
     tutored = Agent(model="demo", delay=0, rules="tutor", save_to=tmp_path / "chats")
     tutored.ask("hi")
-    assert Agent.load(tutored.session_path).rules.label == "tutor"
+    assert Agent.load(tutored.session_path).course.rules.label == "tutor"
     own = tmp_path / "mine.md"
     own.write_text("Always answer in haiku.\n", encoding="utf-8")
     agent = Agent(model="demo", delay=0, rules=own, save_to=tmp_path / "chats")
@@ -347,7 +347,7 @@ def test_a_session_resumes_with_its_rules_and_still_loads_when_the_file_is_gone(
     assert Agent.load(agent.session_path).system == "Always answer in haiku."
     own.unlink()
     resumed = Agent.load(agent.session_path)  # nothing lost: the saved prompt goes on without the file
-    assert resumed.rules is None and resumed.conversation.turn_count == 1
+    assert resumed.course.rules is None and resumed.conversation.turn_count == 1
 
 
 def test_the_readme_policy_example_is_a_valid_policy(tmp_path):

@@ -122,6 +122,6 @@ def test_a_mock_connection_degrades_gracefully():
 
 def test_markdown_repr_escapes_dollars_and_the_model_name():
     conv = Conversation(MockConnection([]))
-    conv.pricing = {"mock": {"input": 1.0, "output": 1.0}}
+    conv.budget.pricing = {"mock": {"input": 1.0, "output": 1.0}}
     md = conv.estimate("hi")._repr_markdown_()
     assert "\\$" in md and "$0" not in md.replace("\\$", "")

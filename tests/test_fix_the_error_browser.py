@@ -4,7 +4,7 @@ edit_cell card shows the diff before Approve; approved, the live cell holds the 
 (approved too) runs it clean; Undo on the card puts the cell back.
 
 The live notebook is the widget's (``notebook/live_notebook.py``, from the nblive branch): without
-it this module is skipped. Its Undo handler must call ``conv.undo_async`` (a blocking ``conv.undo``
+it this module is skipped. Its Undo handler must call ``conv.notebook.undo_async`` (a blocking ``conv.undo``
 from the kernel's own loop cannot hear the page's answers).
 
 Run:  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q tests/test_fix_the_error_browser.py

@@ -23,6 +23,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from nbagent import Agent, Conversation, NbagentError, tool  # noqa: E402
 from nbagent.core.session_file import read_session  # noqa: E402
+from nbagent.conversation import from_state  # noqa: E402
 from nbagent.providers.sse import SSEDecoder  # noqa: E402
 
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
@@ -90,7 +91,7 @@ def test_session_loader_never_raises_anything_but_io_errors(tmp_path, path, valu
     except NbagentError as err:
         assert err.kind == "io"
     else:
-        conv = Conversation.from_state(state)
+        conv = from_state(state)
         conv.save(tmp_path / "again.json")  # what loads also saves
 
 

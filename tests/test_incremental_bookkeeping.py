@@ -300,8 +300,8 @@ def test_spend_and_expected_output_match_a_from_scratch_pass_through_price_chang
     def check():
         est = conv.estimate("next")
         ours = (est.spent_usd, est.unpriced_turns, est.expected_output_tokens)
-        checks.append((ours, scratch_ledger(conv.turns, conv.pricing)))
-        checks.append(((conv.spent_usd, 0, 0), (scratch_ledger(conv.turns, conv.pricing)[0], 0, 0)))
+        checks.append((ours, scratch_ledger(conv.turns, conv.budget.pricing)))
+        checks.append(((conv.budget.spent_usd, 0, 0), (scratch_ledger(conv.turns, conv.budget.pricing)[0], 0, 0)))
 
     try:
         for i in range(40):
@@ -317,7 +317,7 @@ def test_spend_and_expected_output_match_a_from_scratch_pass_through_price_chang
             elif i == 26:
                 provider.model = "ledger-model-unpriced"  # turns without a price
             elif i == 30:
-                conv.pricing = {"ledger-model-a": {"input": 0.5, "output": 1.0}}  # new overrides
+                conv.budget.pricing = {"ledger-model-a": {"input": 0.5, "output": 1.0}}  # new overrides
             elif i == 34:
                 conv.clear_history()
     finally:

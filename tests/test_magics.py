@@ -239,7 +239,7 @@ def test_interrupting_keeps_the_partial_answer(ip, ctrl_c):
             sent.append(True)
             signal.pthread_kill(main, signal.SIGINT)  # what the kernel's Interrupt does
 
-    conv.add_listener(interrupt_at_first_text)
+    conv.plumbing.add_listener(interrupt_at_first_text)
     result, out, _ = run(ip, "%%chat -a bot\nTell me a long story")
     assert sent and result.success, result.error_in_exec
     assert conv.turns[-1].status == TurnStatus.INTERRUPTED and conv.is_idle()

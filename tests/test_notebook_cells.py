@@ -176,7 +176,7 @@ def test_a_denied_edit_changes_nothing(nb_path):
         if event == "step" and step.status == StepStatus.WAITING_FOR_USER and step.approval == ApprovalDecision.PENDING:
             conv.deny(step.tool_calls[0].id)
 
-    conv.add_listener(deny)
+    conv.plumbing.add_listener(deny)
     conv.ask("fix it")
     assert nb_path.read_bytes() == before
     assert tool_steps(conv, "edit_cell")[0].approval == ApprovalDecision.DENIED
@@ -379,7 +379,7 @@ def test_the_widget_gets_the_diff_with_the_waiting_step_before_approve(nb_path):
             assert cells_of(nb_path)["broken"] == "total + revnue"  # nothing changed yet
             conv.approve(step.tool_calls[0].id)
 
-    conv.add_listener(listener)
+    conv.plumbing.add_listener(listener)
     conv.ask("fix it")
     (waiting,) = seen
     assert waiting["preview"] == {

@@ -215,11 +215,11 @@ def test_run_python_asks_for_approval_even_when_the_policy_allows_all():
             denied.append(step.tool_calls[0].id)
             conv.deny(step.tool_calls[0].id)
 
-    conv.add_listener(deny)
+    conv.plumbing.add_listener(deny)
     conv.ask("compute")
     assert denied == ["c1"] and "x" not in namespace  # it waited for a decision; denied, it never ran
     assert tool_steps(conv)[-1].approval == ApprovalDecision.DENIED
-    conv.remove_listener(deny)
+    conv.plumbing.remove_listener(deny)
     approving(conv)
     conv.ask("again")
     assert namespace["y"] == "ran" and tool_steps(conv)[-1].approval == ApprovalDecision.APPROVED
@@ -279,8 +279,8 @@ def test_code_cells_lists_the_code_that_ran_in_order_with_turn_and_status():
     approver = approving(conv)
     conv.ask("first")
     conv.ask("second")
-    conv.remove_listener(approver)
-    conv.add_listener(lambda e, s: e == "step" and s.status == StepStatus.WAITING_FOR_USER
+    conv.plumbing.remove_listener(approver)
+    conv.plumbing.add_listener(lambda e, s: e == "step" and s.status == StepStatus.WAITING_FOR_USER
                       and s.approval == ApprovalDecision.PENDING and conv.deny(s.tool_calls[0].id))
     conv.ask("third")  # denied: it never ran, so it is not listed
     cells = code_cells(conv.history)
@@ -361,7 +361,7 @@ def test_chat_code_puts_the_code_the_agent_ran_into_the_next_cell(ip):
     ip.user_ns["bot"] = agent
     agent.conversation.ask("go")
     result, out = run(ip, "%chat_code -a bot")
-    assert [c.turn for c in agent.conversation.code_cells()] == [0, 0]  # the same number as the cell says
+    assert [c.turn for c in agent.conversation.notebook.code_cells()] == [0, 0]  # the same number as the cell says
     head, body = ip.rl_next_input.split("\n", 1)
     assert head.startswith("%%chat_run call=b turn=0 sha=") and body == "# run by the agent (turn 0, b)\nn + 1"
     assert result.success and "this cell now holds 1 piece of code the agent ran (turn 0)" in out

@@ -145,7 +145,7 @@ def test_tracing_started_while_a_turn_waits_for_approval_sends_that_whole_turn(t
 
     async def run():
         waiting = asyncio.Event()
-        conv.add_listener(lambda event, step: waiting.set() if getattr(step, "status", None) is
+        conv.plumbing.add_listener(lambda event, step: waiting.set() if getattr(step, "status", None) is
                           nbagent.StepStatus.WAITING_FOR_USER else None)
         turn = asyncio.create_task(conv.chat_to_completion("What is 6 * 7?"))
         await asyncio.wait_for(waiting.wait(), 30)

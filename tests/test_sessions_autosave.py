@@ -119,7 +119,7 @@ def test_load_restores_the_settings_and_saves_to_the_same_file(tmp_path):
     assert again.settings() == agent.settings()
     conn = again.conversation.connection
     assert (conn.temperature, conn.max_tokens, conn.policy, conn.max_tool_iterations) == (0.5, 123, "ask", 4)
-    assert again.system == "Short." and again.user == "bob" and again.conversation.budget_usd == 1.0
+    assert again.system == "Short." and again.user == "bob" and again.conversation.budget.usd == 1.0
     assert again.conversation.turn_count == 1 and again.session_path == path
     again.ask("and again")
     assert only_file(tmp_path) == path

@@ -111,7 +111,7 @@ def test_a_call_stopped_before_it_ran_still_says_so():
         if event == "step" and step.is_tool_run and step.status == StepStatus.WAITING_FOR_USER:
             threading.Thread(target=conv.interrupt, daemon=True).start()
 
-    conv.add_listener(stop_when_waiting)
+    conv.plumbing.add_listener(stop_when_waiting)
     conv.ask("go")
     (step,) = finished_tool_steps(conv)
     assert step.content == "The user interrupted the turn before this tool call ran."
@@ -166,7 +166,7 @@ def test_the_default_wait_is_at_most_30_s_and_an_answer_from_another_thread_stil
         if event == "step" and step.is_tool_run and step.status == StepStatus.WAITING_FOR_USER:
             threading.Timer(0.5, conv.approve, args=(step.tool_calls[0].id,)).start()
 
-    conv.add_listener(approve_from_another_thread)
+    conv.plumbing.add_listener(approve_from_another_thread)
     assert "84" in conv.ask("What is 12 * 7?").text
 
 

@@ -639,7 +639,7 @@ async def test_cleared_and_closed():
     await settle(w)
     assert finished(w) == [] and w.current is None
     w.close()
-    assert not conv.has_listener(w._on_event)
+    assert not conv.plumbing.has_listener(w._on_event)
 
 
 async def test_provider_raw_usage_stays_in_the_kernel():

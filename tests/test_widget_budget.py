@@ -50,13 +50,13 @@ async def test_an_over_budget_send_asks_and_send_anyway_sends_that_one_turn():
     assert sent[0]["prompt"] == "<b>hi</b> there" and "exceed the budget" in sent[0]["text"]
     assert "input tokens" in sent[0]["text"] and "of $0.0000" in sent[0]["text"]
     assert w.gauge["budget"] == 0.0
-    agent.conversation.budget_usd = 1e-9  # set in code: the gauge shows it at the next send
+    agent.conversation.budget.usd = 1e-9  # set in code: the gauge shows it at the next send
     deliver(w, Send(prompt="<b>hi</b> there"))
     assert w.gauge["budget"] == 1e-9 and len(sent) == 2 and provider.requests == []
     deliver(w, Send(prompt="<b>hi</b> there", over_budget=True))
     await until_idle(w)
     assert len(provider.requests) == 1 and agent.conversation.turns[-1].status.value == "done"
-    assert agent.conversation.budget_usd == 1e-9  # the budget stays; only that turn went through
+    assert agent.conversation.budget.usd == 1e-9  # the budget stays; only that turn went through
     deliver(w, Send(prompt="more"))
     await until_idle(w)
     assert [m["type"] for m in sent if m["type"] not in ("deltas", "turn")] == ["confirm"] * 3 and len(provider.requests) == 1

@@ -4,8 +4,8 @@ Before a turn opens, the spend so far (the ledger's turns priced with the one co
 without a known price count $0) plus the request's expected cost (``estimate(prompt)``) is
 compared with the budget. Over it, the turn is refused with ``NbagentError(kind="budget")``:
 nothing is sent, no turn is recorded, and the conversation stays usable. To go on: raise or clear
-the budget (``conv.budget_usd = None``), or let one turn through with
-``conv.allow_over_budget_once()`` (the widget's "Send anyway").
+the budget (``conv.budget.usd = None``), or let one turn through with
+``conv.budget.allow_over_once()`` (the widget's "Send anyway").
 
 Inside a turn the loop asks :meth:`Budget.stop_reason` before each further model call (as
 pydantic-ai checks its usage limits): once a round of tool calls has pushed the spend over the
@@ -100,8 +100,8 @@ class Budget:
         est = estimate(prompt)
         if est.over_budget:
             raise NbagentError(
-                f"over budget, nothing sent: {est.summary()}. Raise conv.budget_usd, set it to None, "
-                "or call conv.allow_over_budget_once() to send this one turn", kind="budget")
+                f"over budget, nothing sent: {est.summary()}. Raise conv.budget.usd, set it to None, "
+                "or call conv.budget.allow_over_once() to send this one turn", kind="budget")
 
     def stop_reason(self, turns: Sequence[TurnRecord], conversation_id: str = "") -> str:
         """Why the turn must stop before its next model call ("" while within the budget)."""

@@ -88,7 +88,7 @@ def _states(sessions: Any) -> Iterator[tuple[ConversationState, str | None]]:
         if isinstance(item, ConversationState):
             yield item, None
         elif _is_conversation(item):
-            yield item.to_state(), None
+            yield item.plumbing.to_state(), None
         elif isinstance(item, (str, os.PathLike)):
             for path in expand_paths(item):
                 yield read_session(path), str(path)
@@ -98,7 +98,7 @@ def _states(sessions: Any) -> Iterator[tuple[ConversationState, str | None]]:
 
 
 def _is_conversation(obj: Any) -> bool:
-    return hasattr(obj, "to_state") and hasattr(obj, "conversation_id")
+    return hasattr(obj, "plumbing") and hasattr(obj, "conversation_id")
 
 
 # --- the exporter -------------------------------------------------------------------------

@@ -103,8 +103,8 @@ class LiveTrace:
         if self.stopped:
             return
         listener = _TurnListener(conv, self)
-        conv.add_listener(listener)
-        self._stops.append(lambda: conv.remove_listener(listener))
+        conv.plumbing.add_listener(listener)
+        self._stops.append(lambda: conv.plumbing.remove_listener(listener))
 
     def queue(self, conversation_id: str, records: list[TurnRecord], steps: list[Step], options: SpanOptions) -> None:
         """Plan and send one ended turn's spans on the worker thread (see :func:`turn_spans`)."""
@@ -195,7 +195,7 @@ class _TurnListener:
         self.live.queue(self.conv.conversation_id, records, steps, self.options)
 
     def _pricing(self) -> Mapping | None:
-        return self.live.pricing if self.live.pricing is not None else getattr(self.conv, "pricing", None)
+        return self.live.pricing if self.live.pricing is not None else self.conv.budget.pricing
 
 
 def _since_input(records: list[TurnRecord]) -> list[TurnRecord]:
@@ -306,4 +306,4 @@ def _is_agent(obj: Any) -> bool:
 
 
 def _is_conversation(obj: Any) -> bool:
-    return callable(getattr(obj, "add_listener", None)) and hasattr(obj, "conversation_id")
+    return callable(getattr(getattr(obj, "plumbing", None), "add_listener", None)) and hasattr(obj, "conversation_id")

@@ -183,7 +183,7 @@ def _source_frame(source: Any, table: str, pricing: Mapping | None, *, names: bo
     pd = _pandas()
     if isinstance(source, pd.DataFrame):
         frame = _from_dataframe(source, table)
-    elif hasattr(source, "to_state") and hasattr(source, "usage_df"):  # a Conversation
+    elif hasattr(source, "plumbing") and hasattr(source, "usage_df"):  # a Conversation
         df = source.usage_df(pricing=pricing) if table == "usage" else source.tool_calls_df()
         frame = _keyed(df, str(source.conversation_id), None)
     else:

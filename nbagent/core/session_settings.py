@@ -1,19 +1,21 @@
-"""The settings a saved conversation resumes with (``Agent.load``): typed, JSON-ready, never a key.
+"""An agent's settings, one frozen value: what ``Agent`` builds its model connection from, and what a
+saved conversation resumes with (``Agent.load``).
 
-``AgentSettings`` is written into session files (version 3) beside the turn ledger. It holds what
-an Agent needs to go on: the model string, the system prompt, sampling settings, the tool policy
-when it is a name, the budget and price overrides, the names of the tools, who chatted, and the
-course policy (its file and content hash) and rules it ran under.
-Callables (hooks, a policy function, the tools themselves) cannot be saved: ``Agent.load`` takes
-them again as arguments. Provider options are kept only when they are plain JSON values whose
-names do not look like secrets; a ``base_url`` loses any user:password and query string.
+``AgentSettings`` holds the model string, the provider's key, host and options, the system prompt,
+sampling settings, the tool policy when it is a name, the budget and price overrides, the names of
+the tools, who chatted, and the course policy (its file and content hash) and rules it ran under.
+Callables (hooks, a policy function, the tools themselves) are not settings: ``Agent`` and
+``Agent.load`` take them as arguments.
+The key never leaves the value: ``repr`` and ``to_dict`` (what session files hold, version 3) show
+``savable()``: no ``api_key``, provider options only when they are plain JSON values whose names do
+not look like secrets, a ``base_url`` without user:password and query string.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
@@ -23,9 +25,9 @@ _SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|cookie|credent
 _PLAIN = (str, int, float, bool, type(None))
 
 
-@dataclass
+@dataclass(frozen=True, repr=False)
 class AgentSettings:
-    """What ``Agent.load`` restores (see the module docstring)."""
+    """An agent's model connection and saved settings (see the module docstring)."""
 
     model: str = ""
     system: str | None = None
@@ -49,16 +51,30 @@ class AgentSettings:
     policy_file: str | None = None  # the course policy (nbagent.toml) it ran under, absolute
     policy_hash: str | None = None  # "sha256:<hex>" of that file's content then
     rules: str | None = None  # the rules added to the system prompt: a preset name or a file's path
+    api_key: str | None = field(default=None, compare=False)  # never in repr, to_dict or a file
+
+    def savable(self) -> AgentSettings:
+        """This value without anything secret: no key, secret-looking provider options and the
+        user:password and query string of ``base_url`` dropped."""
+        return replace(self, api_key=None, provider_options=savable_options(self.provider_options),
+                       base_url=savable_url(self.base_url))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self.savable())
+        del out["api_key"]
+        return out
+
+    def __repr__(self) -> str:
+        shown = self.savable()
+        values = ", ".join(f"{f.name}={getattr(shown, f.name)!r}" for f in fields(self) if f.name != "api_key")
+        return f"AgentSettings({values}{', api_key=<hidden>' if self.api_key else ''})"
 
     @classmethod
     def from_dict(cls, d: Any) -> AgentSettings:
         """The inverse of ``to_dict``; unknown keys are ignored, wrong types raise TypeError / ValueError."""
         if not isinstance(d, Mapping):
             raise TypeError(f"agent settings must be an object, got {type(d).__name__}")
-        known = {f.name: f for f in fields(cls)}
+        known = {f.name: f for f in fields(cls) if f.name != "api_key"}  # a file never gives a key
         values = {k: v for k, v in d.items() if k in known}
         out = cls(**values)
         out._check()

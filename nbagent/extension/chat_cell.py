@@ -175,14 +175,14 @@ def run_turn(conv, prompt: str, in_kernel: bool) -> ChatAnswer:
 
     before = conv.turn_count
     printer = _Printer(conv)
-    conv.add_listener(printer)
+    conv.plumbing.add_listener(printer)
     failure: BaseException | None = None
     try:
         response = conv.ask(prompt)
     except (NbagentError, KeyboardInterrupt) as exc:
         failure = exc
     finally:
-        conv.remove_listener(printer)
+        conv.plumbing.remove_listener(printer)
         sys.stdout.write("\n")
         sys.stdout.flush()
     if conv.turn_count == before:  # refused before a turn opened

@@ -330,7 +330,7 @@ class ChatMagics(Magics):
         if args.n < 1:
             raise NbagentError("%chat_code: -n must be at least 1", kind="config")
         conv = self.agent(args.agent, "%chat_code").conversation
-        cells = conv.code_cells()
+        cells = conv.notebook.code_cells()
         if not cells:
             raise NbagentError("%chat_code: the agent has run no code yet (run_python)", kind="config")
         chosen = cells[-args.n:]
@@ -392,16 +392,16 @@ class ChatMagics(Magics):
 
         args = parse_argstring(self.chat_policy, line)
         agent = self.agent(args.agent, "%chat_policy") if args.agent else None
-        policy = agent.course_policy if agent is not None else find_policy()
+        policy = agent.course.policy if agent is not None else find_policy()
         if policy is None:
-            rules = agent.rules if agent is not None else find_rules(None)
+            rules = agent.course.rules if agent is not None else find_rules(None)
             print("no course policy: no nbagent.toml here or above, and $NBAGENT_CONFIG is not set"
                   + (f"\nrules: {rules.source}" if rules is not None else ""))
             return
-        if agent is not None and agent.course_limits is not None:
+        if agent is not None and agent.course.limits is not None:
             conv = agent.conversation
-            status = agent.course_limits.status(conv.turns, conv.conversation_id)
-            rules = agent.rules
+            status = agent.course.limits.status(conv.turns, conv.conversation_id)
+            rules = agent.course.rules
         else:
             status = CourseLimits(policy, course_user(policy, "")).status()
             rules = find_rules(policy)
@@ -413,7 +413,7 @@ SHA_CHARS = 12  # hex digits of the code's SHA-256 on a %%chat_run line
 
 def code_cell_source(cell) -> str:
     """A piece of the agent's code for the notebook: a comment saying where it came from (the turn
-    as ``conv.turns`` and ``conv.code_cells()`` count it), then the code."""
+    as ``conv.turns`` and ``conv.notebook.code_cells()`` count it), then the code."""
     how = "" if cell.status.value == "ok" else f", {cell.status.value}"
     return f"# run by the agent (turn {cell.turn}, {cell.call_id}{how})\n{cell.code.rstrip()}"
 

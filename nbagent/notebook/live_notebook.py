@@ -25,7 +25,7 @@ Wire (custom messages of the ``ChatWidget``, declared in protocol.py: ``Notebook
 - front end -> kernel ``{"type": "notebook", "host": true}``: a view of this widget can reach its
   notebook (sent when a view renders). Only then is the widget a live backend.
 - front end -> kernel ``{"type": "undo", "id", "call_id"}`` (a card's Undo): the kernel runs
-  ``conv.undo_async(call_id)`` (else ``conv.undo``) as a task and answers ``{"type": "undo", "id", "call_id", "ok", "text"}``.
+  ``conv.notebook.undo_async(call_id)`` (else ``conv.undo``) as a task and answers ``{"type": "undo", "id", "call_id", "ok", "text"}``.
 - front end -> kernel ``{"type": "provenance", "id", "call_id", "source"}`` (*Insert as cell
   below*): the kernel answers ``{"type": "provenance", "id", "metadata"}``, the new cell's metadata
   with a ``CellAction`` (``inserted``, approved by the user) for the tool call's turn.
@@ -116,7 +116,7 @@ def _undo_task(widget: Any, rid: str, call_id: str) -> None:
     async def run() -> None:
         try:
             conv = widget.conversation  # undo_async: a blocking undo on this loop could not hear the page
-            undo = getattr(conv, "undo_async", None) or getattr(conv, "undo", None)
+            undo = getattr(getattr(conv, "notebook", None), "undo_async", None) or getattr(conv, "undo", None)
             if undo is None:
                 raise NbagentError("this conversation cannot undo cell edits", kind="config")
             done = undo(call_id)

@@ -353,7 +353,7 @@ class NotebookOp(Message):
 @CHAT.event("undo")
 @dataclass(frozen=True)
 class UndoDone(Message):
-    """A tool card's Undo ran (``conv.undo_async``): what to show on the card."""
+    """A tool card's Undo ran (``conv.notebook.undo_async``): what to show on the card."""
 
     id: str
     call_id: str

@@ -171,7 +171,7 @@ class SessionBrowser(anywidget.AnyWidget):
         agent = self.actions.resume(path)
         old = self.chat_widget
         self.agent, self.chat_widget = agent, ChatWidget(agent)
-        agent.conversation.add_listener(self._on_resumed_event)
+        agent.conversation.plumbing.add_listener(self._on_resumed_event)
         self.chat = f"anywidget:{self.chat_widget.model_id}"
         if old is not None:
             old.close()

@@ -130,7 +130,7 @@ class ChatWidget(anywidget.AnyWidget):
 
     def __init__(self, conversation: ConversationView | Any, **kwargs: Any) -> None:
         agent = None
-        if hasattr(conversation, "conversation") and not hasattr(conversation, "add_listener"):
+        if hasattr(conversation, "conversation") and not hasattr(conversation, "plumbing"):
             agent, conversation = conversation, conversation.conversation  # an Agent
         super().__init__(_key=uuid.uuid4().hex, conversation_key=uuid.uuid4().hex, **kwargs)
         self._widget_id = self.model_id or ""
@@ -158,7 +158,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._load(conversation)
         self.notice = course_notice(conversation)  # closed or over the course budget: said before a send
         self._flush()
-        conversation.add_listener(self._on_event)
+        conversation.plumbing.add_listener(self._on_event)
         self.on_msg(self._on_msg)
         view_presence.register(self)  # a call waiting for approval asks whether a view is live
 
@@ -167,7 +167,7 @@ class ChatWidget(anywidget.AnyWidget):
         transcript; the old conversation is no longer listened to."""
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             raise NbagentError("a turn is running; stop it first", kind="config")
-        remove = getattr(self.conversation, "remove_listener", None)
+        remove = getattr(getattr(self.conversation, "plumbing", None), "remove_listener", None)
         if remove is not None:
             remove(self._on_event)
         with self._lock:
@@ -181,7 +181,7 @@ class ChatWidget(anywidget.AnyWidget):
             self.conversation_key = uuid.uuid4().hex  # views drop the old transcript and ask for the new one
             self.notice = ""
             self._flush()
-        conversation.add_listener(self._on_event)
+        conversation.plumbing.add_listener(self._on_event)
         self._update_transcript()
 
     def refresh_gauge(self) -> None:
@@ -337,7 +337,7 @@ class ChatWidget(anywidget.AnyWidget):
             items = [p.item() for p in self._pending]
             self._pending = []
             dirty, self._dirty = self._dirty, set()
-            pricing = getattr(self.conversation, "pricing", None)
+            pricing = getattr(getattr(self.conversation, "budget", None), "pricing", None)
             messages = self._turn_messages(pricing)
             values: dict[str, Any] = {}
             if "current" in dirty:
@@ -375,13 +375,13 @@ class ChatWidget(anywidget.AnyWidget):
     def turns(self) -> list[dict]:
         """Every turn whole (with its text), oldest first, as the whole state carries them (also
         what ``ipywidgets.embed.dependency_state`` reads)."""
-        pricing = getattr(self.conversation, "pricing", None)
+        pricing = getattr(getattr(self.conversation, "budget", None), "pricing", None)
         with self._lock:
             return [turn for _, turn in self._whole_turns(pricing)]
 
     def finished_turns(self) -> list[dict]:
         """The finished turns whole (with their text), oldest first, as a resync sends them."""
-        pricing = getattr(self.conversation, "pricing", None)
+        pricing = getattr(getattr(self.conversation, "budget", None), "pricing", None)
         with self._lock:
             return [turn for n, turn in self._whole_turns(pricing) if n != self._live]
 
@@ -595,7 +595,7 @@ class ChatWidget(anywidget.AnyWidget):
             pass
 
     def close(self) -> None:
-        remove = getattr(self.conversation, "remove_listener", None)
+        remove = getattr(getattr(self.conversation, "plumbing", None), "remove_listener", None)
         if remove is not None:
             remove(self._on_event)
         super().close()

@@ -42,12 +42,17 @@ def gauge_dict(conv: ConversationView) -> dict:
         tokens = est.input_tokens if est is not None else next(
             (t.context_tokens for t in reversed(turns) if t.context_tokens), 0)
     try:
-        window = conv.context_window
+        window = conv.budget.context_window
         usd, unpriced = (est.spent_usd, est.unpriced_turns) if est is not None else (0.0, 0)
     except Exception:  # a broken price override: the gauge still shows tokens
         window, usd, unpriced = None, 0.0, 0
     return {"model": current_model(conv), "tokens": int(tokens), "window": window, "spent": round(usd, 8),
-            "budget": conv.budget_usd, "unpriced": unpriced, "rules": str(getattr(conv, "rules_label", "") or "")}
+            "budget": conv.budget.usd, "unpriced": unpriced, "rules": rules_label(conv)}
+
+
+def rules_label(conv: ConversationView) -> str:
+    """The rules file the conversation runs under, as the footer names it, or ""."""
+    return str(getattr(getattr(conv, "plumbing", None), "rules_label", "") or "")
 
 
 def _new_chat_gauge(conv: ConversationView) -> dict:
@@ -56,17 +61,17 @@ def _new_chat_gauge(conv: ConversationView) -> dict:
     would say of no turns, $0 spent."""
     declared = getattr(getattr(conv, "connection", None), "context_window", None)
     try:
-        window = declared if isinstance(declared, int) and declared > 0 else conv.context_window
+        window = declared if isinstance(declared, int) and declared > 0 else conv.budget.context_window
     except Exception:  # a broken price override: the gauge still shows the rest
         window = None
     return {"model": current_model(conv), "tokens": 0, "window": window, "spent": 0.0,
-            "budget": conv.budget_usd, "unpriced": 0, "rules": str(getattr(conv, "rules_label", "") or "")}
+            "budget": conv.budget.usd, "unpriced": 0, "rules": rules_label(conv)}
 
 
 def course_notice(conv: ConversationView, prompt: str = "") -> str:
     """Why a course policy refuses a turn now (closed, over its period's budget, and when it opens
     again: analysis/course_budget.py), or ""."""
-    refusal = getattr(conv, "course_refusal", None)
+    refusal = getattr(getattr(conv, "plumbing", None), "course_refusal", None)
     if refusal is None:
         return ""
     try:
@@ -89,7 +94,7 @@ def gate(conv: ConversationView, prompt: str, over_budget: bool) -> tuple[str | 
     if est.over_budget and not over_budget:
         return f"This turn would exceed the budget. Estimate: {est.summary()}.", ""
     if over_budget:
-        conv.allow_over_budget_once()
+        conv.budget.allow_over_once()
     if est.will_overflow:
         return None, (f"Warning: this turn will likely overflow the context window "
                       f"(~{est.input_tokens:,} tokens of {est.context_window:,}).")

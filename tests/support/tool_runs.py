@@ -42,6 +42,6 @@ def approving(conv: Any) -> Any:
                 approved.append(call.id)
                 conv.approve(call.id)
 
-    conv.add_listener(listener)
+    conv.plumbing.add_listener(listener)
     listener.approved = approved  # type: ignore[attr-defined]
     return listener
