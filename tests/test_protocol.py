@@ -36,7 +36,7 @@ async def test_what_the_kernel_sends_in_a_turn_matches_the_schema(tmp_path):
     await until_idle(w)
     deliver(w, HistoryRequest(id="h1"))
     deliver(w, AssetRequest(name="math"))
-    assert {m["type"] for m in sent} >= {"deltas", "turn", "turns", "history", "asset"}
+    assert {m["type"] for m in sent} >= {"deltas", "patch", "turns", "history", "asset"}
     for message in sent:
         jsonschema.validate(message, events[message["type"]])
 

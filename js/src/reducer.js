@@ -7,7 +7,7 @@
  *   generated js/src/protocol.d.ts, from the Step fields' roles), its text filled in from the deltas;
  *   `n`: the lengths of content and thinking the kernel has (a bare step: its text came as deltas)
  * @typedef {{turn: number, record: any, steps: Step[], done?: boolean}} Turn
- *   `done`: its end came ("turn" or "turns"): a late `current` trait of it is stale
+ *   `done`: its end came (an ended "patch", "turn" or "turns"): a late patch of it is stale
  * @typedef {[number, "c"|"t", number, string, boolean?]} DeltaItem  a 5th `true`: replace from offset
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
  *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null,
@@ -17,12 +17,14 @@
  *   spend trait; `confirm` an over-budget prompt the kernel asks about (`seq` counts the asks);
  *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
  *   view asks for a resync).
- * @typedef {{type: "traits", current?: any, running?: boolean, notice?: string, gauge?: any, finished?: number}
+ * @typedef {{type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
  *   | {type: "deltas", items: DeltaItem[]} | {type: "turn", turn: any} | {type: "turns", turns: any[], first?: boolean, last?: boolean}
+ *   | {type: "patch", turn: number, record: any, steps: any[], ended?: boolean}
  *   | {type: "dead", reason: string} | {type: "refused", text: string}
  *   | {type: "confirm", prompt: string, text: string}} Event
- * The kernel's messages: nbagent/notebook/widget.py. Finished turns arrive as events ("turn" bare,
- * "turns" whole), the running one as the `current` trait (bare), the text as deltas.
+ * The kernel's messages: nbagent/notebook/widget.py. The running turn's structure arrives as
+ * patches (what changed since the last one), a finished turn that changed as "turn" (bare), a
+ * resync's turns as "turns" (whole), the text as deltas.
  */
 
 /** @returns {State} */
@@ -102,6 +104,7 @@ function upsert(turns, remote, done) {
 /** Some text or some finished turns the kernel has are missing here. @param {State} state */
 function missing(state) {
   if (state.pending.length) return true;
+  if (state.turns.some((t) => t.steps.some((s) => !s.type))) return true; // a patch changed a step never seen here
   if (state.turns.filter((t) => t.done).length < state.finished) return true;
   return state.turns.some((t) => t.steps.some((s) => s.n && ((s.content || "").length < s.n[0] || (s.thinking || "").length < s.n[1])));
 }
@@ -118,11 +121,14 @@ function settle(state) {
 /** @param {State} state @param {Event} event @returns {State} */
 export function apply(state, event) {
   if (event.type === "traits") {
-    const turns = event.current ? upsert(state.turns, event.current, false) : state.turns;
     const gauge = sameStep(state.gauge, event.gauge || null) ? state.gauge : event.gauge || null;
-    const next = { ...state, turns, running: !!event.running, notice: event.notice || "", gauge, finished: event.finished || 0 };
+    const next = { ...state, running: !!event.running, notice: event.notice || "", gauge, finished: event.finished || 0 };
     if (state.dead) return markDead({ ...next, dead: "" }, state.dead);
     return settle(next);
+  }
+  if (event.type === "patch") {
+    const next = patchTurn(state, event);
+    return state.dead ? markDead({ ...next, dead: "" }, state.dead) : settle(next);
   }
   if (event.type === "turn") return settle({ ...state, turns: upsert(state.turns, event.turn, true) });
   if (event.type === "turns") { // a resync: every turn whole, in pages; the first drops what was here
@@ -146,6 +152,40 @@ export function apply(state, event) {
   }
   if (event.type === "dead") return state.dead ? state : markDead(state, event.reason);
   return state;
+}
+
+/** `fields` over `old`: a null field is removed; a step's text is not a patch's (it comes as deltas).
+ * @param {any} old @param {any} fields */
+function patched(old, fields) {
+  const out = { ...old, ...fields };
+  for (const k of Object.keys(fields)) if (fields[k] === null) delete out[k];
+  if (old) for (const k of ["content", "thinking"]) if (k in old) out[k] = old[k];
+  return out;
+}
+
+/** A running turn's patch (widget_wire.TurnBuffer.patch): its record's changed fields, its new steps
+ * whole, its changed steps' fields; the text stays (it comes as deltas).
+ * @param {State} state @param {{turn: number, record: any, steps: any[], ended?: boolean}} event @returns {State} */
+function patchTurn(state, event) {
+  const i = state.turns.findIndex((t) => t.turn === event.turn);
+  const local = i >= 0 ? state.turns[i] : undefined;
+  if (local && local.done && !event.ended) return state; // a late patch of a turn that has ended
+  const record = event.record ? patched(local ? local.record : null, event.record) : local ? local.record : null;
+  const steps = local ? [...local.steps] : [];
+  for (const fields of event.steps || []) {
+    const at = steps.findIndex((s) => s.step_index === fields.step_index);
+    const step = patched(at >= 0 ? steps[at] : { content: "", thinking: "" }, fields);
+    if (at >= 0) steps[at] = step;
+    else steps.push(step);
+  }
+  steps.sort((a, b) => a.step_index - b.step_index);
+  /** @type {Turn} */
+  const turn = { turn: event.turn, record, steps };
+  if (event.ended || (local && local.done)) turn.done = true;
+  const turns = [...state.turns];
+  if (i >= 0) turns[i] = turn;
+  else { turns.push(turn); turns.sort((a, b) => a.turn - b.turn); }
+  return { ...state, turns };
 }
 
 /** The kernel is gone: nothing runs any more; a turn that was running ends as interrupted.

@@ -263,10 +263,24 @@ class Deltas(Message):
     items: list[list]
 
 
+@CHAT.event("patch")
+@dataclass(frozen=True)
+class TurnPatch(Message):
+    """What changed in a running turn's structure since its last patch (widget_wire.TurnBuffer.patch):
+    ``record``'s changed fields (null: unchanged), each new step whole and each changed step as its
+    ``step_index`` with its changed fields (a null field is gone); ``ended``: the turn ended (then
+    each step's lengths ``n`` come too)."""
+
+    turn: int
+    record: dict | None
+    steps: list[dict]
+    ended: bool = False
+
+
 @CHAT.event("turn")
 @dataclass(frozen=True)
 class TurnEnded(Message):
-    """A turn ended (or a finished one changed): its structure, bare."""
+    """A finished turn changed (a result set after its end): its structure, bare."""
 
     turn: dict
 
