@@ -59,7 +59,7 @@ async def test_an_over_budget_send_asks_and_send_anyway_sends_that_one_turn():
     assert agent.conversation.budget_usd == 1e-9  # the budget stays; only that turn went through
     deliver(w, Send(prompt="more"))
     await until_idle(w)
-    assert [m["type"] for m in sent if m["type"] not in ("deltas", "patch", "turn")] == ["confirm"] * 3 and len(provider.requests) == 1
+    assert [m["type"] for m in sent if m["type"] not in ("deltas", "turn")] == ["confirm"] * 3 and len(provider.requests) == 1
 
 
 async def test_a_likely_overflow_is_a_notice_before_the_turn():

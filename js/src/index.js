@@ -161,7 +161,6 @@ function storeFor(model) {
   const handlers = {
     refused: dispatch,
     confirm: dispatch,
-    patch: dispatch,
     turn: dispatch,
     turns: dispatch,
     deltas: (msg) => {

@@ -20,18 +20,17 @@ export interface ChatRequest_view { type: "view"; }
 export type ChatRequest = ChatRequest_approve | ChatRequest_asset | ChatRequest_deny | ChatRequest_history | ChatRequest_names | ChatRequest_new_chat | ChatRequest_next | ChatRequest_notebook | ChatRequest_open_session | ChatRequest_provenance | ChatRequest_replay_choice | ChatRequest_resync | ChatRequest_send | ChatRequest_stop | ChatRequest_undo | ChatRequest_view;
 export interface ChatEvent_asset { type: "asset"; name: string; code: string; }
 export interface ChatEvent_confirm { type: "confirm"; prompt: string; text: string; }
-export interface ChatEvent_deltas { type: "deltas"; items: any[][]; }
+export interface ChatEvent_deltas { type: "deltas"; items: any[][]; patches?: Record<string, any>[]; }
 export interface ChatEvent_history { type: "history"; id: string; sessions: Record<string, any>[]; current: string; }
 export interface ChatEvent_names { type: "names"; id: string; names: any[][]; }
 export interface ChatEvent_notebook { type: "notebook"; id: string; op: string; cell_id?: string | null; source?: string | null; expected_source?: string | null; after?: string | null; cell_type?: string | null; metadata?: Record<string, any> | null; action?: Record<string, any> | null; }
-export interface ChatEvent_patch { type: "patch"; turn: number; record: Record<string, any> | null; steps: Record<string, any>[]; ended?: boolean; }
 export interface ChatEvent_provenance { type: "provenance"; id: string; metadata: Record<string, any>; }
 export interface ChatEvent_refused { type: "refused"; text: string; }
 export interface ChatEvent_replay { type: "replay"; step: number; steps: number; waiting?: boolean; mismatch?: boolean; recorded_prompt?: string; prompt?: string; live?: string; live_unavailable?: string; live_turn?: boolean; stepping?: boolean; waits?: number; }
 export interface ChatEvent_turn { type: "turn"; turn: Record<string, any>; }
 export interface ChatEvent_turns { type: "turns"; turns: Record<string, any>[]; first: boolean; last: boolean; }
 export interface ChatEvent_undo { type: "undo"; id: string; call_id: string; ok: boolean; text: string; }
-export type ChatEvent = ChatEvent_asset | ChatEvent_confirm | ChatEvent_deltas | ChatEvent_history | ChatEvent_names | ChatEvent_notebook | ChatEvent_patch | ChatEvent_provenance | ChatEvent_refused | ChatEvent_replay | ChatEvent_turn | ChatEvent_turns | ChatEvent_undo;
+export type ChatEvent = ChatEvent_asset | ChatEvent_confirm | ChatEvent_deltas | ChatEvent_history | ChatEvent_names | ChatEvent_notebook | ChatEvent_provenance | ChatEvent_refused | ChatEvent_replay | ChatEvent_turn | ChatEvent_turns | ChatEvent_undo;
 
 export interface BrowserRequest_asset { type: "asset"; id?: string; name?: string; }
 export interface BrowserRequest_export { type: "export"; id?: string; path?: string; fmt?: string; }

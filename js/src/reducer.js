@@ -7,8 +7,11 @@
  *   generated js/src/protocol.d.ts, from the Step fields' roles), its text filled in from the deltas;
  *   `n`: the lengths of content and thinking the kernel has (a bare step: its text came as deltas)
  * @typedef {{turn: number, record: any, steps: Step[], done?: boolean}} Turn
- *   `done`: its end came (an ended "patch", "turn" or "turns"): a late patch of it is stale
+ *   `done`: its end came (an ended patch, "turn" or "turns"): a late patch of it is stale
  * @typedef {[number, "c"|"t", number, string, boolean?]} DeltaItem  a 5th `true`: replace from offset
+ * @typedef {{turn: number, record?: any, steps?: any[], ended?: boolean}} Patch  what changed in a running
+ *   turn's structure (widget_wire.TurnBuffer.patch): changed record fields, new steps whole, changed
+ *   steps' fields (a null field is gone); `ended`: its end
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
  *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null,
  *   finished: number}} State
@@ -18,13 +21,13 @@
  *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
  *   view asks for a resync).
  * @typedef {{type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
- *   | {type: "deltas", items: DeltaItem[]} | {type: "turn", turn: any} | {type: "turns", turns: any[], first?: boolean, last?: boolean}
- *   | {type: "patch", turn: number, record: any, steps: any[], ended?: boolean}
+ *   | {type: "deltas", items: DeltaItem[], patches?: Patch[]} | {type: "turn", turn: any}
+ *   | {type: "turns", turns: any[], first?: boolean, last?: boolean}
  *   | {type: "dead", reason: string} | {type: "refused", text: string}
  *   | {type: "confirm", prompt: string, text: string}} Event
  * The kernel's messages: nbagent/notebook/widget.py. The running turn's structure arrives as
- * patches (what changed since the last one), a finished turn that changed as "turn" (bare), a
- * resync's turns as "turns" (whole), the text as deltas.
+ * patches (what changed since the last one) with the text's deltas, a finished turn that changed
+ * as "turn" (bare), a resync's turns as "turns" (whole).
  */
 
 /** @returns {State} */
@@ -126,10 +129,6 @@ export function apply(state, event) {
     if (state.dead) return markDead({ ...next, dead: "" }, state.dead);
     return settle(next);
   }
-  if (event.type === "patch") {
-    const next = patchTurn(state, event);
-    return state.dead ? markDead({ ...next, dead: "" }, state.dead) : settle(next);
-  }
   if (event.type === "turn") return settle({ ...state, turns: upsert(state.turns, event.turn, true) });
   if (event.type === "turns") { // a resync: every turn whole, in pages; the first drops what was here
     const old = new Map(state.turns.map((t) => [t.turn, t]));
@@ -144,7 +143,12 @@ export function apply(state, event) {
     const next = { ...state, turns };
     return state.dead ? markDead({ ...next, dead: "" }, state.dead) : settle(next);
   }
-  if (event.type === "deltas") return settle(applyDeltas(state, event.items));
+  if (event.type === "deltas") { // the running turn's structure first (patches), then the text
+    let next = state;
+    for (const p of event.patches || []) next = patchTurn(next, p);
+    next = applyDeltas(next, event.items || []);
+    return state.dead && next !== state ? markDead({ ...next, dead: "" }, state.dead) : settle(next);
+  }
   if (event.type === "refused") return { ...state, notice: event.text || "", refusals: state.refusals + 1 };
   if (event.type === "confirm") { // answered like a refusal (the view unlocks), plus the ask
     const seq = state.confirm ? state.confirm.seq + 1 : 1;
@@ -163,9 +167,8 @@ function patched(old, fields) {
   return out;
 }
 
-/** A running turn's patch (widget_wire.TurnBuffer.patch): its record's changed fields, its new steps
- * whole, its changed steps' fields; the text stays (it comes as deltas).
- * @param {State} state @param {{turn: number, record: any, steps: any[], ended?: boolean}} event @returns {State} */
+/** A running turn's patch: its record's changed fields, its new steps whole, its changed steps'
+ * fields; the text stays (it comes as deltas). @param {State} state @param {Patch} event @returns {State} */
 function patchTurn(state, event) {
   const i = state.turns.findIndex((t) => t.turn === event.turn);
   const local = i >= 0 ? state.turns[i] : undefined;

@@ -19,7 +19,7 @@ for (const [kind, body] of messages) {
     if (held) { Object.assign(attrs, held); state = apply(state, traits()); }
     held = body;
     if (!reorder) { Object.assign(attrs, held); held = null; state = apply(state, traits()); }
-  } else if (["deltas", "patch", "turn", "turns"].includes(body.type)) {
+  } else if (["deltas", "turn", "turns"].includes(body.type)) {
     state = apply(state, body);
     if (held) { Object.assign(attrs, held); held = null; state = apply(state, traits()); }
   }

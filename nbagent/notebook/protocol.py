@@ -258,23 +258,14 @@ CLASS = Protocol("class view", reply="reply")  # the teacher's live view (class_
 @CHAT.event("deltas")
 @dataclass(frozen=True)
 class Deltas(Message):
-    """Text since the last flush: ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces."""
+    """What changed since the last flush, in one message: ``patches``, the running turn's structure
+    (widget_wire.TurnBuffer.patch: ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed
+    fields, each new step whole, each changed step as its ``step_index`` with its changed fields, a
+    null field gone; ``ended``: the turn ended, each step's lengths ``n`` with it), applied first;
+    then the text, ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces."""
 
     items: list[list]
-
-
-@CHAT.event("patch")
-@dataclass(frozen=True)
-class TurnPatch(Message):
-    """What changed in a running turn's structure since its last patch (widget_wire.TurnBuffer.patch):
-    ``record``'s changed fields (null: unchanged), each new step whole and each changed step as its
-    ``step_index`` with its changed fields (a null field is gone); ``ended``: the turn ended (then
-    each step's lengths ``n`` come too)."""
-
-    turn: int
-    record: dict | None
-    steps: list[dict]
-    ended: bool = False
+    patches: list[dict] = dataclasses.field(default_factory=list)
 
 
 @CHAT.event("turn")

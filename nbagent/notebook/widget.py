@@ -12,8 +12,9 @@ Wire protocol (kernel -> front end):
   step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
   deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
   the running turn's structure as patches (below).
-- custom messages: ``{"type": "deltas", "items": [[step_index, "c"|"t", offset, text], ...]}``
-  with every delta since the last flush, one message at most every ``FLUSH_INTERVAL`` seconds,
+- custom messages: ``{"type": "deltas", "items": [[step_index, "c"|"t", offset, text], ...],
+  "patches": [...]}`` with every delta and structural change since the last flush, one message
+  at most every ``FLUSH_INTERVAL`` seconds,
   except that the first text of a model step goes out at once (the first token is not held by a
   window the prompt's own echo opened; the window restarts from it);
   ``offset`` is where the text starts in the step's content ("c") or thinking ("t"), in UTF-16
@@ -21,11 +22,12 @@ Wire protocol (kernel -> front end):
   drop what it already has and detect a gap; an item with a 5th element ``true`` replaces the
   field from ``offset`` on (text rewritten, not appended). Every step's text, the prompt's
   included, goes this way, once.
-  ``{"type": "patch", "turn": n, "record", "steps", "ended"}``: the running turn's *structural*
-  changes (a step appears, changes status, gets tool calls or usage), coalesced with the deltas:
-  only what changed since the last patch (``widget_wire.TurnBuffer.patch``): the record's changed
-  fields, each new step whole and each changed step's changed fields (null: gone), so a mid-turn
-  patch is tens of bytes, not the turn; ``ended``: the turn's end, with the steps' lengths ``n``.
+  ``patches`` (applied before the text) carry the running turn's *structural* changes (a step
+  appears, changes status, gets tool calls or usage) as ``{"turn": n, "record"?, "steps"?,
+  "ended"?}``: only what changed since the last patch (``widget_wire.TurnBuffer.patch``): the
+  record's changed fields, each new step whole and each changed step's changed fields (null:
+  gone), so a mid-turn patch is tens of bytes, not the turn; ``ended``: the turn's end, with the
+  steps' lengths ``n``.
   ``{"type": "turn", "turn": bare turn}``: a finished turn changed (a result set later), sent
   whole and bare. Finished turns are not traits: the kernel keeps them, so nothing is re-sent as
   a conversation grows.
@@ -95,7 +97,7 @@ from .cell_refs import attach_cells
 from .conversation_view import ConversationView
 from .live_notebook import serve as serve_live_notebook
 from .protocol import (CHAT, Approve, AssetModule, AssetRequest, Confirm, Deltas, Deny, Handlers, Names, NamesRequest,
-                       Refused, Resync, Send, Stop, TurnEnded, TurnPatch, TurnsPage, ViewShown)
+                       Refused, Resync, Send, Stop, TurnEnded, TurnsPage, ViewShown)
 from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SessionControls
 from .widget_usage import course_notice, gate, gauge_dict
@@ -369,24 +371,23 @@ class ChatWidget(anywidget.AnyWidget):
             self._pending = []
             dirty, self._dirty = self._dirty, set()
             pricing = getattr(self.conversation, "pricing", None)
-            messages = self._turn_messages(pricing)
+            patches, messages = self._turn_messages(pricing)
             values: dict[str, Any] = {}
-            if "current" in dirty:
-                if self._live is not None and self._live in self._turns:
-                    messages.insert(0, self._patch(self._live, self._turns[self._live], pricing, ended=False))
+            if "current" in dirty and self._live is not None and self._live in self._turns:
+                patches.insert(0, self._turns[self._live].patch(self._live, pricing))
             if "gauge" in dirty:
                 values["gauge"] = gauge_dict(self.conversation)
             finished = sum(1 for n in self._turns if n != self._live)
             if finished != self.finished:
                 values["finished"] = finished
             running = self._live is not None or (self._task is not None and not self._task.done())
-        if items:
+        patches = [p for p in patches if p is not None]
+        if items or patches:
             self.stats["messages"] += 1
             self.stats["delta_items"] += len(items)
-            self.handlers.emit(Deltas(items))
+            self.handlers.emit(Deltas(items, patches))
         for message in messages:
-            if not isinstance(message, TurnPatch) or message.record or message.steps or message.ended:
-                self.handlers.emit(message)
+            self.handlers.emit(message)
         if values or running != self.running:
             self.stats["syncs"] += 1
             with self.hold_sync():
@@ -433,33 +434,27 @@ class ChatWidget(anywidget.AnyWidget):
         """Every turn with its text, oldest first, with its number (``_lock`` held)."""
         return [(n, self._turns[n].to_dict(pricing)) for n in sorted(self._turns)]
 
-    def _patch(self, n: int, turn: TurnBuffer, pricing: Any, ended: bool) -> TurnPatch:
-        record, steps = turn.patch(pricing, ended)
-        return TurnPatch(n, record, steps, ended)
-
     def _shown_whole(self, pricing: Any) -> None:
         """The views got every turn whole: the running turn's next patch starts from that (``_lock`` held)."""
         live = self._turns.get(self._live) if self._live is not None else None
         if live is not None:
             live.shown_whole(pricing)
 
-    def _turn_messages(self, pricing: Any) -> list[TurnEnded | TurnPatch | TurnsPage]:
-        """The custom messages of turns, with ``_lock`` held: the end of each turn that was running,
-        as a patch (``{"type": "patch", ..., "ended": true}``); each finished turn that changed, bare
-        (``{"type": "turn", "turn"}``); after a resync request, every turn whole, oldest first, in
-        pages (``{"type": "turns", "turns", "first", "last"}``; the first page tells a view to drop
-        the turns it has)."""
+    def _turn_messages(self, pricing: Any) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
+        """The turns' patches and custom messages, with ``_lock`` held: the end of each turn that
+        was running, as a patch (``"ended": true``, in the ``deltas`` message); each finished turn
+        that changed, bare (``{"type": "turn", "turn"}``); after a resync request, every turn whole,
+        oldest first, in pages (``{"type": "turns", "turns", "first", "last"}``; the first page tells
+        a view to drop the turns it has)."""
         ended, self._ended = self._ended, set()
         ended_live, self._ended_live = self._ended_live, set()
+        patches = [self._turns[n].patch(n, pricing, ended=True) for n in sorted(ended_live) if n in self._turns]
         if not self._resync:
-            out: list[TurnEnded | TurnPatch | TurnsPage] = [
-                self._patch(n, self._turns[n], pricing, ended=True) for n in sorted(ended_live) if n in self._turns]
-            out += [TurnEnded(self._turns[n].bare_dict(pricing)) for n in sorted(ended - ended_live)
-                    if n in self._turns and n != self._live]
-            return out
+            return patches, [TurnEnded(self._turns[n].bare_dict(pricing)) for n in sorted(ended - ended_live)
+                             if n in self._turns and n != self._live]
         self._resync = False
         self._shown_whole(pricing)
-        pages: list[TurnEnded | TurnPatch | TurnsPage] = []
+        pages: list[TurnEnded | TurnsPage] = []
         page: list[dict] = []
         size = 0
         for _, turn in self._whole_turns(pricing):
@@ -470,7 +465,7 @@ class ChatWidget(anywidget.AnyWidget):
             page.append(turn)
             size += cost
         pages.append(TurnsPage(page, first=not pages, last=True))
-        return pages
+        return patches, pages
 
     # --- front end -> kernel -------------------------------------------------------
 

@@ -103,9 +103,9 @@ class TurnBuffer:
             self.bare_cache = {"record": bare_record(full["record"], steps), "steps": steps}
         return self.bare_cache
 
-    def patch(self, pricing: Mapping | None = None, ended: bool = False) -> tuple[dict | None, list[dict]]:
-        """What changed in the bare turn since the last patch (the first: all of it), as a
-        ``TurnPatch`` carries it: the record's changed fields (None: unchanged) and, for each step
+    def patch(self, turn: int, pricing: Mapping | None = None, ended: bool = False) -> dict | None:
+        """What changed in the bare turn since the last patch (the first: all of it), or None:
+        ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed fields and, for each step
         that appeared or changed, its ``step_index`` with its changed fields (a new step whole; a
         field gone is null). The lengths ``n`` go only once the turn ended (mid-turn the deltas'
         offsets tell a view what it misses), so a mid-turn patch is a few fields, not the turn."""
@@ -122,7 +122,16 @@ class TurnBuffer:
             if fields:
                 steps.append({"step_index": idx, **fields})
             self.shown_steps[idx] = new
-        return record or None, steps
+        if not (record or steps or ended):
+            return None
+        out: dict = {"turn": turn}
+        if record:
+            out["record"] = record
+        if steps:
+            out["steps"] = steps
+        if ended:
+            out["ended"] = True
+        return out
 
     def shown_whole(self, pricing: Mapping | None = None) -> None:
         """The views got the whole turn (a resync, the whole state): later patches start from it."""
