@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("anywidget")
 
 from nbagent import Conversation  # noqa: E402
-from nbagent.core.steps import StepStatus, ToolCall  # noqa: E402
+from nbagent.core.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
+from nbagent.notebook.widget_wire import USUAL_SHAPES  # noqa: E402
 from support.step_fields import INDEX, NOTICE, record_change  # noqa: E402
 from support.streams import StreamConnection, words  # noqa: E402
 from support.widget_messages import customs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE = shutil.which("node")
 
 
 def patches(messages: list) -> list[dict]:
@@ -58,9 +65,9 @@ async def test_a_step_seen_once_is_not_sent_again_whole_however_many_changes_fol
     for p in [p for m in sent if m["type"] == "deltas" for p in m["patches"]]:
         for step in p.get("steps", []):
             if step["step_index"] in seen:
-                assert "id" not in step and not {"type", "source", "target"} & set(step), step
+                assert "id" not in step and not {"type", "source", "target", "kind"} & set(step), step
             else:
-                assert step["kind"] and step["type"]  # a step's first patch is whole
+                assert step["kind"] and "id" not in step  # a step's first patch is whole (its usual shape implied)
                 seen.add(step["step_index"])
     assert seen == {s.step_index for s in conv.history}
 
@@ -80,3 +87,15 @@ async def test_a_turn_answered_within_one_window_costs_its_text_and_its_structur
     assert text == len(answer) + len("again")
     overhead = sum(len(json.dumps(m)) for m in sent) - len(json.dumps(answer))
     assert overhead < 1_300, (overhead, sent)
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_the_usual_step_shapes_are_the_front_ends_and_each_is_its_kind():
+    """A patch's new step leaves out a usual type / source / target; the reducer fills them in from
+    the same table (a mismatch would show a prompt as a model call)."""
+    code = "import('./js/src/reducer.js').then((m) => process.stdout.write(JSON.stringify(m.USUAL_SHAPES)))"
+    out = subprocess.run([NODE, "--input-type=module", "-e", code], cwd=ROOT, check=True, capture_output=True, timeout=60)
+    assert json.loads(out.stdout) == USUAL_SHAPES
+    for kind, shape in USUAL_SHAPES.items():
+        step = Step(type=StepType(shape["type"]), source=StepSource(shape["source"]), target=StepTarget(shape["target"]))
+        assert step.kind.value == kind

@@ -158,6 +158,15 @@ export function apply(state, event) {
   return state;
 }
 
+/** A step's usual type, source and target for its kind: a patch's new step leaves them out when they
+ * are these (nbagent/notebook/widget_wire.py USUAL_SHAPES). @type {Record<string, {type: string, source: string, target: string}>} */
+export const USUAL_SHAPES = {
+  prompt: { type: "TEXT_RESPONSE", source: "USER", target: "UNSPECIFIED" },
+  model_call: { type: "TEXT_RESPONSE", source: "MODEL", target: "USER" },
+  tool_run: { type: "TOOL_CALL", source: "SYSTEM", target: "ENVIRONMENT" },
+  finish: { type: "FINISH", source: "SYSTEM", target: "USER" },
+};
+
 /** `fields` over `old`: a null field is removed; a step's text is not a patch's (it comes as deltas).
  * @param {any} old @param {any} fields */
 function patched(old, fields) {
@@ -177,7 +186,8 @@ function patchTurn(state, event) {
   const steps = local ? [...local.steps] : [];
   for (const fields of event.steps || []) {
     const at = steps.findIndex((s) => s.step_index === fields.step_index);
-    const step = patched(at >= 0 ? steps[at] : { content: "", thinking: "" }, fields);
+    const fresh = { content: "", thinking: "", ...(fields.type ? {} : USUAL_SHAPES[fields.kind] || {}) };
+    const step = patched(at >= 0 ? steps[at] : fresh, fields);
     if (at >= 0) steps[at] = step;
     else steps.push(step);
   }

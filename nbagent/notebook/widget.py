@@ -381,11 +381,11 @@ class ChatWidget(anywidget.AnyWidget):
             if finished != self.finished:
                 values["finished"] = finished
             running = self._live is not None or (self._task is not None and not self._task.done())
-        patches = [p for p in patches if p is not None]
-        if items or patches:
+        changed = [p for p in patches if p is not None]
+        if items or changed:
             self.stats["messages"] += 1
             self.stats["delta_items"] += len(items)
-            self.handlers.emit(Deltas(items, patches))
+            self.handlers.emit(Deltas(items, changed))
         for message in messages:
             self.handlers.emit(message)
         if values or running != self.running:

@@ -118,7 +118,8 @@ class TurnBuffer:
         for step in bare["steps"]:
             idx = step["step_index"]
             new = step if ended else {k: v for k, v in step.items() if k != "n"}
-            fields = changed_fields(self.shown_steps.get(idx), new)
+            old = self.shown_steps.get(idx)
+            fields = changed_fields(old, new) if old is not None else _without_usual(new)
             if fields:
                 steps.append({"step_index": idx, **fields})
             self.shown_steps[idx] = new
@@ -140,6 +141,14 @@ class TurnBuffer:
         self.shown_steps = {s["step_index"]: {k: v for k, v in s.items() if k != "n"} for s in bare["steps"]}
 
 
+def _without_usual(step: dict) -> dict:
+    """A new step as a patch sends it: its type, source and target left out when usual for its kind."""
+    usual = USUAL_SHAPES.get(step.get("kind", ""))
+    if usual is None or any(step.get(k) != v for k, v in usual.items()):
+        return changed_fields(None, step)
+    return {k: v for k, v in step.items() if v is not None and k not in usual}
+
+
 def changed_fields(old: dict | None, new: dict) -> dict:
     """The fields of ``new`` that ``old`` lacks or holds otherwise, and null for each field of ``old``
     that ``new`` lacks (to a view, a null field is a missing one)."""
@@ -149,6 +158,15 @@ def changed_fields(old: dict | None, new: dict) -> dict:
     out.update((k, None) for k, v in old.items() if v is not None and k not in new)
     return out
 
+
+# a step's usual type, source and target for its kind: a patch's new step leaves them out when they are
+# these (js/src/reducer.js USUAL_SHAPES fills them in; tests/test_widget_patches.py checks both agree)
+USUAL_SHAPES: dict[str, dict[str, str]] = {
+    "prompt": {"type": "TEXT_RESPONSE", "source": "USER", "target": "UNSPECIFIED"},
+    "model_call": {"type": "TEXT_RESPONSE", "source": "MODEL", "target": "USER"},
+    "tool_run": {"type": "TOOL_CALL", "source": "SYSTEM", "target": "ENVIRONMENT"},
+    "finish": {"type": "FINISH", "source": "SYSTEM", "target": "USER"},
+}
 
 # a bare step leaves out its text (sent as deltas) and what the live view never reads (its id; its
 # turn, which the turn's record names)
