@@ -52,7 +52,7 @@ def test_every_request_has_a_handler(tmp_path):
 
 
 def test_events_keep_their_wire_shape():
-    assert CHAT.encode(Deltas([[1, "c", 0, "hi"]])) == {"type": "deltas", "items": [[1, "c", 0, "hi"]], "patches": []}
+    assert CHAT.encode(Deltas([[1, "c", 0, "hi"]])) == {"type": "deltas", "items": [[1, "c", 0, "hi"]]}  # no patches: left out
     assert CHAT.encode(TurnsPage([], first=True, last=False)) == {"type": "turns", "turns": [], "first": True,
                                                                    "last": False}
     assert CHAT.encode(Names("box-1", [["df", "DataFrame"]])) == {"type": "names", "id": "box-1",

@@ -58,6 +58,7 @@ class _Field:
     optional: bool  # None allowed
     required: bool  # no default: the message must carry it
     schema: dict
+    omit_empty: bool = False  # defaults to an empty list / dict: an event leaves it out while empty
 
 
 _JSON_TYPES: dict[Any, tuple[tuple[type, ...], dict]] = {
@@ -77,8 +78,9 @@ def _field_of(f: dataclasses.Field, hint: Any) -> _Field:
         optional = True
         (hint,) = [a for a in args if a is not type(None)]
     required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    omit_empty = f.default_factory is not dataclasses.MISSING
     if hint is Any:
-        return _Field(f.name, (object,), True, required, {})
+        return _Field(f.name, (object,), True, required, {}, omit_empty)
     base = typing.get_origin(hint) or hint
     check, sch = _JSON_TYPES[base]
     sch = dict(sch)
@@ -87,7 +89,7 @@ def _field_of(f: dataclasses.Field, hint: Any) -> _Field:
         sch["items"] = _JSON_TYPES[item[0]][1]
     if optional:
         sch = {"anyOf": [sch, {"type": "null"}]}
-    return _Field(f.name, check, optional, required, sch)
+    return _Field(f.name, check, optional, required, sch, omit_empty)
 
 
 @dataclass
@@ -140,8 +142,10 @@ class Protocol:
         return _build(spec, content, str(kind))
 
     def encode(self, message: Message) -> dict:
-        """An event as the wire dict (its fields as they are, shallow)."""
-        return {"type": message.KIND, **{f.name: getattr(message, f.name) for f in self.events[message.KIND].fields}}
+        """An event as the wire dict (its fields as they are, shallow; one that defaults to an empty
+        list or dict is left out while empty)."""
+        values = ((f, getattr(message, f.name)) for f in self.events[message.KIND].fields)
+        return {"type": message.KIND, **{f.name: v for f, v in values if v or not f.omit_empty}}
 
     def encode_answer(self, request: Message, answer: Any) -> dict:
         """What a handler returned as the wire message answering ``request``."""
