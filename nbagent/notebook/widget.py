@@ -7,7 +7,9 @@ theirs. What follows is how they work together.
 Wire protocol (kernel -> front end):
 
 - traits: ``finished`` (how many finished turns there are), ``running`` (a turn is in flight),
-  ``notice`` (a widget-level message) and ``gauge`` (context and spend, see widget_usage.py).
+  ``notice`` (a widget-level message) and ``gauge`` (context and spend, see widget_usage.py; once
+  a turn, with its end). A turn run from the box ends in one flush: its last patch and deltas,
+  then ``finished``, ``gauge`` and ``running`` false in one state update.
   A turn is ``{"record": {...TurnRecord, cost?}, "steps": [step dicts]}``; a *bare* one has each
   step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
   deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
@@ -25,8 +27,9 @@ Wire protocol (kernel -> front end):
   ``patches`` (applied before the text) carry the running turn's *structural* changes (a step
   appears, changes status, gets tool calls or usage) as ``{"turn": n, "record"?, "steps"?,
   "ended"?}``: only what changed since the last patch (``widget_wire.TurnBuffer.patch``): the
-  record's changed fields, each new step whole and each changed step's changed fields (null:
-  gone), so a mid-turn patch is tens of bytes, not the turn; ``ended``: the turn's end, with the
+  record's changed fields, each new step whole (its type, source and target left out when they
+  are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``) and each changed step's changed
+  fields (null: gone), so a mid-turn patch is tens of bytes, not the turn; ``ended``: the turn's end, with the
   steps' lengths ``n``.
   ``{"type": "turn", "turn": bare turn}``: a finished turn changed (a result set later), sent
   whole and bare. Finished turns are not traits: the kernel keeps them, so nothing is re-sent as
@@ -35,7 +38,8 @@ Wire protocol (kernel -> front end):
   turn with its text (the running one last), oldest first, in pages of about ``PAGE_CHARS``; the
   first page tells a view to drop what it has. A view asks (``{"type": "resync"}``) when it
   arrives without the turns (a page reload, ``finished`` above what it has, a new
-  ``conversation_key``) or misses text (a bare step longer than its own, a delta past its end);
+  ``conversation_key``) or misses text or structure (a bare step longer than its own, a delta
+  past its end, a patch of a step it never saw);
   custom messages sent before a view exists are lost, hence asking.
 - the whole state (a reloaded page's state request, an embedded page's state; not the comm's
   opening, sent before the turns are loaded) also has ``turns``: every turn whole, as a resync's
