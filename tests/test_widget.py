@@ -222,7 +222,7 @@ async def test_a_resync_sends_every_turn_whole_in_pages_and_the_whole_state_carr
     assert [p["last"] for p in pages] == [False] * (len(pages) - 1) + [True]
     assert [t for p in pages for t in p["turns"]] == finished(w)
     assert "answer 4 answer 4" in json.dumps(pages[-1])
-    assert w.get_state()["turns"] == finished(w) and "turns" not in w.get_state(["current"])
+    assert w.get_state()["turns"] == finished(w) and "turns" not in w.get_state(["running"])
 
 
 NODE = shutil.which("node")

@@ -117,10 +117,10 @@ function storeFor(model) {
     }
   };
   if (key) stores.set(key, s);
-  // finished turns come as custom messages ("turn", "turns"), the running one in `current`, the
+  // turns come as custom messages (the running one's structure as patches, "turn", "turns"), the
   // text as deltas (see nbagent/notebook/widget.py); `finished` says how many finished turns there are
   /** @returns {import("./reducer.js").Event} */
-  const traits = () => ({ type: "traits", current: model.get("current"), running: model.get("running"),
+  const traits = () => ({ type: "traits", running: model.get("running"),
     notice: model.get("notice"), gauge: model.get("gauge"), finished: model.get("finished") || 0 });
   /** Text or turns missing (a page reloaded, a late view, a new conversation): ask for all, once
    * the syncs in flight had a moment to arrive, and at most every 2 s. @param {number} wait */
@@ -151,7 +151,7 @@ function storeFor(model) {
     queued = true;
     queueMicrotask(() => { queued = false; dispatch(traits()); });
   };
-  for (const name of ["current", "running", "notice", "gauge", "finished"]) model.on(`change:${name}`, onTraits);
+  for (const name of ["running", "notice", "gauge", "finished"]) model.on(`change:${name}`, onTraits);
   model.on("change:conversation_key", () => { resetViews(s); onTraits(); }); // rebound: New chat, History
   model.on("comm_live_update", () => queueMicrotask(s.checkLive));
   s.unwatch = watchKernel(model, (why) => dispatch({ type: "dead", reason: why }));

@@ -7,8 +7,11 @@
  *   generated js/src/protocol.d.ts, from the Step fields' roles), its text filled in from the deltas;
  *   `n`: the lengths of content and thinking the kernel has (a bare step: its text came as deltas)
  * @typedef {{turn: number, record: any, steps: Step[], done?: boolean}} Turn
- *   `done`: its end came ("turn" or "turns"): a late `current` trait of it is stale
+ *   `done`: its end came (an ended patch, "turn" or "turns"): a late patch of it is stale
  * @typedef {[number, "c"|"t", number, string, boolean?]} DeltaItem  a 5th `true`: replace from offset
+ * @typedef {{turn: number, record?: any, steps?: any[], ended?: boolean}} Patch  what changed in a running
+ *   turn's structure (widget_wire.TurnBuffer.patch): changed record fields, new steps whole, changed
+ *   steps' fields (a null field is gone); `ended`: its end
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
  *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null,
  *   finished: number}} State
@@ -17,12 +20,14 @@
  *   spend trait; `confirm` an over-budget prompt the kernel asks about (`seq` counts the asks);
  *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
  *   view asks for a resync).
- * @typedef {{type: "traits", current?: any, running?: boolean, notice?: string, gauge?: any, finished?: number}
- *   | {type: "deltas", items: DeltaItem[]} | {type: "turn", turn: any} | {type: "turns", turns: any[], first?: boolean, last?: boolean}
+ * @typedef {{type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
+ *   | {type: "deltas", items: DeltaItem[], patches?: Patch[]} | {type: "turn", turn: any}
+ *   | {type: "turns", turns: any[], first?: boolean, last?: boolean}
  *   | {type: "dead", reason: string} | {type: "refused", text: string}
  *   | {type: "confirm", prompt: string, text: string}} Event
- * The kernel's messages: nbagent/notebook/widget.py. Finished turns arrive as events ("turn" bare,
- * "turns" whole), the running one as the `current` trait (bare), the text as deltas.
+ * The kernel's messages: nbagent/notebook/widget.py. The running turn's structure arrives as
+ * patches (what changed since the last one) with the text's deltas, a finished turn that changed
+ * as "turn" (bare), a resync's turns as "turns" (whole).
  */
 
 /** @returns {State} */
@@ -102,6 +107,7 @@ function upsert(turns, remote, done) {
 /** Some text or some finished turns the kernel has are missing here. @param {State} state */
 function missing(state) {
   if (state.pending.length) return true;
+  if (state.turns.some((t) => t.steps.some((s) => !s.type))) return true; // a patch changed a step never seen here
   if (state.turns.filter((t) => t.done).length < state.finished) return true;
   return state.turns.some((t) => t.steps.some((s) => s.n && ((s.content || "").length < s.n[0] || (s.thinking || "").length < s.n[1])));
 }
@@ -118,9 +124,8 @@ function settle(state) {
 /** @param {State} state @param {Event} event @returns {State} */
 export function apply(state, event) {
   if (event.type === "traits") {
-    const turns = event.current ? upsert(state.turns, event.current, false) : state.turns;
     const gauge = sameStep(state.gauge, event.gauge || null) ? state.gauge : event.gauge || null;
-    const next = { ...state, turns, running: !!event.running, notice: event.notice || "", gauge, finished: event.finished || 0 };
+    const next = { ...state, running: !!event.running, notice: event.notice || "", gauge, finished: event.finished || 0 };
     if (state.dead) return markDead({ ...next, dead: "" }, state.dead);
     return settle(next);
   }
@@ -138,7 +143,12 @@ export function apply(state, event) {
     const next = { ...state, turns };
     return state.dead ? markDead({ ...next, dead: "" }, state.dead) : settle(next);
   }
-  if (event.type === "deltas") return settle(applyDeltas(state, event.items));
+  if (event.type === "deltas") { // the running turn's structure first (patches), then the text
+    let next = state;
+    for (const p of event.patches || []) next = patchTurn(next, p);
+    next = applyDeltas(next, event.items || []);
+    return state.dead && next !== state ? markDead({ ...next, dead: "" }, state.dead) : settle(next);
+  }
   if (event.type === "refused") return { ...state, notice: event.text || "", refusals: state.refusals + 1 };
   if (event.type === "confirm") { // answered like a refusal (the view unlocks), plus the ask
     const seq = state.confirm ? state.confirm.seq + 1 : 1;
@@ -146,6 +156,49 @@ export function apply(state, event) {
   }
   if (event.type === "dead") return state.dead ? state : markDead(state, event.reason);
   return state;
+}
+
+/** A step's usual type, source and target for its kind: a patch's new step leaves them out when they
+ * are these (nbagent/notebook/widget_wire.py USUAL_SHAPES). @type {Record<string, {type: string, source: string, target: string}>} */
+export const USUAL_SHAPES = {
+  prompt: { type: "TEXT_RESPONSE", source: "USER", target: "UNSPECIFIED" },
+  model_call: { type: "TEXT_RESPONSE", source: "MODEL", target: "USER" },
+  tool_run: { type: "TOOL_CALL", source: "SYSTEM", target: "ENVIRONMENT" },
+  finish: { type: "FINISH", source: "SYSTEM", target: "USER" },
+};
+
+/** `fields` over `old`: a null field is removed; a step's text is not a patch's (it comes as deltas).
+ * @param {any} old @param {any} fields */
+function patched(old, fields) {
+  const out = { ...old, ...fields };
+  for (const k of Object.keys(fields)) if (fields[k] === null) delete out[k];
+  if (old) for (const k of ["content", "thinking"]) if (k in old) out[k] = old[k];
+  return out;
+}
+
+/** A running turn's patch: its record's changed fields, its new steps whole, its changed steps'
+ * fields; the text stays (it comes as deltas). @param {State} state @param {Patch} event @returns {State} */
+function patchTurn(state, event) {
+  const i = state.turns.findIndex((t) => t.turn === event.turn);
+  const local = i >= 0 ? state.turns[i] : undefined;
+  if (local && local.done && !event.ended) return state; // a late patch of a turn that has ended
+  const record = event.record ? patched(local ? local.record : null, event.record) : local ? local.record : null;
+  const steps = local ? [...local.steps] : [];
+  for (const fields of event.steps || []) {
+    const at = steps.findIndex((s) => s.step_index === fields.step_index);
+    const fresh = { content: "", thinking: "", ...(fields.type ? {} : USUAL_SHAPES[fields.kind] || {}) };
+    const step = patched(at >= 0 ? steps[at] : fresh, fields);
+    if (at >= 0) steps[at] = step;
+    else steps.push(step);
+  }
+  steps.sort((a, b) => a.step_index - b.step_index);
+  /** @type {Turn} */
+  const turn = { turn: event.turn, record, steps };
+  if (event.ended || (local && local.done)) turn.done = true;
+  const turns = [...state.turns];
+  if (i >= 0) turns[i] = turn;
+  else { turns.push(turn); turns.sort((a, b) => a.turn - b.turn); }
+  return { ...state, turns };
 }
 
 /** The kernel is gone: nothing runs any more; a turn that was running ends as interrupted.

@@ -7,7 +7,7 @@ const chunks = [];
 for await (const c of process.stdin) chunks.push(c);
 const { messages, marks } = JSON.parse(Buffer.concat(chunks).toString("utf8"));
 /** @type {Record<string, any>} */
-const attrs = { current: null, running: false, notice: "", finished: 0 };
+const attrs = { running: false, notice: "", finished: 0 };
 let state = initialState();
 const out = [];
 messages.forEach((/** @type {[string, any]} */ [kind, body], /** @type {number} */ i) => {

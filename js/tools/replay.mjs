@@ -9,9 +9,9 @@ const chunks = [];
 for await (const c of process.stdin) chunks.push(c);
 const { messages, reorder } = JSON.parse(Buffer.concat(chunks).toString("utf8"));
 /** @type {Record<string, any>} */
-const attrs = { current: null, running: false, notice: "", finished: 0 };
+const attrs = { running: false, notice: "", finished: 0 };
 let state = initialState();
-const traits = () => ({ type: "traits", current: attrs.current, running: attrs.running, notice: attrs.notice,
+const traits = () => ({ type: "traits", running: attrs.running, notice: attrs.notice,
   finished: attrs.finished });
 let held = null;
 for (const [kind, body] of messages) {

@@ -59,6 +59,7 @@ class _Field:
     optional: bool  # None allowed
     required: bool  # no default: the message must carry it
     schema: dict
+    omit_empty: bool = False  # defaults to an empty list / dict: an event leaves it out while empty
 
 
 _JSON_TYPES: dict[Any, tuple[tuple[type, ...], dict]] = {
@@ -78,8 +79,9 @@ def _field_of(f: dataclasses.Field, hint: Any) -> _Field:
         optional = True
         (hint,) = [a for a in args if a is not type(None)]
     required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    omit_empty = f.default_factory is not dataclasses.MISSING
     if hint is Any:
-        return _Field(f.name, (object,), True, required, {})
+        return _Field(f.name, (object,), True, required, {}, omit_empty)
     base = typing.get_origin(hint) or hint
     check, sch = _JSON_TYPES[base]
     sch = dict(sch)
@@ -88,7 +90,7 @@ def _field_of(f: dataclasses.Field, hint: Any) -> _Field:
         sch["items"] = _JSON_TYPES[item[0]][1]
     if optional:
         sch = {"anyOf": [sch, {"type": "null"}]}
-    return _Field(f.name, check, optional, required, sch)
+    return _Field(f.name, check, optional, required, sch, omit_empty)
 
 
 class _Spec:
@@ -147,8 +149,10 @@ class Protocol:
         return _build(spec, content, str(kind))
 
     def encode(self, message: Message) -> dict:
-        """An event as the wire dict (its fields as they are, shallow)."""
-        return {"type": message.KIND, **{f.name: getattr(message, f.name) for f in self.events[message.KIND].fields}}
+        """An event as the wire dict (its fields as they are, shallow; one that defaults to an empty
+        list or dict is left out while empty)."""
+        values = ((f, getattr(message, f.name)) for f in self.events[message.KIND].fields)
+        return {"type": message.KIND, **{f.name: v for f, v in values if v or not f.omit_empty}}
 
     def encode_answer(self, request: Message, answer: Any) -> dict:
         """What a handler returned as the wire message answering ``request``."""
@@ -265,15 +269,20 @@ CLASS = Protocol("class view", reply="reply")  # the teacher's live view (class_
 @CHAT.event("deltas")
 @dataclass(frozen=True)
 class Deltas(Message):
-    """Text since the last flush: ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces."""
+    """What changed since the last flush, in one message: ``patches``, the running turn's structure
+    (widget_wire.TurnBuffer.patch: ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed
+    fields, each new step whole, each changed step as its ``step_index`` with its changed fields, a
+    null field gone; ``ended``: the turn ended, each step's lengths ``n`` with it), applied first;
+    then the text, ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces."""
 
     items: list[list]
+    patches: list[dict] = dataclasses.field(default_factory=list)
 
 
 @CHAT.event("turn")
 @dataclass(frozen=True)
 class TurnEnded(Message):
-    """A turn ended (or a finished one changed): its structure, bare."""
+    """A finished turn changed (a result set after its end): its structure, bare."""
 
     turn: dict
 

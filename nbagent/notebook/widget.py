@@ -6,28 +6,40 @@ theirs. What follows is how they work together.
 
 Wire protocol (kernel -> front end):
 
-- traits: ``current``, the running turn (or None), *bare*: a turn is ``{"record": {...TurnRecord,
-  cost?}, "steps": [step dicts]}`` and a bare one has each step's ``content`` / ``thinking``
-  replaced by ``"n": [their lengths]`` (the text travels as deltas only); ``finished`` (how many
-  finished turns there are), ``running`` (a turn is in flight), ``notice`` (a widget-level
-  message) and ``gauge`` (context and spend, see widget_usage.py). ``current`` is re-synced on
-  *structural* changes only (a step appears, changes status, gets tool calls or usage),
-  coalesced with the deltas.
-- custom messages: ``{"type": "deltas", "items": [[step_index, "c"|"t", offset, text], ...]}``
-  with every delta since the last flush, one message at most every ``FLUSH_INTERVAL`` seconds;
+- traits: ``finished`` (how many finished turns there are), ``running`` (a turn is in flight),
+  ``notice`` (a widget-level message) and ``gauge`` (context and spend, see widget_usage.py; once
+  a turn, with its end). A turn run from the box ends in one flush: its last patch and deltas,
+  then ``finished``, ``gauge`` and ``running`` false in one state update.
+  A turn is ``{"record": {...TurnRecord, cost?}, "steps": [step dicts]}``; a *bare* one has each
+  step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
+  deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
+  the running turn's structure as patches (below).
+- custom messages: ``{"type": "deltas", "items": [[step_index, "c"|"t", offset, text], ...],
+  "patches": [...]}`` with every delta and structural change since the last flush, one message
+  at most every ``FLUSH_INTERVAL`` seconds,
+  except that the first text of a model step goes out at once (the first token is not held by a
+  window the prompt's own echo opened; the window restarts from it);
   ``offset`` is where the text starts in the step's content ("c") or thinking ("t"), in UTF-16
   units as JavaScript counts (so are the lengths ``n`` below), so a view can
   drop what it already has and detect a gap; an item with a 5th element ``true`` replaces the
   field from ``offset`` on (text rewritten, not appended). Every step's text, the prompt's
   included, goes this way, once.
-  ``{"type": "turn", "turn": bare turn}``: a turn ended (or a finished one changed), sent once,
-  after its last deltas. Finished turns are not traits: the kernel keeps them, so nothing is
-  re-sent as a conversation grows.
+  ``patches`` (applied before the text) carry the running turn's *structural* changes (a step
+  appears, changes status, gets tool calls or usage) as ``{"turn": n, "record"?, "steps"?,
+  "ended"?}``: only what changed since the last patch (``widget_wire.TurnBuffer.patch``): the
+  record's changed fields, each new step whole (its type, source and target left out when they
+  are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``) and each changed step's changed
+  fields (null: gone), so a mid-turn patch is tens of bytes, not the turn; ``ended``: the turn's end, with the
+  steps' lengths ``n``.
+  ``{"type": "turn", "turn": bare turn}``: a finished turn changed (a result set later), sent
+  whole and bare. Finished turns are not traits: the kernel keeps them, so nothing is re-sent as
+  a conversation grows.
   ``{"type": "turns", "turns": [whole turns], "first", "last"}``: the answer to a resync, every
   turn with its text (the running one last), oldest first, in pages of about ``PAGE_CHARS``; the
   first page tells a view to drop what it has. A view asks (``{"type": "resync"}``) when it
   arrives without the turns (a page reload, ``finished`` above what it has, a new
-  ``conversation_key``) or misses text (a bare step longer than its own, a delta past its end);
+  ``conversation_key``) or misses text or structure (a bare step longer than its own, a delta
+  past its end, a patch of a step it never saw);
   custom messages sent before a view exists are lost, hence asking.
 - the whole state (a reloaded page's state request, an embedded page's state; not the comm's
   opening, sent before the turns are loaded) also has ``turns``: every turn whole, as a resync's
@@ -83,7 +95,7 @@ import traitlets
 from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
-from ..core.steps import Step, TurnStatus
+from ..core.steps import Step, StepSource, TurnStatus
 from . import view_presence
 from .conversation_view import ConversationView
 from .live_notebook import serve as serve_live_notebook
@@ -114,7 +126,6 @@ class ChatWidget(anywidget.AnyWidget):
     _css = _STATIC / "widget.css"
 
     finished = traitlets.Int(0).tag(sync=True)  # how many finished turns (a view missing some asks for them)
-    current = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)  # the running turn, bare
     running = traitlets.Bool(False).tag(sync=True)
     notice = traitlets.Unicode("").tag(sync=True)
     gauge = traitlets.Dict().tag(sync=True)  # context and spend (widget_usage.py), once a turn
@@ -145,9 +156,12 @@ class ChatWidget(anywidget.AnyWidget):
         self._pending: list[PendingDelta] = []
         self._dirty: set[str] = set()  # "current", "gauge"
         self._ended: set[int] = set()  # finished turns whose structure goes out as a "turn" message
+        self._ended_live: set[int] = set()  # turns that ended running: their end goes out as a patch
         self._resync = False  # send every turn whole (a view asked)
         self._armed: asyncio.AbstractEventLoop | None = None  # where a flush is scheduled
         self._last_flush = 0.0
+        self._first_text = False  # a model step's first text is queued: flush without waiting
+        self._flushes = 0  # flushes so far: a scheduled flush that another one overtook does nothing
         self._task: asyncio.Task | None = None
         self.transcript = TranscriptOutput(self._key)  # the saved transcript's outputs, once shown
         self.stats = {"messages": 0, "delta_items": 0, "syncs": 0}
@@ -176,6 +190,7 @@ class ChatWidget(anywidget.AnyWidget):
             self._pending.clear()
             self._live = None
             self._ended.clear()
+            self._ended_live.clear()
             self._load(conversation)
         with self.hold_sync():
             self.conversation_key = uuid.uuid4().hex  # views drop the old transcript and ask for the new one
@@ -216,7 +231,8 @@ class ChatWidget(anywidget.AnyWidget):
             with self._lock:
                 self._on_turn_finished(payload)
                 self._dirty.add("gauge")
-            self._flush()
+            if not self._in_own_task():  # in the widget's own task: its end flushes, `running` false with it
+                self._flush()
             self._update_transcript(payload.turn)
             self.sessions.show_autosave()  # the agent's autosave ran first (its listener came first)
             return
@@ -227,7 +243,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self._finish_live()
                 self._turns[payload.turn] = TurnBuffer(payload)
                 self._live = payload.turn
-                self._dirty.update(("current", "gauge"))
+                self._dirty.add("current")  # the gauge goes with the turn's end
             elif event == ConversationEvent.STEP:
                 self._on_step(payload)
             elif event == ConversationEvent.CLEARED:
@@ -235,6 +251,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self._pending.clear()
                 self._live = None
                 self._ended.clear()
+                self._ended_live.clear()
                 self._resync = True  # the views drop every turn
                 self._dirty.update(("current", "gauge"))
             now = self._arm()
@@ -244,6 +261,14 @@ class ChatWidget(anywidget.AnyWidget):
             self._update_transcript()
         elif event == ConversationEvent.STEP:  # a turn already in the transcript may change (a manual result)
             self.transcript.step_changed(self.conversation, payload)
+
+    def _in_own_task(self) -> bool:
+        """Whether this runs in the task of a prompt sent from the box (its done callback flushes)."""
+        task = self._task
+        try:
+            return task is not None and not task.done() and asyncio.current_task() is task
+        except RuntimeError:  # no running loop here
+            return False
 
     def _on_turn_finished(self, record: TurnRecord) -> None:
         turn = self._turns.setdefault(record.turn, TurnBuffer(record))
@@ -257,7 +282,7 @@ class ChatWidget(anywidget.AnyWidget):
         if self._live is not None:
             live, self._live = self._live, None
             self._dirty.add("current")
-            self._ended.add(live)
+            self._ended_live.add(live)
 
     def _on_step(self, step: Step) -> None:
         turn_no = step.turn if step.turn >= 0 else (self._live if self._live is not None else -1)
@@ -271,6 +296,8 @@ class ChatWidget(anywidget.AnyWidget):
         for field, value in (("c", step.content), ("t", step.thinking)):
             known, at = turn.sent.get((idx, field), (0, 0))
             if len(value) > known:
+                if known == 0 and step.source == StepSource.MODEL:  # the step's first text: the first token
+                    self._first_text = True
                 piece = value[known:]
                 size = utf16_len(piece)
                 self._push(idx, field, at, piece, size)
@@ -305,8 +332,12 @@ class ChatWidget(anywidget.AnyWidget):
         """Schedule a flush on the loop delivering the events (or the kernel's), once.
 
         Called with ``_lock`` held; returns True when the caller must flush right away
-        (after releasing the lock) because there is no loop to wait on.
+        (after releasing the lock): there is no loop to wait on, or a model step's first text
+        is queued.
         """
+        if self._first_text:  # the first token waits for no window (the next deltas wait a whole one)
+            self._first_text = False
+            return True
         armed = self._armed
         if armed is not None and armed.is_running():
             return False
@@ -321,10 +352,14 @@ class ChatWidget(anywidget.AnyWidget):
         self._armed = loop
         delay = max(0.0, self._last_flush + FLUSH_INTERVAL - time.monotonic())
         if here:
-            loop.call_later(delay, self._flush)
+            loop.call_later(delay, self._scheduled_flush, self._flushes)
         else:
-            loop.call_soon_threadsafe(loop.call_later, delay, self._flush)
+            loop.call_soon_threadsafe(loop.call_later, delay, self._scheduled_flush, self._flushes)
         return False
+
+    def _scheduled_flush(self, armed_after: int) -> None:
+        if armed_after == self._flushes:  # else a flush went out since (a first token): it re-armed if needed
+            self._flush()
 
     def _flush(self) -> None:
         with self._send_lock:  # flushes from two threads go out whole and in order
@@ -333,26 +368,27 @@ class ChatWidget(anywidget.AnyWidget):
     def _flush_locked(self) -> None:
         with self._lock:
             self._armed = None
+            self._flushes += 1
             self._last_flush = time.monotonic()
             items = [p.item() for p in self._pending]
             self._pending = []
             dirty, self._dirty = self._dirty, set()
-            pricing = getattr(getattr(self.conversation, "budget", None), "pricing", None)
-            messages = self._turn_messages(pricing)
+            pricing = self._pricing()
+            patches, messages = self._turn_messages(pricing)
             values: dict[str, Any] = {}
-            if "current" in dirty:
-                live = self._turns.get(self._live) if self._live is not None else None
-                values["current"] = live.bare_dict(pricing) if live is not None else None
+            if "current" in dirty and self._live is not None and self._live in self._turns:
+                patches.insert(0, self._turns[self._live].patch(self._live, pricing))
             if "gauge" in dirty:
                 values["gauge"] = gauge_dict(self.conversation)
             finished = sum(1 for n in self._turns if n != self._live)
             if finished != self.finished:
                 values["finished"] = finished
             running = self._live is not None or (self._task is not None and not self._task.done())
-        if items:
+        changed = [p for p in patches if p is not None]
+        if items or changed:
             self.stats["messages"] += 1
             self.stats["delta_items"] += len(items)
-            self.handlers.emit(Deltas(items))
+            self.handlers.emit(Deltas(items, changed))
         for message in messages:
             self.handlers.emit(message)
         if values or running != self.running:
@@ -368,20 +404,32 @@ class ChatWidget(anywidget.AnyWidget):
         from it needs no resync."""
         state = super().get_state(key, drop_defaults)
         if key is None and hasattr(self, "conversation"):  # not while the base class opens the comm
-            state["turns"] = self.turns
+            pricing = self._pricing()
+            with self._lock:
+                state["turns"] = [turn for _, turn in self._whole_turns(pricing)]
+                self._shown_whole(pricing)
         return state
+
+    @property
+    def current(self) -> dict | None:
+        """The running turn, bare (None between turns): what the views have of it from the patches
+        and deltas once they are flushed."""
+        pricing = self._pricing()
+        with self._lock:
+            live = self._turns.get(self._live) if self._live is not None else None
+            return live.bare_dict(pricing) if live is not None else None
 
     @property
     def turns(self) -> list[dict]:
         """Every turn whole (with its text), oldest first, as the whole state carries them (also
         what ``ipywidgets.embed.dependency_state`` reads)."""
-        pricing = getattr(getattr(self.conversation, "budget", None), "pricing", None)
+        pricing = self._pricing()
         with self._lock:
             return [turn for _, turn in self._whole_turns(pricing)]
 
     def finished_turns(self) -> list[dict]:
         """The finished turns whole (with their text), oldest first, as a resync sends them."""
-        pricing = getattr(getattr(self.conversation, "budget", None), "pricing", None)
+        pricing = self._pricing()
         with self._lock:
             return [turn for n, turn in self._whole_turns(pricing) if n != self._live]
 
@@ -389,15 +437,30 @@ class ChatWidget(anywidget.AnyWidget):
         """Every turn with its text, oldest first, with its number (``_lock`` held)."""
         return [(n, self._turns[n].to_dict(pricing)) for n in sorted(self._turns)]
 
-    def _turn_messages(self, pricing: Any) -> list[TurnEnded | TurnsPage]:
-        """The custom messages of turns, with ``_lock`` held: each finished turn that changed, bare
-        (``{"type": "turn", "turn"}``); after a resync request, every turn whole, oldest first, in
-        pages (``{"type": "turns", "turns", "first", "last"}``; the first page tells a view to drop
-        the turns it has)."""
+    def _shown_whole(self, pricing: Any) -> None:
+        """The views got every turn whole: the running turn's next patch starts from that (``_lock`` held)."""
+        live = self._turns.get(self._live) if self._live is not None else None
+        if live is not None:
+            live.shown_whole(pricing)
+
+    def _pricing(self) -> Any:
+        """The conversation's price overrides (``conv.budget.pricing``), or None."""
+        return getattr(getattr(self.conversation, "budget", None), "pricing", None)
+
+    def _turn_messages(self, pricing: Any) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
+        """The turns' patches and custom messages, with ``_lock`` held: the end of each turn that
+        was running, as a patch (``"ended": true``, in the ``deltas`` message); each finished turn
+        that changed, bare (``{"type": "turn", "turn"}``); after a resync request, every turn whole,
+        oldest first, in pages (``{"type": "turns", "turns", "first", "last"}``; the first page tells
+        a view to drop the turns it has)."""
         ended, self._ended = self._ended, set()
+        ended_live, self._ended_live = self._ended_live, set()
+        patches = [self._turns[n].patch(n, pricing, ended=True) for n in sorted(ended_live) if n in self._turns]
         if not self._resync:
-            return [TurnEnded(self._turns[n].bare_dict(pricing)) for n in sorted(ended) if n in self._turns and n != self._live]
+            return patches, [TurnEnded(self._turns[n].bare_dict(pricing)) for n in sorted(ended - ended_live)
+                             if n in self._turns and n != self._live]
         self._resync = False
+        self._shown_whole(pricing)
         pages: list[TurnEnded | TurnsPage] = []
         page: list[dict] = []
         size = 0
@@ -409,7 +472,7 @@ class ChatWidget(anywidget.AnyWidget):
             page.append(turn)
             size += cost
         pages.append(TurnsPage(page, first=not pages, last=True))
-        return pages
+        return patches, pages
 
     # --- front end -> kernel -------------------------------------------------------
 

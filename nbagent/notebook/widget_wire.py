@@ -1,6 +1,7 @@
 """How the ChatWidget encodes turns for its front end: compact step dicts, records with the
 footer's figures, and a per-turn buffer that remembers what the views already have (its text
-goes as deltas; its structure without the text, see ``TurnBuffer.bare_dict``)."""
+goes as deltas; its structure without the text, see ``TurnBuffer.bare_dict``; while it runs, only
+what changed in that structure, see ``TurnBuffer.patch``)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,21 @@ from ..core.steps import Step, Wire, field_roles
 # what stays in the kernel, and the structural fields with what of each counts as a change
 _KEEP_EMPTY = frozenset(n for n, r in field_roles().items() if r.keep_empty)
 _NOT_SHOWN = frozenset(n for n, r in field_roles().items() if r.wire is Wire.KERNEL)  # raw usage stays in the kernel
+_TIMES = ("created_at", "finished_at", "decided_at")
 _STRUCTURAL = tuple((n, r.shape) for n, r in field_roles().items() if r.wire is Wire.STRUCTURAL)
 
 
 def step_dict(step: Step) -> dict:
-    """A compact JSON-ready dict of a step: empty / default fields and raw usage left out, its
-    ``kind`` (prompt, model_call, tool_run, compaction, finish) added."""
+    """A compact JSON-ready dict of a step: empty / default fields, zero token counts and raw usage
+    left out, its ``kind`` (prompt, model_call, tool_run, compaction, finish) added."""
     d = step.to_dict()
     out = {k: v for k, v in d.items()
            if k not in _NOT_SHOWN and (k in _KEEP_EMPTY or v not in (None, "", [], {}, 0, -1))}
+    if step.usage_metadata is not None:
+        out["usage_metadata"] = step.usage_metadata.to_dict(compact=True)
+    for name in _TIMES:  # to the millisecond: what a card's duration shows
+        if out.get(name) is not None:
+            out[name] = round(out[name], 3)
     out["kind"] = step.kind.value
     return out
 
@@ -32,7 +39,9 @@ def step_dict(step: Step) -> dict:
 def record_dict(rec: TurnRecord, pricing: Mapping | None = None) -> dict:
     """A turn record with the derived figures the footer shows (cost when known)."""
     d = rec.to_dict()
-    d.update(duration=rec.duration, ttft=rec.time_to_first_token, tps=rec.output_tokens_per_s)
+    d["usage"] = rec.usage.to_dict(compact=True)  # a missing count is 0
+    d.update(duration=_rounded(rec.duration, 4), ttft=_rounded(rec.time_to_first_token, 4),
+             tps=_rounded(rec.output_tokens_per_s, 1))
     try:
         from ..analysis.estimate import turn_cost
 
@@ -41,6 +50,11 @@ def record_dict(rec: TurnRecord, pricing: Mapping | None = None) -> dict:
     except Exception:  # an odd model name or a broken price override: no cost shown
         d["cost"] = None
     return d
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    """A figure the footer shows, to the precision it shows (0.1 ms, 0.1 token/s): fewer bytes."""
+    return None if value is None else round(value, digits)
 
 
 def utf16_len(text: str) -> int:
@@ -56,7 +70,7 @@ def jsonable(value: Any) -> Any:
 class TurnBuffer:
     """One turn as the widget knows it: latest step updates and what the views have of them."""
 
-    __slots__ = ("record", "steps", "sent", "shape", "cache", "bare_cache")
+    __slots__ = ("record", "steps", "sent", "shape", "cache", "bare_cache", "shown_record", "shown_steps")
 
     def __init__(self, record: TurnRecord | None):
         self.record = record
@@ -66,6 +80,9 @@ class TurnBuffer:
         self.shape: dict[int, tuple] = {}  # step_index -> last structural fingerprint
         self.cache: dict | None = None
         self.bare_cache: dict | None = None
+        # the bare structure the views have from patches (``patch``): its record and steps by index
+        self.shown_record: dict | None = None
+        self.shown_steps: dict[int, dict] = {}
 
     def to_dict(self, pricing: Mapping | None = None) -> dict:
         """The turn with its steps' text (a resync: the view has none of it)."""
@@ -78,18 +95,92 @@ class TurnBuffer:
 
     def bare_dict(self, pricing: Mapping | None = None) -> dict:
         """The turn without its steps' text, which went out as deltas: each step's ``content`` and
-        ``thinking`` are replaced by ``n``: [their lengths in UTF-16 units], so a view can tell it misses some."""
+        ``thinking`` are replaced by ``n``: [their lengths in UTF-16 units] (none when both are 0), so a view
+        can tell it misses some; its id and turn are left out too (the view reads neither)."""
         full = self.to_dict(pricing)
         if self.bare_cache is None:
-            steps = [{**{k: v for k, v in s.items() if k not in ("content", "thinking")},
-                      "n": [utf16_len(s.get("content", "")), utf16_len(s.get("thinking", ""))]} for s in full["steps"]]
+            steps = [{**{k: v for k, v in s.items() if k not in _NOT_BARE}, **_lengths(s)} for s in full["steps"]]
             self.bare_cache = {"record": bare_record(full["record"], steps), "steps": steps}
         return self.bare_cache
 
+    def patch(self, turn: int, pricing: Mapping | None = None, ended: bool = False) -> dict | None:
+        """What changed in the bare turn since the last patch (the first: all of it), or None:
+        ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed fields and, for each step
+        that appeared or changed, its ``step_index`` with its changed fields (a new step whole; a
+        field gone is null). The lengths ``n`` go only once the turn ended (mid-turn the deltas'
+        offsets tell a view what it misses), so a mid-turn patch is a few fields, not the turn."""
+        bare = self.bare_dict(pricing)
+        rec = bare["record"]
+        record = None if rec is None else changed_fields(self.shown_record, rec)
+        if rec is not None:
+            self.shown_record = rec
+        steps = []
+        for step in bare["steps"]:
+            idx = step["step_index"]
+            new = step if ended else {k: v for k, v in step.items() if k != "n"}
+            old = self.shown_steps.get(idx)
+            fields = changed_fields(old, new) if old is not None else _without_usual(new)
+            if fields:
+                steps.append({"step_index": idx, **fields})
+            self.shown_steps[idx] = new
+        if not (record or steps or ended):
+            return None
+        out: dict = {"turn": turn}
+        if record:
+            out["record"] = record
+        if steps:
+            out["steps"] = steps
+        if ended:
+            out["ended"] = True
+        return out
+
+    def shown_whole(self, pricing: Mapping | None = None) -> None:
+        """The views got the whole turn (a resync, the whole state): later patches start from it."""
+        bare = self.bare_dict(pricing)
+        self.shown_record = bare["record"]
+        self.shown_steps = {s["step_index"]: {k: v for k, v in s.items() if k != "n"} for s in bare["steps"]}
+
+
+def _without_usual(step: dict) -> dict:
+    """A new step as a patch sends it: its type, source and target left out when usual for its kind."""
+    usual = USUAL_SHAPES.get(step.get("kind", ""))
+    if usual is None or any(step.get(k) != v for k, v in usual.items()):
+        return changed_fields(None, step)
+    return {k: v for k, v in step.items() if v is not None and k not in usual}
+
+
+def changed_fields(old: dict | None, new: dict) -> dict:
+    """The fields of ``new`` that ``old`` lacks or holds otherwise, and null for each field of ``old``
+    that ``new`` lacks (to a view, a null field is a missing one)."""
+    if old is None:
+        return {k: v for k, v in new.items() if v is not None}
+    out = {k: v for k, v in new.items() if old.get(k) != v}  # a null field and a missing one are the same
+    out.update((k, None) for k, v in old.items() if v is not None and k not in new)
+    return out
+
+
+# a step's usual type, source and target for its kind: a patch's new step leaves them out when they are
+# these (js/src/reducer.js USUAL_SHAPES fills them in; tests/test_widget_patches.py checks both agree)
+USUAL_SHAPES: dict[str, dict[str, str]] = {
+    "prompt": {"type": "TEXT_RESPONSE", "source": "USER", "target": "UNSPECIFIED"},
+    "model_call": {"type": "TEXT_RESPONSE", "source": "MODEL", "target": "USER"},
+    "tool_run": {"type": "TOOL_CALL", "source": "SYSTEM", "target": "ENVIRONMENT"},
+    "finish": {"type": "FINISH", "source": "SYSTEM", "target": "USER"},
+}
+
+# a bare step leaves out its text (sent as deltas) and what the live view never reads (its id; its
+# turn, which the turn's record names)
+_NOT_BARE = frozenset(("content", "thinking", "id", "turn"))
 
 # the view shows none of these (the provider it does: a model switch names it)
 _NOT_RENDERED = {"started_at", "finished_at", "first_token_at", "model_calls", "tool_calls",
                  "prefix_change", "context_tokens", "context_window"}
+
+
+def _lengths(step: dict) -> dict:
+    """``n``, a bare step's text lengths, when it has text (a step without any has none to miss)."""
+    n = [utf16_len(step.get("content", "")), utf16_len(step.get("thinking", ""))]
+    return {"n": n} if any(n) else {}
 
 
 def bare_record(record: dict | None, steps: list[dict]) -> dict | None:
@@ -98,7 +189,7 @@ def bare_record(record: dict | None, steps: list[dict]) -> dict | None:
     if record is None:
         return None
     drop = _NOT_RENDERED | ({"prompt"} if any(s.get("kind") == "prompt" for s in steps) else set())
-    return {k: v for k, v in record.items() if k not in drop and not (k in ("error", "http_code") and not v)}
+    return {k: v for k, v in record.items() if k not in drop and not (k in ("error", "http_code", "usage") and not v)}
 
 
 def step_shape(step: Step) -> tuple:

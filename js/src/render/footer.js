@@ -20,10 +20,10 @@ export function footerParts(rec) {
   if (rec.model) parts.push(rec.model);
   const known = !!(u.prompt_token_count || u.candidates_token_count || u.total_token_count);
   if (known) {
-    parts.push(`in ${fmtInt(u.prompt_token_count)}`);
+    parts.push(`in ${fmtInt(u.prompt_token_count || 0)}`); // a count left out is 0
     if (u.cached_content_token_count) parts.push(`cached ${fmtInt(u.cached_content_token_count)}`);
     if (u.thoughts_token_count) parts.push(`thinking ${fmtInt(u.thoughts_token_count)}`);
-    parts.push(`out ${fmtInt(u.candidates_token_count)}`);
+    parts.push(`out ${fmtInt(u.candidates_token_count || 0)}`);
   } else if (rec.status !== "error") {
     parts.push("tokens not reported"); // e.g. stopped before the model sent its usage: not zero
   }
