@@ -53,8 +53,8 @@ def frames(quick: bool) -> list[dict]:
     out = []
     for name, fn, items, goal in (("history_df", history_frame, steps, bench_frames.HISTORY_GOAL_MS),
                                   ("usage_df", usage_frame, records, bench_frames.USAGE_GOAL_MS)):
-        ms = bench_frames.best_ms(lambda: fn(items), 5)
-        naive = bench_frames.best_ms(lambda: pd.DataFrame([dataclasses.asdict(x) for x in items]), 2)
+        ms = bench_frames.best_ms(lambda fn=fn, items=items: fn(items), 5)
+        naive = bench_frames.best_ms(lambda items=items: pd.DataFrame([dataclasses.asdict(x) for x in items]), 2)
         out.append(row(f"{name} of {len(items):,} rows vs a naive DataFrame of dicts", ms / naive, "<= 0.1",
                        ms / naive <= 0.1, f"{ms:.0f} ms vs {naive:.0f} ms (absolute goal {goal} ms: "
                        f"{'met' if ms <= goal else 'not met'})"))
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
                f"load average {load:.2f}")
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = table(rows)
     results = (f"# Benchmark results\n\n{when} · {machine} · {'quick' if args.quick else 'full'} run in "
                f"{time.time() - started:.0f} s (`python bench/run_all.py`)\n\n{body}\n")
