@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ..core.compression import ApproxTokenizer
 from ..core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
@@ -76,13 +76,14 @@ class DemoProvider(Provider):
         else:
             thought = f"The user asked: \u201c{_short(prompt)}\u201d. No tool is needed; I will answer directly."
             answer = _plain_answer(prompt)
+        pause = self._pacer()
         if request.include_reasoning:
             for piece in _WORD.findall(thought):
-                await self._pause()
+                await pause()
                 yield ThinkingDelta(piece)
             parts.append(ThinkingPart(thought))
         for piece in _WORD.findall(answer):
-            await self._pause()
+            await pause()
             yield TextDelta(piece)
         parts.append(TextPart(answer))
         structured = None
@@ -92,7 +93,7 @@ class DemoProvider(Provider):
             args = json.dumps(call.args)
             yield ToolCallStart(0, call.id, call.name)
             for i in range(0, len(args), 8):
-                await self._pause()
+                await pause()
                 yield ToolCallDelta(0, args[i : i + 8])
             yield ToolCallEnd(0, call)
             parts.append(ToolUsePart(call.id, call.name, call.args))
@@ -107,8 +108,17 @@ class DemoProvider(Provider):
                      "tool_calls" if call else "stop", Message("assistant", parts),
                      structured_output=structured, model=self.model)
 
-    async def _pause(self) -> None:
-        await asyncio.sleep(self.delay) if self.delay > 0 else await asyncio.sleep(0)
+    def _pacer(self) -> Callable[[], Awaitable[None]]:
+        """A pause to await before each piece of one answer: ``delay`` between pieces, none before
+        the first (the loop is still yielded to, so a Stop is seen)."""
+        started = False
+
+        async def pause() -> None:
+            nonlocal started
+            await asyncio.sleep(self.delay if started and self.delay > 0 else 0)
+            started = True
+
+        return pause
 
 
 def _last_prompt(messages: list[Message]) -> str:
