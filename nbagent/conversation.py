@@ -145,7 +145,7 @@ class Conversation:
         if not self.is_idle():
             await self._wind_down_dropped_stream()
         # over budget: raises before any request and before the turn opens
-        self._budget.check_prompt(prompt, self.estimate, self.turns, self.conversation_id)
+        self._budget.check_prompt(prompt, self.estimate, self._log.ledger, self.conversation_id)
         self._interrupt_requested = False
         record = self._log.open_turn(prompt, model=str(conn.model_name or ""), provider=str(conn.provider_name or ""),
                                      context_window=conn.context_window)
@@ -375,7 +375,7 @@ class Conversation:
     @property
     def spent_usd(self) -> float:
         """Dollars the ledger's turns cost so far (turns without a known price count 0)."""
-        return self._budget.spent(self.turns)
+        return self._budget.spent(self._log.ledger)
 
     def allow_over_budget_once(self) -> None:
         """Let the next turn start even if it would exceed ``budget_usd`` (once; never a course policy's)."""
@@ -393,11 +393,11 @@ class Conversation:
     def course_refusal(self, prompt: str = "") -> NbagentError | None:
         """Why the course policy would refuse a turn now (closed, over budget: what the widget
         shows); None when it may start or there is no policy."""
-        return self._budget.course_refusal(prompt, self.estimate, self.turns, self.conversation_id)
+        return self._budget.course_refusal(prompt, self.estimate, self._log.ledger, self.conversation_id)
 
     def _stop_reason(self) -> str:
         """The connection asks this before each further model call of a turn."""
-        return self._budget.stop_reason(self.turns, self.conversation_id)
+        return self._budget.stop_reason(self._log.ledger, self.conversation_id)
 
     # --- views: frames, reports, transcripts, the widget --------------------------------
 
@@ -407,7 +407,7 @@ class Conversation:
         from .core.compression import ApproxTokenizer
 
         conn = self._connection
-        turns = self.turns
+        turns = self._log.ledger  # a read-only snapshot: no copy of the whole ledger each turn
         chat_session = conn.chat_session if conn else self._loaded_session
         return RequestInputs(
             turns=turns, model=str(conn.model_name or "") if conn else "",

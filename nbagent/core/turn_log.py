@@ -15,10 +15,12 @@ import time
 import warnings
 from collections import deque
 from typing import Any
+from collections.abc import Sequence
 
 from .chunks import Chunk, chunks_of, response_of
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationEvent, ConversationState, Listener
 from .errors import NbagentError
+from .growing_list import GrowingList
 from .ledger import TurnRecord, TurnTally
 from .steps import ApprovalDecision, ChatResponse, Step, StepKind, StepStatus, UsageMetadata
 
@@ -43,7 +45,7 @@ class TurnLog:
         self._turn_starts: deque[int] = deque()
         self._compactions: deque[int] = deque()
         self._total = UsageMetadata()
-        self._ledger: list[TurnRecord] = []
+        self._ledger: GrowingList[TurnRecord] = GrowingList()  # grows only: snapshots cost O(1)
         self._tally: TurnTally | None = None
         self._seen_call_ids: set[str] = set()
         self._last_response = ""
@@ -218,6 +220,13 @@ class TurnLog:
             return list(self._ledger)
 
     @property
+    def ledger(self) -> Sequence[TurnRecord]:
+        """The turns as they are now, read-only, in O(1) (``turns`` is a copy): for the checks each
+        turn makes (budget, course policy, estimates), which would otherwise copy the whole ledger."""
+        with self.lock:
+            return self._ledger.snapshot()
+
+    @property
     def turn_start_indices(self) -> list[int]:
         with self.lock:
             return self._relative(self._turn_starts)
@@ -255,7 +264,7 @@ class TurnLog:
         with self.lock:
             self._steps = deque(state.steps)
             self._trimmed = state.trimmed
-            self._ledger = list(state.turns)
+            self._ledger = GrowingList(state.turns)
             self._turn_starts = deque(i + state.trimmed for i in state.turn_starts)
             self._compactions = deque(i + state.trimmed for i in state.compactions)
             self._total = state.total_usage

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from ..core.compression import ApproxTokenizer
 from ..core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
@@ -111,7 +111,7 @@ class DemoProvider(Provider):
         await asyncio.sleep(self.delay) if self.delay > 0 else await asyncio.sleep(0)
 
 
-def _last_prompt(messages: list[Message]) -> str:
+def _last_prompt(messages: Sequence[Message]) -> str:
     for m in reversed(messages):
         if m.role == "user" and m.text:
             return m.text
