@@ -199,6 +199,7 @@ class _Saved:
     messages: Any = None
     message_count: int = 0
     window: tuple = ()  # the saved messages just before those an entry writes again
+    message_changes: int | None = None  # the wire history's count of changes other than growth
     chat_head: tuple | None = None
     edits: int = 0
     stale: bool = False  # something older than the last turn changed: rewrite the file
@@ -290,6 +291,7 @@ class JournalWriter:
         saved.message_count = 0 if chat is None else len(chat.messages)
         at = max(0, saved.message_count - 2)
         saved.window = () if chat is None else tuple(chat.messages[max(0, at - _WINDOW): at])
+        saved.message_changes = None if chat is None else getattr(chat.messages, "changes", None)
         saved.edits = edit_count()
 
     def _entry(self, saved: _Saved, state: ConversationState, settings: Any) -> dict | None:
@@ -323,8 +325,9 @@ class JournalWriter:
             if saved.chat is not None:
                 entry["chat_session"] = None
             return entry
-        if saved.chat is not None and (chat is not saved.chat or chat.messages is not saved.messages):
-            return None  # another wire history (switching models rewrites it)
+        if saved.chat is not None and (chat is not saved.chat or chat.messages is not saved.messages
+                                       or getattr(chat.messages, "changes", None) != saved.message_changes):
+            return None  # another wire history (switching models rewrites it), or a message replaced in it
         m_at = max(0, saved.message_count - 2)  # a user message may have grown in place
         if saved.chat is None or (chat.session_id, chat.system, chat.cache_strategy) != saved.chat_head:
             m_at = 0
