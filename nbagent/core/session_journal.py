@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .chat_session import CHAT_SESSION_FORMAT, CHAT_SESSION_VERSION
 from .conversation_state import ConversationEvent, ConversationState
@@ -341,7 +341,7 @@ class JournalWriter:
         return entry
 
 
-def _absolute_from(positions: list[int], at: int, trimmed: int) -> list[int]:
+def _absolute_from(positions: Sequence[int], at: int, trimmed: int) -> list[int]:
     """The ``positions`` (into the kept steps) from ``at`` on, as absolute positions."""
     return [i + trimmed for i in positions[bisect.bisect_left(positions, at):]]
 
