@@ -20,7 +20,6 @@ Counted: changes made through the list's own methods and operators (``messages[i
 from __future__ import annotations
 
 import weakref
-from itertools import islice
 from typing import Any, SupportsIndex, TypeVar, overload
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -128,15 +127,18 @@ class ListSnapshot(Sequence[T]):
 
     def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
             items = self._items
-            return [items[i] for i in range(*index.indices(self._length))]
+            return list(items[start:stop]) if step == 1 else [items[i] for i in range(start, stop, step)]
         i = index + self._length if index < 0 else index
         if not 0 <= i < self._length:
             raise IndexError("snapshot index out of range")
         return self._items[i]
 
     def __iter__(self) -> Iterator[T]:
-        return islice(self._items, self._length)
+        # over a copy taken at once (C speed): a change made meanwhile, even from another thread
+        # once this iteration started, never shows in it
+        return iter(self._items[:self._length])
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (ListSnapshot, list, tuple)):
