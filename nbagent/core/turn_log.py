@@ -252,8 +252,8 @@ class TurnLog:
     # --- state boundary ---------------------------------------------------------------
 
     def to_state(self, conversation_id: str, chat_session: Any) -> ConversationState:
-        """A consistent copy of everything the log holds, with the conversation's identity: its
-        lists are read-only snapshots, O(1) each (an autosave per turn copies nothing whole)."""
+        """Everything the log holds now, with the conversation's identity: its lists are read-only
+        snapshots taken together under the lock, O(1) each (an autosave per turn copies nothing whole)."""
         with self.lock:
             return ConversationState(
                 conversation_id=conversation_id, max_history_size=self.max_history_size,
