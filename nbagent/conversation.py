@@ -55,7 +55,7 @@ class Conversation:
         self._interrupt_requested = False
         self._reader: _Reader | None = None  # the stream reading the running turn (None: none handed out)
         self._wound_down: list[asyncio.Future] = []  # sends waiting for a dropped stream's turn to end
-        self._parts = (ConversationBudget(self, self._budget, self._request_inputs), ConversationNotebook(self),
+        self._parts = (ConversationBudget(self, self._log, self._budget, self._request_inputs), ConversationNotebook(self),
                        ConversationPlumbing(self, self._log, self._budget, self._state))
         if connection is not None:
             connection.request_guard = self._stop_reason
@@ -155,7 +155,7 @@ class Conversation:
         if not self.is_idle():
             await self._wind_down_dropped_stream()
         # over budget: raises before any request and before the turn opens
-        self._budget.check_prompt(prompt, self.estimate, self.turns, self.conversation_id)
+        self._budget.check_prompt(prompt, self.estimate, self._log.ledger, self.conversation_id)
         self._interrupt_requested = False
         record = self._log.open_turn(prompt, model=str(conn.model_name or ""), provider=str(conn.provider_name or ""),
                                      context_window=conn.context_window)
@@ -357,7 +357,7 @@ class Conversation:
 
     def _stop_reason(self) -> str:
         """The connection asks this before each further model call of a turn."""
-        return self._budget.stop_reason(self.turns, self.conversation_id)
+        return self._budget.stop_reason(self._log.ledger, self.conversation_id)
 
     # --- views: frames, reports, transcripts, the widget --------------------------------
 
@@ -367,7 +367,7 @@ class Conversation:
         from .core.compression import ApproxTokenizer
 
         conn = self._connection
-        turns = self.turns
+        turns = self._log.ledger  # a read-only snapshot: no copy of the whole ledger each turn
         chat_session = conn.chat_session if conn else self._loaded_session
         return RequestInputs(
             turns=turns, model=str(conn.model_name or "") if conn else "",

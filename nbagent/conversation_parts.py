@@ -27,10 +27,10 @@ class ConversationBudget:
     """``conv.budget``: the dollars a conversation may spend (``usd``; see ``nbagent.analysis.budget``),
     its price overrides, what it spent, and the model's context window."""
 
-    __slots__ = ("_conv", "_budget", "_inputs")
+    __slots__ = ("_conv", "_log", "_budget", "_inputs")
 
-    def __init__(self, conv: Conversation, budget: Budget, inputs: Callable[[], RequestInputs]) -> None:
-        self._conv, self._budget, self._inputs = conv, budget, inputs
+    def __init__(self, conv: Conversation, log: TurnLog, budget: Budget, inputs: Callable[[], RequestInputs]) -> None:
+        self._conv, self._log, self._budget, self._inputs = conv, log, budget, inputs
 
     @property
     def usd(self) -> float | None:
@@ -53,7 +53,7 @@ class ConversationBudget:
     @property
     def spent_usd(self) -> float:
         """Dollars the ledger's turns cost so far (turns without a known price count 0)."""
-        return self._budget.spent(self._conv.turns)
+        return self._budget.spent(self._log.ledger)
 
     def allow_over_once(self) -> None:
         """Let the next turn start even if it would exceed ``usd`` (once; never a course policy's)."""
@@ -131,4 +131,4 @@ class ConversationPlumbing:
         """Why the course policy would refuse a turn now (closed, over budget: what the widget shows);
         None when it may start or there is no policy."""
         conv = self._conv
-        return self._budget.course_refusal(prompt, conv.estimate, conv.turns, conv.conversation_id)
+        return self._budget.course_refusal(prompt, conv.estimate, self._log.ledger, conv.conversation_id)

@@ -73,6 +73,20 @@ def test_a_journaled_session_reloads_identically_in_every_reader(tmp_path):
     assert not journal_path(path).exists() and len(json.loads(path.read_text())["turns"]) == 10
 
 
+def test_a_wire_message_replaced_by_hand_far_back_reaches_the_saved_file(tmp_path):
+    from nbagent.core.messages import Message, TextPart
+
+    agent, _ = chatted(tmp_path, 12)
+    messages = agent.conversation.connection.session.messages
+    assert len(messages) > 20  # the message edited is far before the few an entry checks
+    messages[2] = Message("user", [TextPart("replaced by hand")])
+    agent.provider.script += script(1)
+    agent.ask("after the edit")
+    loaded = Agent.load(agent.session_path, tools=[lookup], model=ScriptedProvider(script(1)))
+    assert loaded.conversation.connection.session.messages[2].text == "replaced by hand"  # was: the old one
+    assert loaded.conversation.connection.session.messages == messages
+
+
 def test_letting_the_file_go_folds_the_journal_in(tmp_path):
     agent, after = chatted(tmp_path, 4)
     path = agent.session_path

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from ..core.chat_session import ChatSession
 from ..core.compression import MESSAGE_OVERHEAD, Tokenizer, ToolDescription, count_tools
+from ..core.growing_list import GrowingList, growth_mark
 from ..core.ledger import TurnRecord
 from ..core.steps import Step
 from ..core.mathtext import escape_dollars
@@ -164,6 +165,7 @@ class LedgerMemo:
         self._sums: list[tuple[float, int, int, int]] = []  # running (usd, unpriced, generated, generating turns)
         self._pricing = pricing
         self._prices: dict[tuple[str, str], Price | None] = {}
+        self._mark: tuple[GrowingList, int] | None = None  # the ledger last seen and its change count
 
     def totals(self, turns: Sequence[TurnRecord], pricing: Mapping | None = None) -> LedgerTotals:
         with self._lock:  # the loop checks the budget while a widget may ask for an estimate
@@ -192,14 +194,24 @@ class LedgerMemo:
 
     def _kept(self, turns: Sequence[TurnRecord]) -> int:
         """How many leading turns keep their sums: all but the newest of the previous call's, when
-        ``turns`` starts with them (compared object by object at C speed)."""
-        seen, old = self._turns, len(self._turns)
+        ``turns`` starts with them (the same growing ledger unchanged but for its growth, else
+        compared object by object at C speed)."""
+        old = len(self._turns)
+        previous, mark = self._mark, growth_mark(turns)
+        self._mark = mark
         if len(turns) < old:
             return 0
+        if mark is not None and previous is not None and mark[0] is previous[0] and mark[1] == previous[1]:
+            return max(old - 1, 0)
+        return max(old - 1, 0) if self._starts_as_before(turns) else 0
+
+    def _starts_as_before(self, turns: Sequence[TurnRecord]) -> bool:
+        """Whether ``turns`` starts with the turns of the previous call (compared object by object)."""
+        seen, old = self._turns, len(self._turns)
         seen.extend(turns[old:])  # the new turns: trivially the same objects
         same = seen == (turns if isinstance(turns, list) else list(turns))
         del seen[old:]
-        return max(old - 1, 0) if same else 0
+        return same
 
     def _price(self, model: str, provider: str) -> Price | None:
         key = (model, provider)

@@ -15,6 +15,7 @@ from .atomic_file import atomic_write_text
 from .errors import NbagentError
 from .messages import Message, TextPart, ToolResultPart, clean_parts, note_edit
 from .text import clean_text
+from .growing_list import GrowingList
 
 CHAT_SESSION_FORMAT = "nbagent.chat_session"
 CHAT_SESSION_VERSION = 1
@@ -36,13 +37,20 @@ class ChatSession:
     """Normalized history: a system prompt and alternating user/assistant messages.
 
     ``cache_strategy`` is ``"auto"`` (providers mark the system prompt, tools and
-    the latest turns as cacheable) or ``"none"``.
+    the latest turns as cacheable) or ``"none"``. ``messages`` is always a
+    :class:`~nbagent.core.growing_list.GrowingList` (a list that counts its changes
+    other than growth): a list assigned to it is copied into one.
     """
 
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     system: str | None = None
-    messages: list[Message] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=GrowingList)
     cache_strategy: CacheStrategy = "auto"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "messages" and not isinstance(value, GrowingList):
+            value = GrowingList(value)
+        object.__setattr__(self, name, value)
 
     # --- building -----------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .chat_session import ChatSession
 from .ledger import TurnRecord
@@ -32,15 +32,17 @@ class ConversationState:
 
     ``trimmed`` counts steps dropped from the front; ``turn_starts`` and
     ``compactions`` index into ``steps``; ``turns`` is the never-trimmed ledger.
+    A live conversation's ``to_state`` gives read-only snapshots (sequences, O(1) each);
+    a file read gives lists.
     """
 
     conversation_id: str = ""
     max_history_size: int = DEFAULT_MAX_HISTORY
-    steps: list[Step] = field(default_factory=list)
+    steps: Sequence[Step] = field(default_factory=list)
     trimmed: int = 0
-    turn_starts: list[int] = field(default_factory=list)
-    compactions: list[int] = field(default_factory=list)
-    turns: list[TurnRecord] = field(default_factory=list)
+    turn_starts: Sequence[int] = field(default_factory=list)
+    compactions: Sequence[int] = field(default_factory=list)
+    turns: Sequence[TurnRecord] = field(default_factory=list)
     total_usage: UsageMetadata = field(default_factory=UsageMetadata)
     last_response: str = ""
     chat_session: ChatSession | None = None

@@ -9,7 +9,10 @@ A message counts as unchanged while it is the same object with the same parts (t
 objects, each with the same content). Checking that for every message each call would walk the whole
 history again, so a call checks:
 
-- the message list against the previous one, object by object (one C-speed list comparison);
+- whether the list only grew at its end: for the same
+  :class:`~nbagent.core.growing_list.GrowingList` (a ChatSession's ``messages``, or a request's
+  snapshot of them) its change count says so at once; any other sequence is compared with the
+  previous one, object by object (one C-speed list comparison);
 - the parts of the messages from the newest user message on (``push_user``,
   ``push_tool_results`` and ``append_to_last_user`` add parts there);
 - everything, when a field of any message or part was assigned in place since the previous call
@@ -28,6 +31,7 @@ from typing import Any, Generic, TypeVar
 from collections.abc import Callable, Sequence
 
 from .messages import Message, edit_count
+from .growing_list import GrowingList, growth_mark
 
 T = TypeVar("T")
 
@@ -58,13 +62,21 @@ class MessageMemo(Generic[T]):
         self._shapes: list[tuple] = []
         self._edits = edit_count()
         self._newest_user = -1
+        self._source: GrowingList | None = None  # the list last seen, when it counts its changes
+        self._source_changes = -1
 
     def update(self, messages: Sequence[Message]) -> tuple[int, list[T]]:
         """Take ``messages`` as the history; return how many leading messages kept their values
         and the values the messages after those had before (what the caller may compare)."""
         edits, old = edit_count(), len(self._seen)
-        kept = self._kept(messages, old, edits != self._edits)
+        mark = growth_mark(messages)
+        if (mark is not None and mark[0] is self._source and mark[1] == self._source_changes
+                and edits == self._edits and len(messages) >= old):
+            kept = self._kept_tail(messages, old)  # the same list, only grown since
+        else:
+            kept = self._kept(messages, old, edits != self._edits)
         self._edits = edits
+        self._source, self._source_changes = mark if mark is not None else (None, -1)
         before = self.values[kept:]
         self._recompute(messages, kept, old)
         return kept, before

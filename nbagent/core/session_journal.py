@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .chat_session import CHAT_SESSION_FORMAT, CHAT_SESSION_VERSION
 from .conversation_state import ConversationEvent, ConversationState
@@ -199,6 +199,7 @@ class _Saved:
     messages: Any = None
     message_count: int = 0
     window: tuple = ()  # the saved messages just before those an entry writes again
+    message_changes: int | None = None  # the wire history's count of changes other than growth
     chat_head: tuple | None = None
     edits: int = 0
     stale: bool = False  # something older than the last turn changed: rewrite the file
@@ -290,6 +291,7 @@ class JournalWriter:
         saved.message_count = 0 if chat is None else len(chat.messages)
         at = max(0, saved.message_count - 2)
         saved.window = () if chat is None else tuple(chat.messages[max(0, at - _WINDOW): at])
+        saved.message_changes = None if chat is None else getattr(chat.messages, "changes", None)
         saved.edits = edit_count()
 
     def _entry(self, saved: _Saved, state: ConversationState, settings: Any) -> dict | None:
@@ -323,8 +325,9 @@ class JournalWriter:
             if saved.chat is not None:
                 entry["chat_session"] = None
             return entry
-        if saved.chat is not None and (chat is not saved.chat or chat.messages is not saved.messages):
-            return None  # another wire history (switching models rewrites it)
+        if saved.chat is not None and (chat is not saved.chat or chat.messages is not saved.messages
+                                       or getattr(chat.messages, "changes", None) != saved.message_changes):
+            return None  # another wire history (switching models rewrites it), or a message replaced in it
         m_at = max(0, saved.message_count - 2)  # a user message may have grown in place
         if saved.chat is None or (chat.session_id, chat.system, chat.cache_strategy) != saved.chat_head:
             m_at = 0
@@ -338,7 +341,7 @@ class JournalWriter:
         return entry
 
 
-def _absolute_from(positions: list[int], at: int, trimmed: int) -> list[int]:
+def _absolute_from(positions: Sequence[int], at: int, trimmed: int) -> list[int]:
     """The ``positions`` (into the kept steps) from ``at`` on, as absolute positions."""
     return [i + trimmed for i in positions[bisect.bisect_left(positions, at):]]
 

@@ -13,12 +13,13 @@ import asyncio
 import threading
 import time
 import warnings
-from collections import deque
-from typing import Any
+from typing import Any, overload
+from collections.abc import Iterator, Sequence
 
 from .chunks import Chunk, chunks_of, response_of
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationEvent, ConversationState, Listener
 from .errors import NbagentError
+from .growing_list import GrowingList
 from .ledger import TurnRecord, TurnTally
 from .steps import ApprovalDecision, ChatResponse, Step, StepKind, StepStatus, UsageMetadata
 
@@ -35,15 +36,16 @@ class TurnLog:
         self._reset()
 
     def _reset(self) -> None:
-        # deques: trimming drops from the front in O(1), not by re-slicing the whole history
-        self._steps: deque[Step] = deque()
+        # growing lists: to_state (each autosave) takes O(1) snapshots of them, not copies; trimming
+        # drops from the front with one memmove, never by building a new list
+        self._steps: GrowingList[Step] = GrowingList()
         self._trimmed = 0  # steps drained from the front so far
         self._turn_positions: dict[int, int] = {}  # step_index -> absolute position, this turn
         # absolute positions (trimmed steps included), so a trim shifts nothing: see _relative
-        self._turn_starts: deque[int] = deque()
-        self._compactions: deque[int] = deque()
+        self._turn_starts: GrowingList[int] = GrowingList()
+        self._compactions: GrowingList[int] = GrowingList()
         self._total = UsageMetadata()
-        self._ledger: list[TurnRecord] = []
+        self._ledger: GrowingList[TurnRecord] = GrowingList()  # grows only: snapshots cost O(1)
         self._tally: TurnTally | None = None
         self._seen_call_ids: set[str] = set()
         self._last_response = ""
@@ -186,19 +188,22 @@ class TurnLog:
         """Where the current (or last) turn starts in ``_steps`` (0: trimmed away, or no turn yet)."""
         return self._turn_starts[-1] - self._trimmed if self._turn_starts else 0
 
-    def _relative(self, positions: deque[int]) -> list[int]:
+    def _relative(self, positions: Sequence[int]) -> list[int]:
         """Absolute positions as indices into the kept steps."""
         return [i - self._trimmed for i in positions]
 
     def _trim(self) -> None:
         if not self.max_history_size or len(self._steps) <= self.max_history_size:
             return
-        for _ in range(len(self._steps) - self.max_history_size):
-            self._steps.popleft()
-            self._trimmed += 1
+        excess = len(self._steps) - self.max_history_size
+        del self._steps[:excess]
+        self._trimmed += excess
         for positions in (self._turn_starts, self._compactions):
-            while positions and positions[0] < self._trimmed:
-                positions.popleft()
+            gone = 0
+            while gone < len(positions) and positions[gone] < self._trimmed:
+                gone += 1
+            if gone:
+                del positions[:gone]
 
     def clear(self) -> None:
         with self.lock:
@@ -216,6 +221,13 @@ class TurnLog:
     def turns(self) -> list[TurnRecord]:
         with self.lock:
             return list(self._ledger)
+
+    @property
+    def ledger(self) -> Sequence[TurnRecord]:
+        """The turns as they are now, read-only, in O(1) (``turns`` is a copy): for the checks each
+        turn makes (budget, course policy, estimates), which would otherwise copy the whole ledger."""
+        with self.lock:
+            return self._ledger.snapshot()
 
     @property
     def turn_start_indices(self) -> list[int]:
@@ -240,12 +252,15 @@ class TurnLog:
     # --- state boundary ---------------------------------------------------------------
 
     def to_state(self, conversation_id: str, chat_session: Any) -> ConversationState:
-        """A consistent copy of everything the log holds, with the conversation's identity."""
+        """Everything the log holds now, with the conversation's identity: its lists are read-only
+        snapshots taken together under the lock, O(1) each (an autosave per turn copies nothing whole)."""
         with self.lock:
             return ConversationState(
                 conversation_id=conversation_id, max_history_size=self.max_history_size,
-                steps=list(self._steps), trimmed=self._trimmed, turn_starts=self._relative(self._turn_starts),
-                compactions=self._relative(self._compactions), turns=list(self._ledger),
+                steps=self._steps.snapshot(), trimmed=self._trimmed,
+                turn_starts=RelativePositions(self._turn_starts.snapshot(), self._trimmed),
+                compactions=RelativePositions(self._compactions.snapshot(), self._trimmed),
+                turns=self._ledger.snapshot(),
                 total_usage=UsageMetadata(**self._total.to_dict()), last_response=self._last_response,
                 chat_session=chat_session,
             )
@@ -253,10 +268,47 @@ class TurnLog:
     def restore(self, state: ConversationState) -> None:
         """Hold ``state``'s steps, turns and usage (a loaded conversation)."""
         with self.lock:
-            self._steps = deque(state.steps)
+            self._steps = GrowingList(state.steps)
             self._trimmed = state.trimmed
-            self._ledger = list(state.turns)
-            self._turn_starts = deque(i + state.trimmed for i in state.turn_starts)
-            self._compactions = deque(i + state.trimmed for i in state.compactions)
+            self._ledger = GrowingList(state.turns)
+            self._turn_starts = GrowingList(i + state.trimmed for i in state.turn_starts)
+            self._compactions = GrowingList(i + state.trimmed for i in state.compactions)
             self._total = state.total_usage
             self._last_response = state.last_response
+
+
+class RelativePositions(Sequence[int]):
+    """Absolute step positions (trimmed steps counted) as indices into the steps kept then, read-only."""
+
+    __slots__ = ("_absolute", "_trimmed")
+
+    def __init__(self, absolute: Sequence[int], trimmed: int) -> None:
+        self._absolute, self._trimmed = absolute, trimmed
+
+    def __len__(self) -> int:
+        return len(self._absolute)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [i - self._trimmed for i in self._absolute[index]]
+        return self._absolute[index] - self._trimmed
+
+    def __iter__(self) -> Iterator[int]:
+        trimmed = self._trimmed
+        return (i - trimmed for i in self._absolute)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Sequence)) and not isinstance(other, str):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RelativePositions({list(self)!r})"

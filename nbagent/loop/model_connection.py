@@ -23,6 +23,7 @@ from ..core.compression import ApproxTokenizer
 from ..core.errors import NbagentError
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
 from ..core.connection import RequestGuard
+from ..core.growing_list import snapshot
 from ..providers.base import REFUSAL, Finish, ModelRequest, Provider, ToolSpec
 from ..core.text import clean_text
 from ..core.steps import FinishReason, Step, StepKind, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
@@ -362,7 +363,7 @@ class ModelConnection:
     def _request(self) -> ModelRequest:
         return ModelRequest(
             model=self.provider.model,
-            messages=list(self.session.messages),
+            messages=snapshot(self.session.messages),  # O(1): the history as it is now, read-only
             system=self.session.system,
             tools=self.tool_descriptions(),
             temperature=self.temperature,

@@ -23,7 +23,7 @@ import json
 import abc
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from ..core.messages import Message, TextPart
 from ..core.steps import CutToolCall, FinishReason, ToolCall, UsageMetadata
@@ -58,7 +58,7 @@ class ToolSpec:
 @dataclass
 class ModelRequest:
     model: str
-    messages: list[Message]
+    messages: Sequence[Message]  # a ChatSession's: a read-only snapshot (core/growing_list.py)
     system: str | None = None
     tools: list[ToolSpec] = field(default_factory=list)
     temperature: float | None = None

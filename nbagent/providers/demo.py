@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from ..core.compression import ApproxTokenizer
 from ..core.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
@@ -121,7 +121,7 @@ class DemoProvider(Provider):
         return pause
 
 
-def _last_prompt(messages: list[Message]) -> str:
+def _last_prompt(messages: Sequence[Message]) -> str:
     for m in reversed(messages):
         if m.role == "user" and m.text:
             return m.text

@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from collections.abc import Sequence
 
 from ..core.messages import Message, ToolResultPart, ToolUsePart
 from ..core.steps import ToolCall
@@ -50,7 +51,7 @@ class DemoMove:
     call: ToolCall | None = None
 
 
-def notebook_move(messages: list[Message], tools: list[ToolSpec], prompt: str, n: int) -> DemoMove | None:
+def notebook_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: str, n: int) -> DemoMove | None:
     """The next move of a notebook turn, or None when the notebook tools do not apply."""
     names = {t.name for t in tools}
     if DESCRIBE not in names or not prompt:
@@ -80,7 +81,7 @@ def notebook_move(messages: list[Message], tools: list[ToolSpec], prompt: str, n
     return _report_run(str(last.args.get("code", "")), result.content)
 
 
-def _turn_so_far(messages: list[Message]) -> tuple[list[ToolUsePart], dict[str, ToolResultPart]]:
+def _turn_so_far(messages: Sequence[Message]) -> tuple[list[ToolUsePart], dict[str, ToolResultPart]]:
     """The tool calls since the last user prompt, and their results by call id."""
     start = 0
     for i, m in enumerate(messages):
@@ -195,7 +196,7 @@ def _short(text: str, n: int) -> str:
 # --- "fix the error in the cell above" ------------------------------------------------------------
 
 
-def fix_move(messages: list[Message], tools: list[ToolSpec], prompt: str, n: int) -> DemoMove | None:
+def fix_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: str, n: int) -> DemoMove | None:
     """The next move of a "fix the error" turn, or None when it does not apply."""
     names = {t.name for t in tools}
     asked = re.split(r"^\[Attached notebook (?:variables|cells): ", prompt, maxsplit=1, flags=re.M)[0]

@@ -26,6 +26,7 @@ messages (at most 4, the API's limit); ``"none"`` sends none.
 from __future__ import annotations
 
 from typing import Any
+from collections.abc import Sequence
 
 from ...core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from ..base import ModelRequest
@@ -95,7 +96,7 @@ def build_body(request: ModelRequest, model: str) -> dict:
 _EMPTY = {"type": "object", "properties": {}}
 
 
-def build_messages(messages: list[Message]) -> list[dict]:
+def build_messages(messages: Sequence[Message]) -> list[dict]:
     """Wire messages: empty ones dropped, neighbours with one role merged."""
     out: list[dict] = []
     for msg in messages:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from collections.abc import Sequence
 
 from ...core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from ..base import ModelRequest
@@ -84,7 +85,7 @@ def _thinks(model: str) -> bool:
     return version >= (2, 5) or (version == (0, 0) and model.lower().endswith("-latest"))
 
 
-def build_contents(messages: list[Message], model: str = "") -> list[dict]:
+def build_contents(messages: Sequence[Message], model: str = "") -> list[dict]:
     """Wire ``contents``: empty turns dropped, neighbours with one role merged."""
     calls = {
         part.id: part

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from collections.abc import Sequence
 
 from ...core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from ..base import REFUSAL, ModelRequest
@@ -44,7 +45,7 @@ def build_body(request: ModelRequest, model: str, *, for_openai: bool) -> dict:
     return body
 
 
-def build_messages(messages: list[Message], system: str | None, *, reasoning_details: bool = True) -> list[dict]:
+def build_messages(messages: Sequence[Message], system: str | None, *, reasoning_details: bool = True) -> list[dict]:
     """Translate nbagent messages into Chat Completions messages.
 
     Thinking is never sent as text; OpenRouter-style ``reasoning_details``

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from collections.abc import Sequence
 
 from ...core.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from ..base import REFUSAL, ModelRequest
@@ -73,7 +74,7 @@ def text_format(schema: dict) -> dict:
 # --- the history as input items ------------------------------------------------------
 
 
-def build_input(messages: list[Message]) -> list[dict]:
+def build_input(messages: Sequence[Message]) -> list[dict]:
     """nbagent messages -> Responses ``input`` items (see the module docstring)."""
     items: list[dict] = []
     for message in messages:
