@@ -189,7 +189,7 @@ def test_turns_after_the_first_never_compare_the_whole_history_or_ledger(monkeyp
     conv = Agent(model=provider, budget_usd=1e6, pricing={"scripted-1": {"input": 1.0, "output": 2.0}}).conversation
     for i in range(300):
         conv.ask(f"q {i}")
-    assert conv.spent_usd > 0 and len(conv.turns) == 300
+    assert conv.budget.spent_usd > 0 and len(conv.turns) == 300
     assert len(walks) <= 4, walks  # each memo's first look only (before: 3 walks of the history a turn)
     conv.connection.session.messages[0] = Message("user", [TextPart("edited by hand")])
     conv.ask("and now?")
@@ -202,13 +202,13 @@ def test_a_conversation_state_stays_what_it_was_while_the_chat_goes_on_and_trims
     conv = Agent(model=provider, max_history_size=25).conversation
     for i in range(12):
         conv.ask(f"q {i}")
-    state = conv.to_state()
+    state = conv.plumbing.to_state()
     kept = (list(state.steps), list(state.turn_starts), list(state.turns), state.trimmed)
     assert state.trimmed > 0 and state.steps[state.turn_starts[-1]].content == "q 11"
     for i in range(12, 40):
         conv.ask(f"q {i}")
-    assert conv.to_state().trimmed > state.trimmed  # the history was trimmed again meanwhile
+    assert conv.plumbing.to_state().trimmed > state.trimmed  # the history was trimmed again meanwhile
     assert all(a is b for a, b in zip(state.steps, kept[0])) and len(state.steps) == len(kept[0])
     assert list(state.turn_starts) == kept[1] and state.turn_starts == kept[1] and list(state.turns) == kept[2]
     assert [state.steps[i].content for i in state.turn_starts] == [f"q {i}" for i in range(12 - len(kept[1]), 12)]
-    assert conv.turn_start_indices == list(conv.to_state().turn_starts)
+    assert conv.turn_start_indices == list(conv.plumbing.to_state().turn_starts)
