@@ -154,10 +154,11 @@ export class IncrementalMarkdown {
       this.doneLen = 0;
     }
     this.text = text;
+    if (this.shown === null && !this.doneLen) { this.flush(); return; } // the first words show at once
     if (!this.scheduled) { this.scheduled = true; raf(() => this.flush()); }
   }
 
-  /** Render now (also called once per animation frame). */
+  /** Render now (the first text at once, then once per animation frame). */
   flush() {
     this.scheduled = false;
     const { done, tail } = splitBlocks(this.text.slice(this.doneLen));
