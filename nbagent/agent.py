@@ -73,8 +73,7 @@ def model_string(model: str | Provider) -> str:
     if isinstance(model, Provider):
         return f"{model.name}:{model.model}"
     if not isinstance(model, str) or not model.strip():
-        raise NbagentError(f"model must be a string like 'openai:gpt-4.1-mini', not {model!r}",
-                           kind="config")
+        raise ConfigError(f"model must be a string like 'openai:gpt-4.1-mini', not {model!r}")
     return model
 
 
@@ -263,7 +262,7 @@ class Agent:
         from .core.chat_session import ChatSession
 
         if not self._conversation.is_idle():
-            raise NbagentError("a turn is running; stop it first", kind="config")
+            raise ConfigError("a turn is running; stop it first")
         old = self._connection.chat_session
         self._connection.resume(ChatSession(system=old.system, cache_strategy=old.cache_strategy), 0)
         self._conversation.clear_history()
@@ -287,7 +286,7 @@ class Agent:
 
     def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook: bool) -> None:
         if not isinstance(user, str):
-            raise NbagentError(f"user must be a string, not {type(user).__name__}", kind="config")
+            raise ConfigError(f"user must be a string, not {type(user).__name__}")
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
         course = self._course_policy  # its hours and period budget, for this user (a clock tests can set)
@@ -359,7 +358,7 @@ class Agent:
         if path is None:
             if self.session_path is None:
                 if self.save_to is None:
-                    raise NbagentError("save() needs a path, or Agent(save_to=folder)", kind="config")
+                    raise ConfigError("save() needs a path, or Agent(save_to=folder)")
                 turns = self._conversation.turns
                 first = turns[0] if turns else None
                 name = session_file_name(first.started_at if first else 0.0, first.prompt if first else "",
@@ -416,7 +415,7 @@ class Agent:
         from .core.wire_switch import neutral_history
 
         if not self._conversation.is_idle():
-            raise NbagentError("a turn is running; stop it first", kind="config")
+            raise ConfigError("a turn is running; stop it first")
         check_model(self._course_policy, model)  # a model the course policy does not allow: ConfigError
         s = self._settings
         before = dict(api_key=s.api_key, base_url=s.base_url, **s.provider_options)
@@ -441,7 +440,7 @@ class Agent:
         """Make the saved conversation at ``path`` this agent's active one (its model, tools and
         settings stay); further turns save to that file. For a chat's *History* button."""
         if not self._conversation.is_idle():
-            raise NbagentError("a turn is running; stop it first", kind="config")
+            raise ConfigError("a turn is running; stop it first")
         path = Path(path).expanduser()
         connection = connect(self.provider, self._settings, self._wiring)
         conv = Conversation.load(path, connection=connection, max_history_size=self._max_history_size)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from . import __version__
 from .core.distribution import DISTRIBUTION, install_hint
-from .core.errors import NbagentError
+from .core.errors import ConfigError, NbagentError, StorageError
 
 __all__ = ["EXTRAS", "FRONT_ENDS", "KEY_VARIABLES", "key_variables", "main"]  # noqa: F822 - KEY_VARIABLES: __getattr__
 
@@ -188,7 +188,7 @@ def install_model(args: argparse.Namespace) -> str:
         return (f"{what}: {done.path} ({done.size / 1e6:.1f} MB); use it with "
                 f"Agent(model=\"local:{done.path}\")")
     if args.sha256:
-        raise NbagentError("--sha256 checks a model named by URL or hf:owner/repo/file.gguf", kind="config")
+        raise ConfigError("--sha256 checks a model named by URL or hf:owner/repo/file.gguf")
     pip_args = []
     if args.no_index:
         pip_args.append("--no-index")
@@ -242,11 +242,11 @@ def export(args: argparse.Namespace) -> str:
     text = conv.to_markdown() if args.to == "md" else conv.to_html()
     target = Path(args.output) if args.output else source.with_suffix("." + args.to)
     if target.resolve() == source.resolve():
-        raise NbagentError(f"refusing to overwrite the session file {source}", kind="io")
+        raise StorageError(f"refusing to overwrite the session file {source}")
     try:
         write_atomically(target, text)
     except OSError as exc:
-        raise NbagentError(f"cannot write {target}: {exc.strerror or exc}", kind="io") from exc
+        raise StorageError(f"cannot write {target}: {exc.strerror or exc}") from exc
     return f"wrote {target}"
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping, Sequence
 
-from .core.errors import NbagentError
+from .core.errors import ConfigError
 from .core.ledger import TurnRecord
 from .core.steps import FinishReason, TurnStatus
 from .analysis.columns import USAGE, Column, Kind, Table, column_table
@@ -110,8 +110,8 @@ def prompts_of(source: Any) -> tuple[list[str], str | None]:
         return [source], None
     if isinstance(source, Sequence) and all(isinstance(p, str) for p in source):
         return list(source), None
-    raise NbagentError("compare() takes a prompt, a list of prompts, a saved session path or a Conversation, "
-                       f"not {type(source).__name__}", kind="config")
+    raise ConfigError("compare() takes a prompt, a list of prompts, a saved session path or a Conversation, "
+                      f"not {type(source).__name__}")
 
 
 def _failed(index: int, prompt: str, label: str, error: BaseException) -> Run:
@@ -161,9 +161,9 @@ async def compare_async(prompts_or_session: Any, models: Sequence[Any], *, syste
     if isinstance(models, (str, os.PathLike)) or not isinstance(models, Sequence):
         models = [models]
     if not models:
-        raise NbagentError("compare() needs at least one model", kind="config")
+        raise ConfigError("compare() needs at least one model")
     if not prompts:
-        raise NbagentError("compare() found no prompt to send", kind="config")
+        raise ConfigError("compare() found no prompt to send")
     options = dict(agent_options, system=system if system is not None else session_system, tools=tools,
                    pricing=pricing)  # the agents' budgets and estimates use the same prices
     runs: list[Run] = []

@@ -20,7 +20,7 @@ from .analysis.budget import Budget
 from .core.chunks import Chunk
 from .core.connection import Connection
 from .core.conversation_state import ConversationState
-from .core.errors import NbagentError
+from .core.errors import ConfigError
 from .core.ledger import TurnRecord
 from .core.steps import ChatResponse, Step, StepStatus, UsageMetadata
 from .core.text import clean_text
@@ -173,7 +173,7 @@ class Conversation:
         A turn whose stream someone still holds, or that runs on another event loop (it may be
         blocked waiting for this one), is refused."""
         reader = self._reader
-        busy = NbagentError("a turn is already running; wait for it or interrupt() it first", kind="config")
+        busy = ConfigError("a turn is already running; wait for it or interrupt() it first")
         if reader is None or not reader.dropped() or reader.loop is not asyncio.get_running_loop():
             raise busy
         waiter = asyncio.get_running_loop().create_future()
@@ -339,10 +339,9 @@ class Conversation:
 
     def _require_connection(self) -> Connection:
         if self._connection is None:
-            raise NbagentError(
+            raise ConfigError(
                 "this conversation was loaded without a connection and is read-only; "
                 "pass connection= to Conversation.load or use Agent(resume=path)",
-                kind="config",
             )
         return self._connection
 
@@ -408,7 +407,7 @@ class Conversation:
 
             return tool_tokens_frame(self.history, self.turns)
         if by is not None:
-            raise NbagentError(f"usage_df(by=...) takes None or 'tool', not {by!r}", kind="config")
+            raise ConfigError(f"usage_df(by=...) takes None or 'tool', not {by!r}")
         from .analysis.frames import usage_frame
 
         return usage_frame(self.turns, pricing=self._prices(pricing))

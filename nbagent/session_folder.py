@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .analysis.session_list import list_sessions
 from .conversation import Conversation
 from .core.atomic_file import atomic_write_text
-from .core.errors import NbagentError, StorageError
+from .core.errors import ConfigError, StorageError
 from .core.session_journal import journal_path
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def trash_session(path: str | os.PathLike) -> Path:
     Returns where it went."""
     src = Path(path)
     if not src.is_file():
-        raise NbagentError(f"no such session file: {src}", kind="io")
+        raise StorageError(f"no such session file: {src}")
     return _move(src, src.parent / TRASH)
 
 
@@ -104,7 +104,7 @@ def restore_session(path: str | os.PathLike) -> Path:
     """Move a file from a ``.trash`` folder back into the folder above it. Returns where it went."""
     src = Path(path)
     if src.parent.name != TRASH or not src.is_file():
-        raise NbagentError(f"{src} is not a file in a {TRASH} folder", kind="io")
+        raise StorageError(f"{src} is not a file in a {TRASH} folder")
     return _move(src, src.parent.parent)
 
 
@@ -121,12 +121,12 @@ def _move(src: Path, folder: Path) -> Path:
         if journal.exists():
             shutil.move(os.fspath(journal), os.fspath(journal_path(dest)))
     except OSError as exc:
-        raise NbagentError(f"cannot move {src} to {folder}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot move {src} to {folder}: {exc.strerror or exc}") from None
     return dest
 
 
 def _format(fmt: str) -> str:
     fmt = {"markdown": "md", "htm": "html"}.get(str(fmt).lower(), str(fmt).lower())
     if fmt not in FORMATS:
-        raise NbagentError(f"export format must be 'md' or 'html', not {fmt!r}", kind="config")
+        raise ConfigError(f"export format must be 'md' or 'html', not {fmt!r}")
     return fmt

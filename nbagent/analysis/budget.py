@@ -23,7 +23,7 @@ import math
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping, Sequence
 
-from ..core.errors import NbagentError
+from ..core.errors import BudgetExceeded, ConfigError, NbagentError
 from ..core.ledger import TurnRecord
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class Budget:
     def usd(self, value: float | None) -> None:
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
-                raise NbagentError(f"budget_usd must be a number >= 0 or None, not {value!r}", kind="config")
+                raise ConfigError(f"budget_usd must be a number >= 0 or None, not {value!r}")
             value = float(value)
         self._usd = value
 
@@ -99,9 +99,9 @@ class Budget:
             return
         est = estimate(prompt)
         if est.over_budget:
-            raise NbagentError(
+            raise BudgetExceeded(
                 f"over budget, nothing sent: {est.summary()}. Raise conv.budget.usd, set it to None, "
-                "or call conv.budget.allow_over_once() to send this one turn", kind="budget")
+                "or call conv.budget.allow_over_once() to send this one turn")
 
     def stop_reason(self, turns: Sequence[TurnRecord], conversation_id: str = "") -> str:
         """Why the turn must stop before its next model call ("" while within the budget)."""

@@ -231,9 +231,9 @@ def _coerce_price(value: Any, model: str) -> Price:
 
 
 def _config_error(message: str):
-    from ..core.errors import NbagentError
+    from ..core.errors import ConfigError
 
-    return NbagentError(message, kind="config")
+    return ConfigError(message)
 
 
 def _candidates(model: str):

@@ -8,7 +8,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from ..core.distribution import install_hint
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 from ..core.ledger import TurnRecord
 from ..core.steps import TurnStatus, UsageMetadata
 from ..core.mathtext import escape_dollars
@@ -169,8 +169,8 @@ def plot_usage(records: list[TurnRecord], pricing: Mapping | None = None):
         import matplotlib  # noqa: F401
         from matplotlib.figure import Figure
     except ImportError:
-        raise NbagentError(
-            f"plot_usage needs matplotlib: {install_hint('plot')}", kind="config"
+        raise ConfigError(
+            f"plot_usage needs matplotlib: {install_hint('plot')}"
         ) from None
     pd = require_pandas()
     import numpy as np

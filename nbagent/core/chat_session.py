@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 from collections.abc import Iterable
 
 from .atomic_file import atomic_write_text
-from .errors import NbagentError
+from .errors import ConfigError, StorageError
 from .messages import Message, TextPart, ToolResultPart, clean_parts, note_edit
 from .text import clean_text
 from .growing_list import GrowingList
@@ -60,8 +60,8 @@ class ChatSession:
 
     def with_cache_strategy(self, strategy: CacheStrategy) -> ChatSession:
         if strategy not in CACHE_STRATEGIES:
-            raise NbagentError(
-                f"cache_strategy must be one of {CACHE_STRATEGIES}, not {strategy!r}", kind="config"
+            raise ConfigError(
+                f"cache_strategy must be one of {CACHE_STRATEGIES}, not {strategy!r}"
             )
         self.cache_strategy = strategy
         return self
@@ -85,7 +85,7 @@ class ChatSession:
         elif isinstance(message, list):
             message = Message("assistant", list(message))
         if message.role != "assistant":
-            raise NbagentError("push_assistant needs an assistant message", kind="config")
+            raise ConfigError("push_assistant needs an assistant message")
         self.messages.append(Message("assistant", clean_parts(message.parts)))
 
     def push_tool_results(self, results: Iterable[ToolResultPart]) -> None:
@@ -145,12 +145,11 @@ class ChatSession:
     @classmethod
     def from_dict(cls, d: dict, source: str = "session") -> ChatSession:
         if not isinstance(d, dict) or d.get("format") != CHAT_SESSION_FORMAT:
-            raise NbagentError(f"{source} is not an nbagent chat session", kind="io")
+            raise StorageError(f"{source} is not an nbagent chat session")
         if d.get("version") != CHAT_SESSION_VERSION:
-            raise NbagentError(
+            raise StorageError(
                 f"{source} has chat session version {d.get('version')!r}; "
                 f"this nbagent reads version {CHAT_SESSION_VERSION}",
-                kind="io",
             )
         try:
             messages, system = d.get("messages", []), d.get("system")
@@ -165,7 +164,7 @@ class ChatSession:
                 cache_strategy=_cache_strategy(d.get("cache_strategy", "auto")),
             )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
-            raise NbagentError(f"{source} is damaged: {exc}", kind="io") from None
+            raise StorageError(f"{source} is damaged: {exc}") from None
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the session as versioned JSON, atomically."""
@@ -181,7 +180,7 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     try:
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)  # C encoder
     except (TypeError, ValueError) as exc:
-        raise NbagentError(f"cannot save to {path}: {exc}", kind="io") from None
+        raise StorageError(f"cannot save to {path}: {exc}") from None
     return atomic_write_text(path, text)
 
 
@@ -198,11 +197,11 @@ def open_session_file(path: str | os.PathLike, mode: str = "r") -> Any:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise NbagentError(f"{path} is not a regular file", kind="io")
+            raise StorageError(f"{path} is not a regular file")
         if info.st_size > MAX_FILE_BYTES:
-            raise NbagentError(
+            raise StorageError(
                 f"{path} is {info.st_size / 2**20:,.0f} MB, over the {MAX_FILE_BYTES / 2**20:,.0f} MB limit for "
-                "session files; raise nbagent.core.chat_session.MAX_FILE_BYTES to read it", kind="io")
+                "session files; raise nbagent.core.chat_session.MAX_FILE_BYTES to read it")
         return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
     except BaseException:
         os.close(fd)
@@ -215,8 +214,8 @@ def read_json(path: str | os.PathLike) -> Any:
         with open_session_file(path) as f:
             return json.load(f)
     except FileNotFoundError:
-        raise NbagentError(f"no such session file: {path}", kind="io") from None
+        raise StorageError(f"no such session file: {path}") from None
     except OSError as exc:
-        raise NbagentError(f"cannot read {path}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:  # also a number of more than 4,300 digits
-        raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc!s:.300}", kind="io") from None
+        raise StorageError(f"{path} is not valid JSON (corrupt or truncated): {exc!s:.300}") from None

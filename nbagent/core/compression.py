@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from collections.abc import Iterable
 
 from .distribution import install_hint
-from .errors import NbagentError
+from .errors import ConfigError, NbagentError
 from .message_memo import MessageMemo
 from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 
@@ -125,14 +125,14 @@ class TiktokenTokenizer(_SessionCounting):
         try:
             import tiktoken
         except ImportError:
-            raise NbagentError(
-                f"tiktoken is not installed: {install_hint('tokens')}", kind="config"
+            raise ConfigError(
+                f"tiktoken is not installed: {install_hint('tokens')}"
             ) from None
         try:
             self._enc = tiktoken.get_encoding(encoding)
         except Exception as exc:  # offline machines cannot download encodings
-            raise NbagentError(
-                f"tiktoken could not load encoding {encoding!r}: {exc}", kind="config"
+            raise ConfigError(
+                f"tiktoken could not load encoding {encoding!r}: {exc}"
             ) from None
 
     def count(self, text: str) -> int:
@@ -165,11 +165,11 @@ class BpeOpenaiTokenizer(_SessionCounting):
         try:
             import bpe_openai
         except ImportError:
-            raise NbagentError(f"bpe-openai is not installed: {install_hint('tokens')}", kind="config") from None
+            raise ConfigError(f"bpe-openai is not installed: {install_hint('tokens')}") from None
         try:
             self._enc = bpe_openai.get_encoding(encoding)
         except Exception as exc:
-            raise NbagentError(f"bpe-openai has no encoding {encoding!r}: {exc}", kind="config") from None
+            raise ConfigError(f"bpe-openai has no encoding {encoding!r}: {exc}") from None
 
     def count(self, text: str) -> int:
         return sum(len(self._enc.encode_ordinary(piece)) for piece in _pieces(text, self.PIECE_CHARS)) if text else 0

@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 
 from .chat_session import ChatSession
 from .compression import ApproxTokenizer, Tokenizer, ToolDescription
-from .errors import NbagentError
+from .errors import ConfigError
 from .steps import Step
 
 
@@ -103,9 +103,8 @@ class MockConnection:
 
     async def send(self, prompt: str) -> None:
         if self._next >= len(self._turns):
-            raise NbagentError(
+            raise ConfigError(
                 f"MockConnection has no scripted turn left (had {len(self._turns)})",
-                kind="config",
             )
         self.prompts.append(prompt)
         self._current = self._turns[self._next]

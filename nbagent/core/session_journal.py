@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 from .chat_session import CHAT_SESSION_FORMAT, CHAT_SESSION_VERSION
 from .conversation_state import ConversationEvent, ConversationState
-from .errors import NbagentError
+from .errors import NbagentError, StorageError
 from .messages import edit_count
 
 __all__ = ["JOURNAL_FORMAT", "JournalWriter", "apply_journal", "journal_path", "read_journal"]
@@ -63,7 +63,7 @@ def read_journal(path: str | os.PathLike, base_saved_at: Any) -> list[dict]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise NbagentError(f"cannot read {journal_path(path)}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot read {journal_path(path)}: {exc.strerror or exc}") from None
     jpath = journal_path(path)
     lines = data.split(b"\n")
     tail = lines.pop()  # after the last newline: b"" unless the last write was cut short
@@ -371,4 +371,4 @@ def _append(path: Path, data: bytes) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 
 from .chunks import Chunk, chunks_of, response_of
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationEvent, ConversationState, Listener
-from .errors import NbagentError
+from .errors import ConfigError
 from .growing_list import GrowingList
 from .ledger import TurnRecord, TurnTally
 from .steps import ApprovalDecision, ChatResponse, Step, StepKind, StepStatus, UsageMetadata
@@ -29,7 +29,7 @@ class TurnLog:
 
     def __init__(self, max_history_size: int | None = None) -> None:
         if max_history_size is not None and max_history_size < 0:
-            raise NbagentError("max_history_size must be >= 0", kind="config")
+            raise ConfigError("max_history_size must be >= 0")
         self.max_history_size = DEFAULT_MAX_HISTORY if max_history_size is None else max_history_size
         self.lock = threading.RLock()
         self._listeners: list[Listener] = []

@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Any
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, NbagentError, ProtocolError
 from ..core.steps import ApprovalDecision, Step, StepStatus, Text, Thought, ToolCall
 from ..core.text import exception_text
 from ..notebook.transcript import turn_markdown
@@ -62,21 +62,19 @@ def interpolate(template: str, namespace: dict) -> str:
     try:
         parsed = list(formatter.parse(template))
     except ValueError as exc:
-        raise NbagentError(f"%%chat: {exc} in the prompt (write {{{{ and }}}} for literal braces)",
-                           kind="config") from None
+        raise ConfigError(f"%%chat: {exc} in the prompt (write {{{{ and }}}} for literal braces)") from None
     out: list[str] = []
     for literal, field, spec, conversion in parsed:
         out.append(literal)
         if field is None:
             continue
         if not field.strip():
-            raise NbagentError("%%chat: empty {} in the prompt (write {{}} for literal braces)", kind="config")
+            raise ConfigError("%%chat: empty {} in the prompt (write {{}} for literal braces)")
         try:
             value, _ = formatter.get_field(field, (), namespace)
         except Exception as exc:  # noqa: BLE001 - a variable's own __getattr__ / __getitem__ may raise anything
             why = "is not a notebook variable" if isinstance(exc, KeyError) else f"failed: {exception_text(exc)}"
-            raise NbagentError(f"%%chat: {{{field}}} {why} (write {{{{{field}}}}} for literal braces)",
-                               kind="config") from None
+            raise ConfigError(f"%%chat: {{{field}}} {why} (write {{{{{field}}}}} for literal braces)") from None
         out.append(_field_text(field, value, spec, conversion))
     return "".join(out)
 
@@ -94,14 +92,13 @@ def _field_text(field: str, value: Any, spec: str | None, conversion: str | None
     """One ``{field!conversion:spec}`` as capped text; any error in the value's own ``__str__``,
     ``__repr__`` or ``__format__`` is one ``config`` error naming the field."""
     if spec and any(int(n) > VALUE_CHARS for n in re.findall(r"\d+", spec)):
-        raise NbagentError(f"%%chat: {{{field}:{spec}}} asks for more than {VALUE_CHARS:,} characters",
-                           kind="config")
+        raise ConfigError(f"%%chat: {{{field}:{spec}}} asks for more than {VALUE_CHARS:,} characters")
     try:
         if conversion:
             value = string.Formatter().convert_field(value, conversion)
         return value_text(format(value, spec) if spec else value)
     except Exception as exc:  # noqa: BLE001 - user code: any error is the variable's, shown as one line
-        raise NbagentError(f"%%chat: {{{field}}} failed: {exception_text(exc)}", kind="config") from None
+        raise ConfigError(f"%%chat: {{{field}}} failed: {exception_text(exc)}") from None
 
 
 def value_text(value: Any) -> str:
@@ -186,7 +183,7 @@ def run_turn(conv, prompt: str, in_kernel: bool) -> ChatAnswer:
         sys.stdout.write("\n")
         sys.stdout.flush()
     if conv.turn_count == before:  # refused before a turn opened
-        raise failure if failure is not None else NbagentError("%%chat: no turn ran", kind="protocol")
+        raise failure if failure is not None else ProtocolError("%%chat: no turn ran")
     starts = conv.turn_start_indices
     steps = conv.history[starts[-1]:] if starts else conv.history
     markdown = turn_markdown(steps, conv.turns[-1])

@@ -42,7 +42,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..core.atomic_file import atomic_write_text
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, NbagentError
 from ..notebook.provenance import CellAction, CellActionKind, code_hash
 from .chat_cell import ChatInterrupted, interpolate, run_turn, typed_text
 from ..notebook.variables import attach_variables
@@ -99,7 +99,7 @@ class ChatMagics(Magics):
     def ip(self) -> InteractiveShell:
         """The shell these magics were registered with."""
         if self.shell is None:
-            raise NbagentError("the nbagent magics are not registered with an IPython shell", kind="config")
+            raise ConfigError("the nbagent magics are not registered with an IPython shell")
         return self.shell
 
     @property
@@ -115,11 +115,10 @@ class ChatMagics(Magics):
         key = name or DEFAULT_NAME
         found = self.user_ns.get(key)
         if found is not None and not isinstance(found, Agent):
-            raise NbagentError(f"{magic}: {key!r} is a {type(found).__name__}, not an nbagent Agent",
-                               kind="config")
+            raise ConfigError(f"{magic}: {key!r} is a {type(found).__name__}, not an nbagent Agent")
         if found is None and (name or not create):
             hint = "run a %%chat cell first" if not name else "make one with Agent(...) or %%chat -a NAME --new"
-            raise NbagentError(f"{magic}: no agent named {key!r} in the notebook ({hint})", kind="config")
+            raise ConfigError(f"{magic}: no agent named {key!r} in the notebook ({hint})")
         if found is None:
             found = self.user_ns[key] = Agent(model=model, system=system)
         return found
@@ -149,8 +148,7 @@ class ChatMagics(Magics):
         args.system = None if args.system is None else _unquote(args.system)
         prompt = interpolate(cell or "", self.user_ns).strip()
         if not prompt.strip():
-            raise NbagentError("%%chat: the cell is empty; write the prompt under the %%chat line",
-                               kind="config")
+            raise ConfigError("%%chat: the cell is empty; write the prompt under the %%chat line")
         prompt, attached = attach_variables(prompt, self.user_ns, typed=typed_text(cell or ""))
         if attached:
             print(f"📎 attached: {', '.join('@' + n for n in attached)}")
@@ -189,7 +187,7 @@ class ChatMagics(Magics):
             conv.ask(prompt)
             return None
         if not conv.is_idle():
-            raise NbagentError("%%chat: a turn is already running; press Stop first", kind="config")
+            raise ConfigError("%%chat: a turn is already running; press Stop first")
         task = loop.create_task(conv.chat_to_completion(prompt))
         self.background.add(task)  # the widget shows the answer (and any error)
         task.add_done_callback(self._finished)
@@ -230,7 +228,7 @@ class ChatMagics(Magics):
         found = []
         for name in args.names:
             if name not in self.user_ns:
-                raise NbagentError(f"%chat_tools: no function named {name!r} in the notebook", kind="config")
+                raise ConfigError(f"%chat_tools: no function named {name!r} in the notebook")
             found.append(self.user_ns[name])
         agent.tools.update(to_tools(found))
         print(tools_line(args.agent or DEFAULT_NAME, agent))
@@ -312,7 +310,7 @@ class ChatMagics(Magics):
         args = parse_argstring(self.chat_reset, line)
         agent = self.agent(args.agent, "%chat_reset")
         if not agent.conversation.is_idle():
-            raise NbagentError("%chat_reset: a turn is running; stop it first", kind="config")
+            raise ConfigError("%chat_reset: a turn is running; stop it first")
         agent.reset()
         print(f"{args.agent or DEFAULT_NAME}: new conversation")
 
@@ -328,11 +326,11 @@ class ChatMagics(Magics):
         ``chat_run``). The cell is replaced, as ``%load`` does: running it again adds no copy."""
         args = parse_argstring(self.chat_code, line)
         if args.n < 1:
-            raise NbagentError("%chat_code: -n must be at least 1", kind="config")
+            raise ConfigError("%chat_code: -n must be at least 1")
         conv = self.agent(args.agent, "%chat_code").conversation
         cells = conv.notebook.code_cells()
         if not cells:
-            raise NbagentError("%chat_code: the agent has run no code yet (run_python)", kind="config")
+            raise ConfigError("%chat_code: the agent has run no code yet (run_python)")
         chosen = cells[-args.n:]
         source = agent_code_cell(chosen)
         self.ip.set_next_input(source, replace=True)
@@ -369,7 +367,7 @@ class ChatMagics(Magics):
         path = Path(_unquote(args.path)).expanduser()
         method = EXPORT_FORMATS.get(path.suffix.lower())
         if method is None:
-            raise NbagentError(f"%chat_export: {path.name!r} is neither .md nor .html", kind="config")
+            raise ConfigError(f"%chat_export: {path.name!r} is neither .md nor .html")
         conv = self.agent(args.agent, "%chat_export").conversation
         try:
             atomic_write_text(path, getattr(conv, method)())  # a full disk keeps the previous export

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from ..core.chat_session import ChatSession
 from ..core.compression import count_tools
-from ..core.errors import NbagentError
+from ..core.errors import ContextLengthExceeded, NbagentError
 from ..core.steps import CompactionStats
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -44,7 +44,7 @@ def prompt_overflow(prompt: str, system: str | None, tokenizer: Any, tool_specs:
     need = tokenizer.count(prompt) + tokenizer.count(system or "") + count_tools(tokenizer, tool_specs)
     if need + reserve <= context_window:
         return None
-    return NbagentError(
+    return ContextLengthExceeded(
         f"the prompt is too long for the model: about {need:,} tokens with the system prompt and tools, "
         f"{reserve:,} kept for the reply, window {context_window:,} tokens; nothing was sent "
-        f"({len(prompt):,} characters)", kind="context_length")
+        f"({len(prompt):,} characters)")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 from collections.abc import Callable
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 from ..core.steps import ToolCall
 
 PolicyName = Literal["allow_all", "ask", "deny_all"]
@@ -50,9 +50,9 @@ class Hooks:
         if isinstance(hooks, dict):
             unknown = set(hooks) - {"on_user_prompt", "pre_tool_use", "post_tool_use"}
             if unknown:
-                raise NbagentError(f"unknown hook names: {sorted(unknown)}", kind="config")
+                raise ConfigError(f"unknown hook names: {sorted(unknown)}")
             return cls(**hooks)
-        raise NbagentError("hooks must be a Hooks object or a dict of callables", kind="config")
+        raise ConfigError("hooks must be a Hooks object or a dict of callables")
 
 
 async def call_hook(fn: Callable, *args: Any) -> Any:
@@ -65,7 +65,6 @@ async def call_hook(fn: Callable, *args: Any) -> Any:
 def check_policy(policy: Any) -> Any:
     if callable(policy) or policy in POLICIES:
         return policy
-    raise NbagentError(
+    raise ConfigError(
         f"policy must be one of {POLICIES} or a callable(ToolCall) -> bool, not {policy!r}",
-        kind="config",
     )

@@ -26,7 +26,7 @@ import tempfile
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..core.errors import NbagentError, register_secret
+from ..core.errors import ConfigError, NbagentError, ProtocolError, RequestTimeout, ToolError, register_secret
 from . import mcp_relay
 from .mcp_results import McpTool
 from .mcp_thread import (EXIT_TIMEOUT, mcp_thread_started, run_on_mcp_thread, track, wait_on_mcp_thread,
@@ -55,20 +55,20 @@ class McpServer:
         elif isinstance(server, (list, tuple)) and all(isinstance(a, str) for a in server):
             self.command = list(server)
         else:
-            raise NbagentError("an MCP server is a command (a string or a list of strings) or an "
-                               f"http(s):// URL, not {type(server).__name__}", kind="config")
+            raise ConfigError("an MCP server is a command (a string or a list of strings) or an "
+                              f"http(s):// URL, not {type(server).__name__}")
         if self.command is not None and not self.command:
-            raise NbagentError("an MCP server command is empty", kind="config")
+            raise ConfigError("an MCP server command is empty")
         if headers and self.url is None:
-            raise NbagentError("headers= is for an MCP server at an http(s):// URL", kind="config")
+            raise ConfigError("headers= is for an MCP server at an http(s):// URL")
         self._name = name
         self.reported_name = ""  # the name the server gave itself, once started
         self.env = dict(env) if env else None
         if self.command is not None:
             self.command = _with_kernel_python(self.command)
             if shutil.which(self.command[0], path=(self.env or {}).get("PATH")) is None:
-                raise NbagentError(f"MCP server {self.name!r}: command {self.command[0]!r} not found "
-                                   "(is it installed and on PATH?)", kind="config")
+                raise ConfigError(f"MCP server {self.name!r}: command {self.command[0]!r} not found "
+                                  "(is it installed and on PATH?)")
         self.max_message_bytes = int(max_message_bytes)
         self.headers = dict(headers or {})
         for value in self.headers.values():  # tokens: scrubbed from every error message
@@ -140,12 +140,13 @@ class McpServer:
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
         starting = self._starting
+        error: NbagentError
         try:
             await asyncio.wait_for(asyncio.shield(starting), self.timeout)
             return self._client
         except TimeoutError:
-            error = NbagentError(f"MCP server {self.name!r} did not start and list its tools within "
-                                 f"{self.timeout:g} s{self._stderr_tail()}", kind="timeout")
+            error = RequestTimeout(f"MCP server {self.name!r} did not start and list its tools within "
+                                   f"{self.timeout:g} s{self._stderr_tail()}")
         except NbagentError as exc:
             error = exc
         except asyncio.CancelledError:  # the caller gave up (an interrupt): so does the start
@@ -173,9 +174,9 @@ class McpServer:
 
         async def on_message(message: Any) -> None:  # the SDK hands over lines that are not MCP
             if isinstance(message, Exception):
-                self.protocol_error = NbagentError(
+                self.protocol_error = ProtocolError(
                     f"MCP server {self.name!r} wrote something that is not MCP to its output: "
-                    f"{_not_mcp(message)}", kind="protocol")
+                    f"{_not_mcp(message)}")
                 if not ready.done():
                     ready.set_exception(self.protocol_error)
                 stop.set()
@@ -219,8 +220,8 @@ class McpServer:
 
         command = self.command or []
         if shutil.which(command[0], path=(self.env or {}).get("PATH")) is None:
-            raise NbagentError(f"MCP server {self.name!r}: command {command[0]!r} not found "
-                               "(is it installed and on PATH?)", kind="config")
+            raise ConfigError(f"MCP server {self.name!r}: command {command[0]!r} not found "
+                              "(is it installed and on PATH?)")
         if self._stderr is None:
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         # through mcp_relay.py: the server dies with the kernel and its big messages are cut
@@ -251,10 +252,10 @@ class McpServer:
             return await client.call_tool(name, args)
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
-                raise NbagentError(f"MCP server {self.name!r}: {exc.message}", kind="tool") from None
-            error = self.protocol_error or NbagentError(
+                raise ToolError(f"MCP server {self.name!r}: {exc.message}") from None
+            error = self.protocol_error or ToolError(
                 f"MCP server {self.name!r} closed the connection: it crashed or exited"
-                f"{self._stderr_tail()}; the next call starts it again", kind="tool")
+                f"{self._stderr_tail()}; the next call starts it again")
         except Exception as exc:  # a broken transport or a reply that is not MCP
             error = self._start_error(exc, during="answering")
         if self._client is client:
@@ -297,10 +298,9 @@ class McpServer:
             return leaf
         who = f"MCP server {self.name!r}"
         if isinstance(leaf, asyncio.CancelledError):
-            return NbagentError(f"{who} was stopped while {during}", kind="tool")
+            return ToolError(f"{who} was stopped while {during}")
         if getattr(leaf, "code", None) == _connection_closed():
-            return NbagentError(f"{who} exited or closed its output while {during}{self._stderr_tail()}",
-                                kind="tool")
+            return ToolError(f"{who} exited or closed its output while {during}{self._stderr_tail()}")
         module = type(leaf).__module__.split(".")[0]
         if module.startswith("httpx"):
             status = getattr(getattr(leaf, "response", None), "status_code", 0)
@@ -308,11 +308,11 @@ class McpServer:
             what = f"HTTP {status}" if status else f"{type(leaf).__name__}: {_first_line(leaf)}"
             return NbagentError(f"{who} at {_safe_url(self.url or '')}: {what}", kind=kind, http_code=status or None)
         if isinstance(leaf, (PermissionError, FileNotFoundError)):
-            return NbagentError(f"{who} could not be started: {leaf}", kind="config")
+            return ConfigError(f"{who} could not be started: {leaf}")
         if isinstance(leaf, ValueError) and module in ("pydantic", "pydantic_core", "json"):
-            return NbagentError(f"{who} answered something that is not MCP: {_first_line(leaf)}", kind="protocol")
-        return NbagentError(f"{who} failed while {during}: {type(leaf).__name__}: {_first_line(leaf)}"
-                            f"{self._stderr_tail()}", kind="tool")
+            return ProtocolError(f"{who} answered something that is not MCP: {_first_line(leaf)}")
+        return ToolError(f"{who} failed while {during}: {type(leaf).__name__}: {_first_line(leaf)}"
+                         f"{self._stderr_tail()}")
 
 
 def _not_mcp(error: Exception) -> str:

@@ -14,7 +14,7 @@ import io
 import json
 from typing import Any, Protocol
 
-from ..core.errors import NbagentError
+from ..core.errors import NbagentError, ToolError
 from .tool_threads import ToolTimeout, run_in_daemon_thread
 from .tools import DISPLAY_MAX_BYTES, Tool, ToolOutput, format_result
 
@@ -110,7 +110,7 @@ class McpTool(Tool):
     def _call_sync(self, **args: Any) -> str:
         output = result_output(self.caller.call_tool_sync(self.remote_name, args), self.max_result_chars)
         if output.is_error:
-            raise NbagentError(output.text, kind="tool")
+            raise ToolError(output.text)
         return output.text
 
     async def run(self, args: dict | None = None, *, timeout: float | None = None) -> ToolOutput:

@@ -18,7 +18,7 @@ import weakref
 from typing import Any, Protocol, TypeVar
 from collections.abc import Awaitable
 
-from ..core.errors import NbagentError
+from ..core.errors import NbagentError, RequestTimeout
 
 T = TypeVar("T")
 EXIT_TIMEOUT = 10.0  # seconds interpreter exit (or close()) waits for servers to stop
@@ -77,7 +77,7 @@ def wait_on_mcp_thread(coro: Awaitable[T], timeout: float | None) -> T:
         return future.result(timeout)
     except concurrent.futures.TimeoutError:
         future.cancel()
-        raise NbagentError(f"MCP servers did not stop within {timeout:g} s", kind="timeout") from None
+        raise RequestTimeout(f"MCP servers did not stop within {timeout:g} s") from None
 
 
 def warm_up_sdk() -> None:

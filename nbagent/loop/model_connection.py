@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator
 
 from ..core.chat_session import CacheStrategy, ChatSession
 from ..core.compression import ApproxTokenizer
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, NbagentError, ProtocolError, ToolError
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
 from ..core.connection import RequestGuard
 from ..core.growing_list import snapshot
@@ -145,7 +145,7 @@ class ModelConnection:
 
     async def send(self, prompt: str) -> None:
         if not self._idle:
-            raise NbagentError("a turn is already running; interrupt() it first", kind="config")
+            raise ConfigError("a turn is already running; interrupt() it first")
         self._interrupted.clear()
         self._prompt = prompt
         self._idle = False
@@ -290,7 +290,7 @@ class ModelConnection:
         try:
             new = await call_hook(self.hooks.on_user_prompt, prompt)
         except Exception as exc:
-            raise NbagentError(f"on_user_prompt hook failed: {exc!r}", kind="tool") from exc
+            raise ToolError(f"on_user_prompt hook failed: {exc!r}") from exc
         if isinstance(new, Block):
             return prompt, new
         return (new if isinstance(new, str) else prompt), None
@@ -309,8 +309,7 @@ class ModelConnection:
         if prompt:
             self.session.push_user(prompt)
         elif not self.session.messages or self.session.messages[-1].role != "user":
-            raise NbagentError("nothing to send: the prompt is empty and no tool results are pending",
-                               kind="config")
+            raise ConfigError("nothing to send: the prompt is empty and no tool results are pending")
 
     async def _list_tool_sources(self) -> AsyncGenerator[Step, None]:
         """Add the tools of sources not listed yet (MCP servers start here); a failed source gets an
@@ -388,8 +387,7 @@ class ModelConnection:
                 if event is _END:
                     if step.status != StepStatus.ACTIVE:
                         return
-                    event = NbagentError(f"{self.provider.name}: the stream ended before the model finished",
-                                         kind="protocol", provider=self.provider.name)
+                    event = ProtocolError(f"{self.provider.name}: the stream ended before the model finished", provider=self.provider.name)
                 elif event is _CANCELED:
                     for update in self._cancel(step, calls):
                         yield update
@@ -494,6 +492,6 @@ def _as_nbagent_error(exc: BaseException) -> NbagentError:
     """A failed model call's error as raised to the caller: typed errors as they are, others as protocol."""
     if isinstance(exc, NbagentError):
         return exc
-    err = NbagentError(f"model call failed: {exc!r}", kind="protocol")
+    err = ProtocolError(f"model call failed: {exc!r}")
     err.__cause__ = exc
     return err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 
 
 def schema_of(response_format: Any) -> dict | None:
@@ -23,7 +23,6 @@ def schema_of(response_format: Any) -> dict | None:
         schema = dict(schema_for(response_format))
         schema["title"] = response_format.__name__
         return schema
-    raise NbagentError(
+    raise ConfigError(
         "response_format must be a JSON schema dict, a pydantic model class or a dataclass",
-        kind="config",
     )

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 
 POLL_SECONDS = 0.02  # how often the waiting call looks for the child's answer
 KILL_GRACE_SECONDS = 1.0  # after terminate(), how long a child may take to exit before kill()
@@ -47,9 +47,9 @@ def function_ref(fn: Callable[..., Any], tool_name: str) -> FunctionRef:
     elif module == "__main__" and not getattr(sys.modules.get("__main__"), "__file__", None):
         why = "it is defined in a notebook cell or an interactive session"
     if why:
-        raise NbagentError(f"tool {tool_name!r} cannot be isolated: {why}. isolate=True runs the tool in a "
-                           "new process, which imports its function: define it at the top level of a module "
-                           "(a .py file) and import it from there", kind="config")
+        raise ConfigError(f"tool {tool_name!r} cannot be isolated: {why}. isolate=True runs the tool in a "
+                          "new process, which imports its function: define it at the top level of a module "
+                          "(a .py file) and import it from there")
     return FunctionRef(str(module), str(qualname))
 
 

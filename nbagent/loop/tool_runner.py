@@ -23,7 +23,7 @@ import time
 from typing import Any
 from collections.abc import AsyncGenerator, Callable
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 from ..core.messages import Message, ToolResultPart, ToolUsePart
 from ..core.text import clean_text
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
@@ -74,7 +74,7 @@ class ToolRunner:
     def _decide(self, call_id: str, allow: bool, reason: str | None, by: str) -> None:
         fut = self.decisions.get(call_id)
         if fut is None:
-            raise NbagentError(f"no tool call {call_id!r} is waiting for approval", kind="config")
+            raise ConfigError(f"no tool call {call_id!r} is waiting for approval")
         loop = fut.get_loop()
 
         def resolve() -> None:
@@ -94,7 +94,7 @@ class ToolRunner:
         """Record the result of a call the turn stopped at; returns the text the model sees."""
         call = self.pending_manual.get(call_id)
         if call is None:
-            raise NbagentError(f"no tool call {call_id!r} is waiting for a result", kind="config")
+            raise ConfigError(f"no tool call {call_id!r} is waiting for a result")
         text = clean_text(format_result(result))
         self.manual_results[call_id] = ToolResultPart(call_id, text, is_error, name=call.name)
         return text
@@ -106,8 +106,7 @@ class ToolRunner:
         missing = [cid for cid in self.pending_manual if cid not in self.manual_results]
         if continuing and missing:
             names = ", ".join(f"{self.pending_manual[c].name} ({c})" for c in missing)
-            raise NbagentError(f"still waiting for tool results: {names}; use add_tool_result()",
-                               kind="config")
+            raise ConfigError(f"still waiting for tool results: {names}; use add_tool_result()")
         parts = []
         for cid, call in self.pending_manual.items():
             parts.append(self.manual_results.get(cid) or ToolResultPart(cid, CANCELED_RESULT, True, name=call.name))

@@ -38,7 +38,7 @@ from .docstrings import parse_docstring
 from .tool_threads import ToolTimeout, run_in_daemon_thread
 from .tool_process import FunctionRef, function_ref, run_in_process
 from .tool_schema import coerce, function_schema, is_pydantic_model, json_type, jsonable, validate_value
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 from ..core.steps import CellPreview, VariableChange
 from ..providers.base import ToolSpec
 
@@ -102,13 +102,12 @@ class Tool:
                  max_result_chars: int | None = None, timeout: float | None = None,
                  server: str = "", isolate: bool = False) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise NbagentError(
+            raise ConfigError(
                 f"invalid tool name {name!r}: providers require 1-64 characters of letters, "
                 "digits, '_' or '-' (pass name=... to @tool to choose another)",
-                kind="config",
             )
         if not callable(handler):
-            raise NbagentError(f"the handler of tool {name!r} is not callable", kind="config")
+            raise ConfigError(f"the handler of tool {name!r} is not callable")
         self.name = name
         self.description = description or ""
         self.input_schema = input_schema or {"type": "object", "properties": {}}
@@ -245,11 +244,11 @@ def to_tools(items: Any) -> dict[str, Tool]:
     for item in items:
         if not isinstance(item, Tool):
             if not callable(item):
-                raise NbagentError(f"tools must be Tool objects or functions, got "
-                                   f"{type(item).__name__}", kind="config")
+                raise ConfigError(f"tools must be Tool objects or functions, got "
+                                  f"{type(item).__name__}")
             item = tool(item)
         if item.name in out:
-            raise NbagentError(f"two tools are named {item.name!r}; names must be unique", kind="config")
+            raise ConfigError(f"two tools are named {item.name!r}; names must be unique")
         out[item.name] = item
     return out
 

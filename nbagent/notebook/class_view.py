@@ -25,7 +25,7 @@ import anywidget
 import traitlets
 
 from ..analysis.class_summary import HELP_PATTERN, ClassFolder, with_course_budget
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, InvalidRequest
 from .protocol import (CLASS, AssetCode, BrowserAsset, ClassRows, Handlers, Open, Opened, RowsChanged,
                        RowsRequest)
 from .session_browser import session_turns
@@ -51,7 +51,7 @@ class ClassView(anywidget.AnyWidget):
                  period: str | None = None, pricing: Any = None, help_pattern: str = HELP_PATTERN,
                  **kwargs: Any) -> None:
         if not interval > 0:
-            raise NbagentError(f"interval must be a number of seconds > 0, not {interval!r}", kind="config")
+            raise ConfigError(f"interval must be a number of seconds > 0, not {interval!r}")
         budget_usd, budget_period = with_course_budget(folder, budget_usd, period)
         self.summary = ClassFolder(folder, budget_usd=budget_usd, period=budget_period, pricing=pricing,
                                    help_pattern=help_pattern)
@@ -127,14 +127,14 @@ class ClassView(anywidget.AnyWidget):
 
     def _open(self, request: Open) -> Opened:
         if not request.path or not any(r["latest_session"] == request.path for r in self.rows):
-            raise NbagentError(f"{request.path!r} is not a session this view lists", kind="invalid_request")
+            raise InvalidRequest(f"{request.path!r} is not a session this view lists")
         turns, usage = session_turns(request.path)
         return Opened(request.path, turns, usage)
 
     def _asset(self, request: BrowserAsset) -> AssetCode:
         code = asset_code(request.name)
         if code is None:
-            raise NbagentError(f"no asset {request.name!r}", kind="invalid_request")
+            raise InvalidRequest(f"no asset {request.name!r}")
         return AssetCode(code)
 
     def close(self) -> None:

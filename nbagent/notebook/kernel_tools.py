@@ -25,7 +25,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 from ..core.steps import ApprovalDecision, Step, StepStatus
 from ..loop.tools import Tool
 from .cell_tools import cell_tools
@@ -40,7 +40,7 @@ def kernel_namespace() -> dict:
     """The running IPython shell's user namespace, or a ``config`` error saying to pass one."""
     namespace = shell_namespace()
     if namespace is None:
-        raise NbagentError(NOT_IN_KERNEL, kind="config")
+        raise ConfigError(NOT_IN_KERNEL)
     return namespace
 
 
@@ -55,8 +55,8 @@ def notebook_tools(namespace: dict | None = None, *, run_code: bool = True, appr
     if namespace is None:
         namespace = kernel_namespace()
     if not isinstance(namespace, dict):
-        raise NbagentError(f"notebook_tools(): namespace must be a dict (e.g. globals()), not "
-                           f"{type(namespace).__name__}", kind="config")
+        raise ConfigError(f"notebook_tools(): namespace must be a dict (e.g. globals()), not "
+                          f"{type(namespace).__name__}")
 
     def list_variables() -> str:
         """List the notebook's variables: name, type, shape or length, column dtypes and memory size."""

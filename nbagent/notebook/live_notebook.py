@@ -44,7 +44,7 @@ import uuid
 import weakref
 from typing import Any
 
-from ..core.errors import ConfigError, NbagentError
+from ..core.errors import ConfigError, NbagentError, ProtocolError
 from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource
 from .protocol import CellProvenance, Handlers, NotebookAnswer, ProvenanceRequest, UndoDone, UndoRequest
 from .provenance import CellAction, CellActionKind, code_hash, with_action
@@ -118,7 +118,7 @@ def _undo_task(widget: Any, rid: str, call_id: str) -> None:
             conv = widget.conversation  # undo_async: a blocking undo on this loop could not hear the page
             undo = getattr(getattr(conv, "notebook", None), "undo_async", None) or getattr(conv, "undo", None)
             if undo is None:
-                raise NbagentError("this conversation cannot undo cell edits", kind="config")
+                raise ConfigError("this conversation cannot undo cell edits")
             done = undo(call_id)
             if asyncio.iscoroutine(done):
                 done = await done
@@ -146,7 +146,7 @@ def inserted_metadata(conversation: Any, call_id: str, source: str) -> dict:
 
 def _cell(data: Any) -> NotebookCell:
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
-        raise NbagentError("the notebook's answer has no cell", kind="protocol")
+        raise ProtocolError("the notebook's answer has no cell")
     count = data.get("execution_count")
     return NotebookCell(id=data["id"], index=int(data.get("index", -1)), cell_type=str(data.get("cell_type", "code")),
                         source=str(data.get("source", "")), execution_count=count if isinstance(count, int) else None,
@@ -201,7 +201,7 @@ class LiveNotebook:
     async def read(self) -> NotebookSnapshot:
         data = await self.request("read")
         if not isinstance(data, dict):
-            raise NbagentError("the notebook's answer has no cells", kind="protocol")
+            raise ProtocolError("the notebook's answer has no cells")
         cells = tuple(_cell(c) for c in data.get("cells") or [])
         text = lambda key: data.get(key) if isinstance(data.get(key), str) else None  # noqa: E731
         return NotebookSnapshot(NotebookSource.LIVE, cells, path=text("path"),

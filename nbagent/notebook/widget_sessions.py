@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, InvalidRequest
 from .protocol import (CHAT, History, HistoryRequest, Handlers, NewChat, NextStep, OpenSession, ReplayChoiceRequest,
                        ReplayState)
 from .session_rows import session_rows
@@ -121,7 +121,7 @@ class SessionControls:
 
     def _agent(self) -> Any:
         if self.folder is None:
-            raise NbagentError("New chat and History need an Agent with save_to=folder", kind="config")
+            raise ConfigError("New chat and History need an Agent with save_to=folder")
         return self.agent
 
     def new_chat(self) -> None:
@@ -145,7 +145,7 @@ class SessionControls:
         agent = self._agent()
         target = Path(path).expanduser()
         if not path or target.parent.resolve() != Path(agent.save_to).expanduser().resolve() or not target.is_file():
-            raise NbagentError(f"{path!r} is not a session of {agent.save_to}", kind="invalid_request")
+            raise InvalidRequest(f"{path!r} is not a session of {agent.save_to}")
         self._idle()
         self.widget.rebind(agent.open_session(target))
         self.show_autosave()
@@ -153,14 +153,14 @@ class SessionControls:
     def _idle(self) -> None:
         task = self.widget._task
         if (task is not None and not task.done()) or not self.widget.conversation.is_idle():
-            raise NbagentError("a turn is running; stop it first", kind="config")
+            raise ConfigError("a turn is running; stop it first")
 
     # --- replay steps ---------------------------------------------------------------------
 
     def next_step(self) -> None:
         provider = self.provider
         if provider is None or not getattr(provider, "step", False):
-            raise NbagentError("Next is for a replay with step=True", kind="config")
+            raise ConfigError("Next is for a replay with step=True")
         provider.next_step()
         self.widget.step_waiting = False
         self.show_replay()
@@ -169,7 +169,7 @@ class SessionControls:
         """The mismatch notice's answer: continue with the recording, or answer live."""
         provider = _replay_provider(self.provider)
         if provider is None:
-            raise NbagentError("a replay choice is for a replay model", kind="config")
+            raise ConfigError("a replay choice is for a replay model")
         provider.choose(choice)
         self.show_replay()
 

@@ -151,8 +151,8 @@ def create(prefix: str, name: str, *, api_key: str | None = None, base_url: str 
     except BaseException as exc:  # noqa: BLE001 - a plugin may raise anything (SystemExit too): one typed error
         raise ConfigError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) failed: {exception_text(exc)}") from None
     if not isinstance(provider, Provider):
-        raise NbagentError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) returned a "
-                           f"{type(provider).__name__}, not an nbagent Provider", kind="config")
+        raise ConfigError(f"provider plugin {reg.prefix!r} ({_origin(reg)}) returned a "
+                          f"{type(provider).__name__}, not an nbagent Provider")
     return provider
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ..core.errors import NbagentError, redact, register_secret
+from ..core.errors import ConfigError, redact, register_secret
 
 SECRET_PARAMS = {"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "sig", "signature",
                  "secret", "password", "code"}
@@ -24,7 +24,7 @@ def clean_api_key(key: str | None, provider: str) -> str | None:
     if key is None:
         return None
     if not isinstance(key, str):
-        raise NbagentError(f"{provider}: api_key must be a string", kind="config", provider=provider)
+        raise ConfigError(f"{provider}: api_key must be a string", provider=provider)
     register_secret(key)
     stripped = key.strip()
     if not stripped:
@@ -32,9 +32,8 @@ def clean_api_key(key: str | None, provider: str) -> str | None:
     bad = [c for c in stripped if ord(c) < 0x21 or ord(c) > 0x7E]
     if bad:
         what = "a line break" if any(c in "\r\n" for c in bad) else "a space, control or non-ASCII character"
-        raise NbagentError(f"{provider}: the API key contains {what}, which an HTTP header cannot carry "
-                           f"(was it copied or read from a file with extra characters?)",
-                           kind="config", provider=provider)
+        raise ConfigError(f"{provider}: the API key contains {what}, which an HTTP header cannot carry "
+                          f"(was it copied or read from a file with extra characters?)", provider=provider)
     return stripped
 
 

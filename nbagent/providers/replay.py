@@ -28,7 +28,7 @@ from enum import Enum
 from pathlib import Path
 from collections.abc import AsyncIterator
 
-from ..core.errors import ConfigError, NbagentError
+from ..core.errors import ConfigError
 from ..core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ..core.session_file import read_session
 from ..core.steps import (
@@ -181,9 +181,9 @@ class ReplayProvider(Provider):
                  speed: float | None = DEFAULT_SPEED, rerun_tools: bool = False, step: bool = False,
                  live: str | Provider | None = None, on_mismatch: str | None = None) -> None:
         if not model:
-            raise NbagentError("replay needs a saved session: model=\"replay:PATH\"", kind="config")
+            raise ConfigError("replay needs a saved session: model=\"replay:PATH\"")
         if speed is not None and (isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed <= 0):
-            raise NbagentError(f"speed must be tokens per second (> 0) or None, not {speed!r}", kind="config")
+            raise ConfigError(f"speed must be tokens per second (> 0) or None, not {speed!r}")
         self.model = model
         self.speed = speed
         self.rerun_tools = bool(rerun_tools)

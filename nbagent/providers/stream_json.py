@@ -17,7 +17,7 @@ import json.scanner
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..core.errors import NbagentError
+from ..core.errors import ProtocolError
 from .sse import SSEEvent
 
 
@@ -55,6 +55,6 @@ def parse_json(data: str, provider: str | None = None) -> Any:
         return json.loads(data)
     except ValueError:
         snippet = data if len(data) <= 200 else data[:200] + "..."
-        raise NbagentError(
-            f"the server sent data that is not JSON: {snippet!r}", kind="protocol", provider=provider
+        raise ProtocolError(
+            f"the server sent data that is not JSON: {snippet!r}", provider=provider
         ) from None

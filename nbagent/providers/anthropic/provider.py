@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.errors import NbagentError
+from ...core.errors import AuthError
 from ..base import ModelRequest
 from ..http import HTTPProvider
 from .request import build_body, structured_schema
@@ -26,9 +26,8 @@ class AnthropicProvider(HTTPProvider):
 
     def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
         if not self.api_key and self.base_url == self.default_base_url:
-            raise NbagentError(
+            raise AuthError(
                 "no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY",
-                kind="auth",
                 provider=self.name,
             )
         headers = {

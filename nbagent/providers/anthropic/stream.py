@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core.errors import NbagentError
+from ...core.errors import NbagentError, NetworkError
 from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ...core.steps import CutToolCall, ToolCall
 from ..base import (Event, Finish, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage,
@@ -93,10 +93,9 @@ class AnthropicStreamParser:
 
     def close(self) -> list[Event]:
         if not self.stopped:
-            raise NbagentError(
+            raise NetworkError(
                 "the Anthropic stream ended before message_stop: the reply is incomplete "
                 "(connection cut or proxy timeout)",
-                kind="network",
                 provider="anthropic",
             )
         message = Message("assistant", self._parts())

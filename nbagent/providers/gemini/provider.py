@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.errors import NbagentError
+from ...core.errors import AuthError, NbagentError
 from ..base import ModelRequest
 from ..http import HTTPProvider
 from .request import build_body
@@ -36,9 +36,8 @@ class GeminiProvider(HTTPProvider):
 
     def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:
         if not self.api_key and self.base_url == self.default_base_url:
-            raise NbagentError(
+            raise AuthError(
                 "no Gemini API key: pass api_key= or set GEMINI_API_KEY (or GOOGLE_API_KEY)",
-                kind="auth",
                 provider=self.name,
             )
         model = (request.model or self.model).removeprefix("models/")

@@ -22,7 +22,7 @@ import json
 import secrets
 from typing import Any
 
-from ...core.errors import NbagentError
+from ...core.errors import NbagentError, NetworkError
 from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ...core.steps import FinishReason, ToolCall
 from ..base import Event, Finish, TextDelta, ThinkingDelta, ToolCallEnd, ToolCallStart, Usage
@@ -64,10 +64,9 @@ class GeminiStreamParser:
         self._join_text()
         if self.finish_reason is None:
             if not self.block_reason:
-                raise NbagentError(
+                raise NetworkError(
                     "the Gemini stream ended without a finishReason: the reply is incomplete "
                     "(connection cut or proxy timeout)",
-                    kind="network",
                     provider="gemini",
                 )
             why = f"{self.block_reason}: {self.block_message}" if self.block_message else self.block_reason

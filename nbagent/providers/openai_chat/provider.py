@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from ...core.errors import NbagentError
+from ...core.errors import AuthError, NbagentError
 from ..base import ModelRequest
 from ..http import HTTPProvider, StreamParser
 from .request import build_body
@@ -47,7 +47,7 @@ class OpenAIProvider(HTTPProvider):
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         elif self.is_openai:  # say so before trying, not "could not reach" three times later
-            raise NbagentError("no OpenAI API key: pass api_key= or set OPENAI_API_KEY", kind="auth", provider=self.name)
+            raise AuthError("no OpenAI API key: pass api_key= or set OPENAI_API_KEY", provider=self.name)
         return headers
 
     def build_http_request(self, request: ModelRequest) -> tuple[str, dict, dict]:

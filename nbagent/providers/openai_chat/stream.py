@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.errors import NbagentError
+from ...core.errors import NbagentError, NetworkError, ProtocolError
 from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ...core.steps import CutToolCall, ToolCall
 from ..base import (
@@ -86,8 +86,8 @@ class OpenAIChatStreamParser:
                 return []
             payload = parse_json(data, self.provider)
         if not isinstance(payload, dict):
-            raise NbagentError(
-                f"unexpected stream chunk: {sse.data.strip()[:200]!r}", kind="protocol", provider=self.provider
+            raise ProtocolError(
+                f"unexpected stream chunk: {sse.data.strip()[:200]!r}", provider=self.provider
             )
         events: list[Event] = []
         model = payload.get("model")
@@ -178,9 +178,8 @@ class OpenAIChatStreamParser:
         if self.pending_error is not None:
             raise self.pending_error
         if not self.done and self.finish_reason is None:
-            raise NbagentError(
+            raise NetworkError(
                 "the stream ended before the model finished (no finish_reason and no [DONE])",
-                kind="network",
                 provider=self.provider,
             )
         parts: list = []

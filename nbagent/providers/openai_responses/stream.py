@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core.errors import NbagentError
+from ...core.errors import NbagentError, NetworkError
 from ...core.messages import Message, TextPart, ThinkingPart, ToolUsePart
 from ...core.steps import CutToolCall, ToolCall
 from ..base import (
@@ -211,9 +211,9 @@ class OpenAIResponsesStreamParser:
 
     def close(self) -> list[Event]:
         if self.status is None:
-            raise NbagentError(
+            raise NetworkError(
                 "the Responses stream ended before response.completed: the reply is incomplete "
-                "(connection cut or proxy timeout)", kind="network", provider=self.provider)
+                "(connection cut or proxy timeout)", provider=self.provider)
         parts, cut = self._parts()
         text = "".join(p.text for p in parts if isinstance(p, TextPart) and not p.provider_details.get(REFUSAL))
         refused = any(isinstance(p, TextPart) and p.provider_details.get(REFUSAL) for p in parts)
