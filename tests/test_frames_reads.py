@@ -118,3 +118,12 @@ def test_a_path_outside_the_plan_is_read_alone_and_none_on_the_way_reads_none():
     assert table.unplanned == {"usage_metadata", "usage_metadata.candidates_token_count"}
     floats = table.floats("usage_metadata.candidates_token_count")
     assert np.isnan(floats).sum() == sum(s.usage_metadata is None for s in steps)
+
+
+def test_a_planned_path_under_an_attribute_that_is_sometimes_none_reads_none_there():
+    steps = mixed_steps(2 * READ_CHUNK + 5)
+    table = Table(steps, reads=HISTORY_READS)
+    assert table.values("usage_metadata.prompt_token_count") == \
+        [s.usage_metadata.prompt_token_count if s.usage_metadata else None for s in steps]
+    assert table.values("content") == [s.content for s in steps]
+    assert table.unplanned == set()
