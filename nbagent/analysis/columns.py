@@ -27,10 +27,10 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, UTC
 from enum import Enum
-from itertools import repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
 from typing import Any
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..core.ledger import tokens_per_second
 from ..core.usage import TOKEN_COUNTS
@@ -56,14 +56,18 @@ class Kind(Enum):
 class Table:
     """The objects of one table plus what its columns share (pricing, cached arrays).
 
-    Reading an attribute of a million objects costs about as much as the rest of a
-    column's work, so each attribute is read once (:meth:`values`) and the few-valued
-    ones together, in one pass (:meth:`coded`).
+    Reading an attribute of a million objects costs more than the rest of a column's work, most
+    of it fetching each object's memory. So the attributes the columns read (``reads``: names, or
+    dotted paths such as "usage.prompt_token_count") are read together on first use, one pass over
+    the objects (:func:`read_columns`); a path outside ``reads`` is read alone (and noted in
+    ``unplanned``). Few-valued attributes are coded once (:meth:`coded`).
     """
 
-    def __init__(self, objs: Sequence[Any], pricing: Any = None) -> None:
+    def __init__(self, objs: Sequence[Any], pricing: Any = None, reads: Sequence[str] = ()) -> None:
         self.objs = list(objs)
         self.pricing = pricing
+        self.reads = tuple(reads)
+        self.unplanned: set[str] = set()  # paths read alone, outside ``reads``
         self._cache: dict[Any, Any] = {}
 
     def __len__(self) -> int:
@@ -75,23 +79,104 @@ class Table:
         return self._cache[key]
 
     def values(self, path: str) -> list:
-        """The attribute at ``path`` ("usage.prompt_token_count") of every object, read once."""
+        """The value at ``path`` of every object (None where an attribute on the way is None), read once."""
         def make() -> list:
             parent, _, name = path.rpartition(".")
-            return list(map(attrgetter(name), self.values(parent) if parent else self.objs))
+            if path in self.reads:
+                present, values = self._planned(path)
+                return values if present is None else _scatter(present, values, None)
+            self.unplanned.add(path)
+            if not parent:
+                return list(map(attrgetter(name), self.objs))
+            get, parents = attrgetter(name), self.values(parent)
+            try:
+                return list(map(get, parents))
+            except AttributeError:  # None on the way
+                return [None if p is None else get(p) for p in parents]
         return self.cached(("values", path), make)
 
+    def floats(self, path: str) -> Any:
+        """The value at ``path`` of every object as float64, NaN where it (or an attribute on the way) is None."""
+        def make() -> Any:
+            if path not in self.reads:
+                return _float_array(self.values(path))
+            present, values = self._planned(path)
+            return _float_array(values) if present is None else _scatter(present, _float_array(values), math.nan)
+        return self.cached(("floats", path), make)
+
     def coded(self, paths: tuple[str, ...]) -> tuple[Any, list[tuple]]:
-        """The few-valued attributes at ``paths``, read in one pass: each object's code
-        (int64) into the distinct combinations, and the combinations."""
+        """The few-valued attributes at ``paths``, coded together: each object's code (int64) into the
+        distinct combinations, and the combinations (read in one pass, or zipped from ``reads``)."""
         def make() -> tuple[Any, list[tuple]]:
             import numpy as np
 
             index = _Index()
-            rows = map(attrgetter(*paths), self.objs) if len(paths) > 1 else zip(map(attrgetter(*paths), self.objs))
+            rows: Iterable[tuple]
+            if all(p in self.reads for p in paths):
+                rows = zip(*map(self.values, paths))
+            else:
+                get = attrgetter(*paths)
+                rows = map(get, self.objs) if len(paths) > 1 else zip(map(get, self.objs))
             codes = np.fromiter(map(index.__getitem__, rows), dtype=np.int64, count=len(self.objs))
             return codes, list(index)
         return self.cached(("coded", paths), make)
+
+    def _planned(self, path: str) -> tuple[Any, list]:
+        """(where the parent is not None, or None: everywhere; the values there) of a path in ``reads``."""
+        def make() -> dict[str, tuple[Any, list]]:
+            import numpy as np
+
+            children: dict[str, list[str]] = {}
+            for p in self.reads:
+                parent, _, name = p.rpartition(".")
+                if parent:
+                    children.setdefault(parent, []).append(name)
+            top = list(dict.fromkeys([p for p in self.reads if "." not in p] + list(children)))
+            out: dict[str, tuple[Any, list]] = dict(zip(top, zip(repeat(None), read_columns(self.objs, top))))
+            for parent, names in children.items():
+                objs = out[parent][1]
+                present = np.fromiter(map(is_not, objs, repeat(None)), dtype=bool, count=len(objs))
+                if present.all():
+                    out.update((f"{parent}.{n}", (None, v)) for n, v in zip(names, read_columns(objs, names)))
+                else:
+                    some = list(compress(objs, present))
+                    out.update((f"{parent}.{n}", (present, v)) for n, v in zip(names, read_columns(some, names)))
+            return out
+        return self.cached("planned", make)[path]
+
+
+READ_CHUNK = 4096  # objects read per pass of read_columns: its rows stay in cache while sliced into columns
+
+
+def read_columns(objs: Sequence[Any], names: Sequence[str]) -> list[list]:
+    """The attributes ``names`` of every object, one list per name, read in one pass over the objects.
+
+    One ``attrgetter`` of every name fetches each object's memory once (reading attribute by attribute
+    fetches it once per name). A chunk of rows at a time is flattened into one list (its tuples freed
+    at once: a million kept tuples would wake the garbage collector) and sliced into the columns while
+    it is still in cache."""
+    if len(names) <= 1:
+        return [list(map(attrgetter(name), objs)) for name in names]
+    get, k = attrgetter(*names), len(names)
+    columns: list[list] = [[] for _ in names]
+    for start in range(0, len(objs), READ_CHUNK):
+        flat = list(chain.from_iterable(map(get, objs[start:start + READ_CHUNK])))
+        for j, column in enumerate(columns):
+            column.extend(flat[j::k])
+    return columns
+
+
+def _scatter(present: Any, values: Any, missing: Any) -> Any:
+    """``values`` where ``present``, ``missing`` elsewhere (a float array for NaN, else a list)."""
+    import numpy as np
+
+    if isinstance(missing, float):
+        out = np.full(len(present), missing)
+        out[present] = values
+        return out
+    obj = np.full(len(present), missing, dtype=object)
+    obj[present] = np.fromiter(values, dtype=object, count=len(values))
+    return obj.tolist()
 
 
 class _Index(dict):
@@ -306,12 +391,9 @@ def _ints(path: str) -> Callable[[Table], Any]:
 
 
 def _counts(path: str, zero_is_na: bool = False) -> Callable[[Table], Any]:
-    """A count read at ``path`` (float plain form); 0 is NA when ``zero_is_na``."""
+    """A count read at ``path`` (float plain form, NaN where missing); 0 is NA when ``zero_is_na``."""
     def extract(table: Table) -> Any:
-        import numpy as np
-
-        data = table.cached(("count", path), lambda: np.fromiter(table.values(path), dtype=np.float64,
-                                                                 count=len(table)))
+        data = table.floats(path)
         return _zero_is_na(data) if zero_is_na else data
     return extract
 
@@ -325,7 +407,7 @@ def _zero_is_na(data: Any) -> Any:
 
 
 def _optional_floats(path: str) -> Callable[[Table], Any]:
-    return lambda table: table.cached(("floats", path), lambda: _float_array(table.values(path)))
+    return lambda table: table.floats(path)
 
 
 def _texts(path: str, empty_is_na: bool = False) -> Callable[[Table], Any]:
@@ -339,7 +421,7 @@ def _values(path: str) -> Callable[[Table], Any]:
 
 
 def _few(group: tuple[str, ...], path: str, empty_is_na: bool = False) -> Callable[[Table], Coded]:
-    """The value at ``path``, one of ``group``: attributes with few distinct values, read together."""
+    """The value at ``path``, one of ``group``: attributes with few distinct values, coded together."""
     k = group.index(path)
 
     def extract(table: Table) -> Coded:
@@ -354,20 +436,11 @@ def _few_counts(group: tuple[str, ...], path: str) -> Callable[[Table], Any]:
     return lambda table: _zero_is_na(few(table).floats())
 
 
-def _step_usage(field: str) -> Callable[[Table], Any]:
-    """A usage count of each step; NA where the step carries no usage."""
-    def extract(table: Table) -> Any:
-        import numpy as np
-
-        def usages() -> tuple[list, Any]:
-            usage = table.values("usage_metadata")
-            present = np.fromiter(map(is_not, usage, repeat(None)), dtype=bool, count=len(usage))
-            return [u for u in usage if u is not None], present
-        with_usage, present = table.cached("usages", usages)
-        data = np.full(len(table), np.nan)
-        data[present] = np.fromiter(map(attrgetter(field), with_usage), dtype=np.float64, count=len(with_usage))
-        return data
-    return extract
+def _tool_names(table: Table) -> list:
+    """Each step's tool call names, comma-joined; None without calls."""
+    name = attrgetter("name")
+    return [(name(calls[0]) if len(calls) == 1 else ",".join(map(name, calls))) if calls else None
+            for calls in table.values("tool_calls")]
 
 
 def _enum_category(name: str, enum_cls: type[Enum], extra: tuple[str, ...] = (), doc: str = "",
@@ -380,7 +453,7 @@ def _enum_category(name: str, enum_cls: type[Enum], extra: tuple[str, ...] = (),
 
 _created = _optional_floats("created_at")
 _step_finished = _optional_floats("finished_at")
-# a step's attributes with few distinct values, read in one pass
+# a step's attributes with few distinct values, coded together
 STEP_FEW = ("type", "source", "target", "status", "finish_reason", "model", "http_code")
 
 HISTORY_INDEX = Column("step_index", Kind.INT, _ints("step_index"), "position in the whole trajectory")
@@ -393,11 +466,10 @@ HISTORY = (
     Column("content", Kind.TEXT, _texts("content"), "full text of the step"),
     Column("thinking", Kind.TEXT, _texts("thinking"), "full reasoning text"),
     Column("refusal", Kind.TEXT, _texts("refusal", empty_is_na=True), "the model's refusal, NA if none"),
-    Column("tool_names", Kind.TEXT, lambda t: [",".join([c.name for c in calls]) if calls else None
-                                               for calls in t.values("tool_calls")],
-           "comma-joined tool call names, NA if none"),
+    Column("tool_names", Kind.TEXT, _tool_names, "comma-joined tool call names, NA if none"),
     Column("model", Kind.CATEGORY, _few(STEP_FEW, "model", empty_is_na=True), "the model that answered"),
-    *(Column(t.column, Kind.COUNT, _step_usage(t.field), t.meaning + " (NA: no usage)") for t in TOKEN_COUNTS),
+    *(Column(t.column, Kind.COUNT, _counts("usage_metadata." + t.field), t.meaning + " (NA: no usage)")
+      for t in TOKEN_COUNTS),
     _enum_category("finish_reason", FinishReason, doc="why a model call or the turn ended", few=STEP_FEW),
     Column("http_code", Kind.COUNT, _few_counts(STEP_FEW, "http_code"), "NA when 0"),
     Column("error", Kind.TEXT, _texts("error", empty_is_na=True), "NA when empty"),
@@ -405,6 +477,10 @@ HISTORY = (
     Column("finished", Kind.TIME, _step_finished, "finished_at, NaT while running"),
     Column("duration_s", Kind.FLOAT, lambda t: _step_finished(t) - _created(t), "finished - created"),
 )
+# every Step attribute the history columns read, read together (see Table)
+HISTORY_READS = ("step_index", "turn", "type", "source", "target", "status", "content", "thinking", "refusal",
+                 "tool_calls", "model", *("usage_metadata." + t.field for t in TOKEN_COUNTS), "finish_reason",
+                 "http_code", "error", "created_at", "finished_at")
 
 
 # --- usage: one row per turn --------------------------------------------------------------
@@ -412,7 +488,7 @@ HISTORY = (
 _started = _optional_floats("started_at")
 _turn_finished = _optional_floats("finished_at")
 _first_token = _optional_floats("first_token_at")
-# a turn record's attributes with few distinct values, read in one pass
+# a turn record's attributes with few distinct values, coded together
 TURN_FEW = ("model", "provider", "finish_reason", "status", "http_code", "prefix_change")
 
 

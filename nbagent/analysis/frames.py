@@ -39,8 +39,8 @@ from ..core.distribution import install_hint
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, StepKind
-from .columns import (HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column,
-                      Table, column_table)
+from .columns import (HISTORY, HISTORY_INDEX, HISTORY_READS, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX,
+                      Column, Table, column_table)
 
 __all__ = [
     "history_frame",
@@ -85,7 +85,7 @@ def build_frame(table: Table, index: Column, columns: Sequence[Column]):
 
 def history_frame(steps: Sequence[Step]):
     """One row per step, index ``step_index``."""
-    return build_frame(Table(steps), HISTORY_INDEX, HISTORY)
+    return build_frame(Table(steps, reads=HISTORY_READS), HISTORY_INDEX, HISTORY)
 
 
 def usage_frame(records: Sequence[TurnRecord], pricing: Mapping | None = None):
