@@ -11,6 +11,7 @@ cache writes beside the usage) are migrated on read. Older versions stay readabl
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from .chat_session import ChatSession, atomic_write_json, open_session_file
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
@@ -29,6 +30,7 @@ from .ledger import TurnRecord
 from .session_journal import apply_journal, journal_path, read_journal
 from .session_settings import AgentSettings
 from .steps import Step, UsageMetadata
+from .turn_columns import NotPlain, TurnColumns, decode_turns
 
 SESSION_FORMAT = "nbagent.session"
 SESSION_VERSION = 3
@@ -148,15 +150,26 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
 
 
 def _records(doc: dict, path: str | Path) -> tuple[str, list[TurnRecord]]:
+    return _conversation_id(doc, path), _turn_records(_ledger(doc, path), path)
+
+
+def _ledger(doc: dict, path: str | Path) -> list:
     turns = doc.get("turns")
     if not isinstance(turns, list):
         raise NbagentError(f"session file {path} has no turn ledger (\"turns\")", kind="io")
+    return turns
+
+
+def _conversation_id(doc: dict, path: str | Path) -> str:
+    return str(doc.get("conversation_id") or Path(path).stem)
+
+
+def _turn_records(turns: list, path: str | Path) -> list[TurnRecord]:
     try:
         with gc_paused():
-            records = [TurnRecord.from_dict(t) for t in turns]
+            return [TurnRecord.from_dict(t) for t in turns]
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}", kind="io") from None
-    return str(doc.get("conversation_id") or Path(path).stem), records
 
 
 @dataclass
@@ -177,8 +190,32 @@ class SessionHead:
 
 def read_session_head(path: str | Path) -> SessionHead:
     """The settings and the turn ledger of a saved session, without parsing its steps."""
+    ledger = read_session_ledger(path)
+    return SessionHead(ledger.path, ledger.conversation_id, ledger.saved_at, ledger.settings,
+                       _turn_records(ledger.turns, path), ledger.model)
+
+
+@dataclass
+class SessionLedger:
+    """A :class:`SessionHead` whose turn ledger is still the parsed JSON (the journal's turns
+    applied): :func:`ledger_columns` decodes the ledgers of many sessions at once."""
+
+    path: Path
+    conversation_id: str
+    saved_at: float | None
+    settings: AgentSettings | None
+    turns: list  # the ledger's dicts as parsed
+    model: str = ""
+
+    @property
+    def user(self) -> str:
+        return self.settings.user if self.settings is not None else ""
+
+
+def read_session_ledger(path: str | Path) -> SessionLedger:
+    """The settings and the undecoded turn ledger of a saved session, without parsing its steps."""
     doc = _journaled(_checked(read_head(path, _TURN_KEYS), path), path)
-    conversation_id, records = _records(doc, path)
+    turns = _ledger(doc, path)
     try:
         raw = doc.get("settings")
         settings = None if raw is None else AgentSettings.from_dict(raw)
@@ -187,7 +224,25 @@ def read_session_head(path: str | Path) -> SessionHead:
     except (TypeError, ValueError, OverflowError) as exc:
         raise NbagentError(f"session file {path} has corrupt settings: {exc!s:.300}", kind="io") from None
     model = settings.model if settings is not None and settings.model else _model_of(doc)
-    return SessionHead(Path(path), conversation_id, saved_at, settings, records, model)
+    return SessionLedger(Path(path), _conversation_id(doc, path), saved_at, settings, turns, model)
+
+
+def ledger_columns(ledgers: Sequence[SessionLedger]) -> TurnColumns:
+    """The turns of ``ledgers``, one after the other, as columns (``turn_columns.py``): decoded at
+    once, or file by file when some ledger holds values to read as ``TurnRecord.from_dict`` does
+    (``NbagentError(kind="io")`` naming the first file whose ledger is damaged)."""
+    with gc_paused():
+        try:
+            return decode_turns([t for ledger in ledgers for t in ledger.turns])
+        except NotPlain:
+            pass
+        parts = []
+        for ledger in ledgers:
+            try:
+                parts.append(decode_turns(ledger.turns))
+            except NotPlain:
+                parts.append(TurnColumns.of_records(_turn_records(ledger.turns, ledger.path)))
+        return TurnColumns.concat(parts)
 
 
 def _model_of(doc: dict) -> str:
@@ -274,22 +329,60 @@ def _object_head(text: str, keys: frozenset[str] | None) -> dict:
     if text[i] == "}":
         return _ended(text, i, out) if keys is None else out
     while True:
-        key, i = decode(text, i)
-        i = _skip_space(text, i)
-        if not isinstance(key, str) or text[i] != ":":
-            raise ValueError(f"expected a key and ':' at character {i}")
-        value, i = decode(text, _skip_space(text, i + 1))
-        i = _skip_space(text, i)
-        if text[i] not in ",}":  # also proves a number was not cut by the end of a prefix
-            raise ValueError(f"expected ',' or '}}' at character {i}")
+        m = _SIMPLE_KEY.match(text, i)
+        if m is not None:  # a key without escapes, and its ':'
+            key, i = m.group(1), m.end()
+        else:
+            key, i = decode(text, i)
+            i = _skip_space(text, i)
+            if not isinstance(key, str) or text[i] != ":":
+                raise ValueError(f"expected a key and ':' at character {i}")
+            i = _skip_space(text, i + 1)
+        value, i = _ledger_value(text, i) if key == "turns" else decode(text, i)
+        m = _AFTER_VALUE.match(text, i)
+        if m is None:  # also proves a number was not cut by the end of a prefix
+            raise ValueError(f"expected ',' or '}}' at character {_skip_space(text, i)}")
         if key in out:
             raise DuplicateKey(key)
         out[key] = value
-        if text[i] == "}":
-            return _ended(text, i, out) if keys is None else out
+        if m.group(1) == "}":
+            return _ended(text, m.start(1), out) if keys is None else out
         if keys is not None and keys.issubset(out):
             return out
-        i = _skip_space(text, i + 1)
+        i = m.end()
+
+
+_SIMPLE_KEY = re.compile(r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')
+_AFTER_VALUE = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
+_STEPS_NEXT = ',"steps":'  # what this version writes after the ledger
+
+
+def _ledger_value(text: str, i: int) -> tuple[Any, int]:
+    """The turn ledger starting at ``i`` and the index after it: parsed by orjson when installed
+    (several times faster than ``json``) if it ends where the steps begin, else by ``json``.
+
+    orjson refuses what ``json`` would parse differently or not at all (NaN, integers past 64
+    bits, lone surrogates) and any text after the value, so a wrong guess of the end only falls
+    back to ``json``: the result is what ``json`` would give.
+    """
+    loads = fast_loads()
+    end = -1 if loads is None else text.find(_STEPS_NEXT, i)
+    if loads is not None and end >= 0:
+        try:
+            return loads(text[i:end]), end
+        except ValueError:  # orjson.JSONDecodeError
+            pass
+    return _DECODER.raw_decode(text, i)
+
+
+@functools.cache
+def fast_loads() -> Callable[[str], Any] | None:
+    """``orjson.loads`` when orjson is installed (the ``frames`` extra), else None."""
+    try:
+        import orjson
+    except ImportError:
+        return None
+    return orjson.loads
 
 
 def _ended(text: str, close: int, out: dict) -> dict:
