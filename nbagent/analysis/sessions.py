@@ -107,8 +107,13 @@ class Ledgers:
 def read_ledgers(paths_or_glob: Any, pricing: Mapping | None = None) -> Ledgers:
     """The ledgers of the sessions ``paths_or_glob`` names (see :func:`load_sessions`), decoded
     into columns without a record per turn (``core/turn_columns.py``)."""
+    return ledgers_of(expand_paths(paths_or_glob), pricing)
+
+
+def ledgers_of(paths: Sequence[Path], pricing: Mapping | None = None) -> Ledgers:
+    """:func:`read_ledgers` of session files already found (``expand_paths``)."""
     with gc_paused():  # tens of thousands of dicts: the collector would rescan them over and over
-        ledgers = [read_session_ledger(path) for path in expand_paths(paths_or_glob)]
+        ledgers = [read_session_ledger(path) for path in paths]
         columns = ledger_columns(ledgers)
     return Ledgers(TurnTable(columns, pricing), [h.conversation_id for h in ledgers], [str(h.path) for h in ledgers],
                    [h.user for h in ledgers], [len(h.turns) for h in ledgers])

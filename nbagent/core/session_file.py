@@ -274,22 +274,26 @@ def read_head(path: str | Path, keys: frozenset[str] | None) -> dict:
     not one, or when a key it parsed comes twice.
 
     Reads the file's first ``_HEAD_BYTES`` and its end (it must close the object) and parses
-    those entries; only when they run past that prefix does it read the whole file.
+    those entries; when they run past that prefix it reads eight times as much, up to the whole file.
     """
     try:
         with open_session_file(path, "rb") as f:
-            data = f.read(_HEAD_BYTES if keys is not None else -1)
-            whole = keys is None or len(data) < _HEAD_BYTES
-            if not whole:
+            size = _HEAD_BYTES if keys is not None else -1
+            data = f.read(size)
+            if size > 0 and len(data) == size:
                 f.seek(-64, os.SEEK_END)
-            if not (data if whole else f.read()).rstrip(b" \t\n\r").endswith(b"}"):
+                end = f.read()
+                f.seek(size)
+            else:
+                end = data
+            if not end.rstrip(b" \t\n\r").endswith(b"}"):
                 raise ValueError("the file does not end with '}' (cut short?)")
-            if not whole:
+            while size > 0 and len(data) == size:
                 try:  # the prefix up to its last ',' (never inside a multi-byte character)
-                    return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys)
-                except (ValueError, IndexError):  # the entries run past the prefix: read it all
-                    f.seek(0)
-                    data = f.read()
+                    return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys, prefix=True)
+                except (ValueError, IndexError):  # the entries run past the prefix: read more
+                    data += f.read(size * 7)
+                    size *= 8
         return _object_head(data.decode("utf-8"), keys)
     except FileNotFoundError:
         raise NbagentError(f"no such session file: {path}", kind="io") from None
@@ -302,7 +306,7 @@ def read_head(path: str | Path, keys: frozenset[str] | None) -> dict:
         raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
 
 
-_HEAD_BYTES = 1 << 16  # a 100-turn ledger fits
+_HEAD_BYTES = 1 << 14  # a 30-turn ledger fits (a larger one is read in a second read, of 128 KB)
 
 
 class DuplicateKey(ValueError):
@@ -313,9 +317,10 @@ class DuplicateKey(ValueError):
         self.key = key
 
 
-def _object_head(text: str, keys: frozenset[str] | None) -> dict:
+def _object_head(text: str, keys: frozenset[str] | None, prefix: bool = False) -> dict:
     """Parse ``{"key": value, ...`` entry by entry; stop once every key of ``keys`` is in (``None``:
-    parse to the object's end, and nothing but white space may follow it).
+    parse to the object's end, and nothing but white space may follow it). ``prefix``: ``text`` is
+    the start of a file, given up on as soon as the ledger does not end in it.
 
     Raises :class:`DuplicateKey` for a key seen twice, ValueError / IndexError when the text ends
     first (or is not an object's start).
@@ -338,7 +343,7 @@ def _object_head(text: str, keys: frozenset[str] | None) -> dict:
             if not isinstance(key, str) or text[i] != ":":
                 raise ValueError(f"expected a key and ':' at character {i}")
             i = _skip_space(text, i + 1)
-        value, i = _ledger_value(text, i) if key == "turns" else decode(text, i)
+        value, i = _ledger_value(text, i, prefix) if key == "turns" else decode(text, i)
         m = _AFTER_VALUE.match(text, i)
         if m is None:  # also proves a number was not cut by the end of a prefix
             raise ValueError(f"expected ',' or '}}' at character {_skip_space(text, i)}")
@@ -357,16 +362,19 @@ _AFTER_VALUE = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 _STEPS_NEXT = ',"steps":'  # what this version writes after the ledger
 
 
-def _ledger_value(text: str, i: int) -> tuple[Any, int]:
+def _ledger_value(text: str, i: int, prefix: bool) -> tuple[Any, int]:
     """The turn ledger starting at ``i`` and the index after it: parsed by orjson when installed
-    (several times faster than ``json``) if it ends where the steps begin, else by ``json``.
+    (several times faster than ``json``) if it ends where the steps begin, else by ``json``. In a
+    ``prefix`` of the file without the steps' start, ValueError at once (read more first).
 
     orjson refuses what ``json`` would parse differently or not at all (NaN, integers past 64
     bits, lone surrogates) and any text after the value, so a wrong guess of the end only falls
     back to ``json``: the result is what ``json`` would give.
     """
+    end = text.find(_STEPS_NEXT, i)
+    if end < 0 and prefix:
+        raise ValueError("the ledger runs past the prefix read")
     loads = fast_loads()
-    end = -1 if loads is None else text.find(_STEPS_NEXT, i)
     if loads is not None and end >= 0:
         try:
             return loads(text[i:end]), end

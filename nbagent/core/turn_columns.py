@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import Enum
+from itertools import repeat
 from typing import Any
 from collections.abc import Sequence
 
@@ -102,6 +103,7 @@ def _members(enum_cls: type[Enum], none: Any = None) -> dict:
 _FINISH = _members(FinishReason)
 _CHANGE = _members(PrefixChange)
 _STATUS = _members(TurnStatus, TurnStatus.DONE)  # a ledger without a status: the turn ended
+_STATUS[""] = TurnStatus.DONE
 
 
 def decode_turns(turns: list) -> TurnColumns:
@@ -111,61 +113,80 @@ def decode_turns(turns: list) -> TurnColumns:
         return TurnColumns.of_records([])
     if not set(map(type, turns)) <= _DICT:
         raise NotPlain("a turn is not a JSON object")
-    usages = [d.get("usage") for d in turns]
-    if not set(map(type, usages)) <= _USAGE:
-        raise NotPlain("a usage is not an object")
-    if None in usages:
-        usages = [{} if u is None else u for u in usages]
+    usages = _column(turns, "usage", _EMPTY)
+    if not set(map(type, usages)) <= _DICT:
+        if not set(map(type, usages)) <= _USAGE:
+            raise NotPlain("a usage is not an object")
+        usages = [_EMPTY if u is None else u for u in usages]
     return TurnColumns(
-        turn=_counts([d.get("turn") for d in turns]),  # missing or null: NotPlain
-        prompt=_texts([d.get("prompt") or "" for d in turns]),
-        model=_texts([d.get("model") or "" for d in turns]),
-        provider=_texts([d.get("provider") or "" for d in turns]),
-        started_at=_floats([d.get("started_at") or 0.0 for d in turns]),
-        finished_at=_floats([d.get("finished_at") for d in turns], optional=True),
-        first_token_at=_floats([d.get("first_token_at") for d in turns], optional=True),
-        usage={f: _counts([u.get(f) or 0 for u in usages]) for f in USAGE_FIELDS},
-        model_calls=_counts([d.get("model_calls") or 0 for d in turns]),
-        tool_calls=_counts([d.get("tool_calls") or 0 for d in turns]),
-        finish_reason=_enums(_FINISH, [d.get("finish_reason") for d in turns]),
-        status=_enums(_STATUS, [d.get("status") or None for d in turns]),
-        error=_texts([d.get("error") or "" for d in turns]),
-        http_code=_counts([d.get("http_code") or 0 for d in turns]),
-        prefix_change=_enums(_CHANGE, [d.get("prefix_change") for d in turns]),
-        context_tokens=_counts([d.get("context_tokens") or 0 for d in turns]),
-        context_window=_counts([d.get("context_window") for d in turns], optional=True),
+        turn=_counts(_column(turns, "turn", None), missing=False),
+        prompt=_texts(_column(turns, "prompt", "")),
+        model=_texts(_column(turns, "model", "")),
+        provider=_texts(_column(turns, "provider", "")),
+        started_at=_floats(_column(turns, "started_at", 0.0)),
+        finished_at=_floats(_column(turns, "finished_at", None), optional=True),
+        first_token_at=_floats(_column(turns, "first_token_at", None), optional=True),
+        usage={f: _counts(_column(usages, f, 0)) for f in USAGE_FIELDS},
+        model_calls=_counts(_column(turns, "model_calls", 0)),
+        tool_calls=_counts(_column(turns, "tool_calls", 0)),
+        finish_reason=_enums(_FINISH, _column(turns, "finish_reason", None)),
+        status=_enums(_STATUS, _column(turns, "status", None)),
+        error=_texts(_column(turns, "error", "")),
+        http_code=_counts(_column(turns, "http_code", 0)),
+        prefix_change=_enums(_CHANGE, _column(turns, "prefix_change", None)),
+        context_tokens=_counts(_column(turns, "context_tokens", 0)),
+        context_window=_counts(_column(turns, "context_window", None), optional=True),
     )
 
 
-def _counts(values: list, optional: bool = False) -> list:
-    """Ints from 0 to MAX_COUNT (``optional``: or None), as ``usage.count`` reads them."""
+_EMPTY: dict = {}
+
+
+def _column(dicts: list, key: str, default: Any) -> list:
+    """``d.get(key, default)`` of every dict, in one pass at C speed (no loop in Python)."""
+    return list(map(dict.get, dicts, repeat(key), repeat(default)))
+
+
+def _counts(values: list, optional: bool = False, missing: bool = True) -> list:
+    """Ints from 0 to MAX_COUNT as ``usage.count`` reads them: null as 0 when ``missing``
+    (``optional``: null stays None)."""
     kinds = set(map(type, values))
-    if optional and _NONE in kinds:
+    present = values
+    if _NONE in kinds:
+        if optional:
+            present = [v for v in values if v is not None]
+        elif missing:
+            values = present = [0 if v is None else v for v in values]
+        else:
+            raise NotPlain("a count is missing")
         kinds.discard(_NONE)
-        present = [v for v in values if v is not None]
-    else:
-        present = values
     if not kinds <= _INT or (present and not (min(present) >= 0 and max(present) <= MAX_COUNT)):
         raise NotPlain("a count is not an int in range")
     return values
 
 
 def _texts(values: list) -> list:
-    if not set(map(type, values)) <= _TEXT:
+    """Strings, null as ""."""
+    kinds = set(map(type, values))
+    if _NONE in kinds:
+        values = ["" if v is None else v for v in values]
+        kinds.discard(_NONE)
+    if not kinds <= _TEXT:
         raise NotPlain("a text is not a string")
     return values
 
 
 def _floats(values: list, optional: bool = False) -> list:
-    """Floats (``optional``: or None); ints become floats, as ``float()`` makes them."""
+    """Floats (``optional``: or None; else null is 0.0); ints become floats, as ``float()`` makes them."""
     kinds = set(map(type, values))
-    if optional:
-        kinds.discard(_NONE)
+    if _NONE in kinds and not optional:
+        values = [0.0 if v is None else v for v in values]
+    kinds.discard(_NONE)
     if not kinds <= _NUMBER:
         raise NotPlain("a time is not a number")
     if int in kinds:
         try:
-            return [None if v is None else float(v) for v in values]
+            return [v if v is None else float(v) for v in values]
         except OverflowError:
             raise NotPlain("a time is out of range") from None
     return values
