@@ -138,3 +138,19 @@ def test_an_export_that_fails_in_a_later_part_leaves_the_dataset_as_it_was(tmp_p
         to_parquet(tmp_path / "s", out, partition="month")
     assert paths[7].name in str(err.value)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # no new file, no temp file
+
+
+def test_the_head_before_the_ledger_is_checked_as_entry_by_entry(tmp_path):
+    """The head up to the ledger is parsed in one call when laid out as written: a key twice at its
+    top level is still refused, a key twice or a "turns" key inside a nested object is not."""
+    path = save_conversation(synthetic_state(6, 3), tmp_path / "s.json")
+    text = path.read_text(encoding="utf-8")
+    nested = text.replace('"settings":null', '"settings":{"model":"m","provider_options":{"turns":[1],"a":1,"a":2}}')
+    assert nested != text
+    (tmp_path / "nested.json").write_text(nested, encoding="utf-8")
+    led = read_session_ledger(tmp_path / "nested.json")
+    assert led.settings.provider_options == {"turns": [1], "a": 2} and len(led.turns) == 3
+    twice = text.replace('"trimmed":0,', '"trimmed":0,"model":"other",')
+    (tmp_path / "twice.json").write_text(twice, encoding="utf-8")
+    with pytest.raises(NbagentError, match='twice.json has the key "model" twice'):
+        load_sessions(tmp_path / "twice.json")

@@ -325,6 +325,10 @@ def _object_head(text: str, keys: frozenset[str] | None, prefix: bool = False) -
     Raises :class:`DuplicateKey` for a key seen twice, ValueError / IndexError when the text ends
     first (or is not an object's start).
     """
+    if keys is not None and "turns" in keys:
+        head = _head_before_ledger(text, keys, prefix)
+        if head is not None:
+            return head
     decode = _DECODER.raw_decode
     i = _skip_space(text, 0)
     if text[i] != "{":
@@ -357,6 +361,47 @@ def _object_head(text: str, keys: frozenset[str] | None, prefix: bool = False) -
         i = m.end()
 
 
+def _head_before_ledger(text: str, keys: frozenset[str], prefix: bool) -> dict | None:
+    """The entries up to and with the ledger in two parses, for a file laid out as this version
+    writes it (``{...,"turns":[...],"steps":...``); None when it is not (then they are parsed one
+    by one). What comes before ``,"turns":`` parses as one object only when that is the top
+    level's key (inside a string the quotes would be escaped; a nested ``turns`` leaves a bracket
+    open); only the top level's keys must be unique, as in the entry-by-entry parse."""
+    cut = text.find(_LEDGER_KEY)
+    if cut < 0:
+        return None
+    twice: list[str | None] = []  # per object closed, in order: its first key seen twice
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict:
+        obj = dict(pairs)
+        twice.append(None if len(obj) == len(pairs) else _twice(pairs))
+        return obj
+    try:
+        head = json.loads(text[:cut] + "}", object_pairs_hook=unique)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(head, dict):
+        return None
+    if twice and twice[-1] is not None:  # the top level closes last
+        raise DuplicateKey(twice[-1])
+    if "turns" in head:
+        raise DuplicateKey("turns")
+    head["turns"], i = _ledger_value(text, cut + len(_LEDGER_KEY), prefix)
+    if _AFTER_VALUE.match(text, i) is None:
+        raise ValueError(f"expected ',' or '}}' at character {_skip_space(text, i)}")
+    return head if keys.issubset(head) else None
+
+
+def _twice(pairs: list[tuple[str, Any]]) -> str | None:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
+
+
+_LEDGER_KEY = ',"turns":'
 _SIMPLE_KEY = re.compile(r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')
 _AFTER_VALUE = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 _STEPS_NEXT = ',"steps":'  # what this version writes after the ledger
