@@ -225,11 +225,12 @@ def _write_table(table: Any, path: Path) -> None:
 # --- sources ------------------------------------------------------------------------------
 
 
-_BATCH = 1_000  # sessions read into one Arrow table while the previous one is written
+_BATCH = 1_000  # at most this many sessions read into one Arrow table while the previous one is written
+_PARTS = 8  # a folder is read in about this many parts (of at least 250 sessions), so writing overlaps reading
 
 
 def _source_tables(source: Any, table: str, pricing: Mapping | None, schema: Any) -> Iterator[Any]:
-    """:func:`_source_table` in parts: saved sessions ``_BATCH`` at a time, anything else whole."""
+    """:func:`_source_table` in parts: saved sessions a part at a time (see ``_PARTS``), anything else whole."""
     pd = _pandas()
     if table != "usage" or isinstance(source, pd.DataFrame) or hasattr(source, "to_state"):
         yield _source_table(source, table, pricing, schema)
@@ -238,8 +239,9 @@ def _source_tables(source: Any, table: str, pricing: Mapping | None, schema: Any
 
     pa, _ = _require_pyarrow()
     paths = expand_paths(source)
-    for start in range(0, len(paths), _BATCH):
-        yield _ledger_table(pa, ledgers_of(paths[start: start + _BATCH], pricing), schema)
+    size = min(_BATCH, max(250, -(-len(paths) // _PARTS)))
+    for start in range(0, len(paths), size):
+        yield _ledger_table(pa, ledgers_of(paths[start: start + size], pricing), schema)
 
 
 def _source_table(source: Any, table: str, pricing: Mapping | None, schema: Any):
