@@ -104,6 +104,16 @@ DUCKDB_GOAL_MS = 100
 BROWSER_GOAL_S = 1.0
 
 
+def rounds_best_ms(fns: dict, rounds: int) -> dict[str, float]:
+    """The best of ``rounds`` timings of each function, run one after the other in every round, so a
+    load that comes and goes on a shared machine weighs on each measure and its baseline alike."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            best[name] = min(best[name], best_ms(fn, 1))
+    return best
+
+
 def scale(count: int, tmp: Path) -> dict:
     """A folder of ``count`` sessions: list_sessions cold and warm (its index), load_sessions vs
     json.loads, the month-partitioned Parquet export vs load_sessions, a DuckDB group-by over that
@@ -128,10 +138,14 @@ def scale(count: int, tmp: Path) -> dict:
     warm_cpu = time.process_time()
     list_sessions(folder)
     warm_cpu = time.process_time() - warm_cpu
-    load_ms = best_ms(lambda: load_sessions(folder), 2)
-    floor_ms = best_ms(lambda: [json.loads(p.read_bytes()) for p in paths], 1)
     out = tmp / f"dataset-{count}"
-    export_ms = best_ms(lambda: (shutil.rmtree(out, ignore_errors=True), to_parquet(folder, out, partition="month")), 1)
+
+    def export() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        to_parquet(folder, out, partition="month")
+    best = rounds_best_ms({"load": lambda: load_sessions(folder), "floor": lambda: [json.loads(p.read_bytes()) for p in paths],
+                           "export": export}, 3)
+    load_ms, floor_ms, export_ms = best["load"], best["floor"], best["export"]
     con = duckdb.connect()
     sql = ("select model, status, count(*) as turns, sum(total_tokens) as tokens, sum(cost_usd) as usd from "
            f"read_parquet('{out}/*/*.parquet', hive_partitioning=true) group by model, status order by model, status")

@@ -33,6 +33,7 @@ from typing import Any
 from collections.abc import Callable, Iterable, Sequence
 
 from ..core.ledger import tokens_per_second
+from ..core.turn_columns import TurnColumns
 from ..core.usage import TOKEN_COUNTS
 from .cache import EXPIRED, UNKNOWN
 from .coded import Coded
@@ -179,6 +180,31 @@ def _scatter(present: Any, values: Any, missing: Any) -> Any:
     return obj.tolist()
 
 
+class TurnTable(Table):
+    """The usage table over decoded turn ledgers (``core/turn_columns.py``) instead of
+    ``TurnRecord`` objects: each attribute is already a list, so nothing is read per object."""
+
+    def __init__(self, columns: TurnColumns, pricing: Any = None) -> None:
+        super().__init__((), pricing)
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def values(self, path: str) -> list:
+        return self.columns.values(path)
+
+    def coded(self, paths: tuple[str, ...]) -> tuple[Any, list[tuple]]:
+        def make() -> tuple[Any, list[tuple]]:
+            import numpy as np
+
+            index = _Index()
+            rows = zip(*(self.columns.values(p) for p in paths))
+            codes = np.fromiter(map(index.__getitem__, rows), dtype=np.int64, count=len(self))
+            return codes, list(index)
+        return self.cached(("coded", paths), make)
+
+
 class _Index(dict):
     """Numbers each new key as it is first looked up."""
 
@@ -277,14 +303,19 @@ def categorical(values: Any, known: Sequence[str] = ()) -> Any:
 
     Categories are ``known`` (in order) then any other value seen, sorted.
     """
-    import numpy as np
     import pandas as pd
 
-    if isinstance(values, Coded):  # categorize the few distinct values, then index by code
-        few = categorical(values.values, known)
-        codes = np.asarray(few.codes)[values.codes] if len(values.values) else np.zeros(len(values), np.int8)
-        return pd.Categorical.from_codes(codes, dtype=few.dtype)
+    codes, cats = category_codes(values, known)
+    return pd.Categorical.from_codes(codes, categories=cats)
 
+
+def category_codes(values: Any, known: Sequence[str] = ()) -> tuple[Any, list[str]]:
+    """The codes (int32, -1 for NA) and categories of :func:`categorical`, without pandas."""
+    import numpy as np
+
+    if isinstance(values, Coded):  # categorize the few distinct values, then index by code
+        few, cats = category_codes(values.values, known)
+        return (few[values.codes] if len(values.values) else np.zeros(len(values), np.int32)), cats
     cats = [str(c) for c in known]
     code: dict = {c: i for i, c in enumerate(cats)}
     seen = set(values)
@@ -298,8 +329,7 @@ def categorical(values: Any, known: Sequence[str] = ()) -> Any:
             cats.append(name)
         for v, name in names.items():
             code[v] = code[name]
-    codes = np.fromiter(map(code.get, values, repeat(-1)), dtype=np.int32, count=len(values))
-    return pd.Categorical.from_codes(codes, categories=cats)
+    return np.fromiter(map(code.get, values, repeat(-1)), dtype=np.int32, count=len(values)), cats
 
 
 def utc_times(seconds: Any) -> Any:
@@ -308,14 +338,22 @@ def utc_times(seconds: Any) -> Any:
     import numpy as np
     import pandas as pd
 
-    us = np.round(np.asarray(seconds, dtype=np.float64) * 1e6)
-    with np.errstate(invalid="ignore"):
-        nat = ~(np.abs(us) < 9e15)  # NaN, inf, or beyond datetime64[ns] (year 2255)
-    ns = np.where(nat, 0.0, us).astype(np.int64) * 1000
-    values = ns.view("datetime64[ns]")
+    us, nat = epoch_us(seconds)
+    values = (us * 1000).view("datetime64[ns]")
     if nat.any():
         values[nat] = np.datetime64("NaT")
     return pd.DatetimeIndex(values).tz_localize("UTC")
+
+
+def epoch_us(seconds: Any) -> tuple[Any, Any]:
+    """Epoch seconds as int64 microseconds, and where they are unknown (NaN, inf, or beyond what
+    ``datetime64[ns]`` holds: year 2255), those set to 0."""
+    import numpy as np
+
+    us = np.round(np.asarray(seconds, dtype=np.float64) * 1e6)
+    with np.errstate(invalid="ignore"):
+        nat = ~(np.abs(us) < 9e15)
+    return np.where(nat, 0.0, us).astype(np.int64), nat
 
 
 def iso(ts: float) -> str | None:
@@ -341,19 +379,28 @@ def shorten_column(texts: list, limit: int) -> Any:
     """:func:`shorten` over a whole column ("" for None) as a pandas ``string`` array, cut in
     Arrow when pyarrow is installed."""
     try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        import pyarrow  # noqa: F401
     except ImportError:  # pragma: no cover - pyarrow comes with the frames extra
         return text_array(shorten([t or "" for t in texts], limit))
+    return text_array(shortened_arrow(texts, limit))
+
+
+def shortened_arrow(texts: Any, limit: int) -> Any:
+    """:func:`shorten` over a whole column ("" for None) as an Arrow string array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(texts, Coded):
+        texts = texts.tolist()
     try:
         arr = pc.fill_null(pa.array(texts, type=pa.string()), "")
     except (TypeError, ValueError, pa.ArrowException):  # non-str values
-        return text_array(shorten([str(t or "") for t in texts], limit))
+        return pa.array(shorten([str(t or "") for t in texts], limit), type=pa.string())
     long = pc.greater(pc.utf8_length(arr), limit)
     if pc.any(long).as_py():
         cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(arr, 0, limit - 1), "…", "")
         arr = pc.if_else(long, cut, arr)
-    return text_array(arr)
+    return arr
 
 
 _ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)

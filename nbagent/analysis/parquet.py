@@ -26,17 +26,19 @@ Field metadata ``doc`` holds each column's meaning; schema metadata ``nbagent.ta
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from ..core.atomic_file import atomic_write
+from ..core.atomic_file import atomic_write, staged_file
 from ..core.distribution import install_hint
 from ..core.errors import NbagentError
+from .coded import Coded
 from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Kind
 
 __all__ = ["to_parquet", "parquet_schema", "TABLES", "SCHEMA_VERSION"]
@@ -100,32 +102,37 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     """
     pa, pq = _require_pyarrow()
     schema = parquet_schema(table)
-    frame, names = _source_frame(source, table, pricing, names=partition is None)
-    arrow = _arrow_table(pa, frame, schema)
     out = Path(os.path.expanduser(os.fspath(path)))
     if partition is not None:
-        return _write_dataset(arrow, frame, out, table, partition)
+        return _write_dataset(_source_tables(source, table, pricing, schema), out, table, partition)
+    arrow = _source_table(source, table, pricing, schema)
     if out.suffix.lower() == ".parquet":
         return atomic_write(out, lambda tmp: pq.write_table(arrow, tmp))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise NbagentError(f"cannot write {out}: {exc.strerror or exc}", kind="io") from None
-    for (start, length), name in zip(_runs(frame), names):
+    ids, paths = _keys(arrow)
+    for start, length in _runs(ids, paths):
         part = arrow.slice(start, length)
-        atomic_write(out / f"{name}.parquet", functools.partial(_write_table, part))
+        atomic_write(out / f"{_file_name(paths[start], ids[start])}.parquet", functools.partial(_write_table, part))
     return out
 
 
 PARTITIONS = ("month",)
 
 
-def _write_dataset(arrow: Any, frame: Any, out: Path, table: str, partition: str) -> Path:
-    """``arrow`` appended to the dataset in folder ``out``, one file per month; rows of the same
-    sessions already there are removed first (see :func:`to_parquet`)."""
-    import uuid
+def _write_dataset(tables: Iterable[Any], out: Path, table: str, partition: str) -> Path:
+    """``tables`` (Arrow tables) appended to the dataset in folder ``out``, one file per month; rows
+    of the same sessions already there are removed first (see :func:`to_parquet`).
 
-    import numpy as np
+    Each month's file is written as the tables come (one row group per table and month) by a
+    thread of its own, while the next table is read: Parquet's encoder releases the GIL. The files
+    appear in the folder, and earlier rows of the same sessions go, only once every table is in;
+    an error leaves the dataset as it was.
+    """
+    import uuid
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     if partition not in PARTITIONS:
         raise NbagentError(f"partition must be one of {', '.join(map(repr, PARTITIONS))}, not {partition!r}",
@@ -134,31 +141,72 @@ def _write_dataset(arrow: Any, frame: Any, out: Path, table: str, partition: str
         raise NbagentError("partition='month' needs the usage table (its turns have a start time)", kind="config")
     if out.suffix.lower() == ".parquet":
         raise NbagentError(f"a partitioned export is a folder, not {out.name}", kind="config")
-    if any(out.glob("*=*/*.parquet")):  # sessions exported before: their earlier rows go
-        _drop_sessions(out, set(_session_keys(frame).tolist()))
-    started = _pandas().to_datetime(frame["started"], utc=True).dt.tz_localize(None)
-    months = started.to_numpy(dtype="datetime64[ns]").astype("datetime64[M]")
+    earlier = any(out.glob("*=*/*.parquet"))  # sessions exported before: their earlier rows go
+    keys: set[str] = set()
     batch = f"part-{uuid.uuid4().hex[:12]}.parquet"
-    for month in np.unique(months):  # NaT sorts last
-        rows = np.flatnonzero(np.isnat(months) if np.isnat(month) else months == month)
-        name = "unknown" if np.isnat(month) else str(month)
-        atomic_write(out / f"{partition}={name}" / batch, functools.partial(_write_table, arrow.take(rows)))
+    with contextlib.ExitStack() as files, ThreadPoolExecutor(1, thread_name_prefix="nbagent-parquet") as writer:
+        months = _MonthFiles(out, partition, batch, files)
+        pending: Future | None = None
+        for arrow in tables:
+            if earlier:
+                keys.update(_session_keys(*_keys(arrow)))
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(months.append, arrow)
+        if pending is not None:
+            pending.result()
+        if earlier:
+            _drop_sessions(out, keys)
     out.mkdir(parents=True, exist_ok=True)
     return out
 
 
+class _MonthFiles:
+    """The month files of one export, each a Parquet writer on a staged file (renamed into place
+    when ``files`` closes)."""
+
+    def __init__(self, out: Path, partition: str, batch: str, files: contextlib.ExitStack) -> None:
+        self.out, self.partition, self.batch, self.files = out, partition, batch, files
+        self.writers: dict[str, Any] = {}
+
+    def append(self, arrow: Any) -> None:
+        import numpy as np
+        import pyarrow.parquet as pq
+
+        months = arrow.column("started").to_numpy().astype("datetime64[M]")  # NaT where null
+        for month in np.unique(months):  # NaT sorts last
+            rows = np.flatnonzero(np.isnat(months) if np.isnat(month) else months == month)
+            name = "unknown" if np.isnat(month) else str(month)
+            writer = self.writers.get(name)
+            if writer is None:
+                tmp = self.files.enter_context(staged_file(self.out / f"{self.partition}={name}" / self.batch))
+                writer = pq.ParquetWriter(tmp, arrow.schema, use_dictionary=_dictionary_columns(arrow.schema))
+                self.files.callback(writer.close)  # before the staged file is renamed
+                self.writers[name] = writer
+            writer.write_table(arrow.take(rows))
+
+
+def _dictionary_columns(schema: Any) -> list[str]:
+    """The columns worth Parquet's dictionary encoding: few distinct values (encoding every column
+    costs a third more time for files a tenth smaller)."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_dictionary(f.type) or f.name in _KEYS]
+
+
 def _drop_sessions(out: Path, keys: set[str]) -> None:
     """Rewrite the dataset's files that hold rows of ``keys`` (session id and path) without them."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     for part in sorted(out.glob("*=*/*.parquet")):
         try:
             file = pq.ParquetFile(part)
-            ids = file.read(columns=["session_id", "path"]).to_pandas()
+            ids = file.read(columns=["session_id", "path"])
         except (OSError, pa.ArrowException) as exc:
             raise NbagentError(f"cannot read {part} of the dataset {out}: {exc}", kind="io") from None
-        mask = _session_keys(ids).isin(keys).to_numpy()
+        mask = np.fromiter((k in keys for k in _session_keys(*_keys(ids))), dtype=bool, count=ids.num_rows)
         if not mask.any():
             continue
         if mask.all():
@@ -177,32 +225,100 @@ def _write_table(table: Any, path: Path) -> None:
 # --- sources ------------------------------------------------------------------------------
 
 
-def _source_frame(source: Any, table: str, pricing: Mapping | None, *, names: bool = True):
-    """One frame with session_id, path, the row key and the table's columns, rows grouped by
-    session; and a file name for each session, in order (``names=False``: none)."""
+_BATCH = 1_000  # at most this many sessions read into one Arrow table while the previous one is written
+_PARTS = 8  # a folder is read in about this many parts (of at least 250 sessions), so writing overlaps reading
+
+
+def _source_tables(source: Any, table: str, pricing: Mapping | None, schema: Any) -> Iterator[Any]:
+    """:func:`_source_table` in parts: saved sessions a part at a time (see ``_PARTS``), anything else whole."""
+    pd = _pandas()
+    if table != "usage" or isinstance(source, pd.DataFrame) or hasattr(source, "to_state"):
+        yield _source_table(source, table, pricing, schema)
+        return
+    from .sessions import expand_paths, ledgers_of
+
+    pa, _ = _require_pyarrow()
+    paths = expand_paths(source)
+    size = min(_BATCH, max(250, -(-len(paths) // _PARTS)))
+    for start in range(0, len(paths), size):
+        yield _ledger_table(pa, ledgers_of(paths[start: start + size], pricing), schema)
+
+
+def _source_table(source: Any, table: str, pricing: Mapping | None, schema: Any):
+    """An Arrow table in ``schema``: session_id, path, the row key and the table's columns, rows
+    grouped by session."""
+    pa, _ = _require_pyarrow()
     pd = _pandas()
     if isinstance(source, pd.DataFrame):
         frame = _from_dataframe(source, table)
     elif hasattr(source, "plumbing") and hasattr(source, "usage_df"):  # a Conversation
         df = source.usage_df(pricing=pricing) if table == "usage" else source.tool_calls_df()
         frame = _keyed(df, str(source.conversation_id), None)
+    elif table == "usage":  # saved sessions: from their decoded ledgers, no DataFrame in between
+        from .sessions import read_ledgers
+
+        return _ledger_table(pa, read_ledgers(source, pricing), schema)
     else:
-        frame = _from_files(source, table, pricing)
-    if not names:
-        return frame, []
-    firsts = [start for start, _ in _runs(frame)]
-    paths, ids = frame["path"].tolist(), frame["session_id"].astype(object).tolist()
-    return frame, [_file_name(paths[i], str(ids[i])) for i in firsts]
+        frame = _tool_calls_from_files(source)
+    return _arrow_table(pa, frame, schema)
 
 
-def _from_files(source: Any, table: str, pricing: Mapping | None):
+def _ledger_table(pa: Any, ledgers: Any, schema: Any):
+    """The usage table of saved sessions (``sessions.read_ledgers``) in ``schema``, each column
+    converted from its plain form as the DataFrame's would be."""
+    import numpy as np
+
+    session = pa.array(np.repeat(np.arange(len(ledgers.ids), dtype=np.int64), ledgers.lengths))
+    arrays = [pa.array(ledgers.ids, type=pa.string()).take(session),
+              pa.array(ledgers.paths, type=pa.string()).take(session)]
+    for c, field in zip((USAGE_INDEX, *USAGE), list(schema)[2:]):
+        try:
+            arrays.append(_plain_array(pa, c, c.extract(ledgers.table), field.type))
+        except (TypeError, ValueError, pa.ArrowException) as exc:
+            raise NbagentError(f"column {field.name!r} does not convert to {field.type}: {exc}",
+                               kind="config") from None
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _plain_array(pa: Any, column: Column, values: Any, type_: Any):
+    """A column's plain form (see :mod:`.columns`) as an Arrow array of ``type_``: the values its
+    pandas column holds, NA as null."""
+    import numpy as np
+
+    from .columns import category_codes, epoch_us, shortened_arrow
+
+    kind = column.kind
+    if isinstance(values, Coded) and kind is not Kind.CATEGORY:
+        values = values.floats() if kind is Kind.COUNT else values.tolist()
+    if kind is Kind.INT:
+        return pa.array(np.ascontiguousarray(values, dtype=np.int64), type=type_)
+    if kind is Kind.COUNT:
+        data = np.asarray(values, dtype=np.float64)
+        mask = ~(np.abs(data) < 2.0**63)  # as Column.to_pandas: NaN and counts int64 cannot hold are NA
+        return pa.array(np.where(mask, 0, data).astype(np.int64), type=type_, mask=mask)
+    if kind is Kind.FLOAT:
+        return pa.array(np.asarray(values, dtype=np.float64), type=type_, from_pandas=True)  # NaN: null
+    if kind is Kind.TEXT:
+        return shortened_arrow(values, column.limit) if column.limit else pa.array(values, type=type_)
+    if kind is Kind.CATEGORY:  # the categories in use, in the Categorical's order
+        codes, categories = category_codes(values, column.categories)
+        used = np.unique(codes[codes >= 0])
+        renumber = np.full(len(categories) + 1, -1, dtype=np.int32)  # the last: NA (-1) stays -1
+        renumber[used] = np.arange(len(used), dtype=np.int32)
+        indices = pa.array(renumber[codes], type=type_.index_type, mask=codes < 0)
+        return pa.DictionaryArray.from_arrays(indices, pa.array([categories[i] for i in used], type=type_.value_type))
+    if kind is Kind.TIME:
+        us, nat = epoch_us(values)
+        return pa.array(us, type=type_, mask=nat)
+    return pa.array(np.asarray(values, dtype=bool), type=type_)
+
+
+def _tool_calls_from_files(source: Any):
     from ..core.session_file import read_steps
     from .columns import Table
     from .frames import build_frame, tool_call_rows
-    from .sessions import expand_paths, load_sessions
+    from .sessions import expand_paths
 
-    if table == "usage":
-        return load_sessions(source, pricing=pricing)
     pd = _pandas()
     rows: list = []
     ids: list[str] = []
@@ -245,7 +361,7 @@ def _from_dataframe(df: Any, table: str):
     if missing:
         raise NbagentError(f"the DataFrame has no {', '.join(missing)} column(s): it is not a {table} frame",
                            kind="config")
-    key = _session_keys(df)
+    key = _pandas().Series(_session_keys(*_frame_keys(df)), index=df.index)
     order = {k: i for i, k in enumerate(dict.fromkeys(key.tolist()))}
     return df.iloc[key.map(order).argsort(kind="stable")].reset_index(drop=True)  # each session's rows together
 
@@ -282,22 +398,30 @@ def _arrow_array(pa: Any, series: Any, type_: Any):
     return pa.array(series, type=type_, from_pandas=True)
 
 
-def _runs(frame: Any) -> list[tuple[int, int]]:
-    """(start, length) of each run of rows with the same session id and path."""
-    import numpy as np
-
-    keys = _session_keys(frame).to_numpy()
-    if not len(keys):
-        return []
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    ends = np.r_[starts[1:], len(keys)]
-    return [(int(s), int(e - s)) for s, e in zip(starts, ends)]
+def _keys(arrow: Any) -> tuple[list, list]:
+    """Each row's session id and path (None for a live conversation) of an Arrow table."""
+    return arrow.column("session_id").to_pylist(), arrow.column("path").to_pylist()
 
 
-def _session_keys(frame: Any) -> Any:
-    """One key per row: its session id and path (a session is one source file)."""
+def _frame_keys(frame: Any) -> tuple[list, list]:
     path = frame["path"].astype(object)
-    return frame["session_id"].astype(object).astype(str) + "\0" + path.where(frame["path"].notna(), "").astype(str)
+    return frame["session_id"].astype(object).tolist(), path.where(frame["path"].notna(), None).tolist()
+
+
+def _runs(ids: list, paths: list) -> list[tuple[int, int]]:
+    """(start, length) of each run of rows with the same session id and path."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or ids[i] != ids[start] or paths[i] != paths[start]:
+            runs.append((start, i - start))
+            start = i
+    return runs
+
+
+def _session_keys(ids: list, paths: list) -> list[str]:
+    """One key per row: its session id and path (a session is one source file)."""
+    return [f"{i}\0{'' if p is None else p}" for i, p in zip(ids, paths)]
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .errors import NbagentError
 
-__all__ = ["atomic_write", "atomic_write_text"]
+__all__ = ["atomic_write", "atomic_write_text", "staged_file"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
@@ -39,6 +40,29 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Pa
     except OSError as exc:
         raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
     return path
+
+
+@contextmanager
+def staged_file(path: str | os.PathLike) -> Iterator[Path]:
+    """:func:`atomic_write` for a file written over time: yields the temporary file beside ``path``,
+    renamed over ``path`` when the block ends, removed when it raises (``NbagentError`` for an ``OSError``)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+    tmp = Path(name)
+    try:
+        yield tmp
+        _fsync(tmp)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+        raise
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

@@ -11,6 +11,7 @@ cache writes beside the usage) are migrated on read. Older versions stay readabl
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from .chat_session import ChatSession, atomic_write_json, open_session_file
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
@@ -29,6 +30,7 @@ from .ledger import TurnRecord
 from .session_journal import apply_journal, journal_path, read_journal
 from .session_settings import AgentSettings
 from .steps import Step, UsageMetadata
+from .turn_columns import NotPlain, TurnColumns, decode_turns
 
 SESSION_FORMAT = "nbagent.session"
 SESSION_VERSION = 3
@@ -148,15 +150,26 @@ def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
 
 
 def _records(doc: dict, path: str | Path) -> tuple[str, list[TurnRecord]]:
+    return _conversation_id(doc, path), _turn_records(_ledger(doc, path), path)
+
+
+def _ledger(doc: dict, path: str | Path) -> list:
     turns = doc.get("turns")
     if not isinstance(turns, list):
         raise NbagentError(f"session file {path} has no turn ledger (\"turns\")", kind="io")
+    return turns
+
+
+def _conversation_id(doc: dict, path: str | Path) -> str:
+    return str(doc.get("conversation_id") or Path(path).stem)
+
+
+def _turn_records(turns: list, path: str | Path) -> list[TurnRecord]:
     try:
         with gc_paused():
-            records = [TurnRecord.from_dict(t) for t in turns]
+            return [TurnRecord.from_dict(t) for t in turns]
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
         raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}", kind="io") from None
-    return str(doc.get("conversation_id") or Path(path).stem), records
 
 
 @dataclass
@@ -177,8 +190,32 @@ class SessionHead:
 
 def read_session_head(path: str | Path) -> SessionHead:
     """The settings and the turn ledger of a saved session, without parsing its steps."""
+    ledger = read_session_ledger(path)
+    return SessionHead(ledger.path, ledger.conversation_id, ledger.saved_at, ledger.settings,
+                       _turn_records(ledger.turns, path), ledger.model)
+
+
+@dataclass
+class SessionLedger:
+    """A :class:`SessionHead` whose turn ledger is still the parsed JSON (the journal's turns
+    applied): :func:`ledger_columns` decodes the ledgers of many sessions at once."""
+
+    path: Path
+    conversation_id: str
+    saved_at: float | None
+    settings: AgentSettings | None
+    turns: list  # the ledger's dicts as parsed
+    model: str = ""
+
+    @property
+    def user(self) -> str:
+        return self.settings.user if self.settings is not None else ""
+
+
+def read_session_ledger(path: str | Path) -> SessionLedger:
+    """The settings and the undecoded turn ledger of a saved session, without parsing its steps."""
     doc = _journaled(_checked(read_head(path, _TURN_KEYS), path), path)
-    conversation_id, records = _records(doc, path)
+    turns = _ledger(doc, path)
     try:
         raw = doc.get("settings")
         settings = None if raw is None else AgentSettings.from_dict(raw)
@@ -187,7 +224,25 @@ def read_session_head(path: str | Path) -> SessionHead:
     except (TypeError, ValueError, OverflowError) as exc:
         raise NbagentError(f"session file {path} has corrupt settings: {exc!s:.300}", kind="io") from None
     model = settings.model if settings is not None and settings.model else _model_of(doc)
-    return SessionHead(Path(path), conversation_id, saved_at, settings, records, model)
+    return SessionLedger(Path(path), _conversation_id(doc, path), saved_at, settings, turns, model)
+
+
+def ledger_columns(ledgers: Sequence[SessionLedger]) -> TurnColumns:
+    """The turns of ``ledgers``, one after the other, as columns (``turn_columns.py``): decoded at
+    once, or file by file when some ledger holds values to read as ``TurnRecord.from_dict`` does
+    (``NbagentError(kind="io")`` naming the first file whose ledger is damaged)."""
+    with gc_paused():
+        try:
+            return decode_turns([t for ledger in ledgers for t in ledger.turns])
+        except NotPlain:
+            pass
+        parts = []
+        for ledger in ledgers:
+            try:
+                parts.append(decode_turns(ledger.turns))
+            except NotPlain:
+                parts.append(TurnColumns.of_records(_turn_records(ledger.turns, ledger.path)))
+        return TurnColumns.concat(parts)
 
 
 def _model_of(doc: dict) -> str:
@@ -219,22 +274,26 @@ def read_head(path: str | Path, keys: frozenset[str] | None) -> dict:
     not one, or when a key it parsed comes twice.
 
     Reads the file's first ``_HEAD_BYTES`` and its end (it must close the object) and parses
-    those entries; only when they run past that prefix does it read the whole file.
+    those entries; when they run past that prefix it reads eight times as much, up to the whole file.
     """
     try:
         with open_session_file(path, "rb") as f:
-            data = f.read(_HEAD_BYTES if keys is not None else -1)
-            whole = keys is None or len(data) < _HEAD_BYTES
-            if not whole:
+            size = _HEAD_BYTES if keys is not None else -1
+            data = f.read(size)
+            if size > 0 and len(data) == size:
                 f.seek(-64, os.SEEK_END)
-            if not (data if whole else f.read()).rstrip(b" \t\n\r").endswith(b"}"):
+                end = f.read()
+                f.seek(size)
+            else:
+                end = data
+            if not end.rstrip(b" \t\n\r").endswith(b"}"):
                 raise ValueError("the file does not end with '}' (cut short?)")
-            if not whole:
+            while size > 0 and len(data) == size:
                 try:  # the prefix up to its last ',' (never inside a multi-byte character)
-                    return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys)
-                except (ValueError, IndexError):  # the entries run past the prefix: read it all
-                    f.seek(0)
-                    data = f.read()
+                    return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys, prefix=True)
+                except (ValueError, IndexError):  # the entries run past the prefix: read more
+                    data += f.read(size * 7)
+                    size *= 8
         return _object_head(data.decode("utf-8"), keys)
     except FileNotFoundError:
         raise NbagentError(f"no such session file: {path}", kind="io") from None
@@ -247,7 +306,7 @@ def read_head(path: str | Path, keys: frozenset[str] | None) -> dict:
         raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
 
 
-_HEAD_BYTES = 1 << 16  # a 100-turn ledger fits
+_HEAD_BYTES = 1 << 14  # a 30-turn ledger fits (a larger one is read in a second read, of 128 KB)
 
 
 class DuplicateKey(ValueError):
@@ -258,13 +317,18 @@ class DuplicateKey(ValueError):
         self.key = key
 
 
-def _object_head(text: str, keys: frozenset[str] | None) -> dict:
+def _object_head(text: str, keys: frozenset[str] | None, prefix: bool = False) -> dict:
     """Parse ``{"key": value, ...`` entry by entry; stop once every key of ``keys`` is in (``None``:
-    parse to the object's end, and nothing but white space may follow it).
+    parse to the object's end, and nothing but white space may follow it). ``prefix``: ``text`` is
+    the start of a file, given up on as soon as the ledger does not end in it.
 
     Raises :class:`DuplicateKey` for a key seen twice, ValueError / IndexError when the text ends
     first (or is not an object's start).
     """
+    if keys is not None and "turns" in keys:
+        head = _head_before_ledger(text, keys, prefix)
+        if head is not None:
+            return head
     decode = _DECODER.raw_decode
     i = _skip_space(text, 0)
     if text[i] != "{":
@@ -274,22 +338,104 @@ def _object_head(text: str, keys: frozenset[str] | None) -> dict:
     if text[i] == "}":
         return _ended(text, i, out) if keys is None else out
     while True:
-        key, i = decode(text, i)
-        i = _skip_space(text, i)
-        if not isinstance(key, str) or text[i] != ":":
-            raise ValueError(f"expected a key and ':' at character {i}")
-        value, i = decode(text, _skip_space(text, i + 1))
-        i = _skip_space(text, i)
-        if text[i] not in ",}":  # also proves a number was not cut by the end of a prefix
-            raise ValueError(f"expected ',' or '}}' at character {i}")
+        m = _SIMPLE_KEY.match(text, i)
+        if m is not None:  # a key without escapes, and its ':'
+            key, i = m.group(1), m.end()
+        else:
+            key, i = decode(text, i)
+            i = _skip_space(text, i)
+            if not isinstance(key, str) or text[i] != ":":
+                raise ValueError(f"expected a key and ':' at character {i}")
+            i = _skip_space(text, i + 1)
+        value, i = _ledger_value(text, i, prefix) if key == "turns" else decode(text, i)
+        m = _AFTER_VALUE.match(text, i)
+        if m is None:  # also proves a number was not cut by the end of a prefix
+            raise ValueError(f"expected ',' or '}}' at character {_skip_space(text, i)}")
         if key in out:
             raise DuplicateKey(key)
         out[key] = value
-        if text[i] == "}":
-            return _ended(text, i, out) if keys is None else out
+        if m.group(1) == "}":
+            return _ended(text, m.start(1), out) if keys is None else out
         if keys is not None and keys.issubset(out):
             return out
-        i = _skip_space(text, i + 1)
+        i = m.end()
+
+
+def _head_before_ledger(text: str, keys: frozenset[str], prefix: bool) -> dict | None:
+    """The entries up to and with the ledger in two parses, for a file laid out as this version
+    writes it (``{...,"turns":[...],"steps":...``); None when it is not (then they are parsed one
+    by one). What comes before ``,"turns":`` parses as one object only when that is the top
+    level's key (inside a string the quotes would be escaped; a nested ``turns`` leaves a bracket
+    open); only the top level's keys must be unique, as in the entry-by-entry parse."""
+    cut = text.find(_LEDGER_KEY)
+    if cut < 0:
+        return None
+    twice: list[str | None] = []  # per object closed, in order: its first key seen twice
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict:
+        obj = dict(pairs)
+        twice.append(None if len(obj) == len(pairs) else _twice(pairs))
+        return obj
+    try:
+        head = json.loads(text[:cut] + "}", object_pairs_hook=unique)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(head, dict):
+        return None
+    if twice and twice[-1] is not None:  # the top level closes last
+        raise DuplicateKey(twice[-1])
+    if "turns" in head:
+        raise DuplicateKey("turns")
+    head["turns"], i = _ledger_value(text, cut + len(_LEDGER_KEY), prefix)
+    if _AFTER_VALUE.match(text, i) is None:
+        raise ValueError(f"expected ',' or '}}' at character {_skip_space(text, i)}")
+    return head if keys.issubset(head) else None
+
+
+def _twice(pairs: list[tuple[str, Any]]) -> str | None:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
+
+
+_LEDGER_KEY = ',"turns":'
+_SIMPLE_KEY = re.compile(r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')
+_AFTER_VALUE = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
+_STEPS_NEXT = ',"steps":'  # what this version writes after the ledger
+
+
+def _ledger_value(text: str, i: int, prefix: bool) -> tuple[Any, int]:
+    """The turn ledger starting at ``i`` and the index after it: parsed by orjson when installed
+    (several times faster than ``json``) if it ends where the steps begin, else by ``json``. In a
+    ``prefix`` of the file without the steps' start, ValueError at once (read more first).
+
+    orjson refuses what ``json`` would parse differently or not at all (NaN, integers past 64
+    bits, lone surrogates) and any text after the value, so a wrong guess of the end only falls
+    back to ``json``: the result is what ``json`` would give.
+    """
+    end = text.find(_STEPS_NEXT, i)
+    if end < 0 and prefix:
+        raise ValueError("the ledger runs past the prefix read")
+    loads = fast_loads()
+    if loads is not None and end >= 0:
+        try:
+            return loads(text[i:end]), end
+        except ValueError:  # orjson.JSONDecodeError
+            pass
+    return _DECODER.raw_decode(text, i)
+
+
+@functools.cache
+def fast_loads() -> Callable[[str], Any] | None:
+    """``orjson.loads`` when orjson is installed (the ``frames`` extra), else None."""
+    try:
+        import orjson
+    except ImportError:
+        return None
+    return orjson.loads
 
 
 def _ended(text: str, close: int, out: dict) -> dict:

@@ -34,7 +34,7 @@ import traitlets
 
 from ..core.conversation_state import ConversationEvent
 from ..core.errors import NbagentError
-from ..core.session_file import read_session
+from ..core.session_file import gc_paused, read_session
 from .protocol import (BROWSER, AssetCode, BrowserAsset, Export, Exported, Found, Handlers, Open, Opened, Refresh,
                        Restore, Restored, Resume, Resumed, Search, Trash, Trashed)
 from .session_rows import session_rows
@@ -112,7 +112,9 @@ class SessionBrowser(anywidget.AnyWidget):
         if not Path(self.folder).is_dir():
             self.sessions, self.notice = [], f"There is no folder {self.folder} yet: sessions saved there show after Refresh."
             return
-        self.sessions, self.notice = session_rows(self.folder), ""
+        rows = session_rows(self.folder)
+        with gc_paused():  # the trait's validation and the message copy every row
+            self.sessions, self.notice = rows, ""
 
     def _listed(self, path: str) -> Path:
         if not any(row["path"] == path for row in self.sessions):
