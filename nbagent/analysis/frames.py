@@ -36,7 +36,7 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 
 from ..core.distribution import install_hint
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, StepKind
 from .columns import (HISTORY, HISTORY_INDEX, HISTORY_READS, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX,
@@ -68,7 +68,7 @@ def require_pandas():
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - exercised only without pandas
-        raise NbagentError(f"DataFrames need pandas: {install_hint('frames')}", kind="config") from None
+        raise ConfigError(f"DataFrames need pandas: {install_hint('frames')}") from None
     return pd
 
 

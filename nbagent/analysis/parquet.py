@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ..core.atomic_file import atomic_write, staged_file
 from ..core.distribution import install_hint
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError, StorageError
 from .coded import Coded
 from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Kind
 
@@ -53,7 +53,7 @@ def _require_pyarrow():
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover - exercised only without pyarrow
-        raise NbagentError(f"Parquet export needs pyarrow: {install_hint('frames')}", kind="config") from None
+        raise ConfigError(f"Parquet export needs pyarrow: {install_hint('frames')}") from None
     return pa, pq
 
 
@@ -62,7 +62,7 @@ def _table_columns(table: str) -> tuple[Column, Sequence[Column]]:
         return USAGE_INDEX, USAGE
     if table == "tool_calls":
         return TOOL_CALL_INDEX, TOOL_CALLS
-    raise NbagentError(f"unknown table {table!r}: to_parquet writes {', '.join(map(repr, TABLES))}", kind="config")
+    raise ConfigError(f"unknown table {table!r}: to_parquet writes {', '.join(map(repr, TABLES))}")
 
 
 def _arrow_type(pa: Any, kind: Kind) -> Any:
@@ -71,7 +71,7 @@ def _arrow_type(pa: Any, kind: Kind) -> Any:
     try:
         return types[kind]
     except KeyError:
-        raise NbagentError(f"no Parquet type for column kind {kind!r}", kind="config") from None
+        raise ConfigError(f"no Parquet type for column kind {kind!r}") from None
 
 
 def parquet_schema(table: str = "usage"):
@@ -111,7 +111,7 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NbagentError(f"cannot write {out}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot write {out}: {exc.strerror or exc}") from None
     ids, paths = _keys(arrow)
     for start, length in _runs(ids, paths):
         part = arrow.slice(start, length)
@@ -135,12 +135,11 @@ def _write_dataset(tables: Iterable[Any], out: Path, table: str, partition: str)
     from concurrent.futures import Future, ThreadPoolExecutor
 
     if partition not in PARTITIONS:
-        raise NbagentError(f"partition must be one of {', '.join(map(repr, PARTITIONS))}, not {partition!r}",
-                           kind="config")
+        raise ConfigError(f"partition must be one of {', '.join(map(repr, PARTITIONS))}, not {partition!r}")
     if table != "usage":
-        raise NbagentError("partition='month' needs the usage table (its turns have a start time)", kind="config")
+        raise ConfigError("partition='month' needs the usage table (its turns have a start time)")
     if out.suffix.lower() == ".parquet":
-        raise NbagentError(f"a partitioned export is a folder, not {out.name}", kind="config")
+        raise ConfigError(f"a partitioned export is a folder, not {out.name}")
     earlier = any(out.glob("*=*/*.parquet"))  # sessions exported before: their earlier rows go
     keys: set[str] = set()
     batch = f"part-{uuid.uuid4().hex[:12]}.parquet"
@@ -205,7 +204,7 @@ def _drop_sessions(out: Path, keys: set[str]) -> None:
             file = pq.ParquetFile(part)
             ids = file.read(columns=["session_id", "path"])
         except (OSError, pa.ArrowException) as exc:
-            raise NbagentError(f"cannot read {part} of the dataset {out}: {exc}", kind="io") from None
+            raise StorageError(f"cannot read {part} of the dataset {out}: {exc}") from None
         mask = np.fromiter((k in keys for k in _session_keys(*_keys(ids))), dtype=bool, count=ids.num_rows)
         if not mask.any():
             continue
@@ -275,8 +274,7 @@ def _ledger_table(pa: Any, ledgers: Any, schema: Any):
         try:
             arrays.append(_plain_array(pa, c, c.extract(ledgers.table), field.type))
         except (TypeError, ValueError, pa.ArrowException) as exc:
-            raise NbagentError(f"column {field.name!r} does not convert to {field.type}: {exc}",
-                               kind="config") from None
+            raise ConfigError(f"column {field.name!r} does not convert to {field.type}: {exc}") from None
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -353,14 +351,13 @@ def _from_dataframe(df: Any, table: str):
     if index.name not in df.columns and df.index.name == index.name:
         df = df.reset_index()
     if "session_id" not in df.columns:
-        raise NbagentError("a DataFrame source needs a session_id column (load_sessions gives one); pass the "
-                           "Conversation itself for its own frames", kind="config")
+        raise ConfigError("a DataFrame source needs a session_id column (load_sessions gives one); pass the "
+                          "Conversation itself for its own frames")
     if "path" not in df.columns:
         df = df.assign(path=None)
     missing = [c.name for c in (index, *columns) if c.name not in df.columns]
     if missing:
-        raise NbagentError(f"the DataFrame has no {', '.join(missing)} column(s): it is not a {table} frame",
-                           kind="config")
+        raise ConfigError(f"the DataFrame has no {', '.join(missing)} column(s): it is not a {table} frame")
     key = _pandas().Series(_session_keys(*_frame_keys(df)), index=df.index)
     order = {k: i for i, k in enumerate(dict.fromkeys(key.tolist()))}
     return df.iloc[key.map(order).argsort(kind="stable")].reset_index(drop=True)  # each session's rows together
@@ -375,8 +372,7 @@ def _arrow_table(pa: Any, frame: Any, schema: Any):
         try:
             arrays.append(_arrow_array(pa, frame[field.name], field.type))
         except (TypeError, ValueError, pa.ArrowException) as exc:
-            raise NbagentError(f"column {field.name!r} does not convert to {field.type}: {exc}",
-                               kind="config") from None
+            raise ConfigError(f"column {field.name!r} does not convert to {field.type}: {exc}") from None
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from collections.abc import Callable, Iterator
 
-from .errors import NbagentError
+from .errors import StorageError
 
 __all__ = ["atomic_write", "atomic_write_text", "staged_file"]
 
@@ -38,7 +38,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Pa
             tmp.unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
 
 
@@ -52,7 +52,7 @@ def staged_file(path: str | os.PathLike) -> Iterator[Path]:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
     except OSError as exc:
-        raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
     tmp = Path(name)
     try:
         yield tmp
@@ -61,7 +61,7 @@ def staged_file(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise NbagentError(f"cannot write {path}: {exc.strerror or exc}", kind="io") from None
+            raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
         raise
 
 

@@ -57,7 +57,7 @@ def save_document(state: ConversationState, path: str | Path, *, frames: dict | 
         size = written.stat().st_size
         journal_path(written).unlink(missing_ok=True)
     except OSError as exc:
-        raise NbagentError(f"cannot remove the journal of {written}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot remove the journal of {written}: {exc.strerror or exc}") from None
     return written, doc["saved_at"], size
 
 
@@ -117,19 +117,17 @@ def _journaled(doc: dict, path: str | Path) -> dict:
 
 def _checked(doc: Any, path: str | Path) -> dict:
     if not isinstance(doc, dict) or doc.get("format") != SESSION_FORMAT:
-        raise NbagentError(f"{path} is not an nbagent session file (no \"format\": \"{SESSION_FORMAT}\")",
-                           kind="io")
+        raise StorageError(f"{path} is not an nbagent session file (no \"format\": \"{SESSION_FORMAT}\")")
     if doc.get("version") not in READABLE_VERSIONS:
-        raise NbagentError(
+        raise StorageError(
             f"{path} has session version {doc.get('version')!r}; this nbagent reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))}",
-            kind="io",
         )
     if doc["version"] == 1:
         try:
             doc = migrate_v1(doc)
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
-            raise NbagentError(f"{path} is damaged: {exc!s:.300}", kind="io") from None
+            raise StorageError(f"{path} is damaged: {exc!s:.300}") from None
     return doc
 
 
@@ -156,7 +154,7 @@ def _records(doc: dict, path: str | Path) -> tuple[str, list[TurnRecord]]:
 def _ledger(doc: dict, path: str | Path) -> list:
     turns = doc.get("turns")
     if not isinstance(turns, list):
-        raise NbagentError(f"session file {path} has no turn ledger (\"turns\")", kind="io")
+        raise StorageError(f"session file {path} has no turn ledger (\"turns\")")
     return turns
 
 
@@ -169,7 +167,7 @@ def _turn_records(turns: list, path: str | Path) -> list[TurnRecord]:
         with gc_paused():
             return [TurnRecord.from_dict(t) for t in turns]
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
-        raise NbagentError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}", kind="io") from None
+        raise StorageError(f"session file {path} has a corrupt turn ledger: {exc!s:.300}") from None
 
 
 @dataclass
@@ -222,7 +220,7 @@ def read_session_ledger(path: str | Path) -> SessionLedger:
         saved = doc.get("saved_at")
         saved_at = None if saved is None else float(saved)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise NbagentError(f"session file {path} has corrupt settings: {exc!s:.300}", kind="io") from None
+        raise StorageError(f"session file {path} has corrupt settings: {exc!s:.300}") from None
     model = settings.model if settings is not None and settings.model else _model_of(doc)
     return SessionLedger(Path(path), _conversation_id(doc, path), saved_at, settings, turns, model)
 
@@ -259,7 +257,7 @@ def read_steps(path: str | Path) -> tuple[str, list[Step]]:
             raise TypeError("no \"steps\" list")
         return str(doc.get("conversation_id") or Path(path).stem), _step_list(doc, steps)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
-        raise NbagentError(f"{path} is damaged: {exc!s:.300}", kind="io") from None
+        raise StorageError(f"{path} is damaged: {exc!s:.300}") from None
 
 
 _TURN_KEYS = frozenset(("format", "version", "conversation_id", "saved_at", "turns"))
@@ -296,14 +294,14 @@ def read_head(path: str | Path, keys: frozenset[str] | None) -> dict:
                     size *= 8
         return _object_head(data.decode("utf-8"), keys)
     except FileNotFoundError:
-        raise NbagentError(f"no such session file: {path}", kind="io") from None
+        raise StorageError(f"no such session file: {path}") from None
     except OSError as exc:
-        raise NbagentError(f"cannot read {path}: {exc.strerror or exc}", kind="io") from None
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from None
     except DuplicateKey as exc:
         raise StorageError(f"{path} has the key {json.dumps(exc.key)} twice (a damaged or edited file: nbagent writes "
                            "each key once, and JSON would keep the last one silently)") from None
     except (ValueError, IndexError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise NbagentError(f"{path} is not valid JSON (corrupt or truncated): {exc}", kind="io") from None
+        raise StorageError(f"{path} is not valid JSON (corrupt or truncated): {exc}") from None
 
 
 _HEAD_BYTES = 1 << 14  # a 30-turn ledger fits (a larger one is read in a second read, of 128 KB)
@@ -470,7 +468,7 @@ def _state(doc: dict, path: str | Path) -> ConversationState:
     except NbagentError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
-        raise NbagentError(f"{path} is damaged: {exc!r:.300}", kind="io") from None
+        raise StorageError(f"{path} is damaged: {exc!r:.300}") from None
 
 
 def _history_size(value: Any) -> int:

@@ -33,7 +33,7 @@ import anywidget
 import traitlets
 
 from ..core.conversation_state import ConversationEvent
-from ..core.errors import NbagentError
+from ..core.errors import InvalidRequest, NbagentError
 from ..core.session_file import gc_paused, read_session
 from .protocol import (BROWSER, AssetCode, BrowserAsset, Export, Exported, Found, Handlers, Open, Opened, Refresh,
                        Restore, Restored, Resume, Resumed, Search, Trash, Trashed)
@@ -118,7 +118,7 @@ class SessionBrowser(anywidget.AnyWidget):
 
     def _listed(self, path: str) -> Path:
         if not any(row["path"] == path for row in self.sessions):
-            raise NbagentError(f"{path!r} is not a session this browser lists", kind="invalid_request")
+            raise InvalidRequest(f"{path!r} is not a session this browser lists")
         return Path(path)
 
     def _serve(self) -> Handlers:
@@ -145,7 +145,7 @@ class SessionBrowser(anywidget.AnyWidget):
         """A shown session met math or a code block needing a grammar (see widget.py)."""
         code = asset_code(request.name)
         if code is None:
-            raise NbagentError(f"no asset {request.name!r}", kind="invalid_request")
+            raise InvalidRequest(f"no asset {request.name!r}")
         return AssetCode(code)
 
     def _open(self, request: Open) -> Opened:
@@ -162,8 +162,7 @@ class SessionBrowser(anywidget.AnyWidget):
     def _restore(self, request: Restore) -> Restored:
         """*Undo* of a Delete: the file back from the trash, listed again."""
         if request.path not in self._trashed or self.actions.restore is None:
-            raise NbagentError(f"{request.path!r} is not a session this browser moved to the trash",
-                               kind="invalid_request")
+            raise InvalidRequest(f"{request.path!r} is not a session this browser moved to the trash")
         back = self.actions.restore(Path(request.path))
         self._trashed.discard(request.path)
         self.refresh()
