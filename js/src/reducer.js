@@ -21,7 +21,7 @@
  *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
  *   view asks for a resync).
  * @typedef {{type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
- *   | {type: "deltas", items: DeltaItem[], patches?: Patch[]} | {type: "turn", turn: any}
+ *   | {type: "deltas", items: DeltaItem[], patches?: Patch[], state?: any} | {type: "turn", turn: any}
  *   | {type: "turns", turns: any[], first?: boolean, last?: boolean}
  *   | {type: "dead", reason: string} | {type: "refused", text: string}
  *   | {type: "confirm", prompt: string, text: string}} Event
@@ -156,6 +156,19 @@ export function apply(state, event) {
   }
   if (event.type === "dead") return state.dead ? state : markDead(state, event.reason);
   return state;
+}
+
+/** The trait values a ``deltas`` message carries (`state`: running, finished, the gauge's changed
+ * keys), as the model's attributes they replace: the kernel set them without a state update.
+ * @param {(name: string) => any} get the model's current value @param {Record<string, any>|undefined} carried
+ * @returns {Record<string, any>} */
+export function carriedTraits(get, carried) {
+  /** @type {Record<string, any>} */
+  const out = {};
+  for (const [name, value] of Object.entries(carried || {})) {
+    out[name] = name === "gauge" ? { ...(get("gauge") || {}), ...value } : value;
+  }
+  return out;
 }
 
 /** A step's usual type, source and target for its kind: a patch's new step leaves them out when they
