@@ -180,6 +180,24 @@ export const USUAL_SHAPES = {
   finish: { type: "FINISH", source: "SYSTEM", target: "USER" },
 };
 
+/** A patch's new step with what the patch left out to derive (widget_wire.derived_fields): its
+ * `status`, DONE for a prompt or a finish, else ACTIVE; its `created_at`, the end (or start) of the
+ * step before it; its `finished_at` when it is not active, its `created_at`; a model call's `model`
+ * and a finish's `finish_reason`, the record's. A field the patch names (null: absent) stays.
+ * @param {any} step @param {any} fields @param {any} before @param {any} record */
+function derived(step, fields, before, record) {
+  const out = { ...step };
+  if (!("status" in fields)) out.status = out.kind === "prompt" || out.kind === "finish" ? "DONE" : "ACTIVE";
+  if (!("created_at" in fields) && before) {
+    const start = before.finished_at ?? before.created_at;
+    if (start != null) out.created_at = start;
+  }
+  if (!("finished_at" in fields) && (out.status || "ACTIVE") !== "ACTIVE" && out.created_at != null) out.finished_at = out.created_at;
+  if (!("model" in fields) && out.kind === "model_call" && record && record.model != null) out.model = record.model;
+  if (!("finish_reason" in fields) && out.kind === "finish" && record && record.finish_reason != null) out.finish_reason = record.finish_reason;
+  return out;
+}
+
 /** `fields` over `old`: a null field is removed; a step's text is not a patch's (it comes as deltas).
  * @param {any} old @param {any} fields */
 function patched(old, fields) {
@@ -195,14 +213,16 @@ function patchTurn(state, event) {
   const i = state.turns.findIndex((t) => t.turn === event.turn);
   const local = i >= 0 ? state.turns[i] : undefined;
   if (local && local.done && !event.ended) return state; // a late patch of a turn that has ended
-  const record = event.record ? patched(local ? local.record : null, event.record) : local ? local.record : null;
+  // a new record is running, of this turn, unless the patch says otherwise (widget_wire.new_record)
+  const base = local && local.record ? local.record : { turn: event.turn, status: "running" };
+  const record = event.record ? patched(base, event.record) : local ? local.record : null;
   const steps = local ? [...local.steps] : [];
   for (const fields of event.steps || []) {
     const at = steps.findIndex((s) => s.step_index === fields.step_index);
+    if (at >= 0) { steps[at] = patched(steps[at], fields); continue; }
     const fresh = { content: "", thinking: "", ...(fields.type ? {} : USUAL_SHAPES[fields.kind] || {}) };
-    const step = patched(at >= 0 ? steps[at] : fresh, fields);
-    if (at >= 0) steps[at] = step;
-    else steps.push(step);
+    const before = steps.reduce((/** @type {any} */ b, s) => (s.step_index < fields.step_index && (!b || s.step_index > b.step_index) ? s : b), null);
+    steps.push(derived(patched(fresh, fields), fields, before, record));
   }
   steps.sort((a, b) => a.step_index - b.step_index);
   /** @type {Turn} */

@@ -8,8 +8,11 @@ Wire protocol (kernel -> front end):
 
 - traits: ``finished`` (how many finished turns there are), ``running`` (a turn is in flight),
   ``notice`` (a widget-level message) and ``gauge`` (context and spend, see widget_usage.py; once
-  a turn, with its end). A turn run from the box ends in one flush: its last patch and deltas,
-  then ``finished``, ``gauge`` and ``running`` false in one state update.
+  a turn, with its end). ``running``, ``finished`` and ``gauge`` changes that go with a flush's
+  ``deltas`` message ride in it (its ``state``; the gauge as its changed keys), set in the kernel
+  without a state update of their own, so a turn run from the box costs two messages when its
+  answer comes within a window: its start (``running``, the prompt's echo, the first text) and its
+  end (the last patch and deltas, ``finished``, ``gauge``, ``running`` false).
   A turn is ``{"record": {...TurnRecord, cost?}, "steps": [step dicts]}``; a *bare* one has each
   step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
   deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
@@ -28,8 +31,10 @@ Wire protocol (kernel -> front end):
   appears, changes status, gets tool calls or usage) as ``{"turn": n, "record"?, "steps"?,
   "ended"?}``: only what changed since the last patch (``widget_wire.TurnBuffer.patch``): the
   record's changed fields, each new step whole (its type, source and target left out when they
-  are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``) and each changed step's changed
-  fields (null: gone), so a mid-turn patch is tens of bytes, not the turn; ``ended``: the turn's end, with the
+  are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``, and what a view derives: its status,
+  times that follow the step before, the record's model and finish reason, ``widget_wire.derived_fields``)
+  and each changed step's changed fields (null: gone), so a mid-turn patch is tens of bytes, not the
+  turn; a step's lengths ``n`` go once it is no longer active; ``ended``: the turn's end, with the
   steps' lengths ``n``.
   ``{"type": "turn", "turn": bare turn}``: a finished turn changed (a result set later), sent
   whole and bare. Finished turns are not traits: the kernel keeps them, so nothing is re-sent as
