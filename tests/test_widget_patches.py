@@ -17,7 +17,7 @@ pytest.importorskip("anywidget")
 from nbagent import Conversation  # noqa: E402
 from nbagent.core.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
-from nbagent.notebook.widget_wire import USUAL_SHAPES  # noqa: E402
+from nbagent.notebook.widget_wire import USAGE_FIELDS, USUAL_SHAPES  # noqa: E402
 from support.step_fields import INDEX, NOTICE, record_change  # noqa: E402
 from support.streams import StreamConnection, words  # noqa: E402
 from support.widget_messages import customs  # noqa: E402
@@ -97,6 +97,9 @@ def test_the_usual_step_shapes_are_the_front_ends_and_each_is_its_kind():
     code = "import('./js/src/reducer.js').then((m) => process.stdout.write(JSON.stringify(m.USUAL_SHAPES)))"
     out = subprocess.run([NODE, "--input-type=module", "-e", code], cwd=ROOT, check=True, capture_output=True, timeout=60)
     assert json.loads(out.stdout) == USUAL_SHAPES
+    code = "import('./js/src/reducer.js').then((m) => process.stdout.write(JSON.stringify(m.USAGE_FIELDS)))"
+    out = subprocess.run([NODE, "--input-type=module", "-e", code], cwd=ROOT, check=True, capture_output=True, timeout=60)
+    assert tuple(json.loads(out.stdout)) == USAGE_FIELDS  # a patch's usage counts, in this order
     for kind, shape in USUAL_SHAPES.items():
         step = Step(type=StepType(shape["type"]), source=StepSource(shape["source"]), target=StepTarget(shape["target"]))
         assert step.kind.value == kind

@@ -198,10 +198,25 @@ function derived(step, fields, before, record) {
   return out;
 }
 
-/** `fields` over `old`: a null field is removed; a step's text is not a patch's (it comes as deltas).
- * @param {any} old @param {any} fields */
+/** A usage's counts in a patch, in this order (nbagent/notebook/widget_wire.py USAGE_FIELDS). */
+export const USAGE_FIELDS = ["prompt_token_count", "candidates_token_count", "total_token_count",
+  "cached_content_token_count", "thoughts_token_count", "cache_write_token_count"];
+
+/** A patch's usage counts (a list in USAGE_FIELDS order) as the dict the kernel has: its non-zero counts.
+ * @param {any} value */
+function usageOf(value) {
+  if (!Array.isArray(value)) return value;
+  /** @type {Record<string, number>} */
+  const out = {};
+  value.forEach((n, i) => { if (n && i < USAGE_FIELDS.length) out[USAGE_FIELDS[i]] = n; });
+  return out;
+}
+
+/** `fields` over `old`: a null field is removed; a step's text is not a patch's (it comes as deltas);
+ * usage counts (a list) become their dict. @param {any} old @param {any} fields */
 function patched(old, fields) {
   const out = { ...old, ...fields };
+  for (const k of ["usage", "usage_metadata"]) if (Array.isArray(out[k])) out[k] = usageOf(out[k]);
   for (const k of Object.keys(fields)) if (fields[k] === null) delete out[k];
   if (old) for (const k of ["content", "thinking"]) if (k in old) out[k] = old[k];
   return out;

@@ -33,9 +33,9 @@ Wire protocol (kernel -> front end):
   record's changed fields, each new step whole (its type, source and target left out when they
   are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``, and what a view derives: its status,
   times that follow the step before, the record's model and finish reason, ``widget_wire.derived_fields``)
-  and each changed step's changed fields (null: gone), so a mid-turn patch is tens of bytes, not the
-  turn; a step's lengths ``n`` go once it is no longer active; ``ended``: the turn's end, with the
-  steps' lengths ``n``.
+  and each changed step's changed fields (null: gone; a usage as its counts in
+  ``widget_wire.USAGE_FIELDS`` order), so a mid-turn patch is tens of bytes, not the turn; a step's
+  lengths ``n`` go once it is no longer active; ``ended``: the turn's end, with the steps' lengths ``n``.
   ``{"type": "turn", "turn": bare turn}``: a finished turn changed (a result set later), sent
   whole and bare. Finished turns are not traits: the kernel keeps them, so nothing is re-sent as
   a conversation grows.

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, Wire, field_roles
+from ..core.usage import UsageMetadata
 
 # made from the fields' declared roles (core/steps.py): what the compact dict keeps at its default,
 # what stays in the kernel, and the structural fields with what of each counts as a change
@@ -128,13 +129,13 @@ class TurnBuffer:
                 before = max((i for i in self.shown_steps if i < idx), default=-1)  # the step before it, as shown
                 fields = _without_derived(_without_usual(new), new, self.shown_steps.get(before), self.shown_record)
             if fields:
-                steps.append({"step_index": idx, **fields})
+                steps.append({"step_index": idx, **_with_counts(fields, "usage_metadata")})
             self.shown_steps[idx] = new
         if not (record or steps or ended):
             return None
         out: dict = {"turn": turn}
         if record:
-            out["record"] = record
+            out["record"] = _with_counts(record, "usage")
         if steps:
             out["steps"] = steps
         if ended:
@@ -154,6 +155,22 @@ def _without_usual(step: dict) -> dict:
     if usual is None or any(step.get(k) != v for k, v in usual.items()):
         return changed_fields(None, step)
     return {k: v for k, v in step.items() if v is not None and k not in usual}
+
+
+# a usage's counts in a patch, in this order (js/src/reducer.js USAGE_FIELDS; tests/test_widget_patches.py checks both agree)
+USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))
+
+
+def _with_counts(fields: dict, name: str) -> dict:
+    """Patch fields with the usage ``name`` as a list of its counts in ``USAGE_FIELDS`` order (trailing
+    zeros left out; a view reads a missing or 0 count as absent, as the compact dict has it)."""
+    usage = fields.get(name)
+    if not isinstance(usage, dict) or not set(usage) <= set(USAGE_FIELDS) or not all(type(v) is int for v in usage.values()):
+        return fields
+    counts = [usage.get(n, 0) for n in USAGE_FIELDS]
+    while counts and not counts[-1]:
+        counts.pop()
+    return {**fields, name: counts}
 
 
 def new_record(turn: int) -> dict:
