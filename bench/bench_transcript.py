@@ -52,7 +52,7 @@ def rows(quick: bool) -> list[dict]:
          "ratio": m["total_ratio"], "goal": "<= 2.2, last turn <= 1.2x the first (issue #32)",
          "met": m["total_ratio"] <= 2.2 and m["total_last_first"] <= 1.2,
          "detail": f"transcript {m['display'] / 1000:.0f} KB + comm {m['comm'] / 1000:.0f} KB "
-                   f"(flushes: the text as deltas with the running turn's structure as patches; the running, finished and gauge traits); "
+                   f"(flushes: the text as deltas with the running turn's structure as patches and the running, finished and gauge values); "
                    f"last turn vs first {m['total_last_first']:.2f}x"},
     ]
 

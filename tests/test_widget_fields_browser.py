@@ -90,16 +90,16 @@ def static_page(lab):
 
 
 # The built widget.js with a stand-in anywidget model: the recorded messages are applied in order
-# (traits as change events, custom messages as msg:custom); at each mark, after two frames (the
+# (traits as change events, custom messages as msg:custom; a flush's `state` the widget sets itself); at each mark, after two frames (the
 # markdown renders on the next frame), the running turn's HTML.
 DRAW = """async ([messages, marks]) => {
   const mod = await import("/widget.js");
   const traits = { _key: "k" + Math.random(), current: null, running: false, notice: "", finished: 0, gauge: {},
     placeholder: "", conversation_key: "c", switchable: false, step_waiting: false, session_ui: "", turns: null };
   const on = {};
-  const model = { get: (k) => traits[k], on: (ev, fn) => { (on[ev] ||= []).push(fn); }, off() {}, send() {},
-    widget_manager: {} };
   const fire = (ev, arg) => (on[ev] || []).forEach((fn) => fn(arg));
+  const model = { get: (k) => traits[k], set: (k, v) => { traits[k] = v; fire(`change:${k}`); },
+    on: (ev, fn) => { (on[ev] ||= []).push(fn); }, off() {}, send() {}, widget_manager: {} };
   const el = document.createElement("div");
   document.body.replaceChildren(el);
   mod.default.initialize({ model });

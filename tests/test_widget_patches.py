@@ -17,7 +17,7 @@ pytest.importorskip("anywidget")
 from nbagent import Conversation  # noqa: E402
 from nbagent.core.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
-from nbagent.notebook.widget_wire import USUAL_SHAPES  # noqa: E402
+from nbagent.notebook.widget_wire import USAGE_FIELDS, USUAL_SHAPES  # noqa: E402
 from support.step_fields import INDEX, NOTICE, record_change  # noqa: E402
 from support.streams import StreamConnection, words  # noqa: E402
 from support.widget_messages import customs  # noqa: E402
@@ -38,13 +38,14 @@ async def test_a_change_on_a_live_step_sends_only_that_field():
     assert all(kind == "custom" for kind, _ in rec.messages[before:after])  # no trait re-sent the turn
 
 
-async def test_a_field_gone_is_null_and_the_end_carries_the_lengths():
+async def test_a_step_no_longer_active_carries_its_lengths_once():
+    """Mid-turn a step's text lengths stay out (the deltas' offsets tell a view what it misses); once
+    it is no longer active its text is all there: its lengths go with that change, and not again."""
     rec = await record_change("status")  # ACTIVE -> CANCELED
     before, after = rec.marks
-    assert patches(rec.messages[before:after]) == [{"turn": 0, "steps": [{"step_index": INDEX, "status": "CANCELED"}]}]
+    assert patches(rec.messages[before:after]) == [{"turn": 0, "steps": [{"step_index": INDEX, "status": "CANCELED", "n": [2, 0]}]}]
     end = [p for p in patches(rec.messages[after:]) if p.get("ended")]
-    assert len(end) == 1 and {"step_index": INDEX, "n": [2, 0]} in [
-        {k: v for k, v in s.items() if k in ("step_index", "n")} for s in end[0]["steps"]]
+    assert len(end) == 1 and all(s["step_index"] != INDEX or "n" not in s for s in end[0].get("steps", []))
 
 
 async def test_a_step_seen_once_is_not_sent_again_whole_however_many_changes_follow():
@@ -96,6 +97,40 @@ def test_the_usual_step_shapes_are_the_front_ends_and_each_is_its_kind():
     code = "import('./js/src/reducer.js').then((m) => process.stdout.write(JSON.stringify(m.USUAL_SHAPES)))"
     out = subprocess.run([NODE, "--input-type=module", "-e", code], cwd=ROOT, check=True, capture_output=True, timeout=60)
     assert json.loads(out.stdout) == USUAL_SHAPES
+    code = "import('./js/src/reducer.js').then((m) => process.stdout.write(JSON.stringify(m.USAGE_FIELDS)))"
+    out = subprocess.run([NODE, "--input-type=module", "-e", code], cwd=ROOT, check=True, capture_output=True, timeout=60)
+    assert tuple(json.loads(out.stdout)) == USAGE_FIELDS  # a patch's usage counts, in this order
     for kind, shape in USUAL_SHAPES.items():
         step = Step(type=StepType(shape["type"]), source=StepSource(shape["source"]), target=StepTarget(shape["target"]))
         assert step.kind.value == kind
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+async def test_the_reducer_rebuilds_each_turn_from_its_patches_as_the_kernel_has_it():
+    """A patch's new step leaves out what a view derives (its status, its times when they follow the
+    step before, its model and finish reason when the record's: widget_wire.derived_fields); the
+    reducer, fed only the flushes, ends with every step and record the kernel has (text aside)."""
+    conv = Conversation(StreamConnection(words(300), thinking=["a ", "b"], pace=0.002, batch=20,
+                                         tool=ToolCall("c1", "calc", {"x": 1})))
+    w = ChatWidget(conv)
+    sent = customs(w)
+    run = asyncio.ensure_future(conv.chat_to_completion("go"))
+    for _ in range(300):
+        await asyncio.sleep(0.01)
+        if any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history):
+            break
+    conv.approve("c1")
+    await run
+    conv.connection.tool = None
+    await conv.chat_to_completion("again")
+    await asyncio.sleep(0.2)
+    flushes = [m for m in sent if m["type"] == "deltas"]
+    code = ("import('./js/src/reducer.js').then((m) => { let s = m.initialState();"
+            " for (const e of JSON.parse(require('fs').readFileSync(0, 'utf8'))) s = m.apply(s, e);"
+            " process.stdout.write(JSON.stringify(s.turns.map((t) => ({record: t.record, steps: t.steps.map(({content, thinking, ...k}) => k)})))); })")
+    out = subprocess.run([NODE, "-e", code], cwd=ROOT, input=json.dumps(flushes).encode(), check=True,
+                         capture_output=True, timeout=60)
+    kernel = [w._turns[n].bare_dict() for n in sorted(w._turns)]
+    for turn in kernel:  # to a view a null field is a missing one
+        turn["record"] = {k: v for k, v in turn["record"].items() if v is not None}
+    assert json.loads(out.stdout) == kernel and len(kernel) == 2 and len(kernel[0]["steps"]) >= 4

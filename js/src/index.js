@@ -9,7 +9,7 @@
 // Debug switch: run `globalThis.nbagentDebug = {}` in the page (browser console) and the widget
 // records into it: `deltas` — [arrival time in ms since the epoch, characters] per delta message —
 // and `resyncs` — how many times a view found text missing and asked the kernel for the full turn.
-import { initialState, apply } from "./reducer.js";
+import { initialState, apply, carriedTraits } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 import { watchMath } from "./mathtext.js";
 import { hideTranscriptBeside, hideAskedElsewhere } from "./transcript_beside.js";
@@ -168,6 +168,9 @@ function storeFor(model) {
       if (debug) (debug.deltas ||= []).push([performance.timeOrigin + performance.now(),
         msg.items.reduce((n, /** @type {any} */ it) => n + it[3].length, 0)]);
       dispatch(msg);
+      // running / finished / gauge changed with this flush: set here as the kernel set them (no
+      // update of their own); never saved back, so a later sync from the kernel still wins
+      for (const [name, value] of Object.entries(carriedTraits((n) => model.get(n), msg.state))) model.set(name, value);
     },
     names: (msg) => { for (const v of s.views) v.mentions.receive(msg); }, // @name: the kernel's variables
     asset: (msg) => { // math.js, grammars.js

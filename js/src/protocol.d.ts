@@ -20,7 +20,7 @@ export interface ChatRequest_view { type: "view"; }
 export type ChatRequest = ChatRequest_approve | ChatRequest_asset | ChatRequest_deny | ChatRequest_history | ChatRequest_names | ChatRequest_new_chat | ChatRequest_next | ChatRequest_notebook | ChatRequest_open_session | ChatRequest_provenance | ChatRequest_replay_choice | ChatRequest_resync | ChatRequest_send | ChatRequest_stop | ChatRequest_undo | ChatRequest_view;
 export interface ChatEvent_asset { type: "asset"; name: string; code: string; }
 export interface ChatEvent_confirm { type: "confirm"; prompt: string; text: string; }
-export interface ChatEvent_deltas { type: "deltas"; items: any[][]; patches?: Record<string, any>[]; }
+export interface ChatEvent_deltas { type: "deltas"; items: any[][]; patches?: Record<string, any>[]; state?: Record<string, any>; }
 export interface ChatEvent_history { type: "history"; id: string; sessions: Record<string, any>[]; current: string; }
 export interface ChatEvent_names { type: "names"; id: string; names: any[][]; }
 export interface ChatEvent_notebook { type: "notebook"; id: string; op: string; cell_id?: string | null; source?: string | null; expected_source?: string | null; after?: string | null; cell_type?: string | null; metadata?: Record<string, any> | null; action?: Record<string, any> | null; }

@@ -21,7 +21,7 @@
  *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
  *   view asks for a resync).
  * @typedef {{type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
- *   | {type: "deltas", items: DeltaItem[], patches?: Patch[]} | {type: "turn", turn: any}
+ *   | {type: "deltas", items: DeltaItem[], patches?: Patch[], state?: any} | {type: "turn", turn: any}
  *   | {type: "turns", turns: any[], first?: boolean, last?: boolean}
  *   | {type: "dead", reason: string} | {type: "refused", text: string}
  *   | {type: "confirm", prompt: string, text: string}} Event
@@ -158,6 +158,19 @@ export function apply(state, event) {
   return state;
 }
 
+/** The trait values a ``deltas`` message carries (`state`: running, finished, the gauge's changed
+ * keys), as the model's attributes they replace: the kernel set them without a state update.
+ * @param {(name: string) => any} get the model's current value @param {Record<string, any>|undefined} carried
+ * @returns {Record<string, any>} */
+export function carriedTraits(get, carried) {
+  /** @type {Record<string, any>} */
+  const out = {};
+  for (const [name, value] of Object.entries(carried || {})) {
+    out[name] = name === "gauge" ? { ...(get("gauge") || {}), ...value } : value;
+  }
+  return out;
+}
+
 /** A step's usual type, source and target for its kind: a patch's new step leaves them out when they
  * are these (nbagent/notebook/widget_wire.py USUAL_SHAPES). @type {Record<string, {type: string, source: string, target: string}>} */
 export const USUAL_SHAPES = {
@@ -167,10 +180,43 @@ export const USUAL_SHAPES = {
   finish: { type: "FINISH", source: "SYSTEM", target: "USER" },
 };
 
-/** `fields` over `old`: a null field is removed; a step's text is not a patch's (it comes as deltas).
- * @param {any} old @param {any} fields */
+/** A patch's new step with what the patch left out to derive (widget_wire.derived_fields): its
+ * `status`, DONE for a prompt or a finish, else ACTIVE; its `created_at`, the end (or start) of the
+ * step before it; its `finished_at` when it is not active, its `created_at`; a model call's `model`
+ * and a finish's `finish_reason`, the record's. A field the patch names (null: absent) stays.
+ * @param {any} step @param {any} fields @param {any} before @param {any} record */
+function derived(step, fields, before, record) {
+  const out = { ...step };
+  if (!("status" in fields)) out.status = out.kind === "prompt" || out.kind === "finish" ? "DONE" : "ACTIVE";
+  if (!("created_at" in fields) && before) {
+    const start = before.finished_at ?? before.created_at;
+    if (start != null) out.created_at = start;
+  }
+  if (!("finished_at" in fields) && (out.status || "ACTIVE") !== "ACTIVE" && out.created_at != null) out.finished_at = out.created_at;
+  if (!("model" in fields) && out.kind === "model_call" && record && record.model != null) out.model = record.model;
+  if (!("finish_reason" in fields) && out.kind === "finish" && record && record.finish_reason != null) out.finish_reason = record.finish_reason;
+  return out;
+}
+
+/** A usage's counts in a patch, in this order (nbagent/notebook/widget_wire.py USAGE_FIELDS). */
+export const USAGE_FIELDS = ["prompt_token_count", "candidates_token_count", "total_token_count",
+  "cached_content_token_count", "thoughts_token_count", "cache_write_token_count"];
+
+/** A patch's usage counts (a list in USAGE_FIELDS order) as the dict the kernel has: its non-zero counts.
+ * @param {any} value */
+function usageOf(value) {
+  if (!Array.isArray(value)) return value;
+  /** @type {Record<string, number>} */
+  const out = {};
+  value.forEach((n, i) => { if (n && i < USAGE_FIELDS.length) out[USAGE_FIELDS[i]] = n; });
+  return out;
+}
+
+/** `fields` over `old`: a null field is removed; a step's text is not a patch's (it comes as deltas);
+ * usage counts (a list) become their dict. @param {any} old @param {any} fields */
 function patched(old, fields) {
   const out = { ...old, ...fields };
+  for (const k of ["usage", "usage_metadata"]) if (Array.isArray(out[k])) out[k] = usageOf(out[k]);
   for (const k of Object.keys(fields)) if (fields[k] === null) delete out[k];
   if (old) for (const k of ["content", "thinking"]) if (k in old) out[k] = old[k];
   return out;
@@ -182,14 +228,16 @@ function patchTurn(state, event) {
   const i = state.turns.findIndex((t) => t.turn === event.turn);
   const local = i >= 0 ? state.turns[i] : undefined;
   if (local && local.done && !event.ended) return state; // a late patch of a turn that has ended
-  const record = event.record ? patched(local ? local.record : null, event.record) : local ? local.record : null;
+  // a new record is running, of this turn, unless the patch says otherwise (widget_wire.new_record)
+  const base = local && local.record ? local.record : { turn: event.turn, status: "running" };
+  const record = event.record ? patched(base, event.record) : local ? local.record : null;
   const steps = local ? [...local.steps] : [];
   for (const fields of event.steps || []) {
     const at = steps.findIndex((s) => s.step_index === fields.step_index);
+    if (at >= 0) { steps[at] = patched(steps[at], fields); continue; }
     const fresh = { content: "", thinking: "", ...(fields.type ? {} : USUAL_SHAPES[fields.kind] || {}) };
-    const step = patched(at >= 0 ? steps[at] : fresh, fields);
-    if (at >= 0) steps[at] = step;
-    else steps.push(step);
+    const before = steps.reduce((/** @type {any} */ b, s) => (s.step_index < fields.step_index && (!b || s.step_index > b.step_index) ? s : b), null);
+    steps.push(derived(patched(fresh, fields), fields, before, record));
   }
   steps.sort((a, b) => a.step_index - b.step_index);
   /** @type {Turn} */

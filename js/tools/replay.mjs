@@ -3,7 +3,7 @@
 // stdin: {"messages": [["update", {trait: value}] | ["custom", content], ...], "reorder": bool}
 // With reorder, each state update is applied after the custom message that follows it
 // (ipywidgets applies updates asynchronously while custom messages fire at once).
-import { initialState, apply, transcript } from "../src/reducer.js";
+import { initialState, apply, carriedTraits, transcript } from "../src/reducer.js";
 
 const chunks = [];
 for await (const c of process.stdin) chunks.push(c);
@@ -22,6 +22,7 @@ for (const [kind, body] of messages) {
   } else if (["deltas", "turn", "turns"].includes(body.type)) {
     state = apply(state, body);
     if (held) { Object.assign(attrs, held); held = null; state = apply(state, traits()); }
+    if (body.state) { Object.assign(attrs, carriedTraits((n) => attrs[n], body.state)); state = apply(state, traits()); }
   }
 }
 if (held) { Object.assign(attrs, held); state = apply(state, traits()); }

@@ -271,12 +271,16 @@ CLASS = Protocol("class view", reply="reply")  # the teacher's live view (class_
 class Deltas(Message):
     """What changed since the last flush, in one message: ``patches``, the running turn's structure
     (widget_wire.TurnBuffer.patch: ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed
-    fields, each new step whole, each changed step as its ``step_index`` with its changed fields, a
-    null field gone; ``ended``: the turn ended, each step's lengths ``n`` with it), applied first;
-    then the text, ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces."""
+    fields, each new step whole but for what a view derives, each changed step as its ``step_index``
+    with its changed fields, a null field gone, a usage as a list of counts; ``ended``: the turn
+    ended, each step's lengths ``n`` with it), applied first;
+    then the text, ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces.
+    ``state``: trait values that changed with this flush (``running``, ``finished``; ``gauge``: its
+    changed keys, merged over the view's), set in the kernel without a state update of their own."""
 
     items: list[list]
     patches: list[dict] = dataclasses.field(default_factory=list)
+    state: dict = dataclasses.field(default_factory=dict)
 
 
 @CHAT.event("turn")

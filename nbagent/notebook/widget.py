@@ -8,8 +8,11 @@ Wire protocol (kernel -> front end):
 
 - traits: ``finished`` (how many finished turns there are), ``running`` (a turn is in flight),
   ``notice`` (a widget-level message) and ``gauge`` (context and spend, see widget_usage.py; once
-  a turn, with its end). A turn run from the box ends in one flush: its last patch and deltas,
-  then ``finished``, ``gauge`` and ``running`` false in one state update.
+  a turn, with its end). ``running``, ``finished`` and ``gauge`` changes that go with a flush's
+  ``deltas`` message ride in it (its ``state``; the gauge as its changed keys), set in the kernel
+  without a state update of their own, so a turn run from the box costs two messages when its
+  answer comes within a window: its start (``running``, the prompt's echo, the first text) and its
+  end (the last patch and deltas, ``finished``, ``gauge``, ``running`` false).
   A turn is ``{"record": {...TurnRecord, cost?}, "steps": [step dicts]}``; a *bare* one has each
   step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
   deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
@@ -28,9 +31,11 @@ Wire protocol (kernel -> front end):
   appears, changes status, gets tool calls or usage) as ``{"turn": n, "record"?, "steps"?,
   "ended"?}``: only what changed since the last patch (``widget_wire.TurnBuffer.patch``): the
   record's changed fields, each new step whole (its type, source and target left out when they
-  are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``) and each changed step's changed
-  fields (null: gone), so a mid-turn patch is tens of bytes, not the turn; ``ended``: the turn's end, with the
-  steps' lengths ``n``.
+  are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``, and what a view derives: its status,
+  times that follow the step before, the record's model and finish reason, ``widget_wire.derived_fields``)
+  and each changed step's changed fields (null: gone; a usage as its counts in
+  ``widget_wire.USAGE_FIELDS`` order), so a mid-turn patch is tens of bytes, not the turn; a step's
+  lengths ``n`` go once it is no longer active; ``ended``: the turn's end, with the steps' lengths ``n``.
   ``{"type": "turn", "turn": bare turn}``: a finished turn changed (a result set later), sent
   whole and bare. Finished turns are not traits: the kernel keeps them, so nothing is re-sent as
   a conversation grows.
@@ -104,7 +109,7 @@ from .protocol import (CHAT, Approve, AssetModule, AssetRequest, Confirm, Deltas
 from .transcript_output import TranscriptOutput, transcript_piece
 from .widget_sessions import SessionControls
 from .widget_usage import course_notice, gate, gauge_dict
-from .widget_wire import PendingDelta, TurnBuffer, record_dict, step_dict, step_shape, utf16_len
+from .widget_wire import PendingDelta, TurnBuffer, jsonable, record_dict, step_dict, step_shape, utf16_len
 
 FLUSH_INTERVAL = 0.04  # seconds between flushes: <= 25 messages/s whatever the token rate
 PAGE_CHARS = 500_000  # a resync's finished turns go in messages of about this size at most
@@ -384,19 +389,36 @@ class ChatWidget(anywidget.AnyWidget):
             if finished != self.finished:
                 values["finished"] = finished
             running = self._live is not None or (self._task is not None and not self._task.done())
+            if "running" in dirty or running != self.running:
+                values["running"] = running
         changed = [p for p in patches if p is not None]
+        carried: dict[str, Any] = {}
+        if (items or changed) and not self._holding_sync:  # the traits ride in the deltas message
+            quiet = {k: v for k, v in values.items() if k != "gauge" or set(v) == set(self.gauge)}
+            values = {k: v for k, v in values.items() if k not in quiet}
+            carried = dict(quiet)
+            if "gauge" in quiet:  # its changed keys only (the same keys as the view's)
+                carried["gauge"] = {k: v for k, v in quiet["gauge"].items() if self.gauge.get(k) != v}
+            self._set_quietly(quiet)
         if items or changed:
             self.stats["messages"] += 1
             self.stats["delta_items"] += len(items)
-            self.handlers.emit(Deltas(items, changed))
+            self.handlers.emit(Deltas(items, changed, carried))
         for message in messages:
             self.handlers.emit(message)
-        if values or running != self.running:
+        if values:
             self.stats["syncs"] += 1
-            with self.hold_sync():
-                for name, value in values.items():
-                    setattr(self, name, value)
-                self.running = running
+            self._set_quietly(values)
+            self.send_state(list(values))  # one update, even of a value set quietly before (``_start``)
+
+    def _set_quietly(self, values: dict[str, Any]) -> None:
+        """Set traits without a state update (their values go out another way: a ``deltas``
+        message's ``state``, an explicit ``send_state``); a view that arrives later reads them."""
+        if not values:
+            return
+        with self._lock_property(**jsonable(values)), self.hold_sync():
+            for name, value in values.items():
+                setattr(self, name, value)
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict:
         """The synced state; the whole state (a reloaded page's request, ``embed_minimal_html``)
@@ -536,7 +558,15 @@ class ChatWidget(anywidget.AnyWidget):
         self._task = asyncio.ensure_future(run)
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
         self.sessions.watch_steps(self._task)
-        self._flush()  # `running` goes out now: the view that sent the prompt waits for it (and shows Stop)
+        # `running` goes out with the next flush (the turn's start, within a window; at once when
+        # @names are being attached): the view that sent the prompt waits for it (and shows Stop)
+        self._set_quietly({"running": True})
+        with self._lock:
+            self._dirty.add("running")
+            self._last_flush = time.monotonic()  # a window opens: the prompt's echo and first text join it
+            now = "@" in with_cells or self._arm()
+        if now:
+            self._flush()
 
     async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
         """Attach what the prompt names, off the event loop (a ``__repr__`` that hangs must not hold

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, Wire, field_roles
+from ..core.usage import UsageMetadata
 
 # made from the fields' declared roles (core/steps.py): what the compact dict keeps at its default,
 # what stays in the kernel, and the structural fields with what of each counts as a change
@@ -106,28 +107,35 @@ class TurnBuffer:
     def patch(self, turn: int, pricing: Mapping | None = None, ended: bool = False) -> dict | None:
         """What changed in the bare turn since the last patch (the first: all of it), or None:
         ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed fields and, for each step
-        that appeared or changed, its ``step_index`` with its changed fields (a new step whole; a
-        field gone is null). The lengths ``n`` go only once the turn ended (mid-turn the deltas'
-        offsets tell a view what it misses), so a mid-turn patch is a few fields, not the turn."""
+        that appeared or changed, its ``step_index`` with its changed fields (a new step whole but
+        for what a view derives, ``derived_fields`` and ``USUAL_SHAPES``; a field gone is null). A
+        step's lengths ``n`` go once it is no longer active or the turn ended (mid-turn the deltas'
+        offsets tell a view what it misses), so a mid-turn patch is a few fields, not the turn. The
+        first record patch sends what differs from ``new_record``."""
         bare = self.bare_dict(pricing)
         rec = bare["record"]
-        record = None if rec is None else changed_fields(self.shown_record, rec)
+        record = None if rec is None else changed_fields(self.shown_record or new_record(turn), rec)
         if rec is not None:
             self.shown_record = rec
         steps = []
         for step in bare["steps"]:
             idx = step["step_index"]
-            new = step if ended else {k: v for k, v in step.items() if k != "n"}
+            final = ended or step.get("status", "ACTIVE") != "ACTIVE"  # its text is all there: its lengths go
+            new = step if final else {k: v for k, v in step.items() if k != "n"}
             old = self.shown_steps.get(idx)
-            fields = changed_fields(old, new) if old is not None else _without_usual(new)
+            if old is not None:
+                fields = changed_fields(old, new)
+            else:
+                before = max((i for i in self.shown_steps if i < idx), default=-1)  # the step before it, as shown
+                fields = _without_derived(_without_usual(new), new, self.shown_steps.get(before), self.shown_record)
             if fields:
-                steps.append({"step_index": idx, **fields})
+                steps.append({"step_index": idx, **_with_counts(fields, "usage_metadata")})
             self.shown_steps[idx] = new
         if not (record or steps or ended):
             return None
         out: dict = {"turn": turn}
         if record:
-            out["record"] = record
+            out["record"] = _with_counts(record, "usage")
         if steps:
             out["steps"] = steps
         if ended:
@@ -147,6 +155,60 @@ def _without_usual(step: dict) -> dict:
     if usual is None or any(step.get(k) != v for k, v in usual.items()):
         return changed_fields(None, step)
     return {k: v for k, v in step.items() if v is not None and k not in usual}
+
+
+# a usage's counts in a patch, in this order (js/src/reducer.js USAGE_FIELDS; tests/test_widget_patches.py checks both agree)
+USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))
+
+
+def _with_counts(fields: dict, name: str) -> dict:
+    """Patch fields with the usage ``name`` as a list of its counts in ``USAGE_FIELDS`` order (trailing
+    zeros left out; a view reads a missing or 0 count as absent, as the compact dict has it)."""
+    usage = fields.get(name)
+    if not isinstance(usage, dict) or not set(usage) <= set(USAGE_FIELDS) or not all(type(v) is int for v in usage.values()):
+        return fields
+    counts = [usage.get(n, 0) for n in USAGE_FIELDS]
+    while counts and not counts[-1]:
+        counts.pop()
+    return {**fields, name: counts}
+
+
+def new_record(turn: int) -> dict:
+    """What a view takes a running turn's record to be before its first patch (js/src/reducer.js
+    ``patchTurn``): the patch sends the fields that differ."""
+    return {"turn": turn, "status": "running"}
+
+
+def derived_fields(step: dict, before: dict | None, record: dict | None) -> dict:
+    """What a view derives of a patch's new step that the patch leaves out (js/src/reducer.js
+    ``derived``): its ``status``, DONE for a prompt or a finish, else ACTIVE; its ``created_at``, the
+    end (or start) of the step before it; its ``finished_at`` when it is not active, its
+    ``created_at``; a model call's ``model`` and a finish's ``finish_reason``, the record's."""
+    kind = step.get("kind")
+    out: dict = {"status": "DONE" if kind in ("prompt", "finish") else "ACTIVE"}
+    if before is not None:
+        start = before.get("finished_at")
+        out["created_at"] = start if start is not None else before.get("created_at")
+    created = step.get("created_at")
+    if step.get("status") != "ACTIVE" and created is not None:
+        out["finished_at"] = created
+    if kind == "model_call" and record is not None:
+        out["model"] = record.get("model")
+    if kind == "finish" and record is not None:
+        out["finish_reason"] = record.get("finish_reason")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _without_derived(fields: dict, step: dict, before: dict | None, record: dict | None) -> dict:
+    """A new step's patch fields without what the view derives (``derived_fields``); a derivable
+    field the step lacks goes as null (a view then leaves it out)."""
+    out = dict(fields)
+    for name, value in derived_fields(step, before, record).items():
+        if step.get(name) == value:
+            out.pop(name, None)
+        elif name not in step:
+            out[name] = None
+    return out
 
 
 def changed_fields(old: dict | None, new: dict) -> dict:

@@ -123,7 +123,8 @@ class KernelChat:
 
     def turn(self, prompt: str) -> TurnBytes:
         """Send a prompt from the widget's box; the bytes sent until the turn is over (the widget
-        says ``running`` false; what follows within 0.3 s is counted too)."""
+        says ``running`` false, in a state update or a flush's ``state``; what follows within 0.3 s
+        is counted too)."""
         count = TurnBytes()
         msg = self.kc.session.msg("comm_msg", {"comm_id": self.comm_id,
                                                "data": {"method": "custom", "content": {"type": "send", "prompt": prompt}}})
@@ -178,4 +179,6 @@ def _state(m: dict, comm_id: str) -> dict:
     if m["header"]["msg_type"] != "comm_msg" or m["content"].get("comm_id") != comm_id:
         return {}
     data = m["content"].get("data") or {}
+    if data.get("method") == "custom":  # a flush's deltas carry the traits that changed with it
+        return (data.get("content") or {}).get("state") or {}
     return data.get("state") or {} if data.get("method") == "update" else {}
