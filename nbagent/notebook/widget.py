@@ -98,7 +98,7 @@ import anywidget
 import traitlets
 
 from ..core.conversation_state import ConversationEvent
-from ..core.errors import NbagentError
+from ..core.errors import ConfigError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, StepSource, TurnStatus
 from . import view_presence
@@ -185,7 +185,7 @@ class ChatWidget(anywidget.AnyWidget):
         """Show another conversation in this widget (New chat, History): its turns replace the
         transcript; the old conversation is no longer listened to."""
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
-            raise NbagentError("a turn is running; stop it first", kind="config")
+            raise ConfigError("a turn is running; stop it first")
         remove = getattr(getattr(self.conversation, "plumbing", None), "remove_listener", None)
         if remove is not None:
             remove(self._on_event)
