@@ -115,7 +115,7 @@ class Agent:
 
     ``Agent(model="demo")`` works offline without a key; ``resume="file.json"``
     continues a saved conversation. ``budget_usd`` caps what each conversation may spend (a turn
-    that would exceed it raises ``NbagentError(kind="budget")`` before any request);
+    that would exceed it raises ``BudgetExceeded`` before any request);
     ``pricing={"model": {"input": …, "output": …}}`` overrides prices for estimates and budgets.
     ``notebook=True`` adds ``nbagent.notebook_tools()`` for the kernel it runs in (its variables,
     and ``run_python``, which asks for approval whatever the policy).

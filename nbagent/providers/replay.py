@@ -146,7 +146,7 @@ def same_prompt(a: str, b: str) -> bool:
 
 
 def read_recording(path: str | Path) -> Recording:
-    """The turns and tool results of a saved session (``NbagentError(kind="io")`` when unusable)."""
+    """The turns and tool results of a saved session (``StorageError`` when unusable)."""
     state = read_session(path)
     prompts = {t.turn: t.prompt for t in state.turns}
     by_turn: dict[int, RecordedTurn] = {}
