@@ -8,7 +8,7 @@ Each is a thin view over the parts its conversation hands it (no reaching into p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Callable, Mapping
 
 from .core.conversation_state import ConversationState, Listener
@@ -19,8 +19,25 @@ if TYPE_CHECKING:
     from .analysis.course_budget import CourseLimits
     from .analysis.estimate import RequestInputs
     from .core.turn_log import TurnLog
-    from .conversation import Conversation
+    from .analysis.estimate import RequestEstimate
+    from .core.connection import Connection
+    from .core.steps import Step
     from .notebook.kernel_tools import CodeCell
+
+
+class ConversationLike(Protocol):
+    """What the accessors read of the conversation they belong to (``nbagent.Conversation``)."""
+
+    @property
+    def history(self) -> list[Step]: ...
+
+    @property
+    def connection(self) -> Connection | None: ...
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    def estimate(self, prompt: str, pricing: Mapping[str, Any] | None = None) -> RequestEstimate: ...
 
 
 class ConversationBudget:
@@ -29,7 +46,7 @@ class ConversationBudget:
 
     __slots__ = ("_conv", "_log", "_budget", "_inputs")
 
-    def __init__(self, conv: Conversation, log: TurnLog, budget: Budget, inputs: Callable[[], RequestInputs]) -> None:
+    def __init__(self, conv: ConversationLike, log: TurnLog, budget: Budget, inputs: Callable[[], RequestInputs]) -> None:
         self._conv, self._log, self._budget, self._inputs = conv, log, budget, inputs
 
     @property
@@ -77,7 +94,7 @@ class ConversationNotebook:
 
     __slots__ = ("_conv",)
 
-    def __init__(self, conv: Conversation) -> None:
+    def __init__(self, conv: ConversationLike) -> None:
         self._conv = conv
 
     def code_cells(self) -> list[CodeCell]:
@@ -99,7 +116,7 @@ class ConversationPlumbing:
 
     __slots__ = ("_conv", "_log", "_budget", "_state", "rules_label")
 
-    def __init__(self, conv: Conversation, log: TurnLog, budget: Budget,
+    def __init__(self, conv: ConversationLike, log: TurnLog, budget: Budget,
                  state: Callable[[], ConversationState]) -> None:
         self._conv, self._log, self._budget, self._state = conv, log, budget, state
         self.rules_label = ""  # the rules file in the system prompt (course_rules.py), as the widget names it
