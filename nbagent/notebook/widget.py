@@ -558,15 +558,9 @@ class ChatWidget(anywidget.AnyWidget):
         self._task = asyncio.ensure_future(run)
         self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
         self.sessions.watch_steps(self._task)
-        # `running` goes out with the next flush (the turn's start, within a window; at once when
-        # @names are being attached): the view that sent the prompt waits for it (and shows Stop)
-        self._set_quietly({"running": True})
         with self._lock:
             self._dirty.add("running")
-            self._last_flush = time.monotonic()  # a window opens: the prompt's echo and first text join it
-            now = "@" in with_cells or self._arm()
-        if now:
-            self._flush()
+        self._flush()  # `running` goes out now: the view that sent the prompt waits for it (and shows Stop)
 
     async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
         """Attach what the prompt names, off the event loop (a ``__repr__`` that hangs must not hold
