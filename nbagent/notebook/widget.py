@@ -10,9 +10,10 @@ Wire protocol (kernel -> front end):
   ``notice`` (a widget-level message) and ``gauge`` (context and spend, see widget_usage.py; once
   a turn, with its end). ``running``, ``finished`` and ``gauge`` changes that go with a flush's
   ``deltas`` message ride in it (its ``state``; the gauge as its changed keys), set in the kernel
-  without a state update of their own, so a turn run from the box costs two messages when its
-  answer comes within a window: its start (``running``, the prompt's echo, the first text) and its
-  end (the last patch and deltas, ``finished``, ``gauge``, ``running`` false).
+  without a state update of their own, so a turn run from the box costs three messages when its
+  answer comes within a window: ``running`` (sent the moment the prompt is taken, so the view
+  shows Stop at once), its start (the prompt's echo, the first text) and its end (the last patch
+  and deltas, ``finished``, ``gauge``, ``running`` false).
   A turn is ``{"record": {...TurnRecord, cost?}, "steps": [step dicts]}``; a *bare* one has each
   step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
   deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
