@@ -48,11 +48,20 @@ def wait_status(page, status: str) -> None:
     page.wait_for_function(f"(s) => ({STATUS})() === s", arg=status, polling=50, timeout=60_000)
 
 
+INDICATOR = """() => { const el = window.jupyterapp.shell.currentWidget.node
+    .querySelector('.jp-Notebook-ExecutionIndicator, .jp-Toolbar-kernelStatus');
+    return el ? (el.getAttribute('title') || el.getAttribute('data-status') || el.textContent || '') : ''; }"""
+
+
 def indicator(page) -> str:
     """What the notebook's toolbar kernel indicator says (its title: "Kernel status: Busy" …)."""
-    return page.evaluate("""() => { const el = window.jupyterapp.shell.currentWidget.node
-        .querySelector('.jp-Notebook-ExecutionIndicator, .jp-Toolbar-kernelStatus');
-        return el ? (el.getAttribute('title') || el.getAttribute('data-status') || el.textContent || '') : ''; }""")
+    return page.evaluate(INDICATOR)
+
+
+def wait_indicator(page, word: str) -> None:
+    """Wait until the toolbar's indicator says ``word`` (it renders a moment after the status changes)."""
+    page.wait_for_function(f"(w) => ({INDICATOR})().toLowerCase().includes(w)", arg=word, polling=50,
+                           timeout=60_000)
 
 
 def ask_and_approve(page, chat: str, prompt: str, call: int) -> None:
@@ -79,11 +88,12 @@ def test_the_kernel_says_busy_while_the_agents_code_runs_and_real_cells_keep_the
     # 1. an approved run_python from the box: busy while it runs, idle after
     ask_and_approve(lab, chat, "run the first", 1)
     wait_status(lab, "busy")  # was: idle all along (the box's message was handled; the code ran beside)
-    busy_title = indicator(lab)
+    wait_indicator(lab, "busy")  # the toolbar's indicator shows it too
     (FLAGS / "first").touch()
     turn_over(lab, chat, 1)
     wait_status(lab, "idle")
-    assert indicator(lab) != busy_title  # the toolbar's indicator changed back with it
+    wait_indicator(lab, "idle")  # and changes back with it
+    assert "busy" not in indicator(lab).lower()
     # 2. a cell the user runs while the agent's code runs keeps the kernel busy after that code ends
     ask_and_approve(lab, chat, "run the second", 2)
     wait_status(lab, "busy")
