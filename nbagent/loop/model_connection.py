@@ -387,7 +387,8 @@ class ModelConnection:
                 if event is _END:
                     if step.status != StepStatus.ACTIVE:
                         return
-                    event = ProtocolError(f"{self.provider.name}: the stream ended before the model finished", provider=self.provider.name)
+                    event = ProtocolError(f"{self.provider.name}: the stream ended before the model finished",
+                                          provider=self.provider.name)
                 elif event is _CANCELED:
                     for update in self._cancel(step, calls):
                         yield update

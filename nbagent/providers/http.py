@@ -345,7 +345,8 @@ class HTTPProvider(Provider):
         import httpx
 
         if isinstance(exc, FirstByteTimeout) and exc.limit < self.first_byte_timeout:  # cut by total_timeout
-            return RequestTimeout(f"no reply from {_host(url)} in the {exc.limit:.2g} s left of total_timeout", retryable=True, provider=self.name)
+            return RequestTimeout(f"no reply from {_host(url)} in the {exc.limit:.2g} s left of total_timeout",
+                                  retryable=True, provider=self.name)
         if isinstance(exc, FirstByteTimeout):
             return RequestTimeout(f"no reply from {_host(url)} within {self.first_byte_timeout:g} s "
                                   "(first_byte_timeout): the server took the request and sent nothing; not "
