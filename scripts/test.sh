@@ -8,8 +8,8 @@
 #   scripts/test.sh [pytest args]          everything: setup, ruff, mypy, the bundle check and the JS tests,
 #                                          every pytest tier (the real local model, the widget in real
 #                                          JupyterLab / Notebook 7 / marimo + Chromium, the notebooks, the
-#                                          built wheel in a fresh venv); with no arguments, the bench tier
-#                                          after a green run.
+#                                          built wheel in a fresh venv). Speed is measured apart, never
+#                                          asserted: bench/run_all.py (--browser adds bench_browser.py).
 #
 # Every test has a time limit (pyproject's `timeout`; longer per tier in tests/support/tiers.py), so a hung
 # test fails with its name. Browser tests run under `flock /tmp/nbagent-browser.lock`: one Chromium
@@ -54,12 +54,5 @@ if [ $# -eq 0 ]; then
   flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q --durations=15 -m "not ($FAST_TIER)" || status=$?
 else
   flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q "$@" || status=$?
-fi
-# the whole run (no arguments) also prints the widget's long-chat measures in headless Chromium
-# (bench/bench_browser.py: long tasks while streaming at turn 200, DOM nodes, heap, reopen time;
-# it reports its goals and never fails the run: speed is measured, not asserted)
-if [ $# -eq 0 ] && [ $status -eq 0 ]; then
-  timeout 900 flock /tmp/nbagent-browser.lock .venv/bin/python bench/bench_browser.py \
-    || echo "bench_browser.py did not finish"
 fi
 exit $status
