@@ -14,7 +14,8 @@ const bundled = new Map();  // npm package directory -> the output files it went
 
 function record(result, outfile) {
   for (const input of Object.keys(result.metafile.inputs)) {
-    const m = input.match(/^node_modules\/((?:@[^/]+\/)?[^/]+)\//);
+    // node_modules/<pkg>/..., or ../<elsewhere>/node_modules/<pkg>/... when node_modules is a symlink
+    const m = input.match(/(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//);
     if (!m) continue;
     const files = bundled.get(m[1]) ?? new Set();
     files.add(outfile);
