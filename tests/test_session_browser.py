@@ -206,6 +206,22 @@ def test_a_folder_that_does_not_exist_yet_lists_nothing_and_says_so(tmp_path):
     assert [r["title"] for r in browser.sessions] == ["Now it exists"] and browser.notice == ""
 
 
+def test_the_folder_widgets_code_is_sent_only_to_them_not_in_the_chats_bundle(tmp_path):
+    from nbagent.notebook.class_view import ClassView
+
+    folders = (STATIC / "folders.js").read_text(encoding="utf-8")
+    assert nbagent.session_browser(tmp_path)._ui == folders
+    view = ClassView(tmp_path, interval=3600)
+    try:
+        assert view._ui == folders
+    finally:
+        view.close()
+    assert "_ui" not in Agent(model="demo", delay=0).widget().trait_names()
+    widget_js = (STATIC / "widget.js").read_text(encoding="utf-8")
+    for shown in ("Search titles…", "List the folder again"):  # the browser's search box, its Refresh button
+        assert shown in folders and shown not in widget_js
+
+
 def test_the_session_bar_is_sent_only_to_widgets_that_show_it(tmp_path):
     plain = Agent(model="demo", delay=0).widget()
     assert not plain.switchable and plain.session_ui == ""

@@ -50,6 +50,10 @@ def test_hidden_characters_are_shown_and_a_stopped_run_says_it_was_running(lab, 
     assert warning.is_visible() and "holds 5 hidden bidirectional or invisible characters" in warning.inner_text()
     code = card.locator(".nba-tool-code code")
     assert code.locator(".nba-hidden-char").all_inner_texts() == ["⟨U+202E⟩", "⟨U+2066⟩", "⟨U+2069⟩", "⟨U+2066⟩", "⟨U+200B⟩"]
+    card.locator(".nba-tool-code code.hljs:not(.nba-hl-pending)").wait_for()  # highlighted once static/grammars.js is here
+    assert code.locator(".hljs-keyword", has_text="if").count() == 1
+    # the markers survive that highlighting (drawn again from the code, not from the text shown plain)
+    assert code.locator(".nba-hidden-char").all_inner_texts() == ["⟨U+202E⟩", "⟨U+2066⟩", "⟨U+2069⟩", "⟨U+2066⟩", "⟨U+200B⟩"]
     shown = code.inner_text()
     assert not any(ch in shown for ch in "\u202e\u2066\u2069\u200b")  # none left raw in what is read
     assert 'if level != "user⟨U+202E⟩ ⟨U+2066⟩# admin only⟨U+2069⟩ ⟨U+2066⟩":' in shown

@@ -91,7 +91,7 @@ NOTEBOOKS = {
         "answer = [r'Euler: $e^{i\\pi}+1=0$, it costs $5 and $10.', '\\n\\n', r'$$\\int_0^1 x\\,dx = \\tfrac12$$', '\\n\\n',"
         " r'Code `$x$` stays code and \\(a<b\\) is math.', '\\n\\n', r'\\[ \\sum_{k=1}^n k \\]']\n"
         "conv = Conversation(StreamConnection(answer, thinking=['Let ', r'$a^2+b^2=c^2$', ' hold.']))\nconv.widget()"],
-    # SQL and YAML grammars are not in widget.js: these blocks show plain, then highlighted (static/grammars.js)
+    # highlight.js is not in widget.js: these blocks show plain, then highlighted (static/grammars.js)
     "grammars.ipynb": [
         "from support.streams import StreamConnection\nfrom nbagent import Conversation\n"
         "answer = ['```sql\\nSELECT name', ' FROM users\\n```', '\\n\\n', '```yaml\\nkey: 1\\n```', '\\n\\nDone.']\n"
@@ -205,10 +205,11 @@ def test_demo_turn_renders_thought_tool_card_and_markdown(lab, notebook, tmp_pat
     assert lab.locator(turn).locator(".nba-md strong", has_text="84").count() == 1
     footer = lab.inner_text(f"{turn} >> .nba-footer")
     assert "in " in footer and "out " in footer and "TTFT" in footer and "tok/s" in footer
-    # a code block from a plain answer: highlighted, with a copy button
+    # a code block from a plain answer: highlighted (once static/grammars.js is here), with a copy button
     send_prompt(lab, chat, "Hello there")
     wait_turn_done(lab, chat, 2)
     second = lab.locator(chat).locator(".nba-turn").nth(1)
+    second.locator(".nba-code code.hljs:not(.nba-hl-pending)").first.wait_for()
     assert second.locator(".nba-code .hljs-keyword").count() >= 1
     assert second.locator(".nba-copy").count() == 1
     # a turn run from another cell streams into the displayed widget

@@ -2,6 +2,7 @@
 // highlight.js grammars), sent by the kernel on request: the view sends {type: "asset", name} once per
 // page, the kernel answers {type: "asset", name, code}, and the code is imported from a blob URL.
 // Shared by every widget on the page (and every copy of this bundle) through one global.
+// importCode loads the modules the kernel puts in a trait instead (session_bar.js, folders.js).
 const G = /** @type {any} */ (globalThis);
 const assets = G.__nbagentAssets || (G.__nbagentAssets = { mods: {}, asked: {}, listeners: {}, request: null });
 
@@ -27,4 +28,18 @@ export async function loadAsset(name, code) {
   const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
   try { assets.mods[name] = await import(/* webpackIgnore: true */ url); } finally { URL.revokeObjectURL(url); }
   for (const fn of assets.listeners[name] || []) fn(assets.mods[name]);
+}
+
+/** @type {Map<string, Promise<any>>} */
+const imported = new Map(); // code -> its module, once per page (per copy of this bundle)
+
+/** Import a module from its code (sent by the kernel in a trait), once per page. @param {string} code */
+export function importCode(code) {
+  let mod = imported.get(code);
+  if (!mod) {
+    const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+    mod = import(/* webpackIgnore: true */ url).finally(() => URL.revokeObjectURL(url));
+    imported.set(code, mod);
+  }
+  return mod;
 }

@@ -17,8 +17,7 @@ import { loadAsset, setAssetRequester } from "./assets.js";
 import { notebookHost, registerHost } from "./host.js";
 import { saveStubWith } from "./saved_state.js";
 import { mountSessionBar, resetViews } from "./sessions.js";
-import { browserWidget } from "./browser/index.js";
-import { classWidget } from "./classview/index.js";
+import { isFolderWidget, renderFolderWidget } from "./folder_ui.js";
 import { undoAnswered } from "./render/toolcard.js";
 
 /** @typedef {import("./protocol").ChatEvent} ChatEvent */
@@ -199,10 +198,6 @@ function storeFor(model) {
   return s;
 }
 
-/** One bundle for the chat and the folder widgets: a SessionBrowser's model says so in `_role`
- * (session_browser.py), a ClassView's too (class_view.py). @param {any} model */
-const isFolderWidget = (model) => model.get("_role") === "session_browser" || model.get("_role") === "class_view";
-
 export default {
   /** @param {{model: any}} ctx */
   initialize({ model }) {
@@ -214,8 +209,7 @@ export default {
   /** @param {{model: any, el: HTMLElement, host?: any}} ctx */
   render(ctx) {
     const { model, el } = ctx;
-    if (model.get("_role") === "class_view") return classWidget.render(ctx);
-    if (isFolderWidget(model)) return browserWidget.render(ctx);
+    if (isFolderWidget(model)) return renderFolderWidget(ctx); // a SessionBrowser's or ClassView's model (`_role`)
     const store = storeFor(model);
     const view = new ChatView(el, store.send, model.get("placeholder") || "");
     const host = notebookHost(model); // JupyterLab, Notebook 7: tool cards can insert cells

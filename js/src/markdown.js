@@ -1,36 +1,38 @@
-// Markdown for model output: marked (raw HTML shown as text) + highlight.js (grammars: see below) + DOMPurify + math
+// Markdown for model output: marked (raw HTML shown as text) + highlight.js (see below) + DOMPurify + math
 // (see mathtext.js), rendered incrementally: finished top-level blocks once, only the growing tail again.
 import { Marked } from "marked";
 import DOMPurify from "dompurify";
-import hljs from "highlight.js/lib/core";
-import python from "highlight.js/lib/languages/python";
-import { mathExtension, typeset } from "./mathtext.js";
+import { mathExtension, typeset, watchedRoots } from "./mathtext.js";
 import { asset, onAsset } from "./assets.js";
 
-// Python is here (the run_python card shows it at once); the other grammars are static/grammars.js,
-// asked of the kernel when a code block first needs one (see assets.js). Until they arrive such a
-// block shows plain, marked `nba-hl-pending`, and is highlighted once when they do.
-hljs.registerLanguage("python", python);
-hljs.registerAliases(["py"], { languageName: "python" });
-// No JavaScript / TypeScript grammar (~6.5 KB of bundle each): such blocks show as plain code.
-const LAZY = { sql: "sql", bash: "bash", sh: "bash", shell: "bash", console: "bash", zsh: "bash", yaml: "yaml",
-  yml: "yaml", json: "json" };
+// highlight.js and its grammars (Python, SQL, shell, YAML, JSON) are static/grammars.js, asked of the
+// kernel when a code block first needs one (see assets.js). Until they arrive such a block shows
+// plain, marked `nba-hl-pending`, and is highlighted once when they do. Other languages (JavaScript,
+// TypeScript: ~6.5 KB of bundle each) always show as plain code.
+const LAZY = new Set(["python", "py", "sql", "bash", "sh", "shell", "console", "zsh", "yaml", "yml", "json"]);
+/** @type {{has: (name: string) => boolean, highlight: (code: string, name: string) => string}|null} */
+let grammars = null;
 
-/** Register the grammars module's languages (once). @param {any} mod */
-export function registerGrammars(mod) {
-  if (hljs.getLanguage("sql")) return;
-  for (const name of ["sql", "bash", "yaml", "json"]) hljs.registerLanguage(name, mod[name]);
-  hljs.registerAliases(["sh", "shell", "console", "zsh"], { languageName: "bash" });
-  hljs.registerAliases(["yml"], { languageName: "yaml" });
-}
+/** Use the grammars module (static/grammars.js) from now on. @param {any} mod */
+export function registerGrammars(mod) { grammars = mod; }
+
+// Code shown plain whose HTML is more than its highlighted text (showCode's `post`), shared by every
+// copy of this bundle on the page: element -> how to draw it once the grammars are here.
+const G = /** @type {any} */ (globalThis);
+/** @type {WeakMap<Element, {code: string, lang: string|undefined, post: (html: string) => string}>} */
+const plainCode = G.__nbagentPlainCode || (G.__nbagentPlainCode = new WeakMap());
 
 onAsset("grammars", (mod) => {
   registerGrammars(mod);
   if (typeof document === "undefined") return;
-  for (const el of document.querySelectorAll("code.nba-hl-pending")) { // only the blocks shown plain
+  const shown = new Set(); // the blocks shown plain, in the page and in the views' (shadow) roots
+  for (const scope of [document, ...watchedRoots()]) for (const el of scope.querySelectorAll("code.nba-hl-pending")) shown.add(el);
+  for (const el of shown) {
     const lang = [...el.classList].find((c) => c.startsWith("language-"))?.slice(9);
+    const drawn = plainCode.get(el);
     el.classList.remove("nba-hl-pending");
-    el.innerHTML = highlight(el.textContent || "", lang); // escaped text in highlight.js spans
+    // escaped text in highlight.js spans
+    el.innerHTML = drawn ? drawn.post(highlight(drawn.code, drawn.lang)) : highlight(el.textContent || "", lang);
   }
 });
 
@@ -39,8 +41,7 @@ const langName = (lang) => (lang || "").trim().split(/\s+/)[0].toLowerCase();
 
 /** Whether a block in `lang` waits for the grammars module (asks for it, once per page). @param {string} [lang] */
 function pending(lang) {
-  const name = langName(lang);
-  if (!Object.hasOwn(LAZY, name) || hljs.getLanguage(name)) return false;
+  if (grammars || !LAZY.has(langName(lang))) return false;
   const mod = asset("grammars");
   if (mod) registerGrammars(mod);
   return !mod;
@@ -59,13 +60,23 @@ export function escapeHtml(s) {
 
 const SAFE_URL = /^(https?:|mailto:|#|\/|\.\/|\.\.\/|[^:]*$)/i;
 
-/** @param {string} code @param {string} [lang] */
+/** `code` as escaped text, in highlight.js spans once its grammar is here. @param {string} code @param {string} [lang] */
 export function highlight(code, lang) {
   const name = langName(lang);
-  if (name && hljs.getLanguage(name)) {
-    try { return hljs.highlight(code, { language: name, ignoreIllegals: true }).value; } catch { /* plain */ }
+  if (name && grammars && grammars.has(name)) {
+    try { return grammars.highlight(code, name); } catch { /* plain */ }
   }
   return escapeHtml(code);
+}
+
+/** Show `code` in the `<code>` element `el`: its class (codeClass) and its highlighted HTML passed
+ * through `post` (e.g. markers for hidden characters), again once the grammars arrive when it waits for them.
+ * @param {HTMLElement} el @param {string} code @param {string} [lang] @param {(html: string) => string} [post] */
+export function showCode(el, code, lang, post = (html) => html) {
+  el.className = codeClass(lang);
+  el.innerHTML = post(highlight(code, lang));
+  if (el.classList.contains("nba-hl-pending")) plainCode.set(el, { code, lang, post });
+  else plainCode.delete(el);
 }
 
 const marked = new Marked({

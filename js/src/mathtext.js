@@ -98,6 +98,9 @@ const G = /** @type {any} */ (globalThis);
 /** @type {Set<HTMLElement>} */
 const roots = G.__nbagentMathRoots || (G.__nbagentMathRoots = new Set());
 
+/** The views' roots (watchMath), also those inside a shadow root. */
+export const watchedRoots = () => [...roots];
+
 /** Typeset `el` when the math module arrives (a view's root); returns the unwatch. @param {HTMLElement} el */
 export function watchMath(el) {
   roots.add(el);

@@ -2,9 +2,7 @@
 // kernel puts in the `session_ui` trait, and resets the views when the widget is rebound to another
 // conversation (`conversation_key` changes): the old transcript goes before the new one arrives.
 import { initialState } from "./reducer.js";
-
-/** @type {Map<string, Promise<any>>} */
-const modules = new Map(); // code -> its module, once per page
+import { importCode } from "./assets.js";
 
 /** @param {{state: any, views: Set<any>}} store */
 export function resetViews(store) {
@@ -25,11 +23,7 @@ export function mountSessionBar(model, root, send) {
     const code = model.get("session_ui") || "";
     if (!code || done) return;
     done = true;
-    if (!modules.has(code)) {
-      const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
-      modules.set(code, import(/* webpackIgnore: true */ url).finally(() => URL.revokeObjectURL(url)));
-    }
-    /** @type {Promise<any>} */ (modules.get(code)).then((mod) => { if (done) unmount = mod.mount(model, root, send); })
+    importCode(code).then((mod) => { if (done) unmount = mod.mount(model, root, send); })
       .catch((err) => console.warn("nbagent: session bar", err));
   };
   model.on("change:session_ui", load);

@@ -51,14 +51,6 @@ test("javascript: links and images do not become active elements", () => {
   assert.match(html, /<a href="http:\/\/example.com\/x.png"/);
 });
 
-test("code blocks are highlighted, escaped and get a copy button", () => {
-  const html = renderMarkdown("```python\ndef f(x):\n    return '<tag>'\n```");
-  assert.match(html, /class="nba-copy"/);
-  assert.match(html, /hljs-keyword">def</);
-  assert.match(html, /&lt;tag&gt;/);
-  assert.equal(highlight("<b>", "nolang"), "&lt;b&gt;");
-});
-
 test("math delimiters become math placeholders; code spans, code blocks and money do not", () => {
   const html = renderMarkdown("Euler: $e^{i\\pi} + 1 = 0$ and \\(a<b\\), costs $5 and $10.\n\n$$\\int_0^1 x\\,dx$$\n\n\\[ x^2 \\]\n\n`$not math$` and:\n\n```\n$$ also not $$\n```\n");
   const spans = [...html.matchAll(/<(span|div) class="nba-math( nba-math-display)?">([^<]*)<\/\1>/g)].map((m) => [m[3], !!m[2]]);
@@ -87,10 +79,12 @@ test("TeX that does not parse throws (the widget then shows the TeX, not Temml's
   assert.throws(() => tex("\\frac{1}{", false), /ParseError/);
 });
 
-test("sql/shell/yaml/json blocks show plain (marked pending) until the grammars module arrives", () => {
+test("python/sql/shell/yaml/json blocks show plain (marked pending) until the grammars module arrives", () => {
   const before = renderMarkdown("```sql\nSELECT a FROM t\n```");
   assert.match(before, /class="hljs language-sql nba-hl-pending">SELECT a FROM t</);
-  assert.doesNotMatch(renderMarkdown("```python\npass\n```"), /nba-hl-pending/); // Python is in widget.js
+  assert.match(renderMarkdown("```python\npass\n```"), /class="hljs language-python nba-hl-pending">pass</);
+  assert.doesNotMatch(renderMarkdown("```js\nlet a\n```"), /nba-hl-pending/); // no grammar for it: plain for good
+  assert.equal(highlight("def f(): pass", "python"), "def f(): pass");
   registerGrammars(grammars);
   const after = renderMarkdown("```sql\nSELECT a FROM t\n```");
   assert.match(after, /class="hljs language-sql">/);
@@ -98,3 +92,13 @@ test("sql/shell/yaml/json blocks show plain (marked pending) until the grammars 
   assert.match(highlight("ls -la", "sh"), /hljs-built_in">ls</);
   assert.match(highlight("a: 1", "yml"), /hljs-attr">a:</);
 });
+
+test("code blocks are highlighted (once the grammars are here), escaped and get a copy button", () => {
+  registerGrammars(grammars);
+  const html = renderMarkdown("```python\ndef f(x):\n    return '<tag>'\n```");
+  assert.match(html, /class="nba-copy"/);
+  assert.match(html, /hljs-keyword">def</);
+  assert.match(html, /&lt;tag&gt;/);
+  assert.equal(highlight("<b>", "nolang"), "&lt;b&gt;");
+});
+

@@ -3,7 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { codeOf, CODE_TOOLS } from "../src/render/toolcard.js";
-import { highlight } from "../src/markdown.js";
+import { highlight, registerGrammars } from "../src/markdown.js";
+import * as grammars from "../src/grammars.js";
 import { mentionAt, matchNames, pickMention, parseNames } from "../src/mention.js";
 import { widgetIdsOf, chooseCell, domCellIndex, notebookHost } from "../src/host.js";
 
@@ -17,6 +18,8 @@ test("a run_python call's code is shown as Python; other calls keep their plain 
   assert.equal(codeOf({ name: "run_python", args: "not json" }), null);
   assert.equal(codeOf({ name: "toString", args: { code } }), null); // only the mapping's own names
   assert.deepEqual(Object.keys(CODE_TOOLS), ["run_python"]);
+  assert.doesNotMatch(highlight(code, "python"), /hljs-/); // plain until the grammars module arrives
+  registerGrammars(grammars);
   const html = highlight(code, codeOf({ name: "run_python", args: { code } }).language);
   assert.match(html, /<span class="hljs-built_in">print<\/span>/);
   assert.ok(html.includes("&lt;script&gt;") && !html.includes("<script>")); // code is text, never markup

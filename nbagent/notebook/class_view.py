@@ -1,5 +1,6 @@
 """ClassView: the teacher's live view of a shared ``save_to`` folder (``nbagent.class_view``), one row
-per student, updated as their sessions save (front end: js/src/classview/, in the chat's bundle).
+per student, updated as their sessions save (front end: js/src/classview/, in static/folders.js with
+the session browser, sent in the ``_ui`` trait and run by the chat's bundle).
 
 A background thread polls the folder every ``interval`` seconds: ``ClassFolder.scan`` re-reads only
 the files whose modification time or size changed, and only the rows that differ from what the view
@@ -28,7 +29,7 @@ from ..analysis.class_summary import HELP_PATTERN, ClassFolder, with_course_budg
 from ..core.errors import ConfigError, InvalidRequest
 from .protocol import (CLASS, AssetCode, BrowserAsset, ClassRows, Handlers, Open, Opened, RowsChanged,
                        RowsRequest)
-from .session_browser import session_turns
+from .session_browser import folder_ui, session_turns
 from .widget import asset_code
 
 _STATIC = Path(__file__).parent / "static"
@@ -38,7 +39,8 @@ __all__ = ["ClassView", "class_view"]
 class ClassView(anywidget.AnyWidget):
     """One row per student of a shared session folder, live; a click opens a student's latest chat."""
 
-    _esm = _STATIC / "widget.js"  # one bundle: ``_role`` picks the class view
+    _esm = _STATIC / "widget.js"  # one bundle: ``_role`` picks the class view,
+    _ui = traitlets.Unicode("").tag(sync=True)  # whose code (static/folders.js) widget.js runs
     _css = _STATIC / "widget.css"
 
     folder = traitlets.Unicode("").tag(sync=True)
@@ -55,8 +57,8 @@ class ClassView(anywidget.AnyWidget):
         budget_usd, budget_period = with_course_budget(folder, budget_usd, period)
         self.summary = ClassFolder(folder, budget_usd=budget_usd, period=budget_period, pricing=pricing,
                                    help_pattern=help_pattern)
-        super().__init__(_key=uuid.uuid4().hex, folder=os.fspath(Path(folder).expanduser()), budget_usd=budget_usd,
-                         period=budget_period.value, **kwargs)
+        super().__init__(_key=uuid.uuid4().hex, _ui=folder_ui(), folder=os.fspath(Path(folder).expanduser()),
+                         budget_usd=budget_usd, period=budget_period.value, **kwargs)
         self.interval = float(interval)
         self._lock = threading.RLock()
         self._rows: dict[str, dict] = {}  # user -> the row the front end has

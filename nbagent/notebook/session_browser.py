@@ -1,5 +1,5 @@
-"""SessionBrowser: a folder of saved conversations as a notebook widget (front end: js/src/browser/, in
-the chat's bundle, static/widget.js).
+"""SessionBrowser: a folder of saved conversations as a notebook widget (front end: js/src/browser/,
+static/folders.js, sent in the ``_ui`` trait and run by the chat's bundle, static/widget.js).
 
 Traits (durable): ``folder``, ``sessions`` (the rows of ``list_sessions``, newest first, as JSON:
 path, title, created, updated, models, turns, tokens, cost_usd, user, error), ``notice`` and
@@ -42,7 +42,13 @@ from .widget import ChatWidget, asset_code
 from .widget_wire import TurnBuffer, jsonable
 
 _STATIC = Path(__file__).parent / "static"
-__all__ = ["SessionActions", "SessionBrowser", "session_rows", "session_turns"]
+__all__ = ["SessionActions", "SessionBrowser", "folder_ui", "session_rows", "session_turns"]
+
+
+def folder_ui() -> str:
+    """The folder widgets' front end (static/folders.js: the session browser and the class view),
+    sent in their ``_ui`` trait so that chat widgets, which share widget.js with them, never carry it."""
+    return (_STATIC / "folders.js").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,8 @@ def _contains(path: str, text: str) -> bool:
 class SessionBrowser(anywidget.AnyWidget):
     """The saved conversations of a folder: search, read, resume, export, delete (to the trash)."""
 
-    _esm = _STATIC / "widget.js"  # one bundle for the chat and the browser: ``_role`` picks the browser
+    _esm = _STATIC / "widget.js"  # one bundle for the chat and the browser: ``_role`` picks the browser,
+    _ui = traitlets.Unicode("").tag(sync=True)  # whose code (static/folders.js) widget.js runs
     _css = _STATIC / "widget.css"
 
     folder = traitlets.Unicode("").tag(sync=True)
@@ -98,7 +105,7 @@ class SessionBrowser(anywidget.AnyWidget):
 
     def __init__(self, folder: str | os.PathLike, actions: SessionActions, **kwargs: Any) -> None:
         folder = Path(folder).expanduser()
-        super().__init__(_key=uuid.uuid4().hex, folder=os.fspath(folder), **kwargs)
+        super().__init__(_key=uuid.uuid4().hex, _ui=folder_ui(), folder=os.fspath(folder), **kwargs)
         self.actions = actions
         self.agent: Any = None  # the agent of the resumed chat
         self.chat_widget: Any = None

@@ -53,8 +53,9 @@ def code_flow(page, nb, tmp_path, label):
     page.press(f"{chat} .nba-input", "Enter")
     card = page.locator(f"{chat} .nba-tool[data-status='waiting']")
     card.wait_for()
-    # the code, highlighted, before it runs; Approve / Deny offered
+    # the code, highlighted before it runs (once static/grammars.js arrives: plain until then); Approve / Deny offered
     assert card.locator(".nba-tool-code code").inner_text() == CODE
+    card.locator(".nba-tool-code code.hljs:not(.nba-hl-pending)").wait_for()
     assert card.locator(".nba-tool-code .hljs-keyword", has_text="import").count() == 1
     assert card.locator(".nba-tool-code .hljs-comment").all_inner_texts() == ["# revenue by month", "# code is shown as text, never markup"]
     assert card.locator(".nba-tool-args").is_hidden()  # the code is the only argument: no JSON beside it

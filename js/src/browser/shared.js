@@ -1,9 +1,8 @@
 // What the session browser and the class view (../classview/) share: request/reply over custom
 // messages, the kernel's assets for a shown session, and a saved session drawn read-only with the
-// chat widget's own renderer (render/turn.js, markdown.js and its sanitiser).
+// chat widget's own renderer (render/turn.js, markdown.js and its sanitiser), which widget.js hands
+// over when it loads this code (static/folders.js, see ../folder_ui.js): never bundled twice.
 import { fmtInt, fmtCost } from "../render/dom.js";
-import { TurnView } from "../render/turn.js";
-import { apply, initialState } from "../reducer.js";
 import { shortModel } from "./filter.js";
 import { loadAsset, setAssetRequester } from "../assets.js";
 
@@ -51,16 +50,16 @@ export function serveAssets(rpc) {
   });
 }
 
+/** @typedef {(container: HTMLElement, turns: any[]) => void} TurnsRenderer */
+/** @type {TurnsRenderer} */
+let drawTurns = (container) => { container.textContent = "This session cannot be shown here."; };
+
+/** Draw transcripts with `fn` (widget.js's read-only turn renderer, given when it loads this module). @param {TurnsRenderer} fn */
+export function useTurnsRenderer(fn) { drawTurns = fn; }
+
 /** Draw a saved session's turns (an `open` reply's `turns`) read-only into `container`.
  * @param {HTMLElement} container @param {any[]} turns */
-export function showTranscript(container, turns) {
-  const state = apply(initialState(), { type: "turns", first: true, turns });
-  container.replaceChildren(...state.turns.map((/** @type {any} */ turn) => {
-    const view = new TurnView(() => false); // read-only: approvals and other requests go nowhere
-    view.update(turn);
-    return view.el;
-  }));
-}
+export function showTranscript(container, turns) { drawTurns(container, turns); }
 
 /** One line on an opened session's usage rows: turns, tokens in and out, cost, models. @param {any[]} usage */
 export function usageLine(usage) {

@@ -6,7 +6,7 @@
 // with Copy and, where the host allows (see ../host.js), Insert as cell below.
 import DOMPurify from "dompurify";
 import { h, fmtSeconds, pretty } from "./dom.js";
-import { highlight, codeClass } from "../markdown.js";
+import { showCode } from "../markdown.js";
 import { hostOf, copyText } from "../host.js";
 import { lineDiff } from "../diff.js";
 
@@ -258,9 +258,8 @@ export class ToolCard {
     if (code && code.code !== this.code) {
       this.code = code.code;
       this.codeLang.textContent = code.language;
-      this.codeEl.className = codeClass(code.language);
-      // escaped text in highlight.js spans; hidden characters shown as markers
-      this.codeEl.innerHTML = markHidden(highlight(code.code, code.language));
+      // escaped text in highlight.js spans (once the grammars are here); hidden characters shown as markers
+      showCode(this.codeEl, code.code, code.language, markHidden);
     }
     const rest = code ? code.rest : this.isCell ? {} : call.args ?? {}; // a cell tool's source shows as its diff
     const empty = code && !Object.keys(rest).length;
