@@ -6,8 +6,9 @@ Turns against bench_turns' instant provider (a two-word answer at once, so the t
 own bookkeeping, the least a turn can cost and the largest share tracing can take). Each round runs
 ``--turns`` turns in a fresh conversation without tracing, then in one traced into the SDK's
 InMemorySpanExporter through ``trace_live``'s BatchSpanProcessor; five rounds, the median ratio.
-``turn thread`` is the CPU of the thread that runs the turns (what a turn waits for: planning the
-spans and queueing them); ``process`` adds the processor's export thread.
+``turn thread`` is the CPU of the thread that runs the turns (what a turn waits for: handing its
+record and steps to ``trace_live``'s worker); ``process`` adds that worker (planning the spans) and
+the processor's export thread.
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 Each turn, as it ends, becomes the spans ``nbagent.to_otel`` sends for it once saved: the same plan
 (:func:`~nbagent.analysis.otel_spans.turn_spans`), so the same names, parents, attributes, times
 and, with ``exporter=`` / ``endpoint=``, the same ids (replaying the saved session later sends
-the same spans again, which a backend keeps once). The ending turn only queues its steps: a
-worker thread plans its spans and hands them to a ``BatchSpanProcessor``, whose own thread exports
-them. So a turn never waits for the spans or the receiver, and an exporter that fails or refuses
+the same spans again, which a backend keeps once). The ending turn only appends references to
+its record and steps to a queue (no lock, no system call, nothing built): a worker thread, woken
+once for the turns that end within ``BATCH_DELAY_S``, plans their spans together (one table for
+their figures) and hands them to a ``BatchSpanProcessor``, whose own thread exports them. So a
+turn never waits for the spans or the receiver, and an exporter that fails or refuses
 is logged once (logger ``nbagent.otel``) and counted (:attr:`LiveTrace.failed_spans`), never
 raised into the turn. With ``tracer_provider=`` the spans go through that provider's
 tracer instead (its resource, processors and sampler, and its own span ids).
@@ -20,6 +22,8 @@ import atexit
 import logging
 import threading
 from collections import deque
+from itertools import groupby
+from operator import attrgetter
 from typing import Any, NamedTuple
 from collections.abc import Callable, Mapping
 
@@ -112,20 +116,23 @@ class LiveTrace:
         if not self.stopped:  # stopped meanwhile: the turn is not traced
             self._queue.put(ended)
 
-    def _send(self, ended: _EndedTurn) -> None:
-        """On the worker thread: plan one ended turn's spans (see :func:`turn_spans`) and send them."""
-        try:
-            plans = ended.listener.plan(ended)
-            if not plans:
-                return
-            self._sink.send(plans)
-        except Exception:  # tracing never fails a turn, nor the next one
-            turn = ended.record.turn if ended.record is not None else "?"
-            log.exception("nbagent: the spans of turn %s could not be made or sent", turn)
-            return
-        with self._lock:
-            self.turns += 1
-            self.spans += len(plans)
+    def _send(self, batch: list[_EndedTurn]) -> None:
+        """On the worker thread: plan and send the spans of ``batch``, each conversation's run of turns together."""
+        for listener, run in groupby(batch, key=attrgetter("listener")):
+            ended = list(run)
+            try:
+                per_turn = listener.plan(ended)
+                plans = [plan for turn in per_turn for plan in turn]
+                if plans:
+                    self._sink.send(plans)
+            except Exception:  # tracing never fails a turn, nor the next one
+                turns = [e.record.turn for e in ended if e.record is not None]
+                log.exception("nbagent: the spans of turns %s to %s could not be made or sent",
+                              min(turns, default="?"), max(turns, default="?"))
+                continue
+            with self._lock:
+                self.turns += len(per_turn)
+                self.spans += len(plans)
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until the turns ended so far are exported; False if ``timeout_s`` passed first."""
@@ -200,18 +207,36 @@ class _TurnListener:
         self.steps, self.turn = {}, None
         self.live.queue(_EndedTurn(self, record, steps, self._pricing()))
 
-    def plan(self, ended: _EndedTurn) -> list[SpanPlan]:
-        """On the worker thread: the spans of ``ended`` (none for a cleared history)."""
-        record = ended.record
-        if record is None:
-            self.recent = []
-            return []
-        recent = self.recent if self.recent and self.recent[-1].turn == record.turn - 1 else []
-        records = [*recent, record]
+    def plan(self, ended: list[_EndedTurn]) -> list[list[SpanPlan]]:
+        """On the worker thread: each ended turn's spans, in order; consecutive turns priced alike
+        are planned together (one table for their figures)."""
+        out: list[list[SpanPlan]] = []
+        records: list[TurnRecord] = []
+        steps: list[list[Step]] = []
+        pricing: Mapping | None = None
+        for e in ended:
+            if records and (e.record is None or e.record.turn != records[-1].turn + 1 or e.pricing is not pricing):
+                out += self._plan_run(records, steps, pricing)
+                records, steps = [], []
+            if e.record is None:  # the history was cleared
+                self.recent = []
+            else:
+                records.append(e.record)
+                steps.append(list(e.steps.values()))
+                pricing = e.pricing
+        if records:
+            out += self._plan_run(records, steps, pricing)
+        return out
+
+    def _plan_run(self, records: list[TurnRecord], steps: list[list[Step]],
+                  pricing: Mapping | None) -> list[list[SpanPlan]]:
+        """The spans of consecutive ended turns (``records``, ``steps`` the steps of each)."""
+        recent = self.recent if self.recent and self.recent[-1].turn == records[0].turn - 1 else []
+        records = [*recent, *records]
         self.recent = _since_input(records)
-        if ended.pricing is not self.options.pricing:
-            self.options = SpanOptions(self.live.include_content, ended.pricing)
-        return turn_spans(self.conv.conversation_id, records, list(ended.steps.values()), self.options)
+        if pricing is not self.options.pricing:
+            self.options = SpanOptions(self.live.include_content, pricing)
+        return turn_spans(self.conv.conversation_id, records, steps, self.options)
 
     def _pricing(self) -> Mapping | None:
         return self.live.pricing if self.live.pricing is not None else self.conv.budget.pricing
@@ -222,10 +247,10 @@ class _TurnQueue:
 
     ``put`` appends to a deque and wakes the worker only when it is not already due to wake, so a
     turn costs no lock and no system call; the worker gathers what comes in for ``BATCH_DELAY_S``
-    (at once when a ``flush`` or ``close`` asks) and hands each item to ``handle``.
+    (at once when a ``flush`` or ``close`` asks) and hands it to ``handle`` as one list.
     """
 
-    def __init__(self, handle: Callable[[Any], None]) -> None:
+    def __init__(self, handle: Callable[[list[Any]], None]) -> None:
         self._handle = handle
         self._items: deque[Any] = deque()
         self._due = False  # the worker will drain the deque: put need not wake it
@@ -264,14 +289,20 @@ class _TurnQueue:
             self._wake.clear()  # before _due: a put that sees _due False sets _wake after this
             self._due = False  # before draining: a put that sees _due True is drained below
             self._hurry.clear()
+            batch: list[Any] = []
             while self._items:
                 item = self._items.popleft()
-                if item is _CLOSE:
+                if item is not _CLOSE and not isinstance(item, threading.Event):
+                    batch.append(item)
+                    continue
+                if batch:
+                    self._handle(batch)
+                    batch = []
+                if not isinstance(item, threading.Event):  # _CLOSE
                     return
-                if isinstance(item, threading.Event):
-                    item.set()
-                else:
-                    self._handle(item)
+                item.set()  # a flush waits for it
+            if batch:
+                self._handle(batch)
 
 
 _CLOSE = object()  # the item that ends a _TurnQueue's worker
