@@ -62,6 +62,16 @@ def parent(span):
     return None if span.parent is None else span.parent.span_id
 
 
+def tree(spans) -> list:
+    """Like :func:`shape` for spans whose ids a TracerProvider made: by start time, each parent named by
+    its position."""
+    spans = sorted(spans, key=lambda s: s.start_time)
+    at = {s.context.span_id: i for i, s in enumerate(spans)}
+    return [(s.name, at.get(parent(s)), s.kind, s.status.status_code, s.start_time, s.end_time,
+             {k: list(v) if isinstance(v, tuple) else v for k, v in attributes(s).items()})  # the SDK's tuples
+            for s in spans]
+
+
 def shape(spans) -> list:
     """Each span's name, ids, parent, kind, status, times and attributes: everything a backend shows."""
     return [(s.name, s.context.trace_id, s.context.span_id, parent(s), s.kind, s.status.status_code,
@@ -260,6 +270,28 @@ def test_a_hanging_exporter_never_holds_a_turn():
         live.stop()
 
 
+def test_turns_that_end_while_the_spans_of_another_are_made_are_sent_as_the_replay_sends_them(tmp_path):
+    gate = Gate()  # the provider's SimpleSpanProcessor exports on trace_live's worker thread: it holds the worker
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(gate))
+    agent = Agent(model="demo", tools=[calculator], save_to=tmp_path)
+    live = nbagent.trace_live(agent, tracer_provider=provider)
+    try:
+        agent.ask(PROMPTS[0])
+        assert gate.entered.wait(30)  # the worker is sending turn 0's spans
+        for prompt in [*PROMPTS[1:], "What is 2 + 2?"]:
+            agent.ask(prompt)  # these end meanwhile: the worker takes them together once free
+        assert gate.inner.get_finished_spans() == ()
+        gate.released.set()
+        assert live.flush()
+    finally:
+        gate.released.set()
+        live.stop()
+    spans = gate.inner.get_finished_spans()
+    assert (live.turns, live.spans) == (4, 14) and [s.name for s in spans[4:6]] == ["invoke_agent", "chat demo"]
+    assert tree(spans) == tree(replayed(agent.session_path))
+
+
 class Broken:
     def export(self, spans):
         raise RuntimeError(f"collector down (api key {KEY})")
@@ -302,14 +334,7 @@ def test_a_tracer_provider_of_ones_own(tmp_path):
     spans = list(exporter.get_finished_spans())
     saved = replayed(agent.session_path)
     assert len(spans) == live.spans == len(saved) == 6
-
-    def tree(spans):  # ids are the provider's own: each span's parent named by its position
-        at = {s.context.span_id: i for i, s in enumerate(spans)}
-        return [(s.name, at.get(parent(s)), s.kind, s.status.status_code, s.start_time, s.end_time,
-                 {k: list(v) if isinstance(v, tuple) else v for k, v in attributes(s).items()})  # the SDK's tuples
-                for s in spans]
-
-    assert tree(sorted(spans, key=lambda s: s.start_time)) == tree(sorted(saved, key=lambda s: s.start_time))
+    assert tree(spans) == tree(saved)
     assert {s.resource.attributes["service.name"] for s in spans} == {"course-app"}
     assert len({s.context.trace_id for s in spans}) == 2  # a trace per turn
     provider.shutdown()

@@ -3,9 +3,11 @@
 Each turn, as it ends, becomes the spans ``nbagent.to_otel`` sends for it once saved: the same plan
 (:func:`~nbagent.analysis.otel_spans.turn_spans`), so the same names, parents, attributes, times
 and, with ``exporter=`` / ``endpoint=``, the same ids (replaying the saved session later sends
-the same spans again, which a backend keeps once). The ending turn only queues its steps: a
-worker thread plans its spans and hands them to a ``BatchSpanProcessor``, whose own thread exports
-them. So a turn never waits for the spans or the receiver, and an exporter that fails or refuses
+the same spans again, which a backend keeps once). The ending turn only appends references to
+its record and steps to a queue (no lock, no system call, nothing built): a worker thread, woken
+once for the turns that end within ``BATCH_DELAY_S``, plans their spans together (one table for
+their figures) and hands them to a ``BatchSpanProcessor``, whose own thread exports them. So a
+turn never waits for the spans or the receiver, and an exporter that fails or refuses
 is logged once (logger ``nbagent.otel``) and counted (:attr:`LiveTrace.failed_spans`), never
 raised into the turn. With ``tracer_provider=`` the spans go through that provider's
 tracer instead (its resource, processors and sampler, and its own span ids).
@@ -19,8 +21,10 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections import deque
+from itertools import groupby
+from operator import attrgetter
+from typing import Any, NamedTuple
 from collections.abc import Callable, Mapping
 
 from ..core.conversation_state import ConversationEvent
@@ -34,6 +38,7 @@ __all__ = ["trace_live", "LiveTrace"]
 
 log = logging.getLogger("nbagent.otel")
 RECENT_TURNS = 64  # ledger records kept to compare a turn's cache use with the last turn that sent input
+BATCH_DELAY_S = 0.2  # the worker gathers ended turns this long after the first, then plans them together
 
 
 def trace_live(target: Any, *, exporter: Any = None, endpoint: str | None = None, tracer_provider: Any = None,
@@ -76,7 +81,7 @@ class LiveTrace:
         self.pricing = pricing
         self._lock = threading.Lock()
         self._stops: list[Callable[[], None]] = []
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbagent-otel")  # plans, in turn order
+        self._queue = _TurnQueue(self._send)  # plans, in turn order, on its own thread
         self.turns = 0  # turns traced
         self.spans = 0  # spans handed to the exporter (or tracer)
         self.stopped = False
@@ -106,31 +111,32 @@ class LiveTrace:
         conv.plumbing.add_listener(listener)
         self._stops.append(lambda: conv.plumbing.remove_listener(listener))
 
-    def queue(self, conversation_id: str, records: list[TurnRecord], steps: list[Step], options: SpanOptions) -> None:
-        """Plan and send one ended turn's spans on the worker thread (see :func:`turn_spans`)."""
-        try:
-            self._worker.submit(self._send, conversation_id, records, steps, options)
-        except RuntimeError:  # stopped meanwhile (or Python is exiting): the turn is not traced
-            pass
+    def queue(self, ended: _EndedTurn) -> None:
+        """Hand one ended turn (or a cleared history) to the worker thread, which plans and sends its spans."""
+        if not self.stopped:  # stopped meanwhile: the turn is not traced
+            self._queue.put(ended)
 
-    def _send(self, conversation_id: str, records: list[TurnRecord], steps: list[Step], options: SpanOptions) -> None:
-        try:
-            plans = turn_spans(conversation_id, records, steps, options)
-            self._sink.send(plans)
-        except Exception:  # tracing never fails a turn, nor the next one
-            log.exception("nbagent: the spans of turn %s could not be made or sent", records[-1].turn)
-            return
-        with self._lock:
-            self.turns += 1
-            self.spans += len(plans)
+    def _send(self, batch: list[_EndedTurn]) -> None:
+        """On the worker thread: plan and send the spans of ``batch``, each conversation's run of turns together."""
+        for listener, run in groupby(batch, key=attrgetter("listener")):
+            ended = list(run)
+            try:
+                per_turn = listener.plan(ended)
+                plans = [plan for turn in per_turn for plan in turn]
+                if plans:
+                    self._sink.send(plans)
+            except Exception:  # tracing never fails a turn, nor the next one
+                turns = [e.record.turn for e in ended if e.record is not None]
+                log.exception("nbagent: the spans of turns %s to %s could not be made or sent",
+                              min(turns, default="?"), max(turns, default="?"))
+                continue
+            with self._lock:
+                self.turns += len(per_turn)
+                self.spans += len(plans)
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until the turns ended so far are exported; False if ``timeout_s`` passed first."""
-        try:
-            self._worker.submit(lambda: None).result(timeout_s)  # the turns queued before are planned
-        except RuntimeError:  # stopped: nothing is queued any more
-            pass
-        except TimeoutError:
+        if not self._queue.flush(timeout_s):  # the turns queued before are planned
             return False
         return bool(self._sink.flush(timeout_s))
 
@@ -143,7 +149,7 @@ class LiveTrace:
         for stop in self._stops:
             stop()
         self._stops.clear()
-        self._worker.shutdown(wait=True)
+        self._queue.close()
         self._sink.shutdown()
 
     def __enter__(self) -> LiveTrace:
@@ -158,8 +164,21 @@ class LiveTrace:
         return f"<LiveTrace {state}: {self.turns} turns, {self.spans} spans{failed}>"
 
 
+class _EndedTurn(NamedTuple):
+    """What the turn's thread hands over as a turn ends: references, nothing built."""
+
+    listener: _TurnListener
+    record: TurnRecord | None  # None: the conversation's history was cleared
+    steps: dict[int, Step]  # by step_index (the listener starts a new dict for its next turn)
+    pricing: Mapping | None
+
+
 class _TurnListener:
-    """One conversation's listener: gathers a turn's steps and sends its spans when it ends."""
+    """One conversation's listener: gathers a turn's steps and queues them when it ends.
+
+    ``__call__`` runs on the turn's thread and only keeps references; :meth:`plan` runs on the
+    worker thread, in turn order, and owns ``recent`` and ``options``.
+    """
 
     def __init__(self, conv: Any, live: LiveTrace) -> None:
         self.conv = conv
@@ -178,24 +197,115 @@ class _TurnListener:
         elif event is ConversationEvent.TURN_FINISHED:
             self._finished(payload)
         elif event is ConversationEvent.CLEARED:
-            self.steps, self.turn, self.recent = {}, None, []
+            self.steps, self.turn = {}, None
+            self.live.queue(_EndedTurn(self, None, {}, None))
 
     def _finished(self, record: TurnRecord) -> None:
-        if self.turn == record.turn:
-            steps = list(self.steps.values())
-        else:  # traced from the middle of this turn: its steps from the history
-            steps = [s for s in self.conv.history if s.turn == record.turn]
+        steps = self.steps
+        if self.turn != record.turn:  # traced from the middle of this turn: its steps from the history
+            steps = {s.step_index: s for s in self.conv.history if s.turn == record.turn}
         self.steps, self.turn = {}, None
-        recent = self.recent if self.recent and self.recent[-1].turn == record.turn - 1 else []
-        records = [*recent, record]
+        self.live.queue(_EndedTurn(self, record, steps, self._pricing()))
+
+    def plan(self, ended: list[_EndedTurn]) -> list[list[SpanPlan]]:
+        """On the worker thread: each ended turn's spans, in order; consecutive turns priced alike
+        are planned together (one table for their figures)."""
+        out: list[list[SpanPlan]] = []
+        records: list[TurnRecord] = []
+        steps: list[list[Step]] = []
+        pricing: Mapping | None = None
+        for e in ended:
+            if records and (e.record is None or e.record.turn != records[-1].turn + 1 or e.pricing is not pricing):
+                out += self._plan_run(records, steps, pricing)
+                records, steps = [], []
+            if e.record is None:  # the history was cleared
+                self.recent = []
+            else:
+                records.append(e.record)
+                steps.append(list(e.steps.values()))
+                pricing = e.pricing
+        if records:
+            out += self._plan_run(records, steps, pricing)
+        return out
+
+    def _plan_run(self, records: list[TurnRecord], steps: list[list[Step]],
+                  pricing: Mapping | None) -> list[list[SpanPlan]]:
+        """The spans of consecutive ended turns (``records``, ``steps`` the steps of each)."""
+        recent = self.recent if self.recent and self.recent[-1].turn == records[0].turn - 1 else []
+        records = [*recent, *records]
         self.recent = _since_input(records)
-        pricing = self._pricing()
         if pricing is not self.options.pricing:
             self.options = SpanOptions(self.live.include_content, pricing)
-        self.live.queue(self.conv.conversation_id, records, steps, self.options)
+        return turn_spans(self.conv.conversation_id, records, steps, self.options)
 
     def _pricing(self) -> Mapping | None:
         return self.live.pricing if self.live.pricing is not None else self.conv.budget.pricing
+
+
+class _TurnQueue:
+    """Items handed from turn threads to one worker thread, in order, woken once per batch.
+
+    ``put`` appends to a deque and wakes the worker only when it is not already due to wake, so a
+    turn costs no lock and no system call; the worker gathers what comes in for ``BATCH_DELAY_S``
+    (at once when a ``flush`` or ``close`` asks) and hands it to ``handle`` as one list.
+    """
+
+    def __init__(self, handle: Callable[[list[Any]], None]) -> None:
+        self._handle = handle
+        self._items: deque[Any] = deque()
+        self._due = False  # the worker will drain the deque: put need not wake it
+        self._wake, self._hurry = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nbagent-otel", daemon=True)
+        self._thread.start()
+
+    def put(self, item: Any) -> None:
+        self._items.append(item)
+        if not self._due:
+            self._due = True
+            self._wake.set()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until the items put so far are handled; False if ``timeout_s`` passed first."""
+        if not self._thread.is_alive():
+            return True
+        done = threading.Event()
+        self._items.append(done)
+        self._hurry.set()
+        self._wake.set()
+        return done.wait(timeout_s)
+
+    def close(self) -> None:
+        """Handle what is queued, then end the worker thread."""
+        self._items.append(_CLOSE)
+        self._hurry.set()
+        self._wake.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._hurry.wait(BATCH_DELAY_S)
+            self._wake.clear()  # before _due: a put that sees _due False sets _wake after this
+            self._due = False  # before draining: a put that sees _due True is drained below
+            self._hurry.clear()
+            batch: list[Any] = []
+            while self._items:
+                item = self._items.popleft()
+                if item is not _CLOSE and not isinstance(item, threading.Event):
+                    batch.append(item)
+                    continue
+                if batch:
+                    self._handle(batch)
+                    batch = []
+                if not isinstance(item, threading.Event):  # _CLOSE
+                    return
+                item.set()  # a flush waits for it
+            if batch:
+                self._handle(batch)
+
+
+_CLOSE = object()  # the item that ends a _TurnQueue's worker
 
 
 def _since_input(records: list[TurnRecord]) -> list[TurnRecord]:

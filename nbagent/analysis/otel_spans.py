@@ -19,7 +19,7 @@ are left out unless ``include_content`` (then as ``gen_ai.input.messages`` / ``g
 
 Trace and span ids derive from the conversation id, the turn and the step index: exporting a
 session again sends the same ids. :func:`session_spans` plans a saved session (``to_otel``);
-:func:`turn_spans` one turn as it ends (``trace_live``), the same spans.
+:func:`turn_spans` turns as they end (``trace_live``), the same spans.
 """
 
 from __future__ import annotations
@@ -120,15 +120,19 @@ def session_spans(state: ConversationState, *, path: str | None = None,
     return spans
 
 
-def turn_spans(conversation_id: str, records: Sequence[TurnRecord], steps: Sequence[Step],
-               options: SpanOptions) -> list[SpanPlan]:
-    """The spans of the last of ``records`` (a turn that just ended), as :func:`session_spans` plans them.
+def turn_spans(conversation_id: str, records: Sequence[TurnRecord], turn_steps: Sequence[Sequence[Step]],
+               options: SpanOptions) -> list[list[SpanPlan]]:
+    """The spans of the last ``len(turn_steps)`` of ``records`` (turns that just ended), each turn's
+    as :func:`session_spans` plans it.
 
-    ``records``: consecutive ledger records ending with that turn, from the last earlier one that
-    sent input tokens (its cache columns compare the turn with that one); ``steps``: the turn's steps.
+    ``records``: consecutive ledger records ending with those turns, from the last earlier one that
+    sent input tokens (its cache columns compare a turn with that one); ``turn_steps``: each ended
+    turn's steps, in order. The turns' figures come from one table, however many turns.
     """
-    row = _turn_rows(records, options)[-1]
-    return _TurnSpans(conversation_id, conversation_id, records[-1], options).spans(steps, row, None)
+    ended = len(turn_steps)
+    rows = _turn_rows(records, options)[len(records) - ended:]
+    return [_TurnSpans(conversation_id, conversation_id, record, options).spans(steps, row, None)
+            for record, steps, row in zip(records[len(records) - ended:], turn_steps, rows)]
 
 
 def _turn_rows(records: Sequence[TurnRecord], options: SpanOptions) -> list[dict[str, Any]]:
