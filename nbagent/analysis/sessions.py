@@ -113,10 +113,11 @@ def read_ledgers(paths_or_glob: Any, pricing: Mapping | None = None) -> Ledgers:
 def ledgers_of(paths: Sequence[Path], pricing: Mapping | None = None) -> Ledgers:
     """:func:`read_ledgers` of session files already found (``expand_paths``)."""
     with gc_paused():  # tens of thousands of dicts: the collector would rescan them over and over
-        ledgers = [read_session_ledger(path) for path in paths]
-        columns = ledger_columns(ledgers)
-    return Ledgers(TurnTable(columns, pricing), [h.conversation_id for h in ledgers], [str(h.path) for h in ledgers],
-                   [h.user for h in ledgers], [len(h.turns) for h in ledgers])
+        heads = [read_session_ledger(path) for path in paths]
+        out = Ledgers(TurnTable(ledger_columns(heads), pricing), [h.conversation_id for h in heads],
+                      [str(h.path) for h in heads], [h.user for h in heads], [len(h.turns) for h in heads])
+        del heads  # the parsed ledgers, freed before the collector resumes (it would scan them once more)
+    return out
 
 
 def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
