@@ -245,3 +245,45 @@ def test_the_head_before_the_ledger_is_checked_as_entry_by_entry(tmp_path):
     (tmp_path / "twice.json").write_text(twice, encoding="utf-8")
     with pytest.raises(NbagentError, match='twice.json has the key "model" twice'):
         load_sessions(tmp_path / "twice.json")
+
+
+def test_a_head_in_any_layout_reads_as_the_one_written(tmp_path):
+    """The head is parsed by orjson when it serializes back to the same bytes, and the whole file
+    start without decoding it when it is ASCII; any other layout (indented, ASCII-escaped, an
+    exponent written as json writes it, UTF-8 text, the steps' key inside a prompt) is read by
+    json from the text, to the same head and ledger."""
+    state = synthetic_state(7, 5)
+    state.last_response = "naïve ☕ answer"
+    state.turns[1].prompt = 'an ASCII prompt with ,"steps":[ inside'
+    path = save_conversation(state, tmp_path / "written.json")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    want = read_session_ledger(path)
+    assert want.turns[1]["prompt"].endswith(",\"steps\":[ inside") and len(want.turns) == 5
+    layouts = {
+        "indented.json": json.dumps(doc, indent=1, ensure_ascii=False),
+        "escaped.json": json.dumps(doc, separators=(",", ":")),  # ASCII bytes, orjson would write UTF-8
+        "exponent.json": json.dumps(dict(doc, trimmed=0, saved_at=1e16), separators=(",", ":")),  # json: 1e+16
+        "utf8-ledger.json": json.dumps(dict(doc, turns=[dict(t, prompt="é " + t["prompt"]) for t in doc["turns"]]),
+                                       ensure_ascii=False, separators=(",", ":")),
+    }
+    for name, text in layouts.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        got = read_session_ledger(tmp_path / name)
+        prompts = ["é " + t["prompt"] for t in want.turns] if name.startswith("utf8") else None
+        assert got.turns == (want.turns if prompts is None else [dict(t, prompt=p) for t, p in
+                                                                 zip(want.turns, prompts)]), name
+        assert (got.conversation_id, got.saved_at) == (want.conversation_id,
+                                                       1e16 if name == "exponent.json" else want.saved_at), name
+
+
+def test_bytes_that_are_not_utf8_near_the_head_are_refused_as_before(tmp_path):
+    """The first read is decoded as UTF-8 unless it is ASCII: a byte that is neither, even in the
+    steps after the ledger, makes the file unreadable, as when the whole start was decoded."""
+    path = save_conversation(synthetic_state(8, 2), tmp_path / "s.json")
+    data = path.read_bytes()
+    at = data.index(b'"content":"') + len(b'"content":"')
+    assert at < 1 << 14
+    path.write_bytes(data[:at] + b"\xff" + data[at:])
+    with pytest.raises(NbagentError, match="not valid JSON") as err:
+        load_sessions(path)
+    assert err.value.kind == "io" and "s.json" in str(err.value)
