@@ -133,7 +133,7 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
 
     Only each file's ledger is parsed (``read_session_ledger``: files saved by this version keep
     it before the steps) and decoded in columns, never a record per turn, so 10,000 sessions load
-    in about a fifth of the time ``json.loads`` takes to parse them; damage in a file's steps shows
+    in about a sixth of the time ``json.loads`` takes to parse them; damage in a file's steps shows
     only when ``Conversation.load`` reads it.
     """
     import numpy as np
