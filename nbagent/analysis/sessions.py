@@ -139,16 +139,17 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     import numpy as np
 
     pd = require_pandas()
-    ledgers = read_ledgers(paths_or_glob, pricing)
-    with gc_paused():
+    with gc_paused():  # the paths, ledgers and columns of thousands of files: freed before the collector resumes
+        ledgers = read_ledgers(paths_or_glob, pricing)
         df = build_frame(ledgers.table, USAGE_INDEX, USAGE)
-    turn = df.index.to_numpy()
-    df = df.reset_index(drop=True)
-    df.insert(0, "turn", turn)
-    df.insert(0, "path", pd.array(ledgers.per_row(ledgers.paths), dtype="string"))
-    categories = list(dict.fromkeys(ledgers.ids))
-    code = {c: i for i, c in enumerate(categories)}
-    codes = np.repeat(np.asarray([code[i] for i in ledgers.ids], dtype=np.int32), ledgers.lengths)
-    df.insert(0, "session_id", pd.Categorical.from_codes(codes, categories=categories))
-    df["user"] = pd.array(ledgers.per_row(ledgers.users), dtype="string")
+        turn = df.index.to_numpy()
+        df = df.reset_index(drop=True)
+        df.insert(0, "turn", turn)
+        df.insert(0, "path", pd.array(ledgers.per_row(ledgers.paths), dtype="string"))
+        categories = list(dict.fromkeys(ledgers.ids))
+        code = {c: i for i, c in enumerate(categories)}
+        codes = np.repeat(np.asarray([code[i] for i in ledgers.ids], dtype=np.int32), ledgers.lengths)
+        df.insert(0, "session_id", pd.Categorical.from_codes(codes, categories=categories))
+        df["user"] = pd.array(ledgers.per_row(ledgers.users), dtype="string")
+        del ledgers
     return df
