@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from dataclasses import fields
 
 import pytest
 
@@ -66,6 +68,95 @@ def test_unusual_values_are_read_as_from_dict_reads_them(tmp_path, case):
     ledgers = [read_session_ledger(good), read_session_ledger(odd)]
     assert ledger_columns(ledgers) == _records_columns(ledgers[0].turns + ledgers[1].turns)
     assert_same_values(load_sessions([good, odd]), expected_frame([good, odd]))
+
+
+@pytest.fixture(params=["arrow", "python"])
+def decoder(request, monkeypatch):
+    """decode_turns through Arrow (pyarrow installed) or field by field in Python (without it)."""
+    if request.param == "python":
+        monkeypatch.setitem(sys.modules, "pyarrow", None)  # ``import pyarrow`` raises ImportError
+    return request.param
+
+
+MISSING = object()  # the key left out
+ODD_VALUES = (None, MISSING, True, False, 0, 1, 7, 2.0, 3.7, -0.5, -1, 1e300, math.nan, math.inf, "", "3", "done",
+              "STOP", "system", "no such member", "\ud800", 2**53, 2**53 + 1, 2**63, 2**70, -(2**63), [], {},
+              [["prompt_token_count", 1]], {"prompt_token_count": 1})
+FIELDS = ("turn", "prompt", "model", "provider", "started_at", "finished_at", "first_token_at", "usage",
+          "model_calls", "tool_calls", "finish_reason", "status", "error", "http_code", "prefix_change",
+          "context_tokens", "context_window", "usage.prompt_token_count", "usage.total_token_count")
+
+
+def _typed(columns: TurnColumns) -> list:
+    """Every value of the columns with its type (1 == 1.0 == True, FinishReason.STOP == "STOP"), NaN
+    as a string (NaN != NaN)."""
+    lists = [getattr(columns, f.name) for f in fields(columns) if f.name != "usage"]
+    lists += [columns.usage[name] for name in sorted(columns.usage)]
+    return [[(type(v), "nan" if v != v else v) for v in values] for values in lists]
+
+
+def _with(turn: dict, field: str, value) -> dict:
+    turn = json.loads(json.dumps(turn))
+    parent, _, key = field.rpartition(".")
+    target = turn.setdefault(parent, {}) if parent else turn
+    if value is MISSING:
+        target.pop(key, None)
+    else:
+        target[key] = value
+    return turn
+
+
+def _read_in_columns(field: str, decoder: str) -> list:
+    """The values of ``field`` the columns must read themselves, not leave to from_dict (Arrow
+    also takes a float count, truncated as ``int()`` does, and a bool time, as ``float()`` does)."""
+    name = field.rpartition(".")[2]
+    arrow = decoder == "arrow"
+    if name in ("prompt", "model", "provider", "error"):
+        return [None, MISSING, "", "3", "done"]
+    if name.endswith("_at"):
+        return [None, MISSING, 0, 7, 2.0, -0.5, math.inf, 2**53] + ([True, False] if arrow else [])
+    if name in ("finish_reason", "status", "prefix_change"):
+        return [None, MISSING, {"finish_reason": "STOP", "status": "done", "prefix_change": "system"}[name]]
+    if name == "usage":
+        return [None, MISSING, {}, {"prompt_token_count": 1}]
+    counts = [0, 7, 2**53] + ([2.0, 3.7, -0.5] if arrow else [])
+    return counts if name == "turn" else [None, MISSING, *counts]
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_each_odd_value_is_decoded_as_from_dict_reads_it_or_left_to_it(field, decoder):
+    """Any value in any field: the columns hold what the records would, or NotPlain hands the
+    ledger to from_dict (which then accepts or refuses it as it always did); never another value."""
+    plain = [t.to_dict(compact=True) for t in synthetic_state(5, 3).turns]
+    decoded = []
+    for value in ODD_VALUES:
+        turns = [plain[0], _with(plain[1], field, value), plain[2]]
+        try:
+            want = _typed(_records_columns(turns))
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+            want = None  # from_dict refuses the ledger: so must the columns
+        try:
+            got = _typed(decode_turns(turns))
+        except NotPlain:
+            continue
+        assert want is not None and got == want, (field, value)
+        decoded.append(value)
+    missed = [v for v in _read_in_columns(field, decoder)
+              if not any(v is d or (type(v) is type(d) and v == d) for d in decoded)]
+    assert not missed, (field, missed)
+
+
+def test_a_list_for_a_turn_or_a_usage_is_refused(decoder):
+    """Arrow reads a list of key-value pairs as an object when the first row is one (``[]`` is
+    one, with no pairs); from_dict refuses a list, and so do the columns."""
+    plain = [t.to_dict(compact=True) for t in synthetic_state(5, 2).turns]
+    no_usage = dict(plain[1], usage=None)
+    for turns in ([dict(plain[0], usage=[]), no_usage], [dict(plain[0], usage=[["total_token_count", 9]]), no_usage],
+                  [[], []], [list(map(list, plain[0].items())), plain[1]]):
+        with pytest.raises(NotPlain):
+            decode_turns(turns)
+        with pytest.raises(TypeError):
+            _records_columns(turns)
 
 
 def test_a_damaged_ledger_among_many_names_its_file(tmp_path):
@@ -154,3 +245,45 @@ def test_the_head_before_the_ledger_is_checked_as_entry_by_entry(tmp_path):
     (tmp_path / "twice.json").write_text(twice, encoding="utf-8")
     with pytest.raises(NbagentError, match='twice.json has the key "model" twice'):
         load_sessions(tmp_path / "twice.json")
+
+
+def test_a_head_in_any_layout_reads_as_the_one_written(tmp_path):
+    """The head is parsed by orjson when it serializes back to the same bytes, and the whole file
+    start without decoding it when it is ASCII; any other layout (indented, ASCII-escaped, an
+    exponent written as json writes it, UTF-8 text, the steps' key inside a prompt) is read by
+    json from the text, to the same head and ledger."""
+    state = synthetic_state(7, 5)
+    state.last_response = "naïve ☕ answer"
+    state.turns[1].prompt = 'an ASCII prompt with ,"steps":[ inside'
+    path = save_conversation(state, tmp_path / "written.json")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    want = read_session_ledger(path)
+    assert want.turns[1]["prompt"].endswith(",\"steps\":[ inside") and len(want.turns) == 5
+    layouts = {
+        "indented.json": json.dumps(doc, indent=1, ensure_ascii=False),
+        "escaped.json": json.dumps(doc, separators=(",", ":")),  # ASCII bytes, orjson would write UTF-8
+        "exponent.json": json.dumps(dict(doc, trimmed=0, saved_at=1e16), separators=(",", ":")),  # json: 1e+16
+        "utf8-ledger.json": json.dumps(dict(doc, turns=[dict(t, prompt="é " + t["prompt"]) for t in doc["turns"]]),
+                                       ensure_ascii=False, separators=(",", ":")),
+    }
+    for name, text in layouts.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        got = read_session_ledger(tmp_path / name)
+        prompts = ["é " + t["prompt"] for t in want.turns] if name.startswith("utf8") else None
+        assert got.turns == (want.turns if prompts is None else [dict(t, prompt=p) for t, p in
+                                                                 zip(want.turns, prompts)]), name
+        assert (got.conversation_id, got.saved_at) == (want.conversation_id,
+                                                       1e16 if name == "exponent.json" else want.saved_at), name
+
+
+def test_bytes_that_are_not_utf8_near_the_head_are_refused_as_before(tmp_path):
+    """The first read is decoded as UTF-8 unless it is ASCII: a byte that is neither, even in the
+    steps after the ledger, makes the file unreadable, as when the whole start was decoded."""
+    path = save_conversation(synthetic_state(8, 2), tmp_path / "s.json")
+    data = path.read_bytes()
+    at = data.index(b'"content":"') + len(b'"content":"')
+    assert at < 1 << 14
+    path.write_bytes(data[:at] + b"\xff" + data[at:])
+    with pytest.raises(NbagentError, match="not valid JSON") as err:
+        load_sessions(path)
+    assert err.value.kind == "io" and "s.json" in str(err.value)

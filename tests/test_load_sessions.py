@@ -81,14 +81,16 @@ def test_a_ledger_longer_than_the_first_read_and_odd_text(tmp_path):
     assert_same_values(load_sessions(path), expected_frame([path]))
 
 
+@pytest.mark.parametrize("prompt", ["ünïcödé 😀 ", "ascii "], ids=["utf8", "ascii"])
 @pytest.mark.parametrize("cut", range(0, 40, 3))
-def test_a_prefix_cut_anywhere_reads_the_same(tmp_path, cut, monkeypatch):
-    """Whatever byte the first read ends on (inside a number, a string, a multi-byte character)."""
+def test_a_prefix_cut_anywhere_reads_the_same(tmp_path, cut, prompt, monkeypatch):
+    """Whatever byte the first read ends on (inside a number, a string, a multi-byte character),
+    in a file start decoded as UTF-8 or parsed as ASCII bytes."""
     import nbagent.core.session_file as session_file
 
     state = synthetic_state(1, 4)
     for rec in state.turns:
-        rec.prompt = "ünïcödé 😀 " * 2
+        rec.prompt = prompt * 2
     path = save_conversation(state, tmp_path / "s.json")
     text = path.read_bytes()
     start = text.index(b'"turns":')

@@ -113,10 +113,11 @@ def read_ledgers(paths_or_glob: Any, pricing: Mapping | None = None) -> Ledgers:
 def ledgers_of(paths: Sequence[Path], pricing: Mapping | None = None) -> Ledgers:
     """:func:`read_ledgers` of session files already found (``expand_paths``)."""
     with gc_paused():  # tens of thousands of dicts: the collector would rescan them over and over
-        ledgers = [read_session_ledger(path) for path in paths]
-        columns = ledger_columns(ledgers)
-    return Ledgers(TurnTable(columns, pricing), [h.conversation_id for h in ledgers], [str(h.path) for h in ledgers],
-                   [h.user for h in ledgers], [len(h.turns) for h in ledgers])
+        heads = [read_session_ledger(path) for path in paths]
+        out = Ledgers(TurnTable(ledger_columns(heads), pricing), [h.conversation_id for h in heads],
+                      [str(h.path) for h in heads], [h.user for h in heads], [len(h.turns) for h in heads])
+        del heads  # the parsed ledgers, freed before the collector resumes (it would scan them once more)
+    return out
 
 
 def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
@@ -132,22 +133,23 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
 
     Only each file's ledger is parsed (``read_session_ledger``: files saved by this version keep
     it before the steps) and decoded in columns, never a record per turn, so 10,000 sessions load
-    in about a fifth of the time ``json.loads`` takes to parse them; damage in a file's steps shows
+    in about a sixth of the time ``json.loads`` takes to parse them; damage in a file's steps shows
     only when ``Conversation.load`` reads it.
     """
     import numpy as np
 
     pd = require_pandas()
-    ledgers = read_ledgers(paths_or_glob, pricing)
-    with gc_paused():
+    with gc_paused():  # the paths, ledgers and columns of thousands of files: freed before the collector resumes
+        ledgers = read_ledgers(paths_or_glob, pricing)
         df = build_frame(ledgers.table, USAGE_INDEX, USAGE)
-    turn = df.index.to_numpy()
-    df = df.reset_index(drop=True)
-    df.insert(0, "turn", turn)
-    df.insert(0, "path", pd.array(ledgers.per_row(ledgers.paths), dtype="string"))
-    categories = list(dict.fromkeys(ledgers.ids))
-    code = {c: i for i, c in enumerate(categories)}
-    codes = np.repeat(np.asarray([code[i] for i in ledgers.ids], dtype=np.int32), ledgers.lengths)
-    df.insert(0, "session_id", pd.Categorical.from_codes(codes, categories=categories))
-    df["user"] = pd.array(ledgers.per_row(ledgers.users), dtype="string")
+        turn = df.index.to_numpy()
+        df = df.reset_index(drop=True)
+        df.insert(0, "turn", turn)
+        df.insert(0, "path", pd.array(ledgers.per_row(ledgers.paths), dtype="string"))
+        categories = list(dict.fromkeys(ledgers.ids))
+        code = {c: i for i, c in enumerate(categories)}
+        codes = np.repeat(np.asarray([code[i] for i in ledgers.ids], dtype=np.int32), ledgers.lengths)
+        df.insert(0, "session_id", pd.Categorical.from_codes(codes, categories=categories))
+        df["user"] = pd.array(ledgers.per_row(ledgers.users), dtype="string")
+        del ledgers
     return df

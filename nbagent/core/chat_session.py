@@ -193,7 +193,18 @@ def open_session_file(path: str | os.PathLike, mode: str = "r") -> Any:
     """Open a session file for reading (``mode`` "r" or "rb"): only a regular file of at most
     :data:`MAX_FILE_BYTES` (a FIFO, a device such as ``/dev/zero`` or a directory is an ``io``
     error, never a read that blocks or never ends). Opened without blocking, then checked."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd, _ = open_session_fd(path)
+    try:
+        return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_session_fd(path: str | os.PathLike) -> tuple[int, int]:
+    """:func:`open_session_file`'s checks, giving the open file descriptor (the caller closes it)
+    and the file's size: what a reader of a few parts of many files needs, without a file object."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -202,7 +213,7 @@ def open_session_file(path: str | os.PathLike, mode: str = "r") -> Any:
             raise StorageError(
                 f"{path} is {info.st_size / 2**20:,.0f} MB, over the {MAX_FILE_BYTES / 2**20:,.0f} MB limit for "
                 "session files; raise nbagent.core.chat_session.MAX_FILE_BYTES to read it")
-        return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
+        return fd, info.st_size
     except BaseException:
         os.close(fd)
         raise

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Iterator, Sequence
 
-from .chat_session import ChatSession, atomic_write_json, open_session_file
+from .chat_session import ChatSession, atomic_write_json, open_session_fd
 from .conversation_state import DEFAULT_MAX_HISTORY, ConversationState
 from .errors import NbagentError, StorageError
 from .ledger import TurnRecord
@@ -222,7 +222,8 @@ def read_session_ledger(path: str | Path) -> SessionLedger:
     except (TypeError, ValueError, OverflowError) as exc:
         raise StorageError(f"session file {path} has corrupt settings: {exc!s:.300}") from None
     model = settings.model if settings is not None and settings.model else _model_of(doc)
-    return SessionLedger(Path(path), _conversation_id(doc, path), saved_at, settings, turns, model)
+    return SessionLedger(path if isinstance(path, Path) else Path(path), _conversation_id(doc, path), saved_at,
+                         settings, turns, model)
 
 
 def ledger_columns(ledgers: Sequence[SessionLedger]) -> TurnColumns:
@@ -275,24 +276,11 @@ def read_head(path: str | Path, keys: frozenset[str] | None) -> dict:
     those entries; when they run past that prefix it reads eight times as much, up to the whole file.
     """
     try:
-        with open_session_file(path, "rb") as f:
-            size = _HEAD_BYTES if keys is not None else -1
-            data = f.read(size)
-            if size > 0 and len(data) == size:
-                f.seek(-64, os.SEEK_END)
-                end = f.read()
-                f.seek(size)
-            else:
-                end = data
-            if not end.rstrip(b" \t\n\r").endswith(b"}"):
-                raise ValueError("the file does not end with '}' (cut short?)")
-            while size > 0 and len(data) == size:
-                try:  # the prefix up to its last ',' (never inside a multi-byte character)
-                    return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys, prefix=True)
-                except (ValueError, IndexError):  # the entries run past the prefix: read more
-                    data += f.read(size * 7)
-                    size *= 8
-        return _object_head(data.decode("utf-8"), keys)
+        fd, length = open_session_fd(path)
+        try:
+            return _head_of(fd, length, keys)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise StorageError(f"no such session file: {path}") from None
     except OSError as exc:
@@ -302,6 +290,40 @@ def read_head(path: str | Path, keys: frozenset[str] | None) -> dict:
                            "each key once, and JSON would keep the last one silently)") from None
     except (ValueError, IndexError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise StorageError(f"{path} is not valid JSON (corrupt or truncated): {exc}") from None
+
+
+def _head_of(fd: int, length: int, keys: frozenset[str] | None) -> dict:
+    """:func:`read_head` of an open file of ``length`` bytes (read by descriptor: no file object)."""
+    size = _HEAD_BYTES if keys is not None else 0  # 0: the whole file at once
+    data = _read_at(fd, 0, size)
+    end = _read_at(fd, max(length - 64, 0), 64) if size and len(data) == size else data
+    if not end.rstrip(b" \t\n\r").endswith(b"}"):
+        raise ValueError("the file does not end with '}' (cut short?)")
+    if keys is not None and "turns" in keys and data.isascii():  # ASCII: the bytes are the text, valid UTF-8
+        head = _ascii_head(data, keys)
+        if head is not None:
+            return head
+    while size and len(data) == size:
+        try:  # the prefix up to its last ',' (never inside a multi-byte character)
+            return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys, prefix=True)
+        except (ValueError, IndexError):  # the entries run past the prefix: read more
+            data += _read_at(fd, size, size * 7)
+            size *= 8
+    return _object_head(data.decode("utf-8"), keys)
+
+
+def _read_at(fd: int, offset: int, size: int) -> bytes:
+    """``size`` bytes of an open file from ``offset`` (fewer at its end; 0: up to its end)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts: list[bytes] = []
+    left = size if size > 0 else -1
+    while left:
+        part = os.read(fd, left if left > 0 else 1 << 20)
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part) if left > 0 else 0
+    return b"".join(parts)
 
 
 _HEAD_BYTES = 1 << 14  # a 30-turn ledger fits (a larger one is read in a second read, of 128 KB)
@@ -368,6 +390,23 @@ def _head_before_ledger(text: str, keys: frozenset[str], prefix: bool) -> dict |
     cut = text.find(_LEDGER_KEY)
     if cut < 0:
         return None
+    head = _unique_head(text[:cut] + "}")
+    if head is None:
+        return None
+    if "turns" in head:
+        raise DuplicateKey("turns")
+    head["turns"], i = _ledger_value(text, cut + len(_LEDGER_KEY), prefix)
+    if _AFTER_VALUE.match(text, i) is None:
+        raise ValueError(f"expected ',' or '}}' at character {_skip_space(text, i)}")
+    return head if keys.issubset(head) else None
+
+
+def _unique_head(text: str | bytes) -> dict | None:
+    """``text`` (a file's head closed with ``}``) parsed as an object whose keys are each there
+    once (:class:`DuplicateKey` for the first one twice; nested objects keep the last, as JSON
+    does); None when it is not an object."""
+    if isinstance(text, bytes) and (head := _head_as_written(text)) is not None:
+        return head
     twice: list[str | None] = []  # per object closed, in order: its first key seen twice
 
     def unique(pairs: list[tuple[str, Any]]) -> dict:
@@ -375,18 +414,49 @@ def _head_before_ledger(text: str, keys: frozenset[str], prefix: bool) -> dict |
         twice.append(None if len(obj) == len(pairs) else _twice(pairs))
         return obj
     try:
-        head = json.loads(text[:cut] + "}", object_pairs_hook=unique)
+        head = json.loads(text, object_pairs_hook=unique)
     except (ValueError, RecursionError):
         return None
     if not isinstance(head, dict):
         return None
     if twice and twice[-1] is not None:  # the top level closes last
         raise DuplicateKey(twice[-1])
-    if "turns" in head:
-        raise DuplicateKey("turns")
-    head["turns"], i = _ledger_value(text, cut + len(_LEDGER_KEY), prefix)
-    if _AFTER_VALUE.match(text, i) is None:
-        raise ValueError(f"expected ',' or '}}' at character {_skip_space(text, i)}")
+    return head
+
+
+def _head_as_written(text: bytes) -> dict | None:
+    """``text`` parsed by orjson when serializing the result gives ``text`` back, byte for byte
+    (as this version writes a head: compact, not ASCII-escaped): then no key comes twice, at any
+    level (orjson keeps one of each; its output would be shorter), and the parse is json's.
+    None otherwise, or without orjson."""
+    loads, dumps = fast_loads(), fast_dumps()
+    if loads is None or dumps is None:
+        return None
+    try:
+        head = loads(text)
+    except ValueError:  # orjson.JSONDecodeError
+        return None
+    return head if isinstance(head, dict) and dumps(head) == text else None
+
+
+def _ascii_head(data: bytes, keys: frozenset[str]) -> dict | None:
+    """:func:`_head_before_ledger` of a file start that is ASCII (as text it holds the same
+    characters at the same places), parsed from the bytes without decoding them: the head, and a
+    ledger orjson parses up to the steps' key. None for anything else (the text is parsed then,
+    and says what is wrong)."""
+    loads = fast_loads()
+    cut = data.find(_LEDGER_KEY_BYTES)
+    start = cut + len(_LEDGER_KEY_BYTES)
+    end = data.find(_STEPS_NEXT_BYTES, start) if cut >= 0 else -1
+    if loads is None or end < 0:
+        return None
+    head = _unique_head(data[:cut] + b"}")
+    if head is None or "turns" in head:  # the key twice: the text's parse says so
+        return None
+    try:
+        head["turns"] = loads(data[start:end])
+    except ValueError:  # orjson.JSONDecodeError: json parses it from the text
+        return None
     return head if keys.issubset(head) else None
 
 
@@ -403,6 +473,7 @@ _LEDGER_KEY = ',"turns":'
 _SIMPLE_KEY = re.compile(r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')
 _AFTER_VALUE = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 _STEPS_NEXT = ',"steps":'  # what this version writes after the ledger
+_LEDGER_KEY_BYTES, _STEPS_NEXT_BYTES = _LEDGER_KEY.encode(), _STEPS_NEXT.encode()
 
 
 def _ledger_value(text: str, i: int, prefix: bool) -> tuple[Any, int]:
@@ -427,7 +498,17 @@ def _ledger_value(text: str, i: int, prefix: bool) -> tuple[Any, int]:
 
 
 @functools.cache
-def fast_loads() -> Callable[[str], Any] | None:
+def fast_dumps() -> Callable[[Any], bytes] | None:
+    """``orjson.dumps`` when orjson is installed (the ``frames`` extra), else None."""
+    try:
+        import orjson
+    except ImportError:
+        return None
+    return orjson.dumps
+
+
+@functools.cache
+def fast_loads() -> Callable[[str | bytes], Any] | None:
     """``orjson.loads`` when orjson is installed (the ``frames`` extra), else None."""
     try:
         import orjson

@@ -57,8 +57,11 @@ def read_journal(path: str | os.PathLike, base_saved_at: Any) -> list[dict]:
     (a crash cut the last one short) ends the entries read, with a ``RuntimeWarning``.
     """
     folder, name = os.path.split(os.fspath(path))
+    journal = os.path.join(folder, f".{name}.journal")
+    if not os.access(journal, os.F_OK):  # most files have none: cheaper than an open that fails
+        return []
     try:
-        with open(os.path.join(folder, f".{name}.journal"), "rb") as f:
+        with open(journal, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return []
