@@ -222,16 +222,37 @@ function patched(old, fields) {
   return out;
 }
 
+/** What a view takes a running turn's record to be before its first patch: running, with the model and
+ * provider of the latest turn before it (widget_wire.new_record). @param {Turn[]} turns @param {number} n */
+function newRecord(turns, n) {
+  /** @type {any} */
+  const out = { turn: n, status: "running" };
+  const before = turns.reduce((/** @type {Turn|null} */ b, t) => (t.record && t.turn < n && (!b || t.turn > b.turn) ? t : b), null);
+  for (const k of ["model", "provider"]) if (before && before.record[k] != null) out[k] = before.record[k];
+  return out;
+}
+
+/** A record at its turn's end, before the ended patch's fields: done, finished for STOP unless it says
+ * otherwise (widget_wire.ended_record). @param {any} record */
+const endedRecord = (record) => ({ ...record, status: "done", finish_reason: record.finish_reason || "STOP" });
+
+/** A step at its turn's end, before the ended patch's fields: an active step is done (widget_wire.ended_step).
+ * @param {Step} step @returns {Step} */
+const endedStep = (step) => ((step.status || "ACTIVE") === "ACTIVE" ? { ...step, status: "DONE" } : step);
+
 /** A running turn's patch: its record's changed fields, its new steps whole, its changed steps'
  * fields; the text stays (it comes as deltas). @param {State} state @param {Patch} event @returns {State} */
 function patchTurn(state, event) {
   const i = state.turns.findIndex((t) => t.turn === event.turn);
   const local = i >= 0 ? state.turns[i] : undefined;
   if (local && local.done && !event.ended) return state; // a late patch of a turn that has ended
-  // a new record is running, of this turn, unless the patch says otherwise (widget_wire.new_record)
-  const base = local && local.record ? local.record : { turn: event.turn, status: "running" };
-  const record = event.record ? patched(base, event.record) : local ? local.record : null;
-  const steps = local ? [...local.steps] : [];
+  // a new record is running, of this turn, with the model of the turn before, unless the patch says
+  // otherwise (widget_wire.new_record); at its end it is done, its steps too (ended_record, ended_step)
+  let base = local && local.record ? local.record : newRecord(state.turns, event.turn);
+  const ending = event.ended && !(local && local.done);
+  if (ending) base = endedRecord(base);
+  const record = event.record ? patched(base, event.record) : local && local.record && !ending ? local.record : base;
+  const steps = local ? (ending ? local.steps.map(endedStep) : [...local.steps]) : [];
   for (const fields of event.steps || []) {
     const at = steps.findIndex((s) => s.step_index === fields.step_index);
     if (at >= 0) { steps[at] = patched(steps[at], fields); continue; }

@@ -334,8 +334,9 @@ class ChatWidget(anywidget.AnyWidget):
 
     # --- flushing (at most once per FLUSH_INTERVAL) ------------------------------
 
-    def _arm(self) -> bool:
-        """Schedule a flush on the loop delivering the events (or the kernel's), once.
+    def _arm(self, wait: float = 0.0) -> bool:
+        """Schedule a flush on the loop delivering the events (or the kernel's), once, a window after
+        the last flush (or ``wait`` seconds on, if later).
 
         Called with ``_lock`` held; returns True when the caller must flush right away
         (after releasing the lock): there is no loop to wait on, or a model step's first text
@@ -356,7 +357,7 @@ class ChatWidget(anywidget.AnyWidget):
         if loop is None or loop.is_closed() or not (here or loop.is_running()):
             return True  # no loop to wait on (a plain script): flush at once
         self._armed = loop
-        delay = max(0.0, self._last_flush + FLUSH_INTERVAL - time.monotonic())
+        delay = max(wait, self._last_flush + FLUSH_INTERVAL - time.monotonic())
         if here:
             loop.call_later(delay, self._scheduled_flush, self._flushes)
         else:
@@ -377,15 +378,17 @@ class ChatWidget(anywidget.AnyWidget):
             self._flushes += 1
             self._last_flush = time.monotonic()
             items = [p.item() for p in self._pending]
+            covered = self._covered(self._pending)
             self._pending = []
             dirty, self._dirty = self._dirty, set()
             pricing = self._pricing()
-            patches, messages = self._turn_messages(pricing)
+            patches, messages = self._turn_messages(pricing, covered)
             values: dict[str, Any] = {}
             if "current" in dirty and self._live is not None and self._live in self._turns:
-                patches.insert(0, self._turns[self._live].patch(self._live, pricing))
-            if "gauge" in dirty:
-                values["gauge"] = gauge_dict(self.conversation)
+                patches.insert(0, self._patch(self._live, pricing, covered))
+            gauge = gauge_dict(self.conversation) if "gauge" in dirty else self.gauge
+            if gauge != self.gauge:  # only a change goes out
+                values["gauge"] = gauge
             finished = sum(1 for n in self._turns if n != self._live)
             if finished != self.finished:
                 values["finished"] = finished
@@ -395,7 +398,7 @@ class ChatWidget(anywidget.AnyWidget):
         changed = [p for p in patches if p is not None]
         carried: dict[str, Any] = {}
         if (items or changed) and not self._holding_sync:  # the traits ride in the deltas message
-            quiet = {k: v for k, v in values.items() if k != "gauge" or set(v) == set(self.gauge)}
+            quiet = {k: v for k, v in values.items() if k != "gauge" or set(v) == set(self.gauge or {})}
             values = {k: v for k, v in values.items() if k not in quiet}
             carried = dict(quiet)
             if "gauge" in quiet:  # its changed keys only (the same keys as the view's)
@@ -470,7 +473,28 @@ class ChatWidget(anywidget.AnyWidget):
         """The conversation's price overrides (``conv.budget.pricing``), or None."""
         return getattr(getattr(self.conversation, "budget", None), "pricing", None)
 
-    def _turn_messages(self, pricing: Any) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
+    def _covered(self, pending: list[PendingDelta]) -> frozenset[int]:
+        """The steps whose text the deltas in ``pending`` carry up to its end in every field that has
+        any (``_lock`` held): a view that reads them has it all or sees the gap, so their patches
+        need no lengths ``n``."""
+        live = self._turns.get(self._live) if self._live is not None else None
+        ended = [self._turns[n] for n in self._ended_live if n in self._turns]
+        out = set()
+        for idx in {p.index for p in pending}:
+            fields = {p.field for p in pending if p.index == idx}
+            for turn in [t for t in [live, *ended] if t is not None and idx in t.steps]:
+                if all(turn.sent.get((idx, f), (0, 0))[1] == 0 or f in fields for f in ("c", "t")):
+                    out.add(idx)
+        return frozenset(out)
+
+    def _patch(self, n: int, pricing: Any, covered: frozenset[int], ended: bool = False) -> dict | None:
+        """Turn ``n``'s patch (``_lock`` held), its new record starting from the turn before's
+        (widget_wire.new_record)."""
+        before = max((i for i in self._turns if i < n and self._turns[i].record is not None), default=None)
+        prior = self._turns[before].bare_dict(pricing)["record"] if before is not None else None
+        return self._turns[n].patch(n, pricing, ended=ended, covered=covered, before=prior)
+
+    def _turn_messages(self, pricing: Any, covered: frozenset[int] = frozenset()) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
         """The turns' patches and custom messages, with ``_lock`` held: the end of each turn that
         was running, as a patch (``"ended": true``, in the ``deltas`` message); each finished turn
         that changed, bare (``{"type": "turn", "turn"}``); after a resync request, every turn whole,
@@ -478,7 +502,7 @@ class ChatWidget(anywidget.AnyWidget):
         a view to drop the turns it has)."""
         ended, self._ended = self._ended, set()
         ended_live, self._ended_live = self._ended_live, set()
-        patches = [self._turns[n].patch(n, pricing, ended=True) for n in sorted(ended_live) if n in self._turns]
+        patches = [self._patch(n, pricing, covered, ended=True) for n in sorted(ended_live) if n in self._turns]
         if not self._resync:
             return patches, [TurnEnded(self._turns[n].bare_dict(pricing)) for n in sorted(ended - ended_live)
                              if n in self._turns and n != self._live]
@@ -561,7 +585,9 @@ class ChatWidget(anywidget.AnyWidget):
         self.sessions.watch_steps(self._task)
         with self._lock:
             self._dirty.add("running")
-        self._flush()  # `running` goes out now: the view that sent the prompt waits for it (and shows Stop)
+            now = self._arm(wait=FLUSH_INTERVAL)
+        if now:  # else `running` rides in the turn's first flush (a window on, or with the model's first
+            self._flush()  # text), with the prompt's echo: the view that sent it shows both already
 
     async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
         """Attach what the prompt names, off the event loop (a ``__repr__`` that hangs must not hold
@@ -591,8 +617,9 @@ class ChatWidget(anywidget.AnyWidget):
             self._refuse(closed)
             return False
         ask, self.notice = gate(self.conversation, prepared, over_budget)
-        with self._lock:
-            self._dirty.add("gauge")  # a budget set in code since the last turn shows now
+        if gauge_dict(self.conversation) != self.gauge:
+            with self._lock:
+                self._dirty.add("gauge")  # a budget set in code since the last turn shows now
         if ask is None:
             return True
         self._flush()
