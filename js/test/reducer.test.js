@@ -199,13 +199,14 @@ test("a new turn's record starts with the turn before's model; its end makes it 
   const done = { record: { ...rec("done"), model: "m1", provider: "p" }, steps: [user, model("DONE", "old")] };
   let s = apply(initialState(), { type: "turns", first: true, turns: [done] });
   s = apply(s, { type: "deltas", items: [[2, "c", 0, "again"], [3, "c", 0, "Hi"]],
-    patches: [{ turn: 1, steps: [{ step_index: 2, kind: "prompt" }, { step_index: 3, kind: "model_call" }] }] });
+    patches: [{ turn: 1, steps: [[2, "prompt"], { step_index: 3, kind: "model_call" }] }] }); // [index, kind]: a new step all its kind says
   const t1 = s.turns[1];
   assert.equal(t1.record.model, "m1"); // as the turn before: the patch did not say otherwise
   assert.equal(t1.record.provider, "p");
   assert.equal(t1.record.status, "running");
   assert.equal(t1.steps[1].status, "ACTIVE");
   assert.equal(t1.steps[1].model, "m1"); // a model call's model is the record's
+  assert.deepEqual([t1.steps[0].kind, t1.steps[0].status, t1.steps[0].source, t1.steps[0].content], ["prompt", "DONE", "USER", "again"]);
   s = apply(s, { type: "deltas", items: [[3, "c", 2, "!"]], patches: [{ turn: 1, record: { duration: 1.5 }, ended: true }] });
   const end = s.turns[1];
   assert.equal(end.done, true);

@@ -403,6 +403,8 @@ class ChatWidget(anywidget.AnyWidget):
             carried = dict(quiet)
             if "gauge" in quiet:  # its changed keys only (the same keys as the view's)
                 carried["gauge"] = {k: v for k, v in quiet["gauge"].items() if self.gauge.get(k) != v}
+            if carried.get("finished") == self.finished + sum(1 for p in changed if p.get("ended")):
+                del carried["finished"]  # a view counts the ended patches (js/src/reducer.js carriedTraits)
             self._set_quietly(quiet)
         if items or changed:
             self.stats["messages"] += 1

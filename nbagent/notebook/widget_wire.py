@@ -109,23 +109,29 @@ class TurnBuffer:
         """What changed in the live turn (``live_step`` of each bare step) since the last patch (the
         first: all of it), or None: ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed
         fields and, for each step that appeared or changed, its ``step_index`` with its changed fields
-        (a new step whole but for what a view derives, ``derived_fields`` and ``USUAL_SHAPES``; a field
-        gone is null). A step's lengths ``n`` go once it is no longer active or the turn ended (mid-turn
+        (a new step whole but for what a view derives, ``derived_fields`` and ``USUAL_SHAPES``, as
+        ``[step_index, kind]`` when that is all it says; a field gone is null). A step's lengths ``n`` go once it is no longer active or the turn ended (mid-turn
         the deltas' offsets tell a view what it misses), unless the same message carries its text up
         to its end (the steps in ``covered``: a view then has it all or sees the gap in the offsets),
         so a mid-turn patch is a few fields, not the turn. The first record patch sends what differs
         from ``new_record`` (``before``: the record of the turn before, as the views have it); the
-        ended patch what differs from ``ended_base`` of what the views have."""
+        record's ``FOOTER_ONLY`` figures wait for the ended patch, which sends what differs from
+        ``ended_record`` and ``ended_step`` of what the views have."""
         bare = self.bare_dict(pricing)
         rec = bare["record"]
         shown = self.shown_record or new_record(turn, before)
         if ended:
             shown = ended_record(shown)
             self.shown_steps = {i: ended_step(s) for i, s in self.shown_steps.items()}
-        record = None if rec is None else changed_fields(shown, rec)
-        if rec is not None:
+        if rec is None:
+            record = None
+        elif ended:
+            record = changed_fields(shown, rec)
             self.shown_record = rec
-        steps = []
+        else:  # the footer's figures wait for the turn's end (the footer shows once it ended)
+            record = changed_fields(_without_footer(shown), _without_footer(rec))
+            self.shown_record = {**_without_footer(rec), **{k: v for k, v in shown.items() if k in FOOTER_ONLY}}
+        steps: list[dict | list] = []
         for step in (live_step(s) for s in bare["steps"]):
             idx = step["step_index"]
             if idx not in self.shown_steps and silent_finish(step):
@@ -140,7 +146,9 @@ class TurnBuffer:
                 fields = _without_derived(_without_usual(new), new, self.shown_steps.get(prior), self.shown_record)
             if idx in covered:
                 fields.pop("n", None)
-            if fields:
+            if old is None and set(fields) == {"step_index", "kind"}:
+                steps.append([idx, fields["kind"]])  # a new step that is all its kind says: [step_index, kind]
+            elif fields:
                 steps.append({"step_index": idx, **_with_counts(fields, "usage_metadata")})
             self.shown_steps[idx] = new
         if not (record or steps or ended):
@@ -203,7 +211,13 @@ def new_record(turn: int, before: dict | None = None) -> dict:
     return out
 
 
-_CARRIED_OVER = ("model", "provider")  # a new turn's record starts with these of the turn before
+_CARRIED_OVER = ("model", "provider")
+# a record's figures only its footer shows, once the turn ended (js/src/render/turn.js): mid-turn patches leave them out
+FOOTER_ONLY = frozenset(("usage", "ttft", "duration", "tps", "cost"))
+
+
+def _without_footer(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in FOOTER_ONLY}  # a new turn's record starts with these of the turn before
 
 
 def ended_record(record: dict) -> dict:
