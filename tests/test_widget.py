@@ -332,6 +332,30 @@ async def test_a_prompt_the_kernel_does_not_run_is_answered_so_no_view_waits():
     assert w.running is False and w.notice == ""
 
 
+async def test_a_prompt_that_never_runs_is_refused_so_the_sending_view_drops_its_echo():
+    """The view shows its prompt and Stop at once, and the kernel says `running` only with the turn's
+    first flush: a prompt stopped before its turn began, or failing before any turn, is answered with
+    a refusal, else that view would wait for a `running` that never comes."""
+    conv = Conversation(StreamConnection(words(50), pace=0.005, batch=5))
+    w = ChatWidget(conv)
+    rec = Recorder(w)
+    deliver(w, Send(prompt="go"))
+    deliver(w, Stop())  # before the turn began (the same tick)
+    await asyncio.sleep(0.1)
+    refused = [b["text"] for _, k, b in rec.log if k == "custom" and b["type"] == "refused"]
+    assert refused == ["Stopped: the message was not sent."] and conv.turn_count == 0 and w.running is False
+
+    async def broken(prompt):
+        raise RuntimeError("no connection")
+
+    conv.chat_to_completion = broken  # fails before any turn is recorded
+    deliver(w, Send(prompt="again"))
+    await w._task
+    await settle(w)
+    refused = [b["text"] for _, k, b in rec.log if k == "custom" and b["type"] == "refused"]
+    assert refused[1:] == ["Error: no connection"] and w.notice == "Error: no connection"
+
+
 def test_a_view_that_meets_math_gets_the_temml_module():
     w = ChatWidget(Conversation(MockConnection([])))
     rec = Recorder(w)

@@ -169,6 +169,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._first_text = False  # a model step's first text is queued: flush without waiting
         self._flushes = 0  # flushes so far: a scheduled flush that another one overtook does nothing
         self._task: asyncio.Task | None = None
+        self._answered = True  # the views know what became of the last prompt taken (running, refused)
         self.transcript = TranscriptOutput(self._key)  # the saved transcript's outputs, once shown
         self.stats = {"messages": 0, "delta_items": 0, "syncs": 0}
         try:
@@ -395,6 +396,8 @@ class ChatWidget(anywidget.AnyWidget):
             running = self._live is not None or (self._task is not None and not self._task.done())
             if "running" in dirty or running != self.running:
                 values["running"] = running
+            if running and "running" in values:
+                self._answered = True  # the view that sent the prompt knows it runs
         changed = [p for p in patches if p is not None]
         carried: dict[str, Any] = {}
         if (items or changed) and not self._holding_sync:  # the traits ride in the deltas message
@@ -582,14 +585,22 @@ class ChatWidget(anywidget.AnyWidget):
             if not self._gate(prompt, prepared, over_budget):
                 return
             run = self._run(prepared)
+        self._answered = False
         self._task = asyncio.ensure_future(run)
-        self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
+        self._task.add_done_callback(self._task_done)
         self.sessions.watch_steps(self._task)
         with self._lock:
             self._dirty.add("running")
             now = self._arm(wait=FLUSH_INTERVAL)
         if now:  # else `running` rides in the turn's first flush (a window on, or with the model's first
             self._flush()  # text), with the prompt's echo: the view that sent it shows both already
+
+    def _task_done(self, _task: asyncio.Task) -> None:
+        """A prompt's task ended: `running` ends with it; a prompt that never ran (stopped before its
+        turn began) is refused, so the view that sent it drops its echo and unlocks."""
+        if not self._answered:
+            self._refuse("Stopped: the message was not sent.")
+        self._flush()
 
     async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
         """Attach what the prompt names, off the event loop (a ``__repr__`` that hangs must not hold
@@ -625,6 +636,7 @@ class ChatWidget(anywidget.AnyWidget):
         if ask is None:
             return True
         self._flush()
+        self._answered = True
         self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
         return False
 
@@ -652,6 +664,7 @@ class ChatWidget(anywidget.AnyWidget):
     def _refuse(self, text: str) -> None:
         """Tell the views a prompt was not run (a repeated notice would not change the trait)."""
         self.notice = text
+        self._answered = True
         self.handlers.emit(Refused(text))
 
     async def _run(self, prompt: str) -> None:
@@ -661,7 +674,7 @@ class ChatWidget(anywidget.AnyWidget):
             pass
         except Exception as exc:  # the turn's record carries it as an error card
             if not self.conversation.turns or self.conversation.turns[-1].prompt != prompt:
-                self.notice = f"Error: {exc}"
+                self._refuse(f"Error: {exc}")  # no turn shows it: the sending view drops its echo
 
     # --- display -----------------------------------------------------------------------
 
