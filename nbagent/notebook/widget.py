@@ -8,12 +8,14 @@ Wire protocol (kernel -> front end):
 
 - traits: ``finished`` (how many finished turns there are), ``running`` (a turn is in flight),
   ``notice`` (a widget-level message) and ``gauge`` (context and spend, see widget_usage.py; once
-  a turn, with its end). ``running``, ``finished`` and ``gauge`` changes that go with a flush's
-  ``deltas`` message ride in it (its ``state``; the gauge as its changed keys), set in the kernel
-  without a state update of their own, so a turn run from the box costs three messages when its
-  answer comes within a window: ``running`` (sent the moment the prompt is taken, so the view
-  shows Stop at once), its start (the prompt's echo, the first text) and its end (the last patch
-  and deltas, ``finished``, ``gauge``, ``running`` false).
+  a turn, with its end; only a change goes). ``running``, ``finished`` and ``gauge`` changes that go
+  with a flush's ``deltas`` message ride in it (its ``state``; the gauge as its changed keys;
+  ``finished`` only when the ended patches do not tell it), set in the kernel without a state
+  update of their own. The view that sends a prompt shows it and Stop at once (a local echo, until
+  the kernel's turn brings the prompt), so a turn run from the box costs two messages when its
+  answer comes within a window: its start (``running``, the prompt's echo and the first text, a
+  window after the prompt is taken or at once with the model's first text) and its end (the last
+  patch and deltas, ``gauge``, ``running`` false).
   A turn is ``{"record": {...TurnRecord, cost?}, "steps": [step dicts]}``; a *bare* one has each
   step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
   deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
@@ -30,13 +32,18 @@ Wire protocol (kernel -> front end):
   included, goes this way, once.
   ``patches`` (applied before the text) carry the running turn's *structural* changes (a step
   appears, changes status, gets tool calls or usage) as ``{"turn": n, "record"?, "steps"?,
-  "ended"?}``: only what changed since the last patch (``widget_wire.TurnBuffer.patch``): the
-  record's changed fields, each new step whole (its type, source and target left out when they
-  are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``, and what a view derives: its status,
-  times that follow the step before, the record's model and finish reason, ``widget_wire.derived_fields``)
-  and each changed step's changed fields (null: gone; a usage as its counts in
-  ``widget_wire.USAGE_FIELDS`` order), so a mid-turn patch is tens of bytes, not the turn; a step's
-  lengths ``n`` go once it is no longer active; ``ended``: the turn's end, with the steps' lengths ``n``.
+  "ended"?}``: only what changed since the last patch in what a live view shows
+  (``widget_wire.TurnBuffer.patch``, ``widget_wire.live_step``: no times or finish reasons of
+  prompts and model calls, no finish that says nothing): the record's changed fields (a new one
+  starts with the turn before's model and provider; the footer's figures wait for the end), each
+  new step whole (its type, source and target left out when they are the usual ones for its
+  kind, ``widget_wire.USUAL_SHAPES``, and what a view derives: its status, times that follow the
+  step before, the record's model and finish reason, ``widget_wire.derived_fields``; as
+  ``[step_index, kind]`` when that is all it says) and each changed step's changed fields (null:
+  gone; a usage as its counts in ``widget_wire.USAGE_FIELDS`` order), so a mid-turn patch is tens
+  of bytes, not the turn; a step's lengths ``n`` go once it is no longer active, unless the same
+  message's deltas carry its text to its end; ``ended``: the turn's end (the record done, STOP,
+  and its active steps done unless the patch says otherwise), with the steps' lengths ``n``.
   ``{"type": "turn", "turn": bare turn}``: a finished turn changed (a result set later), sent
   whole and bare. Finished turns are not traits: the kernel keeps them, so nothing is re-sent as
   a conversation grows.
@@ -51,9 +58,10 @@ Wire protocol (kernel -> front end):
   opening, sent before the turns are loaded) also has ``turns``: every turn whole, as a resync's
   pages carry them (``get_state``).
 
-  A refused prompt (empty, or a turn is already running) is answered with
-  ``{"type": "refused", "text"}`` so the view that sent it unlocks at once; an over-budget one
-  with ``{"type": "confirm", "prompt", "text"}`` (see widget_usage.py).
+  A refused prompt (empty, or a turn is already running; taken but never run: stopped before its
+  turn began, failing before any turn) is answered with ``{"type": "refused", "text"}`` so the
+  view that sent it drops its echo and unlocks at once; an over-budget one with
+  ``{"type": "confirm", "prompt", "text"}`` (see widget_usage.py).
 
 Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": "stop"}``,
 ``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
@@ -76,7 +84,7 @@ so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
 
 Display: showing the widget also shows the transcript (safe markdown in
-``<div class="nbagent-transcript">``) after it: one output with the turns so far, then one
+``<div class="nbagent-transcript">``, with a short display id and no empty ``text/plain``) after it: one output with the turns so far, then one
 output appended per finished turn, each sent once (transcript_output.py); a turn asked from code
 in another cell goes to that cell's outputs instead. So a saved notebook shows the whole
 conversation as it was when saved — on GitHub, nbviewer, nbconvert, in Jupyter without the
