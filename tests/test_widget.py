@@ -538,6 +538,8 @@ async def test_each_finished_turn_is_appended_once_to_the_cell_that_showed_the_w
     assert "second question" in second and "first question" not in second  # nothing is re-sent
     ids = [display_id for _, display_id in fake.shown]
     assert len(set(ids)) == 3
+    # a turn's output is its markdown alone (no empty text/plain) under a short id: bytes of every turn
+    assert all(list(data) == ["text/markdown"] and len(i) < 20 for data, i in fake.shown[1:])
     conv.clear_history()  # the old outputs are blanked, a new head starts the transcript again
     assert [display_id for _, display_id in fake.updates] == ids
     assert all("question" not in data["text/markdown"] for data, _ in fake.updates)

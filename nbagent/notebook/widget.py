@@ -84,7 +84,8 @@ so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
 
 Display: showing the widget also shows the transcript (safe markdown in
-``<div class="nbagent-transcript">``, with a short display id and no empty ``text/plain``) after it: one output with the turns so far, then one
+``<div class="nbagent-transcript">``, with a short display id and no empty ``text/plain``) after
+it: one output with the turns so far, then one
 output appended per finished turn, each sent once (transcript_output.py); a turn asked from code
 in another cell goes to that cell's outputs instead. So a saved notebook shows the whole
 conversation as it was when saved — on GitHub, nbviewer, nbconvert, in Jupyter without the
