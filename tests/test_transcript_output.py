@@ -64,12 +64,11 @@ def test_a_turn_asked_from_another_cell_is_saved_in_that_cell_once():
     assert "from the box" in widget_cell and "end001" in widget_cell and "nbagent-of-" not in widget_cell
 
 
-def test_a_turn_from_the_box_answered_at_once_is_two_comm_messages():
-    """The view that sent the prompt shows it and Stop itself, so the kernel sends nothing of its own at
-    the turn's start: its first flush carries the prompt's echo, the model's first text and ``running``
-    (no trait update before it, no unchanged gauge); its end the rest of the text, the turn's end and
-    ``running`` false. (A long flush window here: the model's first text, not the window, opens the
-    first flush, however slow the machine.)"""
+def test_a_turn_from_the_box_answered_at_once_is_running_then_two_flushes():
+    """The view that sent the prompt shows it itself; the kernel says ``running`` at once, alone (no
+    unchanged gauge); the turn's first flush carries the prompt's echo and the model's first text, its
+    end the rest of the text, the turn's end and ``running`` false. (A long flush window here: the
+    model's first text, not the window, opens the first flush, however slow the machine.)"""
     answers = [answer_text(i, 400) for i in range(3)]
     with KernelChat(answers) as chat:
         chat.execute("import nbagent.notebook.widget as _w; _w.FLUSH_INTERVAL = 2.0")
@@ -77,9 +76,9 @@ def test_a_turn_from_the_box_answered_at_once_is_two_comm_messages():
             before = len(chat.comm_log)
             chat.turn(f"question {i}")
             messages = [json.loads(m)["data"] for m in chat.comm_log[before:]]
-            assert [m["method"] for m in messages] == ["custom", "custom"], messages
-            start, end = (m["content"] for m in messages)
-            assert start["state"] == {"running": True}
-            assert [it[3] for it in start["items"]][0] == f"question {i}" and f"begin{i:03d}" in start["items"][1][3]
+            assert [m["method"] for m in messages] == ["update", "custom", "custom"], messages
+            assert messages[0]["state"] == {"running": True}
+            start, end = (m["content"] for m in messages[1:])
+            assert "state" not in start and start["items"][0][3] == f"question {i}" and f"begin{i:03d}" in start["items"][1][3]
             assert end["state"]["running"] is False and end["patches"][-1]["ended"] is True
             assert end["items"][-1][3].endswith(f"end{i:03d} ")

@@ -12,10 +12,11 @@ Wire protocol (kernel -> front end):
   with a flush's ``deltas`` message ride in it (its ``state``; the gauge as its changed keys;
   ``finished`` only when the ended patches do not tell it), set in the kernel without a state
   update of their own. The view that sends a prompt shows it and Stop at once (a local echo, until
-  the kernel's turn brings the prompt), so a turn run from the box costs two messages when its
-  answer comes within a window: its start (``running``, the prompt's echo and the first text, a
-  window after the prompt is taken or at once with the model's first text) and its end (the last
-  patch and deltas, ``gauge``, ``running`` false).
+  the kernel's turn brings the prompt), so a turn run from the box costs three messages when its
+  answer comes within a window: ``running`` alone (sent the moment the prompt is taken: the other
+  views show Stop, and in JupyterLab the first text follows sooner than when ``running`` waits for
+  the first flush), its start (the prompt's echo, the first text) and its end (the last patch and
+  deltas, ``gauge``, ``running`` false).
   A turn is ``{"record": {...TurnRecord, cost?}, "steps": [step dicts]}``; a *bare* one has each
   step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
   deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
@@ -58,10 +59,9 @@ Wire protocol (kernel -> front end):
   opening, sent before the turns are loaded) also has ``turns``: every turn whole, as a resync's
   pages carry them (``get_state``).
 
-  A refused prompt (empty, or a turn is already running; taken but never run: stopped before its
-  turn began, failing before any turn) is answered with ``{"type": "refused", "text"}`` so the
-  view that sent it drops its echo and unlocks at once; an over-budget one with
-  ``{"type": "confirm", "prompt", "text"}`` (see widget_usage.py).
+  A refused prompt (empty, or a turn is already running) is answered with
+  ``{"type": "refused", "text"}`` so the view that sent it drops its echo and unlocks at once; an
+  over-budget one with ``{"type": "confirm", "prompt", "text"}`` (see widget_usage.py).
 
 Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": "stop"}``,
 ``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
@@ -178,7 +178,6 @@ class ChatWidget(anywidget.AnyWidget):
         self._first_text = False  # a model step's first text is queued: flush without waiting
         self._flushes = 0  # flushes so far: a scheduled flush that another one overtook does nothing
         self._task: asyncio.Task | None = None
-        self._answered = True  # the views know what became of the last prompt taken (running, refused)
         self.transcript = TranscriptOutput(self._key)  # the saved transcript's outputs, once shown
         self.stats = {"messages": 0, "delta_items": 0, "syncs": 0}
         try:
@@ -344,9 +343,8 @@ class ChatWidget(anywidget.AnyWidget):
 
     # --- flushing (at most once per FLUSH_INTERVAL) ------------------------------
 
-    def _arm(self, wait: float = 0.0) -> bool:
-        """Schedule a flush on the loop delivering the events (or the kernel's), once, a window after
-        the last flush (or ``wait`` seconds on, if later).
+    def _arm(self) -> bool:
+        """Schedule a flush on the loop delivering the events (or the kernel's), once.
 
         Called with ``_lock`` held; returns True when the caller must flush right away
         (after releasing the lock): there is no loop to wait on, or a model step's first text
@@ -367,7 +365,7 @@ class ChatWidget(anywidget.AnyWidget):
         if loop is None or loop.is_closed() or not (here or loop.is_running()):
             return True  # no loop to wait on (a plain script): flush at once
         self._armed = loop
-        delay = max(wait, self._last_flush + FLUSH_INTERVAL - time.monotonic())
+        delay = max(0.0, self._last_flush + FLUSH_INTERVAL - time.monotonic())
         if here:
             loop.call_later(delay, self._scheduled_flush, self._flushes)
         else:
@@ -405,8 +403,6 @@ class ChatWidget(anywidget.AnyWidget):
             running = self._live is not None or (self._task is not None and not self._task.done())
             if "running" in dirty or running != self.running:
                 values["running"] = running
-            if running and "running" in values:
-                self._answered = True  # the view that sent the prompt knows it runs
         changed = [p for p in patches if p is not None]
         carried: dict[str, Any] = {}
         if (items or changed) and not self._holding_sync:  # the traits ride in the deltas message
@@ -594,21 +590,15 @@ class ChatWidget(anywidget.AnyWidget):
             if not self._gate(prompt, prepared, over_budget):
                 return
             run = self._run(prepared)
-        self._answered = False
         self._task = asyncio.ensure_future(run)
-        self._task.add_done_callback(self._task_done)
+        self._task.add_done_callback(lambda _t: self._flush())  # `running` ends with the task
         self.sessions.watch_steps(self._task)
         with self._lock:
             self._dirty.add("running")
-            now = self._arm(wait=FLUSH_INTERVAL)
-        if now:  # else `running` rides in the turn's first flush (a window on, or with the model's first
-            self._flush()  # text), with the prompt's echo: the view that sent it shows both already
-
-    def _task_done(self, _task: asyncio.Task) -> None:
-        """A prompt's task ended: `running` ends with it; a prompt that never ran (stopped before its
-        turn began) is refused, so the view that sent it drops its echo and unlocks."""
-        if not self._answered:
-            self._refuse("Stopped: the message was not sent.")
+        # `running` goes out now, alone: the view that sent the prompt shows it and Stop already (its
+        # echo), other views show Stop; sent from this handler, the turn's first text follows at once
+        # (folded into the turn's first flush it saved ~80 B a turn, but in JupyterLab the first text
+        # came ~25 ms later: 63-72 ms median after Enter instead of 39-46, bench_first_token.py)
         self._flush()
 
     async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
@@ -645,7 +635,6 @@ class ChatWidget(anywidget.AnyWidget):
         if ask is None:
             return True
         self._flush()
-        self._answered = True
         self.handlers.emit(Confirm(prompt, ask))  # the user's own text comes back, prepared again if sent
         return False
 
@@ -673,7 +662,6 @@ class ChatWidget(anywidget.AnyWidget):
     def _refuse(self, text: str) -> None:
         """Tell the views a prompt was not run (a repeated notice would not change the trait)."""
         self.notice = text
-        self._answered = True
         self.handlers.emit(Refused(text))
 
     async def _run(self, prompt: str) -> None:
@@ -683,7 +671,7 @@ class ChatWidget(anywidget.AnyWidget):
             pass
         except Exception as exc:  # the turn's record carries it as an error card
             if not self.conversation.turns or self.conversation.turns[-1].prompt != prompt:
-                self._refuse(f"Error: {exc}")  # no turn shows it: the sending view drops its echo
+                self.notice = f"Error: {exc}"
 
     # --- display -----------------------------------------------------------------------
 
