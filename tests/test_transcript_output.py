@@ -5,6 +5,8 @@ the front end's rules the outputs follow."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from support.kernel_chat import KernelChat, answer_text
@@ -60,3 +62,23 @@ def test_a_turn_asked_from_another_cell_is_saved_in_that_cell_once():
     assert "from code" in there and "end000" in there and "nbagent-of-" in there
     assert "from code" not in widget_cell and "end000" not in widget_cell  # saved once
     assert "from the box" in widget_cell and "end001" in widget_cell and "nbagent-of-" not in widget_cell
+
+
+def test_a_turn_from_the_box_answered_at_once_is_running_then_two_flushes():
+    """The view that sent the prompt shows it itself; the kernel says ``running`` at once, alone (no
+    unchanged gauge); the turn's first flush carries the prompt's echo and the model's first text, its
+    end the rest of the text, the turn's end and ``running`` false. (A long flush window here: the
+    model's first text, not the window, opens the first flush, however slow the machine.)"""
+    answers = [answer_text(i, 400) for i in range(3)]
+    with KernelChat(answers) as chat:
+        chat.execute("import nbagent.notebook.widget as _w; _w.FLUSH_INTERVAL = 2.0")
+        for i in range(3):
+            before = len(chat.comm_log)
+            chat.turn(f"question {i}")
+            messages = [json.loads(m)["data"] for m in chat.comm_log[before:]]
+            assert [m["method"] for m in messages] == ["update", "custom", "custom"], messages
+            assert messages[0]["state"] == {"running": True}
+            start, end = (m["content"] for m in messages[1:])
+            assert "state" not in start and start["items"][0][3] == f"question {i}" and f"begin{i:03d}" in start["items"][1][3]
+            assert end["state"]["running"] is False and end["patches"][-1]["ended"] is True
+            assert end["items"][-1][3].endswith(f"end{i:03d} ")

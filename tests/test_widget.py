@@ -20,6 +20,7 @@ from nbagent.core.steps import (Step, StepSource, StepStatus, StepTarget, StepTy
 from support.widget_messages import deliver, deliver_raw  # noqa: E402
 from nbagent.notebook.protocol import Approve, AssetRequest, Deny, Resync, Send, Stop  # noqa: E402
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
+from nbagent.notebook.widget_wire import silent_finish, step_dict  # noqa: E402
 
 from support.streams import StreamConnection, words  # noqa: E402
 
@@ -95,9 +96,13 @@ def plain(w: ChatWidget):
                         "thinking": s.get("thinking", "")} for s in t["steps"]]} for t in turns]
 
 
-def from_history(conv: Conversation):
+def from_history(conv: Conversation, live: bool = False):
+    """The conversation's turns in the shape js/src/reducer.js transcript() gives; ``live``: as a view
+    that followed them through patches has them (a finish that says nothing is not sent)."""
     by_turn: dict[int, list] = {}
     for s in conv.history:
+        if live and silent_finish(step_dict(s)):
+            continue
         by_turn.setdefault(s.turn, []).append({"step_index": s.step_index, "status": s.status.value,
                                                "content": s.content, "thinking": s.thinking})
     return [{"turn": r.turn, "status": r.status, "steps": by_turn.get(r.turn, [])} for r in conv.turns]
@@ -250,7 +255,7 @@ async def test_js_reducer_builds_the_same_transcript(reorder):
     await settle(w)
     got = replay(rec.messages, reorder)
     assert got["gap"] is False
-    assert got["transcript"] == from_history(conv) == plain(w)
+    assert got["transcript"] == from_history(conv, live=True) and plain(w) == from_history(conv)
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
@@ -265,7 +270,7 @@ async def test_js_reducer_keeps_text_beyond_the_bmp_whole():
     assert len(rec.deltas()) >= 8  # split across flushes
     await settle(w)
     got = replay(rec.messages)
-    assert got["transcript"] == from_history(conv) and got["gap"] is False
+    assert got["transcript"] == from_history(conv, live=True) and got["gap"] is False
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
@@ -280,7 +285,7 @@ async def test_js_reducer_mid_stream_view_asks_for_resync_and_catches_up():
     deliver(w, Resync())
     await task
     await settle(w)
-    assert replay(rec.messages)["transcript"] == from_history(conv)
+    assert replay(rec.messages)["transcript"] == from_history(conv, live=True)
 
 
 # --- front end -> kernel ----------------------------------------------------------------------
@@ -312,8 +317,10 @@ async def test_a_prompt_the_kernel_does_not_run_is_answered_so_no_view_waits():
     refused = [b for _, k, b in rec.log if k == "custom" and b["type"] == "refused"]
     assert len(refused) == 2 and "empty" in refused[0]["text"] and "empty" in w.notice
     assert w.running is False
+    sent = len(rec.log)
     deliver(w, Send(prompt="go"))
-    assert w.running is True  # at once: the view that sent it stops guessing
+    assert w.running is True  # at once: the other views show Stop (the sending one shows its echo already)
+    assert [b for _, k, b in rec.log[sent:]] == [{"notice": ""}, {"running": True}]  # alone: no unchanged gauge
     await w._task
     await settle(w)
     assert w.running is False and w.notice == ""
@@ -501,6 +508,8 @@ async def test_each_finished_turn_is_appended_once_to_the_cell_that_showed_the_w
     assert "second question" in second and "first question" not in second  # nothing is re-sent
     ids = [display_id for _, display_id in fake.shown]
     assert len(set(ids)) == 3
+    # a turn's output is its markdown alone (no empty text/plain) under a short id: bytes of every turn
+    assert all(list(data) == ["text/markdown"] and len(i) < 20 for data, i in fake.shown[1:])
     conv.clear_history()  # the old outputs are blanked, a new head starts the transcript again
     assert [display_id for _, display_id in fake.updates] == ids
     assert all("question" not in data["text/markdown"] for data, _ in fake.updates)

@@ -123,6 +123,10 @@ NOTEBOOKS = {
     "wheelrace.ipynb": ["from support.streams import StreamConnection, words\nfrom nbagent import Conversation\n"
                         "conv = Conversation(StreamConnection(words(20_000), pace=0.02, batch=3))\nconv.widget()"],
     "follow.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
+    "echo.ipynb": ["from nbagent import Agent\nfrom support.scripted import ScriptedProvider, text_call\n"
+                   "agent = Agent(model=ScriptedProvider([text_call('Answered after the wait.')]))\nagent",
+                   # busy until the test says so: the kernel reads the chat's messages only after it
+                   "import pathlib, time\nwhile not pathlib.Path('release-echo-cell').exists():\n    time.sleep(0.05)"],
     "thoughts.ipynb": ["from nbagent import Agent\nagent = Agent(model='demo')\nagent"],
 }
 
@@ -680,6 +684,30 @@ def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook, ju
     more.click()
     assert "nba-collapsed" not in prompt.get_attribute("class") and more.inner_text() == "Show less"
     assert prompt.evaluate("p => p.getBoundingClientRect().height") > 600
+    no_errors(lab)
+
+
+def test_the_prompt_shows_at_once_before_the_kernel_answers(lab, notebook, jupyter_server):
+    """The view shows the prompt it sends (and Stop) itself: with the kernel busy in another cell, so
+    that it reads nothing yet, the prompt is there; the kernel's turn then takes its place, shown once."""
+    release = jupyter_server["root"] / "release-echo-cell"
+    release.unlink(missing_ok=True)
+    nb = notebook("echo.ipynb")
+    chat = show_widget(lab, nb)
+    run_cell(lab, 1)
+    lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status === 'busy'",
+                          polling=50)
+    send_prompt(lab, chat, "Shown before any answer")
+    lab.wait_for_selector(f"{chat} .nba-echo .nba-prompt-text")
+    assert text_of(lab, f"{chat} .nba-echo .nba-prompt-text") == "Shown before any answer"
+    assert lab.is_enabled(f"{chat} .nba-stop") and lab.is_disabled(f"{chat} .nba-input")
+    assert lab.locator(chat).locator(".nba-turn").count() == 1 and lab.locator(chat).locator(".nba-empty").is_hidden()
+    release.write_text("")
+    wait_run(lab)
+    wait_turn_done(lab, chat, 1)
+    assert lab.locator(chat).locator(".nba-prompt-text").all_text_contents() == ["Shown before any answer"]
+    assert lab.locator(chat).locator(".nba-echo").count() == 0
+    assert "Answered after the wait." in text_of(lab, f"{chat} .nba-turn")
     no_errors(lab)
 
 

@@ -72,7 +72,7 @@ def test_footer_gauge_and_spend_and_an_over_budget_send_asks(lab, notebook, tmp_
     ask = lab.evaluate("(s) => document.querySelector(s + ' .nba-confirm-text').textContent", chat)
     assert "would exceed the budget" in ask and "input tokens" in ask and "of $0.020" in ask
     shot(lab, chat, tmp_path)
-    assert lab.evaluate("(s) => document.querySelectorAll(s + ' .nba-turn').length", chat) == 1
+    assert lab.evaluate("(s) => document.querySelectorAll(s + ' .nba-turn').length", chat) == 1  # the prompt's echo went
     assert not lab.locator(f"{chat} .nba-input").is_disabled()
     lab.click(f"{chat} .nba-cancel")
     assert lab.locator(f"{chat} .nba-confirm").is_hidden()

@@ -169,7 +169,8 @@ function storeFor(model) {
       dispatch(msg);
       // running / finished / gauge changed with this flush: set here as the kernel set them (no
       // update of their own); never saved back, so a later sync from the kernel still wins
-      for (const [name, value] of Object.entries(carriedTraits((n) => model.get(n), msg.state))) model.set(name, value);
+      for (const [name, value] of Object.entries(carriedTraits((n) => model.get(n), msg.state,
+        (msg.patches || []).filter((p) => p.ended).length))) model.set(name, value);
     },
     names: (msg) => { for (const v of s.views) v.mentions.receive(msg); }, // @name: the kernel's variables
     asset: (msg) => { // math.js, grammars.js

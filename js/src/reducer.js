@@ -10,8 +10,8 @@
  *   `done`: its end came (an ended patch, "turn" or "turns"): a late patch of it is stale
  * @typedef {[number, "c"|"t", number, string, boolean?]} DeltaItem  a 5th `true`: replace from offset
  * @typedef {{turn: number, record?: any, steps?: any[], ended?: boolean}} Patch  what changed in a running
- *   turn's structure (widget_wire.TurnBuffer.patch): changed record fields, new steps whole, changed
- *   steps' fields (a null field is gone); `ended`: its end
+ *   turn's structure (widget_wire.TurnBuffer.patch): changed record fields, new steps whole (one that is
+ *   all its kind says as [step_index, kind]), changed steps' fields (a null field is gone); `ended`: its end
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
  *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null,
  *   finished: number}} State
@@ -160,14 +160,17 @@ export function apply(state, event) {
 
 /** The trait values a ``deltas`` message carries (`state`: running, finished, the gauge's changed
  * keys), as the model's attributes they replace: the kernel set them without a state update.
+ * `finished` left out grows by the turns the message ended (its ended patches), as the kernel's did.
  * @param {(name: string) => any} get the model's current value @param {Record<string, any>|undefined} carried
+ * @param {number} [ended] how many ended patches the message has
  * @returns {Record<string, any>} */
-export function carriedTraits(get, carried) {
+export function carriedTraits(get, carried, ended = 0) {
   /** @type {Record<string, any>} */
   const out = {};
   for (const [name, value] of Object.entries(carried || {})) {
     out[name] = name === "gauge" ? { ...(get("gauge") || {}), ...value } : value;
   }
+  if (ended && !("finished" in out)) out.finished = (get("finished") || 0) + ended;
   return out;
 }
 
@@ -222,17 +225,40 @@ function patched(old, fields) {
   return out;
 }
 
+/** What a view takes a running turn's record to be before its first patch: running, with the model and
+ * provider of the latest turn before it (widget_wire.new_record). @param {Turn[]} turns @param {number} n */
+function newRecord(turns, n) {
+  /** @type {any} */
+  const out = { turn: n, status: "running" };
+  const before = turns.reduce((/** @type {Turn|null} */ b, t) => (t.record && t.turn < n && (!b || t.turn > b.turn) ? t : b), null);
+  for (const k of ["model", "provider"]) if (before && before.record[k] != null) out[k] = before.record[k];
+  return out;
+}
+
+/** A record at its turn's end, before the ended patch's fields: done, finished for STOP unless it says
+ * otherwise (widget_wire.ended_record). @param {any} record */
+const endedRecord = (record) => ({ ...record, status: "done", finish_reason: record.finish_reason || "STOP" });
+
+/** A step at its turn's end, before the ended patch's fields: an active step is done (widget_wire.ended_step).
+ * @param {Step} step @returns {Step} */
+const endedStep = (step) => ((step.status || "ACTIVE") === "ACTIVE" ? { ...step, status: "DONE" } : step);
+
 /** A running turn's patch: its record's changed fields, its new steps whole, its changed steps'
  * fields; the text stays (it comes as deltas). @param {State} state @param {Patch} event @returns {State} */
 function patchTurn(state, event) {
   const i = state.turns.findIndex((t) => t.turn === event.turn);
   const local = i >= 0 ? state.turns[i] : undefined;
   if (local && local.done && !event.ended) return state; // a late patch of a turn that has ended
-  // a new record is running, of this turn, unless the patch says otherwise (widget_wire.new_record)
-  const base = local && local.record ? local.record : { turn: event.turn, status: "running" };
-  const record = event.record ? patched(base, event.record) : local ? local.record : null;
-  const steps = local ? [...local.steps] : [];
-  for (const fields of event.steps || []) {
+  // a new record is running, of this turn, with the model of the turn before, unless the patch says
+  // otherwise (widget_wire.new_record); at its end it is done, its steps too (ended_record, ended_step)
+  let base = local && local.record ? local.record : newRecord(state.turns, event.turn);
+  const ending = event.ended && !(local && local.done);
+  if (ending) base = endedRecord(base);
+  const record = event.record ? patched(base, event.record) : local && local.record && !ending ? local.record : base;
+  const steps = local ? (ending ? local.steps.map(endedStep) : [...local.steps]) : [];
+  for (const entry of event.steps || []) {
+    // a new step that is all its kind says comes as [step_index, kind]
+    const fields = Array.isArray(entry) ? { step_index: entry[0], kind: entry[1] } : entry;
     const at = steps.findIndex((s) => s.step_index === fields.step_index);
     if (at >= 0) { steps[at] = patched(steps[at], fields); continue; }
     const fresh = { content: "", thinking: "", ...(fields.type ? {} : USUAL_SHAPES[fields.kind] || {}) };

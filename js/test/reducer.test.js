@@ -194,3 +194,31 @@ test("one flush carries a new turn's structure and its first text: it shows at o
   assert.equal(s.turns[1].steps[1].content, "Hello");
   assert.equal(s.gap, false);
 });
+
+test("a new turn's record starts with the turn before's model; its end makes it done and its active steps done unless it says otherwise", () => {
+  const done = { record: { ...rec("done"), model: "m1", provider: "p" }, steps: [user, model("DONE", "old")] };
+  let s = apply(initialState(), { type: "turns", first: true, turns: [done] });
+  s = apply(s, { type: "deltas", items: [[2, "c", 0, "again"], [3, "c", 0, "Hi"]],
+    patches: [{ turn: 1, steps: [[2, "prompt"], { step_index: 3, kind: "model_call" }] }] }); // [index, kind]: a new step all its kind says
+  const t1 = s.turns[1];
+  assert.equal(t1.record.model, "m1"); // as the turn before: the patch did not say otherwise
+  assert.equal(t1.record.provider, "p");
+  assert.equal(t1.record.status, "running");
+  assert.equal(t1.steps[1].status, "ACTIVE");
+  assert.equal(t1.steps[1].model, "m1"); // a model call's model is the record's
+  assert.deepEqual([t1.steps[0].kind, t1.steps[0].status, t1.steps[0].source, t1.steps[0].content], ["prompt", "DONE", "USER", "again"]);
+  s = apply(s, { type: "deltas", items: [[3, "c", 2, "!"]], patches: [{ turn: 1, record: { duration: 1.5 }, ended: true }] });
+  const end = s.turns[1];
+  assert.equal(end.done, true);
+  assert.deepEqual([end.record.status, end.record.finish_reason, end.record.duration], ["done", "STOP", 1.5]);
+  assert.deepEqual(end.steps.map((x) => x.status), ["DONE", "DONE"]);
+  assert.equal(end.steps[1].content, "Hi!");
+  assert.equal(s.gap, false);
+  // a failed turn: the end names what differs (its record's status and reason, a step left active)
+  s = apply(s, { type: "deltas", items: [[4, "c", 0, "x"]], patches: [{ turn: 2, record: { model: "m2" }, steps: [{ step_index: 4, kind: "prompt" }, { step_index: 5, kind: "model_call" }] }] });
+  assert.equal(s.turns[2].record.model, "m2");
+  s = apply(s, flush({ turn: 2, record: { status: "error", finish_reason: null, error: "boom" }, steps: [{ step_index: 5, status: "ACTIVE" }], ended: true }));
+  const failed = s.turns[2];
+  assert.deepEqual([failed.record.status, "finish_reason" in failed.record, failed.record.error], ["error", false, "boom"]);
+  assert.deepEqual(failed.steps.map((x) => x.status), ["DONE", "ACTIVE"]);
+});

@@ -270,13 +270,17 @@ CLASS = Protocol("class view", reply="reply")  # the teacher's live view (class_
 @dataclass(frozen=True)
 class Deltas(Message):
     """What changed since the last flush, in one message: ``patches``, the running turn's structure
-    (widget_wire.TurnBuffer.patch: ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed
-    fields, each new step whole but for what a view derives, each changed step as its ``step_index``
-    with its changed fields, a null field gone, a usage as a list of counts; ``ended``: the turn
-    ended, each step's lengths ``n`` with it), applied first;
+    as a live view shows it (widget_wire.TurnBuffer.patch: ``{"turn", "record"?, "steps"?, "ended"?}``,
+    the record's changed fields, each new step whole but for what a view derives, or ``[step_index,
+    kind]`` when that is all it says, each changed step as its ``step_index`` with its changed fields,
+    a null field gone, a usage as a list of counts; a new record starts with the model and provider
+    of the turn before; the footer's figures come with ``ended``: the turn ended, the record done
+    (STOP) and its active steps done unless the patch says otherwise, each step's lengths ``n`` with
+    it unless the same message's deltas carry its text to its end), applied first;
     then the text, ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces.
-    ``state``: trait values that changed with this flush (``running``, ``finished``; ``gauge``: its
-    changed keys, merged over the view's), set in the kernel without a state update of their own."""
+    ``state``: trait values that changed with this flush (``running``, ``finished``: left out when the
+    ended patches tell it; ``gauge``: its changed keys, merged over the view's), set in the kernel
+    without a state update of their own."""
 
     items: list[list]
     patches: list[dict] = dataclasses.field(default_factory=list)

@@ -52,7 +52,7 @@ def transcript_piece(steps: list[Step], head: bool = False, key: str = "") -> di
         parts.append(transcript_markdown(steps, limit=len(steps)))
     classes = "nbagent-transcript" + (f" {asked_class(key)}" if key else "")
     md = f'<div class="{classes}">\n\n' + "\n\n".join(parts) + "\n\n</div>"
-    return {"text/markdown": md, "text/plain": HEAD if head else ""}
+    return {"text/markdown": md, "text/plain": HEAD} if head else {"text/markdown": md}
 
 
 def _display_publisher() -> Any:
@@ -170,7 +170,7 @@ class TranscriptOutput:
             self._display(parent, transcript_piece(steps, head=True), self._new_id("h"))
 
     def _new_id(self, what: str) -> str:
-        display_id = f"nbagent-{self._key}-{self._epoch}-{what}"
+        display_id = f"nb-{self._key[:8]}-{self._epoch}-{what}"  # short: it travels with every turn's output
         if what.startswith("h"):
             display_id += str(len(self._ids))  # each cell's head is its own output
         self._ids.append(display_id)

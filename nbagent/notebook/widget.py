@@ -8,12 +8,15 @@ Wire protocol (kernel -> front end):
 
 - traits: ``finished`` (how many finished turns there are), ``running`` (a turn is in flight),
   ``notice`` (a widget-level message) and ``gauge`` (context and spend, see widget_usage.py; once
-  a turn, with its end). ``running``, ``finished`` and ``gauge`` changes that go with a flush's
-  ``deltas`` message ride in it (its ``state``; the gauge as its changed keys), set in the kernel
-  without a state update of their own, so a turn run from the box costs three messages when its
-  answer comes within a window: ``running`` (sent the moment the prompt is taken, so the view
-  shows Stop at once), its start (the prompt's echo, the first text) and its end (the last patch
-  and deltas, ``finished``, ``gauge``, ``running`` false).
+  a turn, with its end; only a change goes). ``running``, ``finished`` and ``gauge`` changes that go
+  with a flush's ``deltas`` message ride in it (its ``state``; the gauge as its changed keys;
+  ``finished`` only when the ended patches do not tell it), set in the kernel without a state
+  update of their own. The view that sends a prompt shows it and Stop at once (a local echo, until
+  the kernel's turn brings the prompt), so a turn run from the box costs three messages when its
+  answer comes within a window: ``running`` alone (sent the moment the prompt is taken: the other
+  views show Stop, and in JupyterLab the first text follows sooner than when ``running`` waits for
+  the first flush), its start (the prompt's echo, the first text) and its end (the last patch and
+  deltas, ``gauge``, ``running`` false).
   A turn is ``{"record": {...TurnRecord, cost?}, "steps": [step dicts]}``; a *bare* one has each
   step's ``content`` / ``thinking`` replaced by ``"n": [their lengths]`` (the text travels as
   deltas only). ``current`` (the running turn, bare) is a property, not a trait: the views get
@@ -30,13 +33,18 @@ Wire protocol (kernel -> front end):
   included, goes this way, once.
   ``patches`` (applied before the text) carry the running turn's *structural* changes (a step
   appears, changes status, gets tool calls or usage) as ``{"turn": n, "record"?, "steps"?,
-  "ended"?}``: only what changed since the last patch (``widget_wire.TurnBuffer.patch``): the
-  record's changed fields, each new step whole (its type, source and target left out when they
-  are the usual ones for its kind, ``widget_wire.USUAL_SHAPES``, and what a view derives: its status,
-  times that follow the step before, the record's model and finish reason, ``widget_wire.derived_fields``)
-  and each changed step's changed fields (null: gone; a usage as its counts in
-  ``widget_wire.USAGE_FIELDS`` order), so a mid-turn patch is tens of bytes, not the turn; a step's
-  lengths ``n`` go once it is no longer active; ``ended``: the turn's end, with the steps' lengths ``n``.
+  "ended"?}``: only what changed since the last patch in what a live view shows
+  (``widget_wire.TurnBuffer.patch``, ``widget_wire.live_step``: no times or finish reasons of
+  prompts and model calls, no finish that says nothing): the record's changed fields (a new one
+  starts with the turn before's model and provider; the footer's figures wait for the end), each
+  new step whole (its type, source and target left out when they are the usual ones for its
+  kind, ``widget_wire.USUAL_SHAPES``, and what a view derives: its status, times that follow the
+  step before, the record's model and finish reason, ``widget_wire.derived_fields``; as
+  ``[step_index, kind]`` when that is all it says) and each changed step's changed fields (null:
+  gone; a usage as its counts in ``widget_wire.USAGE_FIELDS`` order), so a mid-turn patch is tens
+  of bytes, not the turn; a step's lengths ``n`` go once it is no longer active, unless the same
+  message's deltas carry its text to its end; ``ended``: the turn's end (the record done, STOP,
+  and its active steps done unless the patch says otherwise), with the steps' lengths ``n``.
   ``{"type": "turn", "turn": bare turn}``: a finished turn changed (a result set later), sent
   whole and bare. Finished turns are not traits: the kernel keeps them, so nothing is re-sent as
   a conversation grows.
@@ -52,8 +60,8 @@ Wire protocol (kernel -> front end):
   pages carry them (``get_state``).
 
   A refused prompt (empty, or a turn is already running) is answered with
-  ``{"type": "refused", "text"}`` so the view that sent it unlocks at once; an over-budget one
-  with ``{"type": "confirm", "prompt", "text"}`` (see widget_usage.py).
+  ``{"type": "refused", "text"}`` so the view that sent it drops its echo and unlocks at once; an
+  over-budget one with ``{"type": "confirm", "prompt", "text"}`` (see widget_usage.py).
 
 Front end -> kernel: ``{"type": "send", "prompt", "over_budget"?}``, ``{"type": "stop"}``,
 ``{"type": "approve", "call_id"}``, ``{"type": "deny", "call_id", "reason"}``,
@@ -76,7 +84,8 @@ so Stop / Approve / Deny are handled while it streams; ``running`` is true from
 the moment a prompt is accepted until its task ends.
 
 Display: showing the widget also shows the transcript (safe markdown in
-``<div class="nbagent-transcript">``) after it: one output with the turns so far, then one
+``<div class="nbagent-transcript">``, with a short display id and no empty ``text/plain``) after
+it: one output with the turns so far, then one
 output appended per finished turn, each sent once (transcript_output.py); a turn asked from code
 in another cell goes to that cell's outputs instead. So a saved notebook shows the whole
 conversation as it was when saved — on GitHub, nbviewer, nbconvert, in Jupyter without the
@@ -377,15 +386,17 @@ class ChatWidget(anywidget.AnyWidget):
             self._flushes += 1
             self._last_flush = time.monotonic()
             items = [p.item() for p in self._pending]
+            covered = self._covered(self._pending)
             self._pending = []
             dirty, self._dirty = self._dirty, set()
             pricing = self._pricing()
-            patches, messages = self._turn_messages(pricing)
+            patches, messages = self._turn_messages(pricing, covered)
             values: dict[str, Any] = {}
             if "current" in dirty and self._live is not None and self._live in self._turns:
-                patches.insert(0, self._turns[self._live].patch(self._live, pricing))
-            if "gauge" in dirty:
-                values["gauge"] = gauge_dict(self.conversation)
+                patches.insert(0, self._patch(self._live, pricing, covered))
+            gauge = gauge_dict(self.conversation) if "gauge" in dirty else self.gauge
+            if gauge != self.gauge:  # only a change goes out
+                values["gauge"] = gauge
             finished = sum(1 for n in self._turns if n != self._live)
             if finished != self.finished:
                 values["finished"] = finished
@@ -395,11 +406,13 @@ class ChatWidget(anywidget.AnyWidget):
         changed = [p for p in patches if p is not None]
         carried: dict[str, Any] = {}
         if (items or changed) and not self._holding_sync:  # the traits ride in the deltas message
-            quiet = {k: v for k, v in values.items() if k != "gauge" or set(v) == set(self.gauge)}
+            quiet = {k: v for k, v in values.items() if k != "gauge" or set(v) == set(self.gauge or {})}
             values = {k: v for k, v in values.items() if k not in quiet}
             carried = dict(quiet)
             if "gauge" in quiet:  # its changed keys only (the same keys as the view's)
                 carried["gauge"] = {k: v for k, v in quiet["gauge"].items() if self.gauge.get(k) != v}
+            if carried.get("finished") == self.finished + sum(1 for p in changed if p.get("ended")):
+                del carried["finished"]  # a view counts the ended patches (js/src/reducer.js carriedTraits)
             self._set_quietly(quiet)
         if items or changed:
             self.stats["messages"] += 1
@@ -470,7 +483,28 @@ class ChatWidget(anywidget.AnyWidget):
         """The conversation's price overrides (``conv.budget.pricing``), or None."""
         return getattr(getattr(self.conversation, "budget", None), "pricing", None)
 
-    def _turn_messages(self, pricing: Any) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
+    def _covered(self, pending: list[PendingDelta]) -> frozenset[int]:
+        """The steps whose text the deltas in ``pending`` carry up to its end in every field that has
+        any (``_lock`` held): a view that reads them has it all or sees the gap, so their patches
+        need no lengths ``n``."""
+        live = self._turns.get(self._live) if self._live is not None else None
+        ended = [self._turns[n] for n in self._ended_live if n in self._turns]
+        out = set()
+        for idx in {p.index for p in pending}:
+            fields = {p.field for p in pending if p.index == idx}
+            for turn in [t for t in [live, *ended] if t is not None and idx in t.steps]:
+                if all(turn.sent.get((idx, f), (0, 0))[1] == 0 or f in fields for f in ("c", "t")):
+                    out.add(idx)
+        return frozenset(out)
+
+    def _patch(self, n: int, pricing: Any, covered: frozenset[int], ended: bool = False) -> dict | None:
+        """Turn ``n``'s patch (``_lock`` held), its new record starting from the turn before's
+        (widget_wire.new_record)."""
+        before = max((i for i in self._turns if i < n and self._turns[i].record is not None), default=None)
+        prior = self._turns[before].bare_dict(pricing)["record"] if before is not None else None
+        return self._turns[n].patch(n, pricing, ended=ended, covered=covered, before=prior)
+
+    def _turn_messages(self, pricing: Any, covered: frozenset[int] = frozenset()) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
         """The turns' patches and custom messages, with ``_lock`` held: the end of each turn that
         was running, as a patch (``"ended": true``, in the ``deltas`` message); each finished turn
         that changed, bare (``{"type": "turn", "turn"}``); after a resync request, every turn whole,
@@ -478,7 +512,7 @@ class ChatWidget(anywidget.AnyWidget):
         a view to drop the turns it has)."""
         ended, self._ended = self._ended, set()
         ended_live, self._ended_live = self._ended_live, set()
-        patches = [self._turns[n].patch(n, pricing, ended=True) for n in sorted(ended_live) if n in self._turns]
+        patches = [self._patch(n, pricing, covered, ended=True) for n in sorted(ended_live) if n in self._turns]
         if not self._resync:
             return patches, [TurnEnded(self._turns[n].bare_dict(pricing)) for n in sorted(ended - ended_live)
                              if n in self._turns and n != self._live]
@@ -561,7 +595,11 @@ class ChatWidget(anywidget.AnyWidget):
         self.sessions.watch_steps(self._task)
         with self._lock:
             self._dirty.add("running")
-        self._flush()  # `running` goes out now: the view that sent the prompt waits for it (and shows Stop)
+        # `running` goes out now, alone: the view that sent the prompt shows it and Stop already (its
+        # echo), other views show Stop; sent from this handler, the turn's first text follows at once
+        # (folded into the turn's first flush it saved ~80 B a turn, but in JupyterLab the first text
+        # came ~25 ms later: 63-72 ms median after Enter instead of 39-46, bench_first_token.py)
+        self._flush()
 
     async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
         """Attach what the prompt names, off the event loop (a ``__repr__`` that hangs must not hold
@@ -591,8 +629,9 @@ class ChatWidget(anywidget.AnyWidget):
             self._refuse(closed)
             return False
         ask, self.notice = gate(self.conversation, prepared, over_budget)
-        with self._lock:
-            self._dirty.add("gauge")  # a budget set in code since the last turn shows now
+        if gauge_dict(self.conversation) != self.gauge:
+            with self._lock:
+                self._dirty.add("gauge")  # a budget set in code since the last turn shows now
         if ask is None:
             return True
         self._flush()

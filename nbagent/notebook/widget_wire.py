@@ -104,31 +104,51 @@ class TurnBuffer:
             self.bare_cache = {"record": bare_record(full["record"], steps), "steps": steps}
         return self.bare_cache
 
-    def patch(self, turn: int, pricing: Mapping | None = None, ended: bool = False) -> dict | None:
-        """What changed in the bare turn since the last patch (the first: all of it), or None:
-        ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed fields and, for each step
-        that appeared or changed, its ``step_index`` with its changed fields (a new step whole but
-        for what a view derives, ``derived_fields`` and ``USUAL_SHAPES``; a field gone is null). A
-        step's lengths ``n`` go once it is no longer active or the turn ended (mid-turn the deltas'
-        offsets tell a view what it misses), so a mid-turn patch is a few fields, not the turn. The
-        first record patch sends what differs from ``new_record``."""
+    def patch(self, turn: int, pricing: Mapping | None = None, ended: bool = False,
+              covered: frozenset[int] = frozenset(), before: dict | None = None) -> dict | None:
+        """What changed in the live turn (``live_step`` of each bare step) since the last patch (the
+        first: all of it), or None: ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed
+        fields and, for each step that appeared or changed, its ``step_index`` with its changed fields
+        (a new step whole but for what a view derives, ``derived_fields`` and ``USUAL_SHAPES``, as
+        ``[step_index, kind]`` when that is all it says; a field gone is null). A step's lengths ``n`` go once it is no longer active or the turn ended (mid-turn
+        the deltas' offsets tell a view what it misses), unless the same message carries its text up
+        to its end (the steps in ``covered``: a view then has it all or sees the gap in the offsets),
+        so a mid-turn patch is a few fields, not the turn. The first record patch sends what differs
+        from ``new_record`` (``before``: the record of the turn before, as the views have it); the
+        record's ``FOOTER_ONLY`` figures wait for the ended patch, which sends what differs from
+        ``ended_record`` and ``ended_step`` of what the views have."""
         bare = self.bare_dict(pricing)
         rec = bare["record"]
-        record = None if rec is None else changed_fields(self.shown_record or new_record(turn), rec)
-        if rec is not None:
+        shown = self.shown_record or new_record(turn, before)
+        if ended:
+            shown = ended_record(shown)
+            self.shown_steps = {i: ended_step(s) for i, s in self.shown_steps.items()}
+        if rec is None:
+            record = None
+        elif ended:
+            record = changed_fields(shown, rec)
             self.shown_record = rec
-        steps = []
-        for step in bare["steps"]:
+        else:  # the footer's figures wait for the turn's end (the footer shows once it ended)
+            record = changed_fields(_without_footer(shown), _without_footer(rec))
+            self.shown_record = {**_without_footer(rec), **{k: v for k, v in shown.items() if k in FOOTER_ONLY}}
+        steps: list[dict | list] = []
+        for step in (live_step(s) for s in bare["steps"]):
             idx = step["step_index"]
+            if idx not in self.shown_steps and silent_finish(step):
+                continue  # a finish with nothing to show: the turn's end says it
             final = ended or step.get("status", "ACTIVE") != "ACTIVE"  # its text is all there: its lengths go
             new = step if final else {k: v for k, v in step.items() if k != "n"}
             old = self.shown_steps.get(idx)
             if old is not None:
                 fields = changed_fields(old, new)
             else:
-                before = max((i for i in self.shown_steps if i < idx), default=-1)  # the step before it, as shown
-                fields = _without_derived(_without_usual(new), new, self.shown_steps.get(before), self.shown_record)
-            if fields:
+                prior = max((i for i in self.shown_steps if i < idx), default=-1)  # the step before it, as shown
+                fields = _without_derived(_without_usual(new), new, self.shown_steps.get(prior), self.shown_record)
+            if idx in covered:
+                fields.pop("n", None)
+            if old is None and set(fields) == {"step_index", "kind"}:
+                steps.append([idx, fields["kind"]])  # a new step that is all its kind says: [step_index, kind]
+            elif fields:
                 steps.append({"step_index": idx, **_with_counts(fields, "usage_metadata")})
             self.shown_steps[idx] = new
         if not (record or steps or ended):
@@ -143,10 +163,19 @@ class TurnBuffer:
         return out
 
     def shown_whole(self, pricing: Mapping | None = None) -> None:
-        """The views got the whole turn (a resync, the whole state): later patches start from it."""
+        """The views got the whole turn (a resync, the whole state): later patches start from it
+        (from what they show of it, ``live_step``)."""
         bare = self.bare_dict(pricing)
         self.shown_record = bare["record"]
-        self.shown_steps = {s["step_index"]: {k: v for k, v in s.items() if k != "n"} for s in bare["steps"]}
+        self.shown_steps = {s["step_index"]: {k: v for k, v in live_step(s).items() if k != "n"} for s in bare["steps"]}
+
+    def live_dict(self, pricing: Mapping | None = None) -> dict:
+        """The bare turn as a view that followed it through its patches has it: each step's
+        ``live_step`` (lengths aside), a finish with nothing to show left out (tests compare the
+        reducer's turns with it)."""
+        bare = self.bare_dict(pricing)
+        steps = [{k: v for k, v in live_step(s).items() if k != "n"} for s in bare["steps"]]
+        return {"record": bare["record"], "steps": [s for s in steps if not silent_finish(s)]}
 
 
 def _without_usual(step: dict) -> dict:
@@ -173,10 +202,61 @@ def _with_counts(fields: dict, name: str) -> dict:
     return {**fields, name: counts}
 
 
-def new_record(turn: int) -> dict:
+def new_record(turn: int, before: dict | None = None) -> dict:
     """What a view takes a running turn's record to be before its first patch (js/src/reducer.js
-    ``patchTurn``): the patch sends the fields that differ."""
-    return {"turn": turn, "status": "running"}
+    ``patchTurn``): running, with the model and provider of the turn before it (``before``, the
+    record of the latest turn before it); the patch sends the fields that differ."""
+    out: dict = {"turn": turn, "status": "running"}
+    out.update((k, before[k]) for k in _CARRIED_OVER if before is not None and before.get(k) is not None)
+    return out
+
+
+_CARRIED_OVER = ("model", "provider")
+# a record's figures only its footer shows, once the turn ended (js/src/render/turn.js): mid-turn patches leave them out
+FOOTER_ONLY = frozenset(("usage", "ttft", "duration", "tps", "cost"))
+
+
+def _without_footer(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in FOOTER_ONLY}  # a new turn's record starts with these of the turn before
+
+
+def ended_record(record: dict) -> dict:
+    """What a view takes a turn's record to be at its end (an ended patch) before that patch's fields:
+    done, finished for STOP unless it says otherwise (js/src/reducer.js ``endedRecord``)."""
+    return {**record, "status": "done", "finish_reason": record.get("finish_reason") or "STOP"}
+
+
+def ended_step(step: dict) -> dict:
+    """What a view takes a step to be at its turn's end before the ended patch's fields: an active
+    step is done (js/src/reducer.js ``endedStep``)."""
+    return {**step, "status": "DONE"} if step.get("status", "ACTIVE") == "ACTIVE" else step
+
+
+# what the live view never shows of a step of these kinds (js/src/render/turn.js): the patches leave
+# them out (a resync's whole turns still carry them); a tool run's times show as its card's duration
+_LIVE_HIDDEN = {"prompt": frozenset(("created_at", "finished_at")),
+                "model_call": frozenset(("created_at", "finished_at", "finish_reason")),
+                "finish": frozenset(("created_at", "finished_at", "finish_reason"))}
+# what makes a finish step worth a patch: without these it says nothing the turn's end does not
+_FINISH_SHOWN = frozenset(("error", "refusal", "content", "thinking", "notice", "http_code", "tool_calls"))
+
+
+def live_step(step: dict) -> dict:
+    """A bare step as the live view gets it in patches: without ``_LIVE_HIDDEN``; a model call's
+    usage only when it counts thinking tokens (the thinking block shows them)."""
+    hidden = _LIVE_HIDDEN.get(step.get("kind", ""))
+    if hidden is None:
+        return step
+    out = {k: v for k, v in step.items() if k not in hidden}
+    usage = out.get("usage_metadata")
+    if step.get("kind") == "model_call" and isinstance(usage, dict) and not usage.get("thoughts_token_count"):
+        del out["usage_metadata"]
+    return out
+
+
+def silent_finish(step: dict) -> bool:
+    """Whether a step is a finish that shows nothing (no error, refusal or notice): patches leave it out."""
+    return step.get("kind") == "finish" and not any(step.get(k) for k in _FINISH_SHOWN)
 
 
 def derived_fields(step: dict, before: dict | None, record: dict | None) -> dict:

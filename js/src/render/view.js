@@ -68,6 +68,10 @@ export class ChatView {
     /** @type {import("../reducer.js").State|null} */ this.state = null;
     this.running = null;
     this.waiting = false; // sent a prompt; the kernel has not answered yet
+    /** The prompt this view sent, shown at once until the kernel's turn brings it (or it is refused):
+     * `after` the newest turn then, `refusals` the refusal count then, `ran` the kernel said running since.
+     * @type {{view: TurnView, after: number, refusals: number, ran: boolean}|null} */
+    this.echo = null;
     this.refusals = 0; // the state's refusal count when the prompt was sent
     /** @type {any} */ this.waitTimer = null;
     this.refocus = false;
@@ -208,6 +212,7 @@ export class ChatView {
     this.waiting = true;
     this.refusals = this.state ? this.state.refusals : 0;
     this.setRunning(true); // optimistic: the kernel confirms with `running`
+    this.showEcho(prompt);
     clearTimeout(this.waitTimer);
     this.waitTimer = setTimeout(() => {
       if (!this.waiting) return;
@@ -219,12 +224,43 @@ export class ChatView {
   stop() {
     if (this.waiting) { // the kernel never took the prompt up: unlock here
       this.waiting = false;
+      this.dropEcho();
       this.setHint("");
       this.setRunning(!!(this.state && this.state.running));
     }
     this.stopBtn.disabled = true;
     this.send({ type: "stop" });
     setTimeout(() => { if (this.running) this.stopBtn.disabled = false; }, STOP_RETRY_MS);
+  }
+
+  /** Show the prompt just sent as the next turn's, before the kernel answers (its turn replaces it).
+   * @param {string} prompt */
+  showEcho(prompt) {
+    this.dropEcho();
+    const turns = this.state ? this.state.turns : [];
+    const view = new TurnView(this.send);
+    view.el.classList.add("nba-echo");
+    view.update({ turn: -1, record: null, steps: [/** @type {any} */ ({ step_index: -1, kind: "prompt", content: prompt, thinking: "" })] });
+    this.echo = { view, after: turns.length ? turns[turns.length - 1].turn : -1, refusals: this.state ? this.state.refusals : 0, ran: false };
+    this.list.append(view.el);
+    this.empty.style.display = "none";
+    this.scrollToEnd();
+  }
+
+  dropEcho() {
+    if (this.echo) this.echo.view.el.remove();
+    this.echo = null;
+  }
+
+  /** The kernel's answer to the echoed prompt: its turn came with it (a prompt in a newer turn), it
+   * was refused, the kernel is gone, or its run ended without a turn. @param {import("../reducer.js").State} state */
+  settleEcho(state) {
+    const echo = this.echo;
+    if (!echo) return;
+    if (state.running) echo.ran = true;
+    const arrived = state.turns.some((t) => t.turn > echo.after && t.steps.some((s) => s.kind === "prompt"));
+    if (arrived || state.dead || state.refusals !== echo.refusals || (echo.ran && !state.running)) this.dropEcho();
+    else if (echo.view.el !== this.list.lastElementChild) this.list.append(echo.view.el); // after the turns
   }
 
   /** @param {MouseEvent} e */
@@ -314,7 +350,8 @@ export class ChatView {
   update(state) {
     this.state = state;
     this.renderTurns(state);
-    this.empty.style.display = state.turns.length ? "none" : "";
+    this.settleEcho(state);
+    this.empty.style.display = state.turns.length || this.echo ? "none" : "";
     const notice = state.dead || state.notice;
     this.notice.textContent = notice;
     this.notice.style.display = notice ? "" : "none";
