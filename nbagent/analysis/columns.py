@@ -262,9 +262,7 @@ class Column:
         if isinstance(values, Coded) and self.kind is not Kind.CATEGORY:
             values = values.floats() if self.kind is Kind.COUNT else values.tolist()
         if self.kind is Kind.COUNT:
-            data = np.asarray(values, dtype=np.float64)
-            mask = ~(np.abs(data) < 2.0**63)  # NaN, and counts int64 cannot hold: NA, never wrapped negative
-            return pd.arrays.IntegerArray(np.where(mask, 0, data).astype(np.int64), mask)
+            return pd.arrays.IntegerArray(*count_ints(values))
         if self.kind is Kind.FLOAT:
             return np.asarray(values, dtype=np.float64)
         if self.kind is Kind.TEXT:
@@ -302,6 +300,21 @@ def enum_value(v: Any) -> Any:
     if v is None or v == "":
         return None
     return v.value if isinstance(v, Enum) else v
+
+
+def count_ints(values: Any) -> tuple[Any, Any]:
+    """A COUNT column's plain form as int64 values and the NA mask (NaN, and counts int64 cannot
+    hold: NA, never wrapped negative), with no float temporaries (each is fresh memory at scale)."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # NaN compares False and casts to garbage, masked below
+        mask = (data > -2.0**63) & (data < 2.0**63)
+        ints = data.astype(np.int64)
+    np.logical_not(mask, out=mask)
+    if mask.any():
+        ints[mask] = 0
+    return ints, mask
 
 
 def text_array(values: Any) -> Any:
@@ -418,64 +431,64 @@ def shorten_column(texts: list, limit: int) -> Any:
 ARROW_CHUNK = 32768  # texts converted to Arrow at a time (see arrow_strings)
 
 
-def arrow_strings(texts: Any, convert: Callable[[Any], Any] | None = None) -> Any:
-    """Texts (str or None) as one Arrow string array (``convert``: a list of them to an Arrow array, by
-    default ``pa.array``), ``ARROW_CHUNK`` rows at a time then joined.
+def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None) -> Any:
+    """Texts (str or None) as Arrow strings (``convert(texts, pool)``: a list of them to an Arrow array,
+    by default ``pa.array``), ``ARROW_CHUNK`` rows at a time: an Array, or a ChunkedArray of more
+    than one chunk; their memory comes from the system allocator (``malloc``), not Arrow's default pool.
 
-    Arrow takes a big array's memory fresh from the system, and paging it in costs more than
-    converting (a million 150-character prompts: 0.2 s to convert, 0.4-0.9 s of system time in
-    one piece); a chunk at a time reuses the memory the chunk before freed. Too much text for one
-    array (2 GB) gives a ``ChunkedArray``, as ``pa.array`` does."""
+    Converting a million 150-character prompts takes 0.2 s; in one piece from Arrow's default pool
+    (mimalloc) paging its memory in took 0.4-0.9 s of system time more, a chunk at a time from it
+    still 0.2 s (each chunk kept is fresh memory there), from ``malloc`` next to nothing (it reuses
+    what the process freed). The chunks are kept as they are: joining them would take the whole
+    column's memory once more."""
     import pyarrow as pa
 
+    pool = pa.system_memory_pool()
     if convert is None:
-        def convert(chunk: Any) -> Any:
-            return pa.array(chunk, type=pa.string())
+        def convert(chunk: Any, pool: Any) -> Any:
+            return pa.array(chunk, type=pa.string(), memory_pool=pool)
     if not isinstance(texts, list) or len(texts) <= ARROW_CHUNK:
-        return convert(texts)
-    parts = [convert(texts[i:i + ARROW_CHUNK]) for i in range(0, len(texts), ARROW_CHUNK)]
-    chunks = [c for part in parts for c in (part.chunks if isinstance(part, pa.ChunkedArray) else (part,))]
-    try:
-        return pa.concat_arrays(chunks)
-    except pa.ArrowException:  # offsets beyond 2 GB
-        return pa.chunked_array(chunks, type=pa.string())
+        return convert(texts, pool)
+    parts = [convert(texts[i:i + ARROW_CHUNK], pool) for i in range(0, len(texts), ARROW_CHUNK)]
+    return pa.chunked_array([c for part in parts for c in (part.chunks if isinstance(part, pa.ChunkedArray)
+                                                           else (part,))], type=pa.string())
 
 
 def shortened_arrow(texts: Any, limit: int) -> Any:
-    """:func:`shorten` over a whole column ("" for None) as an Arrow string array."""
+    """:func:`shorten` over a whole column ("" for None) as Arrow strings (see :func:`arrow_strings`)."""
     if isinstance(texts, Coded):
         texts = texts.tolist()
-    return arrow_strings(texts, lambda chunk: _shortened(chunk, limit))
+    return arrow_strings(texts, lambda chunk, pool: _shortened(chunk, limit, pool))
 
 
-def _shortened(texts: Any, limit: int) -> Any:
+def _shortened(texts: Any, limit: int, pool: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     try:
-        arr = pa.array(texts, type=pa.string())
+        arr = pa.array(texts, type=pa.string(), memory_pool=pool)
     except (TypeError, ValueError, pa.ArrowException):  # non-str values
-        return pa.array(shorten([str(t or "") for t in texts], limit), type=pa.string())
+        return pa.array(shorten([str(t or "") for t in texts], limit), type=pa.string(), memory_pool=pool)
     if arr.null_count:
-        arr = pc.fill_null(arr, "")
-    chars = pc.utf8_length(arr)
-    long = pc.greater(chars, limit)
+        arr = pc.fill_null(arr, "", memory_pool=pool)
+    chars = pc.utf8_length(arr, memory_pool=pool)
+    long = pc.greater(chars, limit, memory_pool=pool)
     if not pc.any(long).as_py():
         return arr
-    cut = pc.binary_join_element_wise(_first_chars(arr, chars, limit - 1), "…", "")
-    return cut if pc.all(long).as_py() else pc.if_else(long, cut, arr)
+    cut = pc.binary_join_element_wise(_first_chars(arr, chars, limit - 1, pool), "…", "", memory_pool=pool)
+    return cut if pc.all(long).as_py() else pc.if_else(long, cut, arr, memory_pool=pool)
 
 
-def _first_chars(arr: Any, chars: Any, n: int) -> Any:
+def _first_chars(arr: Any, chars: Any, n: int, pool: Any) -> Any:
     """The first ``n`` characters of each text of an Arrow string array whose lengths are ``chars``:
     cut as bytes when every text is ASCII (as many characters as bytes), a few times faster."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     total = pc.sum(chars).as_py() or 0
-    if total == pc.sum(pc.binary_length(arr)).as_py():
-        return pc.binary_slice(arr.cast(pa.binary()), 0, n).cast(pa.string())
-    return pc.utf8_slice_codeunits(arr, 0, n)
+    if total == pc.sum(pc.binary_length(arr, memory_pool=pool)).as_py():
+        return pc.binary_slice(arr.cast(pa.binary()), 0, n, memory_pool=pool).cast(pa.string())
+    return pc.utf8_slice_codeunits(arr, 0, n, memory_pool=pool)
 
 
 _ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)

@@ -283,7 +283,7 @@ def _plain_array(pa: Any, column: Column, values: Any, type_: Any):
     pandas column holds, NA as null."""
     import numpy as np
 
-    from .columns import category_codes, epoch_us, shortened_arrow
+    from .columns import category_codes, count_ints, epoch_us, shortened_arrow
 
     kind = column.kind
     if isinstance(values, Coded) and kind is not Kind.CATEGORY:
@@ -291,9 +291,8 @@ def _plain_array(pa: Any, column: Column, values: Any, type_: Any):
     if kind is Kind.INT:
         return pa.array(np.ascontiguousarray(values, dtype=np.int64), type=type_)
     if kind is Kind.COUNT:
-        data = np.asarray(values, dtype=np.float64)
-        mask = ~(np.abs(data) < 2.0**63)  # as Column.to_pandas: NaN and counts int64 cannot hold are NA
-        return pa.array(np.where(mask, 0, data).astype(np.int64), type=type_, mask=mask)
+        ints, mask = count_ints(values)  # as Column.to_pandas
+        return pa.array(ints, type=type_, mask=mask)
     if kind is Kind.FLOAT:
         return pa.array(np.asarray(values, dtype=np.float64), type=type_, from_pandas=True)  # NaN: null
     if kind is Kind.TEXT:
