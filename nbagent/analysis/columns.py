@@ -470,7 +470,7 @@ def _shortened(texts: Any, limit: int, pool: Any) -> Any:
     except (TypeError, ValueError, pa.ArrowException):  # non-str values
         return pa.array(shorten([str(t or "") for t in texts], limit), type=pa.string(), memory_pool=pool)
     if arr.null_count:
-        arr = pc.fill_null(arr, "", memory_pool=pool)
+        arr = pc.coalesce(arr, "", memory_pool=pool)
     chars = pc.utf8_length(arr, memory_pool=pool)
     long = pc.greater(chars, limit, memory_pool=pool)
     if not pc.any(long).as_py():
