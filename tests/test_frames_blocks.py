@@ -121,3 +121,21 @@ def test_count_ints_marks_nan_and_what_int64_cannot_hold():
     assert mask.tolist() == [False, False, True, True, True, False, False, True]
     assert ints[~mask].tolist() == [0, 5, 2**63 - 1024, -7] and (ints[mask] == 0).all()
     assert ints.dtype == np.int64 and mask.dtype == bool
+
+
+def test_building_a_frame_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+
+    recs = records(10)
+    assert gc.isenabled()
+    usage_frame(recs)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        usage_frame(recs)
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()
+    with pytest.raises(AttributeError):
+        usage_frame([object()])  # not a turn record: fails inside, the collector still comes back on
+    assert gc.isenabled()
