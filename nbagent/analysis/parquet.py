@@ -116,21 +116,32 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     return out
 
 
+WRITERS = 2  # threads writing a folder's session files: their waits for the disk overlap
+
+
 def _write_sessions(arrow: Any, out: Path) -> None:
-    """One file per session of ``arrow`` in folder ``out``: each built in memory here while a thread
-    of its own writes and syncs the one before (the disk's wait overlaps the next file's encoding)."""
+    """One file per session of ``arrow`` in folder ``out``: each built in memory here while ``WRITERS``
+    threads write and sync the ones before (creating and syncing a small file takes longer than
+    encoding it, mostly waiting for the disk: the waits overlap each other and the encoding). At
+    most twice as many files as writers wait in memory; the first error stops the export."""
+    from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
     ids, paths = _keys(arrow)
-    with ThreadPoolExecutor(1, thread_name_prefix="nbagent-parquet") as writer:
-        pending: Future | None = None
-        for start, length in _runs(ids, paths):
-            data = _parquet_bytes(arrow.slice(start, length))
-            if pending is not None:
-                pending.result()
-            pending = writer.submit(atomic_write_bytes, out / f"{_file_name(paths[start], ids[start])}.parquet", data)
-        if pending is not None:
-            pending.result()
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(WRITERS, thread_name_prefix="nbagent-parquet") as writers:
+        try:
+            for start, length in _runs(ids, paths):
+                data = _parquet_bytes(arrow.slice(start, length))
+                while len(pending) >= 2 * WRITERS or (pending and pending[0].done()):
+                    pending.popleft().result()
+                name = out / f"{_file_name(paths[start], ids[start])}.parquet"
+                pending.append(writers.submit(atomic_write_bytes, name, data))
+            while pending:
+                pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 PARTITIONS = ("month",)
