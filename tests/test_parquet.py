@@ -151,3 +151,41 @@ def test_a_month_partitioned_dataset_appends_replaces_and_reads_back_the_same_ro
         nbagent.to_parquet(paths, out, table="tool_calls", partition="month")
     with pytest.raises(NbagentError, match="partition must be"):
         nbagent.to_parquet(paths, out, partition="day")
+
+
+def test_a_session_file_encodes_categories_as_dictionaries_and_keeps_statistics_for_keys_and_times(tmp_path):
+    two_shapes(tmp_path / "sessions")
+    out = nbagent.to_parquet(tmp_path / "sessions", tmp_path / "usage")
+    for f in sorted(out.glob("*.parquet")):
+        meta = pq.ParquetFile(f).metadata
+        chunks = {meta.schema.column(i).name: meta.row_group(0).column(i) for i in range(meta.num_columns)}
+        for name in ("session_id", "path", "model", "status", "finish_reason"):
+            assert any("DICTIONARY" in e for e in chunks[name].encodings), name
+        for name in ("session_id", "turn", "started"):  # a query picks sessions and periods by them
+            assert chunks[name].is_stats_set and chunks[name].statistics.has_min_max, name
+        assert pq.read_table(f).column("model").type == pa.dictionary(pa.int32(), pa.string())
+    assert not list(out.glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_a_session_file_that_cannot_be_written_is_a_storage_error_naming_it(tmp_path):
+    paths = two_shapes(tmp_path / "sessions")
+    out = nbagent.to_parquet(tmp_path / "sessions", tmp_path / "usage")
+    blocked = sorted(out.glob("rich-*.parquet"))[0]
+    blocked.unlink()
+    blocked.mkdir()  # a folder where the file goes: the writer thread's rename fails
+    with pytest.raises(NbagentError) as err:
+        nbagent.to_parquet(paths, out)
+    assert err.value.kind == "io" and blocked.name in str(err.value)
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_atomic_write_bytes_replaces_the_file_whole_or_leaves_it(tmp_path):
+    from nbagent.core.atomic_file import atomic_write_bytes
+
+    target = tmp_path / "deep" / "f.bin"
+    assert atomic_write_bytes(target, b"first") == target and target.read_bytes() == b"first"
+    atomic_write_bytes(target, memoryview(b"second, longer"))
+    assert target.read_bytes() == b"second, longer"
+    with pytest.raises(TypeError):
+        atomic_write_bytes(target, "not bytes")  # type: ignore[arg-type]
+    assert target.read_bytes() == b"second, longer" and sorted(p.name for p in target.parent.iterdir()) == ["f.bin"]

@@ -40,16 +40,26 @@ class TurnMetrics:
 
     @cached_property
     def prices(self) -> Any:
-        from .row_prices import row_prices
+        from .row_prices import pair_prices
 
-        return row_prices(self.a.pair, self.a.pairs, self.pricing, self.a.input, self.a.model_calls)
+        return pair_prices(self.a.pairs, self.pricing)
+
+    def _rates(self, rows: slice) -> Any:
+        a = self.a
+        return self.prices.row_rates(a.pair[rows], a.input[rows], a.model_calls[rows])
 
     @property
     def cost_usd(self) -> Any:
         from .pricing import token_cost
+        from .row_prices import blockwise
 
-        r, a = self.prices.rates, self.a
-        return token_cost(r[:, 0], r[:, 1], r[:, 2], r[:, 3], a.input, a.cached, a.written, a.generated)
+        a = self.a
+
+        def block(rows: slice) -> Any:
+            r = self._rates(rows)
+            return token_cost(r[:, 0], r[:, 1], r[:, 2], r[:, 3], a.input[rows], a.cached[rows], a.written[rows],
+                              a.generated[rows])
+        return blockwise(len(a.pair), block)
 
     @property
     def price_source(self) -> Any:
@@ -64,8 +74,10 @@ class TurnMetrics:
     @property
     def cache_saved_usd(self) -> Any:
         from .cache import saved_usd
+        from .row_prices import blockwise
 
-        return saved_usd(self.prices.rates, self.a.cached, self.a.written)
+        a = self.a
+        return blockwise(len(a.pair), lambda rows: saved_usd(self._rates(rows), a.cached[rows], a.written[rows]))
 
     @cached_property
     def _busts(self) -> tuple[Any, Any]:
@@ -87,7 +99,9 @@ class TurnMetrics:
     def context_window(self) -> Any:
         import numpy as np
 
-        return np.where(np.isnan(self.a.window), self.prices.context_windows, self.a.window)
+        window = self.prices.windows.take(self.a.pair) if len(self.a.pair) else np.zeros(0)
+        np.copyto(window, self.a.window, where=~np.isnan(self.a.window))  # the record's own wins
+        return window
 
     @property
     def context_fill(self) -> Any:
