@@ -639,6 +639,13 @@ def test_keys_other_than_enter_shift_enter_escape_reach_the_notebook(lab, notebo
     no_errors(lab)
 
 
+def run_busy_cell(lab) -> None:
+    """Run the notebook's second cell (it waits for the test's release file) and wait for the kernel to be busy."""
+    run_cell(lab, 1)
+    lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status === 'busy'",
+                          polling=50)
+
+
 def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook, jupyter_server):
     # Two races made this test flaky under load, both in the test: (1) the busy cell slept 12 s,
     # and the widget's "no answer" hint comes 8 s after a send, so a send that started more than
@@ -654,9 +661,7 @@ def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook, ju
     nb = notebook("keys.ipynb")
     chat = show_widget(lab, nb)
     # a prompt sent while a cell keeps the kernel busy: the widget says so and Stop gives the box back
-    run_cell(lab, 1)
-    lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status === 'busy'",
-                          polling=50)
+    run_busy_cell(lab)
     send_prompt(lab, chat, "What is 3 * 3?")
     lab.wait_for_function("(s) => document.querySelector(s + ' .nba-hint').textContent.includes('No answer from the kernel')",
                           arg=chat, polling=100, timeout=20_000)
@@ -694,9 +699,7 @@ def test_the_prompt_shows_at_once_before_the_kernel_answers(lab, notebook, jupyt
     release.unlink(missing_ok=True)
     nb = notebook("echo.ipynb")
     chat = show_widget(lab, nb)
-    run_cell(lab, 1)
-    lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status === 'busy'",
-                          polling=50)
+    run_busy_cell(lab)
     send_prompt(lab, chat, "Shown before any answer")
     lab.wait_for_selector(f"{chat} .nba-echo .nba-prompt-text")
     assert text_of(lab, f"{chat} .nba-echo .nba-prompt-text") == "Shown before any answer"
