@@ -105,49 +105,53 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     out = Path(os.path.expanduser(os.fspath(path)))
     if partition is not None:
         return _write_dataset(_source_tables(source, table, pricing, schema), out, table, partition)
-    arrow = _source_table(source, table, pricing, schema)
     if out.suffix.lower() == ".parquet":
+        arrow = _source_table(source, table, pricing, schema)
         return atomic_write(out, lambda tmp: pq.write_table(arrow, tmp))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"cannot write {out}: {exc.strerror or exc}") from None
-    _write_sessions(arrow, out)
+    _write_sessions(_source_tables(source, table, pricing, schema), out)
     return out
 
 
 WRITERS = 2  # threads writing a folder's session files: their waits for the disk overlap
 
 
-def _write_sessions(arrow: Any, out: Path) -> None:
-    """One file per session of ``arrow`` in folder ``out``: each built in memory here while ``WRITERS``
-    threads write and sync the ones before (creating and syncing a small file takes longer than
-    encoding it, mostly waiting for the disk: the waits overlap each other and the encoding). At
-    most twice as many files as writers wait in memory; the first error stops the export.
+def _write_sessions(tables: Iterable[Any], out: Path) -> None:
+    """One file per session of ``tables`` (Arrow tables, each session's rows in one) in folder ``out``:
+    each encoded and written by one of ``WRITERS`` threads while the next sessions are read
+    (encoding, creating and writing a small file mostly run without the GIL). At most twice as
+    many files as writers are under way; the first error stops the export.
 
     Each file is renamed into place whole (a reader, or an export that fails or is stopped, never
-    leaves half a file) but not synced one by one: the folder is synced once at the end. The files
+    sees half a file) but not synced one by one: the folder is synced once at the end. The files
     are rebuilt by exporting again, so a crash of the machine just after an export, which could
     leave some empty or missing, costs an export, while a sync per file cost a third of its time."""
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    ids, paths = _keys(arrow)
     pending: deque[Future] = deque()
     with ThreadPoolExecutor(WRITERS, thread_name_prefix="nbagent-parquet") as writers:
         try:
-            for start, length in _runs(ids, paths):
-                data = _parquet_bytes(arrow.slice(start, length))
-                while len(pending) >= 2 * WRITERS or (pending and pending[0].done()):
-                    pending.popleft().result()
-                name = out / f"{_file_name(paths[start], ids[start])}.parquet"
-                pending.append(writers.submit(atomic_write_bytes, name, data, sync=False))
+            for arrow in tables:
+                ids, paths = _keys(arrow)
+                for start, length in _runs(ids, paths):
+                    while len(pending) >= 2 * WRITERS or (pending and pending[0].done()):
+                        pending.popleft().result()
+                    name = out / f"{_file_name(paths[start], ids[start])}.parquet"
+                    pending.append(writers.submit(_write_session, name, arrow.slice(start, length)))
             while pending:
                 pending.popleft().result()
             sync_directory(out)
         finally:
             for future in pending:
                 future.cancel()
+
+
+def _write_session(path: Path, table: Any) -> None:
+    atomic_write_bytes(path, _parquet_bytes(table), sync=False)
 
 
 PARTITIONS = ("month",)
@@ -284,7 +288,7 @@ _PARTS = 8  # a folder is read in about this many parts (of at least 250 session
 def _source_tables(source: Any, table: str, pricing: Mapping | None, schema: Any) -> Iterator[Any]:
     """:func:`_source_table` in parts: saved sessions a part at a time (see ``_PARTS``), anything else whole."""
     pd = _pandas()
-    if table != "usage" or isinstance(source, pd.DataFrame) or hasattr(source, "to_state"):
+    if table != "usage" or isinstance(source, pd.DataFrame) or _is_conversation(source):
         yield _source_table(source, table, pricing, schema)
         return
     from .sessions import expand_paths, ledgers_of
@@ -303,7 +307,7 @@ def _source_table(source: Any, table: str, pricing: Mapping | None, schema: Any)
     pd = _pandas()
     if isinstance(source, pd.DataFrame):
         frame = _from_dataframe(source, table)
-    elif hasattr(source, "plumbing") and hasattr(source, "usage_df"):  # a Conversation
+    elif _is_conversation(source):
         df = source.usage_df(pricing=pricing) if table == "usage" else source.tool_calls_df()
         frame = _keyed(df, str(source.conversation_id), None)
     elif table == "usage":  # saved sessions: from their decoded ledgers, no DataFrame in between
@@ -313,6 +317,10 @@ def _source_table(source: Any, table: str, pricing: Mapping | None, schema: Any)
     else:
         frame = _tool_calls_from_files(source)
     return _arrow_table(pa, frame, schema)
+
+
+def _is_conversation(source: Any) -> bool:
+    return hasattr(source, "plumbing") and hasattr(source, "usage_df")
 
 
 def _ledger_table(pa: Any, ledgers: Any, schema: Any):
