@@ -520,7 +520,8 @@ def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None) 
 
 
 def shortened_arrow(texts: Any, limit: int) -> Any:
-    """:func:`shorten` over a whole column ("" for None) as Arrow strings (see :func:`arrow_strings`)."""
+    """:func:`shorten` over a whole column ("" for None) as Arrow strings (see :func:`arrow_strings`);
+    ``texts`` may be an Arrow string array already."""
     if isinstance(texts, Coded):
         texts = texts.tolist()
     return arrow_strings(texts, lambda chunk, pool: _shortened(chunk, limit, pool))
@@ -531,7 +532,7 @@ def _shortened(texts: Any, limit: int, pool: Any) -> Any:
     import pyarrow.compute as pc
 
     try:
-        arr = pa.array(texts, type=pa.string(), memory_pool=pool)
+        arr = texts if isinstance(texts, pa.StringArray) else pa.array(texts, type=pa.string(), memory_pool=pool)
     except (TypeError, ValueError, pa.ArrowException):  # non-str values
         return pa.array(shorten([str(t or "") for t in texts], limit), type=pa.string(), memory_pool=pool)
     if arr.null_count:

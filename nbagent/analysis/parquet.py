@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from ..core.atomic_file import atomic_write, atomic_write_bytes, staged_file, sync_directory
 from ..core.distribution import install_hint
 from ..core.errors import ConfigError, StorageError
+from ..core.session_file import gc_paused
 from .coded import Coded
 from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Kind
 
@@ -104,7 +105,8 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     schema = parquet_schema(table)
     out = Path(os.path.expanduser(os.fspath(path)))
     if partition is not None:
-        return _write_dataset(_source_tables(source, table, pricing, schema), out, table, partition)
+        with gc_paused():  # the paths and ledgers of thousands of files: freed as each part is written
+            return _write_dataset(_source_tables(source, table, pricing, schema), out, table, partition)
     if out.suffix.lower() == ".parquet":
         arrow = _source_table(source, table, pricing, schema)
         return atomic_write(out, lambda tmp: pq.write_table(arrow, tmp))
@@ -112,7 +114,8 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"cannot write {out}: {exc.strerror or exc}") from None
-    _write_sessions(_source_tables(source, table, pricing, schema), out)
+    with gc_paused():
+        _write_sessions(_source_tables(source, table, pricing, schema), out)
     return out
 
 
@@ -331,9 +334,11 @@ def _ledger_table(pa: Any, ledgers: Any, schema: Any):
     session = pa.array(np.repeat(np.arange(len(ledgers.ids), dtype=np.int64), ledgers.lengths))
     arrays = [pa.array(ledgers.ids, type=pa.string()).take(session),
               pa.array(ledgers.paths, type=pa.string()).take(session)]
+    strings = getattr(ledgers.table, "arrays", {})  # an ArrowTurnTable's: texts cut to a limit from them
     for c, field in zip((USAGE_INDEX, *USAGE), list(schema)[2:]):
         try:
-            arrays.append(_plain_array(pa, c, c.extract(ledgers.table), field.type))
+            values = strings[c.name] if c.limit and c.name in strings else c.extract(ledgers.table)
+            arrays.append(_plain_array(pa, c, values, field.type))
         except (TypeError, ValueError, pa.ArrowException) as exc:
             raise ConfigError(f"column {field.name!r} does not convert to {field.type}: {exc}") from None
     return pa.Table.from_arrays(arrays, schema=schema)
