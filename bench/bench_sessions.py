@@ -10,7 +10,7 @@ Each measure prints its time, the baseline measured in the same run and their ra
   ``json.loads`` of every file (the floor of any reader that parses the files; goal <= 0.5x:
   it parses only the turn ledger) and vs ``Conversation.load(f).usage_df()`` per file;
 - ``to_parquet(folder, out_dir)`` (one file per session) vs ``load_sessions`` of the same folder
-  (goal <= 5x: pyarrow's writer costs about 0.7 ms a file, creating and syncing it about as much);
+  (goal <= 5x: pyarrow's writer costs about 0.7 ms a file, creating it about as much; not synced one by one);
 - ``list_sessions(folder)`` (one row per session) vs ``load_sessions`` of the same folder (goal <= 1x:
   it reads the same file heads);
 - at 10,000 sessions (``scale``, ``--scale N`` alone): ``list_sessions`` warm (<= 0.5 s, from the
@@ -215,7 +215,7 @@ def rows(quick: bool, tmp: Path) -> list[dict]:
     ratio = m["parquet_ms"] / m["ms"]
     out.append(row(f"to_parquet of {m['sessions']:,} sessions (one file each) vs load_sessions of them", ratio,
                    "<= 5", ratio <= 5, f"{m['parquet_ms']:.0f} ms vs {m['ms']:.0f} ms (pyarrow's writer costs "
-                   "about 0.7 ms a file, creating and syncing it about as much)"))
+                   "about 0.7 ms a file, creating it about as much; the folder synced once, not each file)"))
     ratio = m["list_ms"] / m["ms"]
     out.append(row(f"list_sessions of {m['sessions']:,} sessions vs load_sessions of them", ratio, "<= 1",
                    ratio <= 1, f"{m['list_ms']:.0f} ms vs {m['ms']:.0f} ms"))

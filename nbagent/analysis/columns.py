@@ -30,7 +30,7 @@ from enum import Enum
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
 from typing import Any
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..core.ledger import tokens_per_second
 from ..core.turn_columns import TurnColumns
@@ -229,10 +229,75 @@ class TurnTable(Table):
             import numpy as np
 
             index = _Index()
-            rows = zip(*(self.columns.values(p) for p in paths))
+            rows = zip(*(self.values(p) for p in paths))
             codes = np.fromiter(map(index.__getitem__, rows), dtype=np.int64, count=len(self))
             return codes, list(index)
         return self.cached(("coded", paths), make)
+
+
+class ArrowTurnTable(TurnTable):
+    """:class:`TurnTable` over decoded ledgers as Arrow arrays (``turn_columns.decode_turns_arrow``):
+    numbers straight to numpy, a list only for the texts and few-valued columns read as values
+    (the enum fields as their values, which categorize as the members do)."""
+
+    def __init__(self, arrays: Mapping[str, Any], pricing: Any = None) -> None:
+        Table.__init__(self, (), pricing)
+        self.arrays = arrays
+        self.length = len(arrays["turn"])
+
+    def __len__(self) -> int:
+        return self.length
+
+    def values(self, path: str) -> list:
+        return self.cached(("values", path), lambda: self._array(path).to_pylist())
+
+    def floats(self, path: str) -> Any:
+        def make() -> Any:
+            import pyarrow as pa
+
+            values = self._array(path).cast(pa.float64())
+            return (values.fill_null(math.nan) if values.null_count else values).to_numpy()
+        return self.cached(("floats", path), make)
+
+    def ints(self, path: str) -> Any:
+        return self.cached(("ints", path), lambda: self._array(path).to_numpy())
+
+    def coded(self, paths: tuple[str, ...]) -> tuple[Any, list[tuple]]:
+        def make() -> tuple[Any, list[tuple]]:
+            import numpy as np
+
+            encoded = [self._array(path).dictionary_encode() for path in paths]
+            if math.prod(len(e.dictionary) + 1 for e in encoded) >= 2**62:  # too many to number: row by row
+                return TurnTable.coded(self, paths)
+            key = np.zeros(len(self), dtype=np.int64)
+            distinct: list[list] = []
+            for coded in encoded:  # each row's combination of dictionary codes as one number
+                values = coded.dictionary.to_pylist() + [None]
+                codes = coded.indices.fill_null(len(values) - 1) if coded.indices.null_count else coded.indices
+                key = key * len(values) + codes.to_numpy()
+                distinct.append(values)
+            keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")  # numbered by first appearance, as TurnTable does
+            renumber = np.empty(len(order), dtype=np.int64)
+            renumber[order] = np.arange(len(order))
+            rows = [_row_of(int(k), distinct) for k in keys[order]]
+            return renumber[inverse.reshape(-1)], rows
+        return self.cached(("coded", paths), make)
+
+    def _array(self, path: str) -> Any:
+        try:
+            return self.arrays[path]
+        except KeyError:
+            raise KeyError(f"a turn record has no column {path!r}") from None
+
+
+def _row_of(key: int, distinct: list[list]) -> tuple:
+    """The values a mixed-radix ``key`` of :meth:`ArrowTurnTable.coded` stands for."""
+    row = []
+    for values in reversed(distinct):
+        key, code = divmod(key, len(values))
+        row.append(values[code])
+    return tuple(reversed(row))
 
 
 class _Index(dict):
@@ -455,7 +520,8 @@ def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None) 
 
 
 def shortened_arrow(texts: Any, limit: int) -> Any:
-    """:func:`shorten` over a whole column ("" for None) as Arrow strings (see :func:`arrow_strings`)."""
+    """:func:`shorten` over a whole column ("" for None) as Arrow strings (see :func:`arrow_strings`);
+    ``texts`` may be an Arrow string array already."""
     if isinstance(texts, Coded):
         texts = texts.tolist()
     return arrow_strings(texts, lambda chunk, pool: _shortened(chunk, limit, pool))
@@ -466,7 +532,7 @@ def _shortened(texts: Any, limit: int, pool: Any) -> Any:
     import pyarrow.compute as pc
 
     try:
-        arr = pa.array(texts, type=pa.string(), memory_pool=pool)
+        arr = texts if isinstance(texts, pa.StringArray) else pa.array(texts, type=pa.string(), memory_pool=pool)
     except (TypeError, ValueError, pa.ArrowException):  # non-str values
         return pa.array(shorten([str(t or "") for t in texts], limit), type=pa.string(), memory_pool=pool)
     if arr.null_count:

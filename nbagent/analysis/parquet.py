@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from ..core.atomic_file import atomic_write, atomic_write_bytes, staged_file
+from ..core.atomic_file import atomic_write, atomic_write_bytes, staged_file, sync_directory
 from ..core.distribution import install_hint
 from ..core.errors import ConfigError, StorageError
+from ..core.session_file import gc_paused
 from .coded import Coded
 from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Kind
 
@@ -104,44 +105,56 @@ def to_parquet(source: Any, path: str | os.PathLike, *, table: str = "usage", pr
     schema = parquet_schema(table)
     out = Path(os.path.expanduser(os.fspath(path)))
     if partition is not None:
-        return _write_dataset(_source_tables(source, table, pricing, schema), out, table, partition)
-    arrow = _source_table(source, table, pricing, schema)
+        with gc_paused():  # the paths and ledgers of thousands of files: freed as each part is written
+            return _write_dataset(_source_tables(source, table, pricing, schema), out, table, partition)
     if out.suffix.lower() == ".parquet":
+        arrow = _source_table(source, table, pricing, schema)
         return atomic_write(out, lambda tmp: pq.write_table(arrow, tmp))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"cannot write {out}: {exc.strerror or exc}") from None
-    _write_sessions(arrow, out)
+    with gc_paused():
+        _write_sessions(_source_tables(source, table, pricing, schema), out)
     return out
 
 
 WRITERS = 2  # threads writing a folder's session files: their waits for the disk overlap
 
 
-def _write_sessions(arrow: Any, out: Path) -> None:
-    """One file per session of ``arrow`` in folder ``out``: each built in memory here while ``WRITERS``
-    threads write and sync the ones before (creating and syncing a small file takes longer than
-    encoding it, mostly waiting for the disk: the waits overlap each other and the encoding). At
-    most twice as many files as writers wait in memory; the first error stops the export."""
+def _write_sessions(tables: Iterable[Any], out: Path) -> None:
+    """One file per session of ``tables`` (Arrow tables, each session's rows in one) in folder ``out``:
+    each encoded and written by one of ``WRITERS`` threads while the next sessions are read
+    (encoding, creating and writing a small file mostly run without the GIL). At most twice as
+    many files as writers are under way; the first error stops the export.
+
+    Each file is renamed into place whole (a reader, or an export that fails or is stopped, never
+    sees half a file) but not synced one by one: the folder is synced once at the end. The files
+    are rebuilt by exporting again, so a crash of the machine just after an export, which could
+    leave some empty or missing, costs an export, while a sync per file cost a third of its time."""
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    ids, paths = _keys(arrow)
     pending: deque[Future] = deque()
     with ThreadPoolExecutor(WRITERS, thread_name_prefix="nbagent-parquet") as writers:
         try:
-            for start, length in _runs(ids, paths):
-                data = _parquet_bytes(arrow.slice(start, length))
-                while len(pending) >= 2 * WRITERS or (pending and pending[0].done()):
-                    pending.popleft().result()
-                name = out / f"{_file_name(paths[start], ids[start])}.parquet"
-                pending.append(writers.submit(atomic_write_bytes, name, data))
+            for arrow in tables:
+                ids, paths = _keys(arrow)
+                for start, length in _runs(ids, paths):
+                    while len(pending) >= 2 * WRITERS or (pending and pending[0].done()):
+                        pending.popleft().result()
+                    name = out / f"{_file_name(paths[start], ids[start])}.parquet"
+                    pending.append(writers.submit(_write_session, name, arrow.slice(start, length)))
             while pending:
                 pending.popleft().result()
+            sync_directory(out)
         finally:
             for future in pending:
                 future.cancel()
+
+
+def _write_session(path: Path, table: Any) -> None:
+    atomic_write_bytes(path, _parquet_bytes(table), sync=False)
 
 
 PARTITIONS = ("month",)
@@ -278,7 +291,7 @@ _PARTS = 8  # a folder is read in about this many parts (of at least 250 session
 def _source_tables(source: Any, table: str, pricing: Mapping | None, schema: Any) -> Iterator[Any]:
     """:func:`_source_table` in parts: saved sessions a part at a time (see ``_PARTS``), anything else whole."""
     pd = _pandas()
-    if table != "usage" or isinstance(source, pd.DataFrame) or hasattr(source, "to_state"):
+    if table != "usage" or isinstance(source, pd.DataFrame) or _is_conversation(source):
         yield _source_table(source, table, pricing, schema)
         return
     from .sessions import expand_paths, ledgers_of
@@ -287,7 +300,7 @@ def _source_tables(source: Any, table: str, pricing: Mapping | None, schema: Any
     paths = expand_paths(source)
     size = min(_BATCH, max(250, -(-len(paths) // _PARTS)))
     for start in range(0, len(paths), size):
-        yield _ledger_table(pa, ledgers_of(paths[start: start + size], pricing), schema)
+        yield _ledger_table(pa, ledgers_of(paths[start: start + size], pricing, arrow=True), schema)
 
 
 def _source_table(source: Any, table: str, pricing: Mapping | None, schema: Any):
@@ -297,16 +310,20 @@ def _source_table(source: Any, table: str, pricing: Mapping | None, schema: Any)
     pd = _pandas()
     if isinstance(source, pd.DataFrame):
         frame = _from_dataframe(source, table)
-    elif hasattr(source, "plumbing") and hasattr(source, "usage_df"):  # a Conversation
+    elif _is_conversation(source):
         df = source.usage_df(pricing=pricing) if table == "usage" else source.tool_calls_df()
         frame = _keyed(df, str(source.conversation_id), None)
     elif table == "usage":  # saved sessions: from their decoded ledgers, no DataFrame in between
-        from .sessions import read_ledgers
+        from .sessions import expand_paths, ledgers_of
 
-        return _ledger_table(pa, read_ledgers(source, pricing), schema)
+        return _ledger_table(pa, ledgers_of(expand_paths(source), pricing, arrow=True), schema)
     else:
         frame = _tool_calls_from_files(source)
     return _arrow_table(pa, frame, schema)
+
+
+def _is_conversation(source: Any) -> bool:
+    return hasattr(source, "plumbing") and hasattr(source, "usage_df")
 
 
 def _ledger_table(pa: Any, ledgers: Any, schema: Any):
@@ -317,9 +334,11 @@ def _ledger_table(pa: Any, ledgers: Any, schema: Any):
     session = pa.array(np.repeat(np.arange(len(ledgers.ids), dtype=np.int64), ledgers.lengths))
     arrays = [pa.array(ledgers.ids, type=pa.string()).take(session),
               pa.array(ledgers.paths, type=pa.string()).take(session)]
+    strings = getattr(ledgers.table, "arrays", {})  # an ArrowTurnTable's: texts cut to a limit from them
     for c, field in zip((USAGE_INDEX, *USAGE), list(schema)[2:]):
         try:
-            arrays.append(_plain_array(pa, c, c.extract(ledgers.table), field.type))
+            values = strings[c.name] if c.limit and c.name in strings else c.extract(ledgers.table)
+            arrays.append(_plain_array(pa, c, values, field.type))
         except (TypeError, ValueError, pa.ArrowException) as exc:
             raise ConfigError(f"column {field.name!r} does not convert to {field.type}: {exc}") from None
     return pa.Table.from_arrays(arrays, schema=schema)

@@ -10,10 +10,10 @@ from typing import Any
 from collections.abc import Mapping, Sequence
 
 from ..core.ledger import TurnRecord
-from ..core.session_file import gc_paused, ledger_columns, read_session_ledger
+from ..core.session_file import gc_paused, ledger_arrays, ledger_columns, read_session_ledger
 from ..core.steps import Step
-from .columns import (HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Table,
-                      TurnTable)
+from .columns import (HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, ArrowTurnTable, Column,
+                      Table, TurnTable)
 from .frames import build_frame, require_pandas, tool_call_rows
 
 EXPORT_VERSION = 3  # 3: prices_version (was prices_date), approvals
@@ -110,11 +110,14 @@ def read_ledgers(paths_or_glob: Any, pricing: Mapping | None = None) -> Ledgers:
     return ledgers_of(expand_paths(paths_or_glob), pricing)
 
 
-def ledgers_of(paths: Sequence[Path], pricing: Mapping | None = None) -> Ledgers:
-    """:func:`read_ledgers` of session files already found (``expand_paths``)."""
+def ledgers_of(paths: Sequence[Path], pricing: Mapping | None = None, arrow: bool = False) -> Ledgers:
+    """:func:`read_ledgers` of session files already found (``expand_paths``); ``arrow``: the table
+    over Arrow arrays (:class:`ArrowTurnTable`, for ``to_parquet``) when the ledgers allow."""
     with gc_paused():  # tens of thousands of dicts: the collector would rescan them over and over
         heads = [read_session_ledger(path) for path in paths]
-        out = Ledgers(TurnTable(ledger_columns(heads), pricing), [h.conversation_id for h in heads],
+        arrays = ledger_arrays(heads) if arrow else None
+        table = TurnTable(ledger_columns(heads), pricing) if arrays is None else ArrowTurnTable(arrays, pricing)
+        out = Ledgers(table, [h.conversation_id for h in heads],
                       [str(h.path) for h in heads], [h.user for h in heads], [len(h.turns) for h in heads])
         del heads  # the parsed ledgers, freed before the collector resumes (it would scan them once more)
     return out

@@ -30,7 +30,7 @@ from .ledger import TurnRecord
 from .session_journal import apply_journal, journal_path, read_journal
 from .session_settings import AgentSettings
 from .steps import Step, UsageMetadata
-from .turn_columns import NotPlain, TurnColumns, decode_turns
+from .turn_columns import NotPlain, TurnColumns, decode_turns, decode_turns_arrow
 
 SESSION_FORMAT = "nbagent.session"
 SESSION_VERSION = 3
@@ -242,6 +242,17 @@ def ledger_columns(ledgers: Sequence[SessionLedger]) -> TurnColumns:
             except NotPlain:
                 parts.append(TurnColumns.of_records(_turn_records(ledger.turns, ledger.path)))
         return TurnColumns.concat(parts)
+
+
+def ledger_arrays(ledgers: Sequence[SessionLedger]) -> dict[str, Any] | None:
+    """The turns of ``ledgers`` as Arrow arrays (``turn_columns.decode_turns_arrow``), decoded at
+    once; None when some ledger holds values to read as ``TurnRecord.from_dict`` does (then
+    :func:`ledger_columns` reads them, and names a damaged file)."""
+    with gc_paused():
+        try:
+            return decode_turns_arrow([t for ledger in ledgers for t in ledger.turns])
+        except NotPlain:
+            return None
 
 
 def _model_of(doc: dict) -> str:

@@ -24,7 +24,7 @@ from .ledger import TurnRecord
 from .steps import FinishReason, PrefixChange, TurnStatus
 from .usage import MAX_COUNT, TOKEN_COUNTS
 
-__all__ = ["NotPlain", "TurnColumns", "decode_turns"]
+__all__ = ["NotPlain", "TurnColumns", "decode_turns", "decode_turns_arrow"]
 
 USAGE_FIELDS = tuple(t.field for t in TOKEN_COUNTS)
 
@@ -221,32 +221,105 @@ def _enums(members: dict, values: list) -> list:
 
 
 def _decode_in_arrow(pa: Any, turns: list) -> TurnColumns:
-    """:func:`decode_turns` by one Arrow conversion of the dicts (``turns`` and their usages are
-    dicts: Arrow would take a list of key-value pairs as an object too)."""
+    """:func:`decode_turns` by one Arrow conversion of the dicts (:func:`_arrow_arrays`), then lists."""
+    a = _arrow_arrays(pa, turns)
+    return TurnColumns(
+        turn=a["turn"].to_numpy().tolist(),
+        prompt=a["prompt"].to_pylist(),
+        model=_arrow_by_value(a["model"], _text),
+        provider=_arrow_by_value(a["provider"], _text),
+        started_at=a["started_at"].to_numpy().tolist(),
+        finished_at=_arrow_list(a["finished_at"]),
+        first_token_at=_arrow_list(a["first_token_at"]),
+        usage={f: a["usage." + f].to_numpy().tolist() for f in USAGE_FIELDS},
+        model_calls=a["model_calls"].to_numpy().tolist(),
+        tool_calls=a["tool_calls"].to_numpy().tolist(),
+        finish_reason=_arrow_by_value(a["finish_reason"], _FINISH.__getitem__),
+        status=_arrow_by_value(a["status"], _STATUS.__getitem__),
+        error=_arrow_by_value(a["error"], _text),
+        http_code=a["http_code"].to_numpy().tolist(),
+        prefix_change=_arrow_by_value(a["prefix_change"], _CHANGE.__getitem__),
+        context_tokens=a["context_tokens"].to_numpy().tolist(),
+        context_window=_arrow_list(a["context_window"]),
+    )
+
+
+def decode_turns_arrow(turns: list) -> dict[str, Any]:
+    """:func:`decode_turns` as Arrow arrays by column name (``"usage.<field>"`` for the token
+    counts), for a caller that wants Arrow (``to_parquet``): no Python object per value. The values
+    the lists would hold, nulls as ``TurnRecord.from_dict``'s defaults, but the optional fields
+    (``finished_at``, ``first_token_at``, ``finish_reason``, ``prefix_change``, ``context_window``)
+    null where the lists hold None, and the enum fields as their values (strings). Needs pyarrow;
+    :class:`NotPlain` as :func:`decode_turns`."""
+    import pyarrow as pa
+
+    if not set(map(type, turns)) <= _DICT:
+        raise NotPlain("a turn is not a JSON object")
+    if not set(map(type, _column(turns, "usage", None))) <= _USAGE:
+        raise NotPlain("a usage is not an object")
+    return _arrow_arrays(pa, turns)
+
+
+def _arrow_arrays(pa: Any, turns: list) -> dict[str, Any]:
+    """The fields of ``turns`` (dicts with dict or null usages) converted by Arrow in one pass and
+    checked as ``TurnRecord.from_dict`` reads them: nulls as its defaults, counts in range, known
+    enum values (see :func:`decode_turns_arrow`)."""
     try:
         fields = dict(zip(_ARROW_FIELDS, pa.array(turns, type=_arrow_type(pa)).flatten()))
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         raise NotPlain("a value is not of its field's JSON type") from None
-    usage = dict(zip(USAGE_FIELDS, fields["usage"].flatten()))  # a null usage: null counts
-    return TurnColumns(
-        turn=_arrow_counts(fields["turn"], missing=False),
-        prompt=(fields["prompt"].fill_null("") if fields["prompt"].null_count else fields["prompt"]).to_pylist(),
-        model=_arrow_by_value(fields["model"], _text),
-        provider=_arrow_by_value(fields["provider"], _text),
-        started_at=_arrow_floats(fields["started_at"]),
-        finished_at=_arrow_floats(fields["finished_at"], optional=True),
-        first_token_at=_arrow_floats(fields["first_token_at"], optional=True),
-        usage={f: _arrow_counts(usage[f]) for f in USAGE_FIELDS},
-        model_calls=_arrow_counts(fields["model_calls"]),
-        tool_calls=_arrow_counts(fields["tool_calls"]),
-        finish_reason=_arrow_by_value(fields["finish_reason"], _FINISH.__getitem__),
-        status=_arrow_by_value(fields["status"], _STATUS.__getitem__),
-        error=_arrow_by_value(fields["error"], _text),
-        http_code=_arrow_counts(fields["http_code"]),
-        prefix_change=_arrow_by_value(fields["prefix_change"], _CHANGE.__getitem__),
-        context_tokens=_arrow_counts(fields["context_tokens"]),
-        context_window=_arrow_counts(fields["context_window"], optional=True),
-    )
+    usage = dict(zip(USAGE_FIELDS, fields.pop("usage").flatten()))  # a null usage: null counts
+    out: dict[str, Any] = {}
+    for name, values in fields.items():
+        if name in _OPTIONAL:
+            out[name] = _checked_counts(values, optional=True) if name == "context_window" else values
+        elif name in _ARROW_COUNTS:
+            out[name] = _checked_counts(values, missing=name != "turn")
+        else:
+            out[name] = _filled(values, 0.0 if name == "started_at" else "")
+    out.update({"usage." + f: _checked_counts(usage[f]) for f in USAGE_FIELDS})
+    for name, members in (("finish_reason", _FINISH), ("prefix_change", _CHANGE), ("status", _STATUS)):
+        if not set(out[name].unique().to_pylist()) <= members.keys():
+            raise NotPlain("an enum value is not one of its members")
+    out["status"] = _default_status(pa, out["status"])
+    return out
+
+
+_OPTIONAL = frozenset(("finished_at", "first_token_at", "finish_reason", "prefix_change", "context_window"))
+_ARROW_COUNTS = frozenset(("turn", "model_calls", "tool_calls", "http_code", "context_tokens"))
+
+
+def _filled(values: Any, default: Any) -> Any:
+    return values.fill_null(default) if values.null_count else values
+
+
+def _default_status(pa: Any, status: Any) -> Any:
+    """A ledger's status, "" where it has none (null was filled with ""): "done", as ``from_dict`` reads it."""
+    import pyarrow.compute as pc
+
+    empty = pc.equal(status, "")
+    return pc.if_else(empty, pa.scalar(TurnStatus.DONE.value), status) if pc.any(empty).as_py() else status
+
+
+def _checked_counts(values: Any, optional: bool = False, missing: bool = True) -> Any:
+    """An Arrow int64 array of counts checked as :func:`_counts` checks them: null is 0 when
+    ``missing`` (filled), stays null when ``optional``; :class:`NotPlain` out of range."""
+    nulls = values.null_count
+    if nulls and not (optional or missing):
+        raise NotPlain("a count is missing")
+    if nulls and not optional:
+        values = values.fill_null(0)
+    data = (values.fill_null(0) if nulls else values).to_numpy()
+    if len(data) and not (data.min() >= 0 and data.max() <= MAX_COUNT):
+        raise NotPlain("a count is not an int in range")
+    return values
+
+
+def _arrow_list(values: Any) -> list:
+    """An Arrow array as a list, None where null (numbers through numpy: faster than ``to_pylist``)."""
+    if not values.null_count:
+        return values.to_numpy().tolist()
+    return _with_nones(values.fill_null(0).to_numpy().tolist(), values)
 
 
 _ARROW_FIELDS = ("turn", "prompt", "model", "provider", "started_at", "finished_at", "first_token_at", "usage",
@@ -266,24 +339,6 @@ def _arrow_type(pa: Any) -> Any:
 
 def _text(value: str | None) -> str:
     return "" if value is None else value
-
-
-def _arrow_counts(values: Any, optional: bool = False, missing: bool = True) -> list:
-    """:func:`_counts` of an Arrow int64 array: null is 0 when ``missing``, None when ``optional``."""
-    nulls = values.null_count
-    if nulls and not (optional or missing):
-        raise NotPlain("a count is missing")
-    data = (values.fill_null(0) if nulls else values).to_numpy()
-    if len(data) and not (data.min() >= 0 and data.max() <= MAX_COUNT):
-        raise NotPlain("a count is not an int in range")
-    return _with_nones(data.tolist(), values) if nulls and optional else data.tolist()
-
-
-def _arrow_floats(values: Any, optional: bool = False) -> list:
-    """:func:`_floats` of an Arrow float64 array: null is 0.0, or None when ``optional``."""
-    nulls = values.null_count
-    data = (values.fill_null(0.0) if nulls else values).to_numpy().tolist()
-    return _with_nones(data, values) if nulls and optional else data
 
 
 def _with_nones(data: list, values: Any) -> list:
