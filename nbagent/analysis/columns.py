@@ -575,17 +575,13 @@ def _floats(table: Table, get: Callable[[Any], Any]) -> Any:
 
 
 def _float_array(values: list) -> Any:
+    """``values`` (numbers or None) as float64, NaN for None (numpy's float conversion reads None as NaN)."""
     import numpy as np
 
-    nones = values.count(None)  # a C-level pass comparing identities
-    if nones == len(values):  # e.g. a context window no provider reported
-        return np.full(len(values), math.nan)
-    if not nones:
-        try:  # one C-level pass
-            return np.fromiter(values, dtype=np.float64, count=len(values))
-        except TypeError:  # a value float() cannot take: let the generator below say which
-            pass
-    return np.fromiter((math.nan if v is None else v for v in values), dtype=np.float64, count=len(values))
+    try:  # one C-level pass
+        return np.fromiter(values, dtype=np.float64, count=len(values))
+    except TypeError:  # a value float() cannot take: let the generator below say which
+        return np.fromiter((math.nan if v is None else v for v in values), dtype=np.float64, count=len(values))
 
 
 def _ints(path: str) -> Callable[[Table], Any]:
@@ -639,10 +635,14 @@ def _few_counts(group: tuple[str, ...], path: str) -> Callable[[Table], Any]:
 
 
 def _tool_names(table: Table) -> list:
-    """Each step's tool call names, comma-joined; None without calls."""
+    """Each step's tool call names, comma-joined; None without calls (only the steps with calls are visited)."""
     name = attrgetter("name")
-    return [(name(calls[0]) if len(calls) == 1 else ",".join(map(name, calls))) if calls else None
-            for calls in table.values("tool_calls")]
+    calls = table.values("tool_calls")
+    out: list = [None] * len(calls)
+    for i in compress(range(len(calls)), calls):
+        row = calls[i]
+        out[i] = name(row[0]) if len(row) == 1 else ",".join(map(name, row))
+    return out
 
 
 def _enum_category(name: str, enum_cls: type[Enum], extra: tuple[str, ...] = (), doc: str = "",
