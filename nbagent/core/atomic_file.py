@@ -26,8 +26,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Pa
     """
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = _temp_beside(path)
         os.close(fd)
         tmp = Path(name)
         try:
@@ -48,8 +47,7 @@ def staged_file(path: str | os.PathLike) -> Iterator[Path]:
     renamed over ``path`` when the block ends, removed when it raises (``NbagentError`` for an ``OSError``)."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = _temp_beside(path)
         os.close(fd)
     except OSError as exc:
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
@@ -81,8 +79,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes | memoryview, sync: 
     failure of the writer; only a crash of the machine soon after can lose it or leave it empty."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = _temp_beside(path)
         try:
             with open(fd, "wb", closefd=True) as file:
                 file.write(data)
@@ -98,8 +95,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes | memoryview, sync: 
     return path
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new hidden temporary file in ``path``'s folder (created if missing): its descriptor and name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+
+def _fsync(path: str | os.PathLike, flags: int = 0) -> None:
+    fd = os.open(path, os.O_RDONLY | flags)
     try:
         os.fsync(fd)
     finally:
@@ -109,10 +112,6 @@ def _fsync(path: Path) -> None:
 def sync_directory(path: str | os.PathLike) -> None:
     """``fsync`` a folder: the names created or renamed in it are on disk (``NbagentError`` for an ``OSError``)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(path, getattr(os, "O_DIRECTORY", 0))
     except OSError as exc:
         raise StorageError(f"cannot sync {path}: {exc.strerror or exc}") from None
