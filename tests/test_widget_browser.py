@@ -639,11 +639,17 @@ def test_keys_other_than_enter_shift_enter_escape_reach_the_notebook(lab, notebo
     no_errors(lab)
 
 
-def run_busy_cell(lab) -> None:
-    """Run the notebook's second cell (it waits for the test's release file) and wait for the kernel to be busy."""
+def chat_beside_busy_cell(lab, notebook, jupyter_server, name: str, release: str) -> tuple[str, str, Path]:
+    """Open notebook ``name``, show its chat, run its second cell (it waits until the file ``release``
+    appears in the server's root) and wait for the kernel to be busy: (notebook, chat, release file)."""
+    release_file = jupyter_server["root"] / release
+    release_file.unlink(missing_ok=True)
+    nb = notebook(name)
+    chat = show_widget(lab, nb)
     run_cell(lab, 1)
     lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status === 'busy'",
                           polling=50)
+    return nb, chat, release_file
 
 
 def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook, jupyter_server):
@@ -656,12 +662,8 @@ def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook, ju
     # expected after it (2) was 1 when the queued turn had been dropped. Now the busy cell waits
     # for the test, and a probe cell, queued behind those messages, waits for the turn to end and
     # says how many turns there are.
-    release = jupyter_server["root"] / "release-busy-cell"
-    release.unlink(missing_ok=True)
-    nb = notebook("keys.ipynb")
-    chat = show_widget(lab, nb)
     # a prompt sent while a cell keeps the kernel busy: the widget says so and Stop gives the box back
-    run_busy_cell(lab)
+    nb, chat, release = chat_beside_busy_cell(lab, notebook, jupyter_server, "keys.ipynb", "release-busy-cell")
     send_prompt(lab, chat, "What is 3 * 3?")
     lab.wait_for_function("(s) => document.querySelector(s + ' .nba-hint').textContent.includes('No answer from the kernel')",
                           arg=chat, polling=100, timeout=20_000)
@@ -695,11 +697,7 @@ def test_a_busy_kernel_locks_nothing_and_long_prompts_collapse(lab, notebook, ju
 def test_the_prompt_shows_at_once_before_the_kernel_answers(lab, notebook, jupyter_server):
     """The view shows the prompt it sends (and Stop) itself: with the kernel busy in another cell, so
     that it reads nothing yet, the prompt is there; the kernel's turn then takes its place, shown once."""
-    release = jupyter_server["root"] / "release-echo-cell"
-    release.unlink(missing_ok=True)
-    nb = notebook("echo.ipynb")
-    chat = show_widget(lab, nb)
-    run_busy_cell(lab)
+    _, chat, release = chat_beside_busy_cell(lab, notebook, jupyter_server, "echo.ipynb", "release-echo-cell")
     send_prompt(lab, chat, "Shown before any answer")
     lab.wait_for_selector(f"{chat} .nba-echo .nba-prompt-text")
     assert text_of(lab, f"{chat} .nba-echo .nba-prompt-text") == "Shown before any answer"
