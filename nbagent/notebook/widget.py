@@ -504,7 +504,8 @@ class ChatWidget(anywidget.AnyWidget):
         prior = self._turns[before].bare_dict(pricing)["record"] if before is not None else None
         return self._turns[n].patch(n, pricing, ended=ended, covered=covered, before=prior)
 
-    def _turn_messages(self, pricing: Any, covered: frozenset[int] = frozenset()) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
+    def _turn_messages(self, pricing: Any, covered: frozenset[int] = frozenset()
+                       ) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
         """The turns' patches and custom messages, with ``_lock`` held: the end of each turn that
         was running, as a patch (``"ended": true``, in the ``deltas`` message); each finished turn
         that changed, bare (``{"type": "turn", "turn"}``); after a resync request, every turn whole,
@@ -629,9 +630,8 @@ class ChatWidget(anywidget.AnyWidget):
             self._refuse(closed)
             return False
         ask, self.notice = gate(self.conversation, prepared, over_budget)
-        if gauge_dict(self.conversation) != self.gauge:
-            with self._lock:
-                self._dirty.add("gauge")  # a budget set in code since the last turn shows now
+        with self._lock:
+            self._dirty.add("gauge")  # a budget set in code since the last turn shows now (if it changed)
         if ask is None:
             return True
         self._flush()

@@ -110,8 +110,9 @@ class TurnBuffer:
         first: all of it), or None: ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed
         fields and, for each step that appeared or changed, its ``step_index`` with its changed fields
         (a new step whole but for what a view derives, ``derived_fields`` and ``USUAL_SHAPES``, as
-        ``[step_index, kind]`` when that is all it says; a field gone is null). A step's lengths ``n`` go once it is no longer active or the turn ended (mid-turn
-        the deltas' offsets tell a view what it misses), unless the same message carries its text up
+        ``[step_index, kind]`` when that is all it says; a field gone is null). A step's lengths ``n``
+        go once it is no longer active or the turn ended (mid-turn the deltas' offsets tell a view
+        what it misses), unless the same message carries its text up
         to its end (the steps in ``covered``: a view then has it all or sees the gap in the offsets),
         so a mid-turn patch is a few fields, not the turn. The first record patch sends what differs
         from ``new_record`` (``before``: the record of the turn before, as the views have it); the
@@ -217,7 +218,8 @@ FOOTER_ONLY = frozenset(("usage", "ttft", "duration", "tps", "cost"))
 
 
 def _without_footer(record: dict) -> dict:
-    return {k: v for k, v in record.items() if k not in FOOTER_ONLY}  # a new turn's record starts with these of the turn before
+    """``record`` without its footer's figures: what a new turn's record starts with of the turn before."""
+    return {k: v for k, v in record.items() if k not in FOOTER_ONLY}
 
 
 def ended_record(record: dict) -> dict:
