@@ -599,7 +599,9 @@ class ChatWidget(anywidget.AnyWidget):
         # `running` goes out now, alone: the view that sent the prompt shows it and Stop already (its
         # echo), other views show Stop; sent from this handler, the turn's first text follows at once
         # (folded into the turn's first flush it saved ~80 B a turn, but in JupyterLab the first text
-        # came ~25 ms later: 63-72 ms median after Enter instead of 39-46, bench_first_token.py)
+        # came ~20 ms later, 65 ms median after Enter instead of 37-45 (bench_first_token.py): Nagle's
+        # algorithm on the server's websocket held that flush until the next message; not so with
+        # TCP_NODELAY, which jupyter_server does not set)
         self._flush()
 
     async def _send_prompt(self, prompt: str, with_cells: str, over_budget: bool) -> None:
