@@ -295,7 +295,7 @@ class _Forms:
         if self.pa is None:  # pragma: no cover - without pyarrow texts stay a list
             return
         for p, chunks in self.texts.items():
-            chunks.append(arrow_strings(self.lists[p]))
+            chunks.append(arrow_strings(self.lists[p], large=True))
             self.lists[p] = []
         self.pending = 0
 
@@ -305,7 +305,7 @@ class _Forms:
         for p, chunks in self.texts.items():
             if self.pa is not None:
                 out[p] = chunks[0] if len(chunks) == 1 else self.pa.chunked_array(
-                    [c for part in chunks for c in getattr(part, "chunks", (part,))], type=self.pa.string())
+                    [c for part in chunks for c in getattr(part, "chunks", (part,))], type=self.pa.large_string())
         return out
 
 
@@ -509,7 +509,7 @@ def text_array(values: Any) -> Any:
         pa = None
     if pa is not None:
         try:
-            arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else arrow_strings(values)
+            arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else arrow_strings(values, large=True)
             return pd.arrays.ArrowStringArray(arr)
         except (TypeError, ValueError, pa.ArrowException):  # non-str values: let pandas convert them
             return pd.array(list(values), dtype=pd.StringDtype())
@@ -611,10 +611,12 @@ def shorten_column(texts: list, limit: int) -> Any:
 ARROW_CHUNK = 32768  # texts converted to Arrow at a time (see arrow_strings)
 
 
-def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None) -> Any:
+def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None, large: bool = False) -> Any:
     """Texts (str or None) as Arrow strings (``convert(texts, pool)``: a list of them to an Arrow array,
-    by default ``pa.array``), ``ARROW_CHUNK`` rows at a time: an Array, or a ChunkedArray of more
-    than one chunk; their memory comes from the system allocator (``malloc``), not Arrow's default pool.
+    by default ``pa.array``; ``large``: of ``large_string``, what a pandas ``string`` column holds, so
+    pandas need not cast them, a second offsets buffer from Arrow's default pool), ``ARROW_CHUNK`` rows
+    at a time: an Array, or a ChunkedArray of more than one chunk; their memory comes from the system
+    allocator (``malloc``), not Arrow's default pool.
 
     Converting a million 150-character prompts takes 0.2 s; in one piece from Arrow's default pool
     (mimalloc) paging its memory in took 0.4-0.9 s of system time more, a chunk at a time from it
@@ -626,12 +628,12 @@ def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None) 
     pool = pa.system_memory_pool()
     if convert is None:
         def convert(chunk: Any, pool: Any) -> Any:
-            return pa.array(chunk, type=pa.string(), memory_pool=pool)
+            return pa.array(chunk, type=pa.large_string() if large else pa.string(), memory_pool=pool)
     if not isinstance(texts, list) or len(texts) <= ARROW_CHUNK:
         return convert(texts, pool)
     parts = [convert(texts[i:i + ARROW_CHUNK], pool) for i in range(0, len(texts), ARROW_CHUNK)]
     return pa.chunked_array([c for part in parts for c in (part.chunks if isinstance(part, pa.ChunkedArray)
-                                                           else (part,))], type=pa.string())
+                                                           else (part,))], type=parts[0].type)
 
 
 def shortened_arrow(texts: Any, limit: int) -> Any:
@@ -740,7 +742,7 @@ def _empty_is_na(texts: Any) -> Any:
     empty = pc.equal(texts, "", memory_pool=pool)
     if not pc.any(empty).as_py():
         return texts
-    return pc.if_else(empty, pa.scalar(None, pa.string()), texts, memory_pool=pool)
+    return pc.if_else(empty, pa.scalar(None, texts.type), texts, memory_pool=pool)
 
 
 def _values(path: str) -> Callable[[Table], Any]:
