@@ -239,14 +239,11 @@ class _Some:
 
 
 def _numbers(values: list, dtype: Any) -> Any:
-    """Numbers (None: NaN, for float64) as an array of ``dtype``: ``np.fromiter``, a third faster than
-    numpy's list conversion; that conversion when a value is not a plain number (say a numeric string)."""
+    """Numbers (None: NaN, for float64) as an array of ``dtype``, read as :meth:`Table.floats` and
+    :meth:`Table.ints` read them (``np.fromiter``: a third faster than numpy's list conversion)."""
     import numpy as np
 
-    try:
-        return np.fromiter(values, dtype=dtype, count=len(values))
-    except (TypeError, ValueError):
-        return np.asarray(values, dtype=dtype)
+    return np.fromiter(values, dtype=dtype, count=len(values))
 
 
 class _Forms:
