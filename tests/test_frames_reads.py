@@ -18,6 +18,7 @@ from nbagent.analysis.columns import (  # noqa: E402
     HISTORY_INDEX,
     HISTORY_READS,
     READ_CHUNK,
+    Form,
     Table,
     read_columns,
 )
@@ -123,7 +124,23 @@ def test_a_path_outside_the_plan_is_read_alone_and_none_on_the_way_reads_none():
 def test_a_planned_path_under_an_attribute_that_is_sometimes_none_reads_none_there():
     steps = mixed_steps(2 * READ_CHUNK + 5)
     table = Table(steps, reads=HISTORY_READS)
-    assert table.values("usage_metadata.prompt_token_count") == \
-        [s.usage_metadata.prompt_token_count if s.usage_metadata else None for s in steps]
-    assert table.values("content") == [s.content for s in steps]
+    expected = [s.usage_metadata.prompt_token_count if s.usage_metadata else None for s in steps]
+    floats = table.floats("usage_metadata.prompt_token_count")
+    assert [None if math.isnan(f) else int(f) for f in floats] == expected
+    assert table.values("content").to_pylist() == [s.content for s in steps]  # Form.TEXTS: Arrow strings
+    assert table.ints("turn").tolist() == [s.turn for s in steps]
+    assert table.values("tool_calls") == [s.tool_calls for s in steps]
     assert table.unplanned == set()
+    # a planned path asked for in another form is read alone, as it is
+    assert table.values("usage_metadata.prompt_token_count") == expected
+    assert table.values("created_at") == [s.created_at for s in steps]
+    assert table.unplanned == {"usage_metadata", "usage_metadata.prompt_token_count", "created_at"}
+
+
+def test_planned_codes_number_the_combinations_by_first_appearance_across_chunks():
+    steps = mixed_steps(2 * READ_CHUNK + 5)
+    paths = tuple(p for p, form in HISTORY_READS.items() if form is Form.CODED)
+    codes, rows = Table(steps, reads=HISTORY_READS).coded(paths)
+    plain_codes, plain_rows = Table(steps).coded(paths)  # read in one pass after
+    assert plain_rows == rows and np.array_equal(plain_codes, codes)
+    assert [rows[c] for c in codes] == [tuple(getattr(s, p) for p in paths) for s in steps]

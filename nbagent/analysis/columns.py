@@ -54,20 +54,34 @@ class Kind(Enum):
     BOOL = "bool"
 
 
+class Form(Enum):
+    """The plain form a planned read keeps a path's values in (see :class:`Table`)."""
+
+    OBJECTS = "objects"  # a list of the values
+    INTS = "ints"  # int64 array
+    FLOATS = "floats"  # float64 array, NaN for None (or for a None on the way)
+    TEXTS = "texts"  # Arrow strings when pyarrow is installed (else a list): str or None
+    CODED = "coded"  # few distinct values: the CODED paths are coded together (see Table.coded)
+
+
 class Table:
     """The objects of one table plus what its columns share (pricing, cached arrays).
 
     Reading an attribute of a million objects costs more than the rest of a column's work, most
     of it fetching each object's memory. So the attributes the columns read (``reads``: names, or
-    dotted paths such as "usage.prompt_token_count") are read together on first use, one pass over
-    the objects (:func:`read_columns`); a path outside ``reads`` is read alone (and noted in
-    ``unplanned``). Few-valued attributes are coded once (:meth:`coded`).
+    dotted paths such as "usage.prompt_token_count", each with the :class:`Form` its columns want it
+    in; a sequence of paths wants lists) are read together on first use, ``READ_CHUNK`` objects at a
+    time (:func:`read_planned`), each chunk turned into its forms while its objects are still in cache;
+    a path read in another form, or outside ``reads``, is read alone (and noted in ``unplanned``).
+    Few-valued attributes are coded once (:meth:`coded`).
     """
 
-    def __init__(self, objs: Sequence[Any], pricing: Any = None, reads: Sequence[str] = ()) -> None:
+    def __init__(self, objs: Sequence[Any], pricing: Any = None,
+                 reads: Mapping[str, Form] | Sequence[str] = ()) -> None:
         self.objs = list(objs)
         self.pricing = pricing
-        self.reads = tuple(reads)
+        self.plan: dict[str, Form] = dict(reads) if isinstance(reads, Mapping) else dict.fromkeys(reads, Form.OBJECTS)
+        self.reads = tuple(self.plan)
         self.unplanned: set[str] = set()  # paths read alone, outside ``reads``
         self._cache: dict[Any, Any] = {}
 
@@ -79,13 +93,13 @@ class Table:
             self._cache[key] = make()
         return self._cache[key]
 
-    def values(self, path: str) -> list:
-        """The value at ``path`` of every object (None where an attribute on the way is None), read once."""
-        def make() -> list:
+    def values(self, path: str) -> Any:
+        """The value at ``path`` of every object (None where an attribute on the way is None), read once:
+        a list, or Arrow strings for a path planned as ``Form.TEXTS``."""
+        def make() -> Any:
             parent, _, name = path.rpartition(".")
-            if path in self.reads:
-                present, values = self._planned(path)
-                return values if present is None else _scatter(present, values, None)
+            if self.plan.get(path) in (Form.OBJECTS, Form.TEXTS):
+                return self._planned(path)
             self.unplanned.add(path)
             if not parent:
                 return list(map(attrgetter(name), self.objs))
@@ -99,11 +113,10 @@ class Table:
     def floats(self, path: str) -> Any:
         """The value at ``path`` of every object as float64, NaN where it (or an attribute on the way) is None."""
         def make() -> Any:
-            if path not in self.reads:
-                direct = self._direct(path, "float64")
-                return _float_array(self.values(path)) if direct is None else direct
-            present, values = self._planned(path)
-            return _float_array(values) if present is None else _scatter(present, _float_array(values), math.nan)
+            if self.plan.get(path) is Form.FLOATS:
+                return self._planned(path)
+            direct = self._direct(path, "float64")
+            return _float_array(self.values(path)) if direct is None else direct
         return self.cached(("floats", path), make)
 
     def ints(self, path: str) -> Any:
@@ -111,17 +124,19 @@ class Table:
         def make() -> Any:
             import numpy as np
 
-            direct = None if path in self.reads else self._direct(path, "int64")
+            if self.plan.get(path) is Form.INTS:
+                return self._planned(path)
+            direct = self._direct(path, "int64")
             return np.fromiter(self.values(path), dtype=np.int64, count=len(self)) if direct is None else direct
         return self.cached(("ints", path), make)
 
     def _direct(self, path: str, dtype: str) -> Any:
-        """The numbers at ``path`` (outside ``reads``) read straight from the objects into an array: no list
-        of a million references to build and free. None when a value (or one on the way) is not a number:
-        read them with :meth:`values` then."""
+        """The numbers at ``path`` (not planned in this form) read straight from the objects into an array:
+        no list of a million references to build and free. None when a value (or one on the way) is not a
+        number: read them with :meth:`values` then."""
         import numpy as np
 
-        if ("values", path) in self._cache:
+        if ("values", path) in self._cache or self.plan.get(path) in (Form.OBJECTS, Form.TEXTS):
             return None
         parent, _, name = path.rpartition(".")
         try:
@@ -134,13 +149,16 @@ class Table:
 
     def coded(self, paths: tuple[str, ...]) -> tuple[Any, list[tuple]]:
         """The few-valued attributes at ``paths``, coded together: each object's code (int64) into the
-        distinct combinations, and the combinations (read in one pass, or zipped from ``reads``)."""
+        distinct combinations (numbered by first appearance), and the combinations (read in one pass, or
+        coded in the planned read when ``paths`` are its ``Form.CODED`` paths)."""
         def make() -> tuple[Any, list[tuple]]:
             import numpy as np
 
+            if paths == tuple(p for p, form in self.plan.items() if form is Form.CODED):
+                return self._planned(CODED)
             index = _Index()
             rows: Iterable[tuple]
-            if all(p in self.reads for p in paths):
+            if all(self.plan.get(p) is Form.OBJECTS for p in paths):
                 rows = zip(*map(self.values, paths))
             else:
                 get = attrgetter(*paths)
@@ -149,30 +167,12 @@ class Table:
             return codes, list(index)
         return self.cached(("coded", paths), make)
 
-    def _planned(self, path: str) -> tuple[Any, list]:
-        """(where the parent is not None, or None: everywhere; the values there) of a path in ``reads``."""
-        def make() -> dict[str, tuple[Any, list]]:
-            import numpy as np
-
-            children: dict[str, list[str]] = {}
-            for p in self.reads:
-                parent, _, name = p.rpartition(".")
-                if parent:
-                    children.setdefault(parent, []).append(name)
-            top = list(dict.fromkeys([p for p in self.reads if "." not in p] + list(children)))
-            out: dict[str, tuple[Any, list]] = dict(zip(top, zip(repeat(None), read_columns(self.objs, top))))
-            for parent, names in children.items():
-                objs = out[parent][1]
-                present = np.fromiter(map(is_not, objs, repeat(None)), dtype=bool, count=len(objs))
-                if present.all():
-                    out.update((f"{parent}.{n}", (None, v)) for n, v in zip(names, read_columns(objs, names)))
-                else:
-                    some = list(compress(objs, present))
-                    out.update((f"{parent}.{n}", (present, v)) for n, v in zip(names, read_columns(some, names)))
-            return out
-        return self.cached("planned", make)[path]
+    def _planned(self, path: str) -> Any:
+        """The planned form of a path in ``reads`` (or of ``CODED``: the codes and combinations)."""
+        return self.cached("planned", lambda: read_planned(self.objs, self.plan))[path]
 
 
+CODED = "coded"  # read_planned's key of the codes and combinations of the Form.CODED paths
 READ_CHUNK = 4096  # objects read per pass of read_columns: its rows stay in cache while sliced into columns
 
 
@@ -192,6 +192,118 @@ def read_columns(objs: Sequence[Any], names: Sequence[str]) -> list[list]:
         for j, column in enumerate(columns):
             column.extend(flat[j::k])
     return columns
+
+
+def read_planned(objs: Sequence[Any], plan: Mapping[str, Form]) -> dict[str, Any]:
+    """Each path of ``plan`` of every object in its form, and under ``CODED`` the codes and combinations
+    of its ``Form.CODED`` paths, read ``READ_CHUNK`` objects at a time: a chunk's attributes in one pass
+    (:func:`read_columns`), a dotted path's from the chunk's objects that have its parent, each turned
+    into its form at once. No list of a million references is built (each would be fresh memory)
+    unless a path wants one (``Form.OBJECTS``)."""
+    children: dict[str, list[str]] = {}
+    for p in plan:
+        parent, _, name = p.rpartition(".")
+        if parent:
+            children.setdefault(parent, []).append(name)
+    top = list(dict.fromkeys([p for p in plan if "." not in p] + list(children)))
+    forms = _Forms(len(objs), plan)
+    for start in range(0, len(objs), READ_CHUNK):
+        chunk = dict(zip(top, read_columns(objs[start:start + READ_CHUNK], top)))
+        for parent, names in children.items():
+            chunk.update(_read_children(chunk[parent], parent, names))
+        forms.add(start, len(chunk[top[0]]), chunk)
+    return forms.done()
+
+
+def _read_children(parents: list, parent: str, names: list[str]) -> dict[str, Any]:
+    """``parent.name`` of each of ``parents`` for ``names``: a list, or (where the parent is, the values)
+    when some parent is None."""
+    import numpy as np
+
+    present = np.fromiter(map(is_not, parents, repeat(None)), dtype=bool, count=len(parents))
+    if present.all():
+        return {f"{parent}.{n}": v for n, v in zip(names, read_columns(parents, names))}
+    some = read_columns(list(compress(parents, present)), names)
+    return {f"{parent}.{n}": _Some(present, v) for n, v in zip(names, some)}
+
+
+@dataclass(frozen=True)
+class _Some:
+    """A chunk's values of a dotted path where its parent is not None (``present``)."""
+
+    present: Any
+    values: list
+
+    def full(self) -> list:
+        return _scatter(self.present, self.values, None)
+
+
+def _numbers(values: list, dtype: Any) -> Any:
+    """Numbers (None: NaN, for float64) as an array of ``dtype``, read as :meth:`Table.floats` and
+    :meth:`Table.ints` read them (``np.fromiter``: a third faster than numpy's list conversion)."""
+    import numpy as np
+
+    return np.fromiter(values, dtype=dtype, count=len(values))
+
+
+class _Forms:
+    """The planned forms filled a chunk at a time (see :func:`read_planned`)."""
+
+    def __init__(self, n: int, plan: Mapping[str, Form]) -> None:
+        import numpy as np
+
+        self.pa: Any = None
+        try:
+            import pyarrow
+
+            self.pa = pyarrow
+        except ImportError:  # pragma: no cover - pyarrow comes with the frames extra
+            pass
+        self.coded = tuple(p for p, form in plan.items() if form is Form.CODED)
+        self.index, self.codes = _Index(), np.zeros(n, dtype=np.int64)
+        self.arrays = {p: np.zeros(n, dtype=np.int64 if form is Form.INTS else np.float64)
+                       for p, form in plan.items() if form in (Form.INTS, Form.FLOATS)}
+        self.lists: dict[str, list] = {p: [] for p, form in plan.items() if form in (Form.OBJECTS, Form.TEXTS)}
+        self.texts: dict[str, list] = {p: [] for p, form in plan.items() if form is Form.TEXTS}
+        self.pending = 0  # texts rows not yet converted to Arrow
+
+    def add(self, start: int, n: int, chunk: Mapping[str, Any]) -> None:
+        import numpy as np
+
+        for p, array in self.arrays.items():
+            values = chunk[p]
+            if isinstance(values, _Some):
+                part = array[start:start + n]
+                part[~values.present] = math.nan  # an INTS path cannot hold None: a ValueError
+                part[values.present] = _numbers(values.values, array.dtype)
+            else:
+                array[start:start + n] = _numbers(values, array.dtype)
+        for p, values in self.lists.items():
+            values.extend(chunk[p].full() if isinstance(chunk[p], _Some) else chunk[p])
+        if self.coded:
+            rows = zip(*(chunk[p].full() if isinstance(chunk[p], _Some) else chunk[p] for p in self.coded))
+            self.codes[start:start + n] = np.fromiter(map(self.index.__getitem__, rows), dtype=np.int64, count=n)
+        self.pending += n
+        if self.pending >= ARROW_CHUNK:
+            self._convert_texts()
+
+    def _convert_texts(self) -> None:
+        """The texts read since the last call as one Arrow chunk each (see :func:`arrow_strings`)."""
+        if self.pa is None:  # pragma: no cover - without pyarrow texts stay a list
+            return
+        for p, chunks in self.texts.items():
+            chunks.append(arrow_strings(self.lists[p], large=True))
+            self.lists[p] = []
+        self.pending = 0
+
+    def done(self) -> dict[str, Any]:
+        self._convert_texts()
+        out: dict[str, Any] = {**self.arrays, **self.lists, CODED: (self.codes, list(self.index))}
+        for p, chunks in self.texts.items():
+            if self.pa is not None:
+                out[p] = chunks[0] if len(chunks) == 1 else self.pa.chunked_array(
+                    [c for part in chunks for c in getattr(part, "chunks", (part,))], type=self.pa.large_string())
+        return out
 
 
 def _scatter(present: Any, values: Any, missing: Any) -> Any:
@@ -394,7 +506,7 @@ def text_array(values: Any) -> Any:
         pa = None
     if pa is not None:
         try:
-            arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else arrow_strings(values)
+            arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else arrow_strings(values, large=True)
             return pd.arrays.ArrowStringArray(arr)
         except (TypeError, ValueError, pa.ArrowException):  # non-str values: let pandas convert them
             return pd.array(list(values), dtype=pd.StringDtype())
@@ -496,10 +608,12 @@ def shorten_column(texts: list, limit: int) -> Any:
 ARROW_CHUNK = 32768  # texts converted to Arrow at a time (see arrow_strings)
 
 
-def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None) -> Any:
+def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None, large: bool = False) -> Any:
     """Texts (str or None) as Arrow strings (``convert(texts, pool)``: a list of them to an Arrow array,
-    by default ``pa.array``), ``ARROW_CHUNK`` rows at a time: an Array, or a ChunkedArray of more
-    than one chunk; their memory comes from the system allocator (``malloc``), not Arrow's default pool.
+    by default ``pa.array``; ``large``: of ``large_string``, what a pandas ``string`` column holds, so
+    pandas need not cast them, a second offsets buffer from Arrow's default pool), ``ARROW_CHUNK`` rows
+    at a time: an Array, or a ChunkedArray of more than one chunk; their memory comes from the system
+    allocator (``malloc``), not Arrow's default pool.
 
     Converting a million 150-character prompts takes 0.2 s; in one piece from Arrow's default pool
     (mimalloc) paging its memory in took 0.4-0.9 s of system time more, a chunk at a time from it
@@ -511,12 +625,12 @@ def arrow_strings(texts: Any, convert: Callable[[Any, Any], Any] | None = None) 
     pool = pa.system_memory_pool()
     if convert is None:
         def convert(chunk: Any, pool: Any) -> Any:
-            return pa.array(chunk, type=pa.string(), memory_pool=pool)
+            return pa.array(chunk, type=pa.large_string() if large else pa.string(), memory_pool=pool)
     if not isinstance(texts, list) or len(texts) <= ARROW_CHUNK:
         return convert(texts, pool)
     parts = [convert(texts[i:i + ARROW_CHUNK], pool) for i in range(0, len(texts), ARROW_CHUNK)]
     return pa.chunked_array([c for part in parts for c in (part.chunks if isinstance(part, pa.ChunkedArray)
-                                                           else (part,))], type=pa.string())
+                                                           else (part,))], type=parts[0].type)
 
 
 def shortened_arrow(texts: Any, limit: int) -> Any:
@@ -610,8 +724,22 @@ def _optional_floats(path: str) -> Callable[[Table], Any]:
 
 def _texts(path: str, empty_is_na: bool = False) -> Callable[[Table], Any]:
     if empty_is_na:
-        return lambda table: [v or None for v in table.values(path)]
+        return lambda table: _empty_is_na(table.values(path))
     return lambda table: table.values(path)
+
+
+def _empty_is_na(texts: Any) -> Any:
+    """Texts with "" (and None) as None: a list, or Arrow strings with "" as null."""
+    if isinstance(texts, list):
+        return [v or None for v in texts]
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pool = pa.system_memory_pool()
+    empty = pc.equal(texts, "", memory_pool=pool)
+    if not pc.any(empty).as_py():
+        return texts
+    return pc.if_else(empty, pa.scalar(None, texts.type), texts, memory_pool=pool)
 
 
 def _values(path: str) -> Callable[[Table], Any]:
@@ -680,9 +808,10 @@ HISTORY = (
     Column("duration_s", Kind.FLOAT, lambda t: _step_finished(t) - _created(t), "finished - created"),
 )
 # every Step attribute the history columns read, read together (see Table)
-HISTORY_READS = ("step_index", "turn", "type", "source", "target", "status", "content", "thinking", "refusal",
-                 "tool_calls", "model", *("usage_metadata." + t.field for t in TOKEN_COUNTS), "finish_reason",
-                 "http_code", "error", "created_at", "finished_at")
+HISTORY_READS = {"step_index": Form.INTS, "turn": Form.INTS, **dict.fromkeys(STEP_FEW, Form.CODED),
+                 **dict.fromkeys(("content", "thinking", "refusal", "error"), Form.TEXTS), "tool_calls": Form.OBJECTS,
+                 **{"usage_metadata." + t.field: Form.FLOATS for t in TOKEN_COUNTS},
+                 "created_at": Form.FLOATS, "finished_at": Form.FLOATS}
 
 
 # --- usage: one row per turn --------------------------------------------------------------
