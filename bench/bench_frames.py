@@ -117,13 +117,17 @@ SHOWN = {"usage_df": ("turn", "prompt", "model", "provider", "started_at", "fini
 
 
 def at_scale(name: str, items: list) -> dict:
-    """CPU seconds of a ``usage_frame`` / ``history_frame`` call (GC on, as in a notebook; the better of two)
-    after a small warm-up; the floor: reading each attribute the frame shows once, into one list per attribute,
-    the cheaper of two ways (attribute by attribute, ``floor_by_attribute_s``, and all of them in one pass over
-    the objects with ``columns.read_columns``, ``floor_one_pass_s``: for a big object such as a ``Step`` the one
-    pass is about twice as fast, so the old per-attribute floor flattered a frame that reads that way);
-    the frame's bytes and the same frame's with its text columns as Python-object strings."""
+    """CPU seconds of a ``usage_frame`` / ``history_frame`` call (GC on, as in a notebook) after a small
+    warm-up, on a warm heap: the second of two calls, the first call's frame freed before it, so it reuses
+    that memory (``cold_s``, ``cold_system_s``: the first call and the system time in it: on these VMs a
+    page of fresh memory costs ~20 us to fault in, ~1.4 s for a 300 MB frame, and more or less as the host
+    reclaims the guest's memory); the floor: reading each attribute the frame shows once, into one list per
+    attribute, the cheaper of two ways (attribute by attribute, ``floor_by_attribute_s``, and all of them in
+    one pass over the objects with ``columns.read_columns``, ``floor_one_pass_s``: for a big object such as a
+    ``Step`` the one pass is about twice as fast, so the old per-attribute floor flattered a frame that reads
+    that way); the frame's bytes and the same frame's with its text columns as Python-object strings."""
     import gc
+    import resource
     from operator import attrgetter
 
     from nbagent.analysis.columns import read_columns
@@ -131,11 +135,15 @@ def at_scale(name: str, items: list) -> dict:
     fn = usage_frame if name == "usage_df" else history_frame
     fn(items[:1000])
     gc.collect()
-    cpu = float("inf")
-    for _ in range(2):  # the better of two calls: a busy machine's page faults cost system time
-        t = time.process_time()
-        df = fn(items)
-        cpu = min(cpu, time.process_time() - t)
+    system = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+    t = time.process_time()
+    df = fn(items)
+    cold = time.process_time() - t
+    cold_system = resource.getrusage(resource.RUSAGE_SELF).ru_stime - system
+    del df  # its memory is what the next call reuses
+    t = time.process_time()
+    df = fn(items)
+    cpu = time.process_time() - t
     by_attribute = one_pass = float("inf")
     for _ in range(2):  # the floors get the better of two as well
         t = time.process_time()
@@ -147,8 +155,8 @@ def at_scale(name: str, items: list) -> dict:
         one_pass = min(one_pass, time.process_time() - t)
     text = [c for c in df.columns if isinstance(df[c].dtype, pd.StringDtype)]
     objects = df.astype({c: pd.StringDtype("python") for c in text})
-    return {"cpu_s": cpu, "floor_s": min(by_attribute, one_pass), "floor_by_attribute_s": by_attribute,
-            "floor_one_pass_s": one_pass, "bytes": int(df.memory_usage(deep=True).sum()),
+    return {"cpu_s": cpu, "cold_s": cold, "cold_system_s": cold_system, "floor_s": min(by_attribute, one_pass),
+            "floor_by_attribute_s": by_attribute, "floor_one_pass_s": one_pass, "bytes": int(df.memory_usage(deep=True).sum()),
             "object_bytes": int(objects.memory_usage(deep=True).sum())}
 
 
@@ -164,7 +172,8 @@ def main(argv=None) -> int:
     if args.scale:
         for name, make in (("usage_df", make_records), ("history_df", make_steps)):
             m = at_scale(name, make(args.scale))
-            print(f"{name} of {args.scale:,}: {m['cpu_s']:.2f} s CPU (goal {SCALE_GOAL_S * args.scale / 1e6:.1f} s); "
+            print(f"{name} of {args.scale:,}: {m['cpu_s']:.2f} s CPU (goal {SCALE_GOAL_S * args.scale / 1e6:.1f} s; "
+                  f"first call {m['cold_s']:.2f} s, {m['cold_system_s']:.2f} s of it system time); "
                   f"floor {m['floor_s']:.2f} s (by attribute {m['floor_by_attribute_s']:.2f}, one pass "
                   f"{m['floor_one_pass_s']:.2f}); {m['bytes'] / 1e6:.0f} MB vs {m['object_bytes'] / 1e6:.0f} MB "
                   "with Python-object strings")
