@@ -123,14 +123,14 @@ def at_scale(name: str, items: list) -> dict:
     page of fresh memory costs ~20 us to fault in, ~1.4 s for a 300 MB frame, and more or less as the host
     reclaims the guest's memory); the floor: reading each attribute the frame shows once, into one list per
     attribute, the cheaper of two ways (attribute by attribute, ``floor_by_attribute_s``, and all of them in
-    one pass over the objects with ``columns.read_columns``, ``floor_one_pass_s``: for a big object such as a
+    one pass over the objects with ``tables.read_columns``, ``floor_one_pass_s``: for a big object such as a
     ``Step`` the one pass is about twice as fast, so the old per-attribute floor flattered a frame that reads
     that way); the frame's bytes and the same frame's with its text columns as Python-object strings."""
     import gc
     import resource
     from operator import attrgetter
 
-    from nbagent.analysis.columns import read_columns
+    from nbagent.analysis.tables import read_columns
 
     fn = usage_frame if name == "usage_df" else history_frame
     fn(items[:1000])

@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from .core.errors import ConfigError
 from .core.ledger import TurnRecord
 from .core.steps import FinishReason, TurnStatus
-from .analysis.columns import USAGE, Column, Kind, Table, column_table
+from .analysis.columns import USAGE, Column, Kind, column_table
+from .analysis.tables import Table
 from .analysis.frames import build_frame, require_pandas
 
 __all__ = ["compare", "compare_async", "COMPARE_COLUMNS"]

@@ -16,8 +16,8 @@ pd = pytest.importorskip("pandas")
 np = pytest.importorskip("numpy")
 pa = pytest.importorskip("pyarrow")
 
-from nbagent.analysis import columns, row_prices  # noqa: E402
-from nbagent.analysis.columns import count_ints, shorten, shortened_arrow, text_array  # noqa: E402
+from nbagent.analysis import column_values, columns, row_prices  # noqa: E402
+from nbagent.analysis.column_values import count_ints, shorten, shortened_arrow, text_array  # noqa: E402
 from nbagent.analysis.frames import history_frame, usage_frame  # noqa: E402
 from nbagent.core.ledger import TurnRecord  # noqa: E402
 from nbagent.core.steps import FinishReason, PrefixChange, Step, StepSource, StepType, UsageMetadata  # noqa: E402
@@ -53,7 +53,7 @@ def records(n: int) -> list[TurnRecord]:
 def small_pieces(monkeypatch):
     """Pieces of a few rows: every frame below is cut into many."""
     def use() -> None:
-        monkeypatch.setattr(columns, "ARROW_CHUNK", 7)
+        monkeypatch.setattr(column_values, "ARROW_CHUNK", 7)
         monkeypatch.setattr(row_prices, "BLOCK", 5)
     return use
 
@@ -103,13 +103,13 @@ def test_history_text_in_pieces_equals_one_piece(small_pieces):
 def test_shortened_arrow_cuts_as_shorten_does(monkeypatch, texts):
     want = shorten([t or "" for t in texts], 80)
     assert shortened_arrow(texts, 80).to_pylist() == want
-    monkeypatch.setattr(columns, "ARROW_CHUNK", 2)
+    monkeypatch.setattr(column_values, "ARROW_CHUNK", 2)
     got = shortened_arrow(texts, 80)
     assert got.to_pylist() == want and got.type == pa.string()
 
 
 def test_text_array_in_chunks_keeps_none_as_na(monkeypatch):
-    monkeypatch.setattr(columns, "ARROW_CHUNK", 3)
+    monkeypatch.setattr(column_values, "ARROW_CHUNK", 3)
     arr = text_array(["a", None, "b", "c", None, "d", "e"])
     assert arr.dtype == pd.StringDtype("pyarrow")
     assert [None if x is pd.NA else x for x in arr] == ["a", None, "b", "c", None, "d", "e"]

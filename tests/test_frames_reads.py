@@ -1,4 +1,4 @@
-"""history_df reads each step once: the declared attributes in one pass (columns.Table, read_columns).
+"""history_df reads each step once: the declared attributes in one pass (tables.Table, read_columns).
 
 The one-pass read must give exactly the frame attribute-by-attribute reading gives, across the
 chunks it reads in, with steps that carry no usage, no finish time, several tool calls or none.
@@ -13,15 +13,8 @@ import pytest
 pd = pytest.importorskip("pandas")
 np = pytest.importorskip("numpy")
 
-from nbagent.analysis.columns import (  # noqa: E402
-    HISTORY,
-    HISTORY_INDEX,
-    HISTORY_READS,
-    READ_CHUNK,
-    Form,
-    Table,
-    read_columns,
-)
+from nbagent.analysis.columns import HISTORY, HISTORY_INDEX, HISTORY_READS  # noqa: E402
+from nbagent.analysis.tables import READ_CHUNK, Form, Table, read_columns  # noqa: E402
 from nbagent.analysis.frames import build_frame, history_frame  # noqa: E402
 from nbagent.core.steps import (  # noqa: E402
     FinishReason,

@@ -23,8 +23,10 @@ from typing import Any
 from collections.abc import Sequence
 
 from ..core.steps import ApprovalDecision, Step, StepStatus
-from .columns import Column, Kind, Table, args_json, column_table
+from .column_values import args_json
+from .columns import Column, Kind, column_table
 from .frames import build_frame
+from .tables import Table
 
 __all__ = ["approvals_frame", "approvals_json_rows", "approval_steps", "APPROVAL_COLUMNS", "DECIDERS"]
 

@@ -34,8 +34,9 @@ from ..core.compression import ApproxTokenizer, exact_tokenizer
 from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step
-from .columns import Column, Kind, Table, column_table
+from .columns import Column, Kind, column_table
 from .frames import build_frame, require_pandas, tool_calls_frame, tool_call_rows
+from .tables import Table
 
 __all__ = ["tool_tokens_frame", "tool_calls_with_tokens", "estimator", "TOOL_TOKEN_COLUMNS", "PROMPT", "THINKING"]
 

@@ -31,9 +31,10 @@ from ..core.errors import ConfigError, NbagentError
 from ..core.session_file import SessionHead, gc_paused, read_session_head
 from ..core.session_journal import journal_path
 from ..core.steps import TurnStatus
-from .columns import Column, Kind, Table
+from .columns import Column, Kind
 from .frames import require_pandas
 from .session_index import FileStat, folder_stats
+from .tables import Table
 from .session_list import title_of, turn_costs
 from .sessions import expand_paths
 

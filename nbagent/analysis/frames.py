@@ -41,7 +41,8 @@ from ..core.errors import ConfigError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, StepKind
 from .columns import (HISTORY, HISTORY_INDEX, HISTORY_READS, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX,
-                      Column, Table, column_table)
+                      Column, column_table)
+from .tables import Table
 
 __all__ = [
     "history_frame",

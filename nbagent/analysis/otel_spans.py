@@ -137,8 +137,9 @@ def turn_spans(conversation_id: str, records: Sequence[TurnRecord], turn_steps: 
 
 def _turn_rows(records: Sequence[TurnRecord], options: SpanOptions) -> list[dict[str, Any]]:
     """Each turn's ``usage_df()`` figures that its ``invoke_agent`` span carries."""
-    from .columns import USAGE, USAGE_INDEX, Table
+    from .columns import USAGE, USAGE_INDEX
     from .sessions import json_rows
+    from .tables import Table
 
     return json_rows(Table(records, options.pricing), USAGE_INDEX, [c for c in USAGE if c.name in TURN_COLUMNS])
 

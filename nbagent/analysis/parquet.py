@@ -349,7 +349,7 @@ def _plain_array(pa: Any, column: Column, values: Any, type_: Any):
     pandas column holds, NA as null."""
     import numpy as np
 
-    from .columns import category_codes, count_ints, epoch_us, shortened_arrow
+    from .column_values import category_codes, count_ints, epoch_us, shortened_arrow
 
     kind = column.kind
     if isinstance(values, Coded) and kind is not Kind.CATEGORY:
@@ -378,7 +378,7 @@ def _plain_array(pa: Any, column: Column, values: Any, type_: Any):
 
 def _tool_calls_from_files(source: Any):
     from ..core.session_file import read_steps
-    from .columns import Table
+    from .tables import Table
     from .frames import build_frame, tool_call_rows
     from .sessions import expand_paths
 

@@ -99,7 +99,8 @@ def turn_prices(turns: list, pricing: Mapping | None) -> list[float]:
     """The cost of each turn in dollars, unknown prices as 0 (the usage frame's one formula)."""
     import numpy as np
 
-    from .columns import USAGE, Table
+    from .columns import USAGE
+    from .tables import Table
 
     (cost,) = [c for c in USAGE if c.name == "cost_usd"]
     return np.nan_to_num(np.asarray(cost.extract(Table(turns, pricing)), dtype=np.float64)).tolist()
@@ -178,7 +179,7 @@ def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
     from .literal_frame import literal_frame
 
     df = literal_frame(pd.DataFrame({c: [getattr(r, c) for r in rows] for c in COLUMNS}, columns=list(COLUMNS)))
-    from .columns import utc_times
+    from .column_values import utc_times
 
     for name in ("created", "updated"):  # datetime64[ns, UTC] like every frame, whatever the values
         seconds = [getattr(r, name) for r in rows]

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from ..core.ledger import TurnRecord
 from ..core.session_file import gc_paused, ledger_arrays, ledger_columns, read_session_ledger
 from ..core.steps import Step
-from .columns import (HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, ArrowTurnTable, Column,
-                      Table, TurnTable)
+from .columns import HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column
+from .tables import ArrowTurnTable, Table, TurnTable
 from .frames import build_frame, require_pandas, tool_call_rows
 
 EXPORT_VERSION = 3  # 3: prices_version (was prices_date), approvals

@@ -17,7 +17,7 @@ def session_rows(folder: str | os.PathLike) -> list[dict]:
     """``list_sessions(folder)`` as JSON rows, newest first (timestamps as ISO strings, unknown
     numbers as None), made from its rows without a DataFrame (10,000 sessions list in well under a
     second from the folder's index)."""
-    from ..analysis.columns import iso  # the session list: when it is asked for
+    from ..analysis.column_values import iso  # the session list: when it is asked for
     from ..analysis.session_list import listed_rows
 
     rows = []
