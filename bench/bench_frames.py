@@ -156,8 +156,8 @@ def at_scale(name: str, items: list) -> dict:
     text = [c for c in df.columns if isinstance(df[c].dtype, pd.StringDtype)]
     objects = df.astype({c: pd.StringDtype("python") for c in text})
     return {"cpu_s": cpu, "cold_s": cold, "cold_system_s": cold_system, "floor_s": min(by_attribute, one_pass),
-            "floor_by_attribute_s": by_attribute, "floor_one_pass_s": one_pass, "bytes": int(df.memory_usage(deep=True).sum()),
-            "object_bytes": int(objects.memory_usage(deep=True).sum())}
+            "floor_by_attribute_s": by_attribute, "floor_one_pass_s": one_pass,
+            "bytes": int(df.memory_usage(deep=True).sum()), "object_bytes": int(objects.memory_usage(deep=True).sum())}
 
 
 def main(argv=None) -> int:

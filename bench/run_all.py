@@ -73,10 +73,10 @@ def frames_at_scale(quick: bool) -> list[dict]:
         goal = bench_frames.SCALE_GOAL_S * n / 1_000_000
         out.append(row(f"{name} of {n:,} rows, CPU vs reading each attribute it shows once", cpu / floor,
                        f"<= {goal:.1f} s", cpu <= goal,
-                       f"{cpu:.2f} s vs {floor:.2f} s (CPU, GC on, a warm heap: the second call, the first's frame "
-                       f"freed; the first call {m['cold_s']:.2f} s, {m['cold_system_s']:.2f} s of it system time paging "
-                       f"fresh memory in; floor by attribute {m['floor_by_attribute_s']:.2f} s, in one pass "
-                       f"{m['floor_one_pass_s']:.2f} s)"))
+                       f"{cpu:.2f} s vs {floor:.2f} s (CPU, GC on, a warm heap: the second call, the first's "
+                       f"frame freed; the first call {m['cold_s']:.2f} s, {m['cold_system_s']:.2f} s of it system "
+                       f"time paging fresh memory in; floor by attribute {m['floor_by_attribute_s']:.2f} s, in one "
+                       f"pass {m['floor_one_pass_s']:.2f} s)"))
         out.append(row(f"{name} of {n:,} rows, memory vs the same frame with Python-object strings",
                        m["bytes"] / m["object_bytes"], "< 1", m["bytes"] < m["object_bytes"],
                        f"{m['bytes'] / 1e6:.0f} MB vs {m['object_bytes'] / 1e6:.0f} MB "
