@@ -20,8 +20,7 @@ from typing import Any
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..core.turn_columns import TurnColumns
-from . import column_values
-from .column_values import arrow_strings
+from . import column_values  # read at call time: ARROW_CHUNK as it is then
 
 
 class Form(Enum):
@@ -258,11 +257,11 @@ class _Forms:
             self._convert_texts()
 
     def _convert_texts(self) -> None:
-        """The texts read since the last call as one Arrow chunk each (see :func:`arrow_strings`)."""
+        """The texts read since the last call as one Arrow chunk each (see ``column_values.arrow_strings``)."""
         if self.pa is None:  # pragma: no cover - without pyarrow texts stay a list
             return
         for p, chunks in self.texts.items():
-            chunks.append(arrow_strings(self.lists[p], large=True))
+            chunks.append(column_values.arrow_strings(self.lists[p], large=True))
             self.lists[p] = []
         self.pending = 0
 
