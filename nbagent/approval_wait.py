@@ -100,6 +100,18 @@ class ApprovalWatch:
             "browser draws the widget (JupyterLab, Notebook, VS Code), set conv.approval_wait (seconds; None waits forever), or use policy='allow_all'")
         self.conversation.interrupt()
 
+    def __enter__(self) -> ApprovalWatch:
+        """Watch the conversation's steps until the ``with`` block ends."""
+        self.conversation.plumbing.add_listener(self)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_exc: object) -> None:
+        """Stop watching; a turn this watch ended raises its ``ConfigError`` (unless the block raised)."""
+        self.conversation.plumbing.remove_listener(self)
+        self.close()
+        if exc_type is None and self.error is not None:
+            raise self.error
+
     def close(self) -> None:
         """Cancel every timer (the turn is over)."""
         with self.lock:

@@ -111,16 +111,8 @@ class Conversation:
         if answerable():
             return await self._complete(prompt)
         why = NO_VIEW if view_presence.has_widget(self) else NO_WIDGET
-        watch = ApprovalWatch(self, self.approval_wait, why, answerable)
-        self.plumbing.add_listener(watch)
-        try:
-            response = await self._complete(prompt)
-        finally:
-            self.plumbing.remove_listener(watch)
-            watch.close()
-        if watch.error is not None:
-            raise watch.error
-        return response
+        with ApprovalWatch(self, self.approval_wait, why, answerable):
+            return await self._complete(prompt)
 
     async def _complete(self, prompt: str) -> ChatResponse:
         await self.send(prompt)
@@ -137,16 +129,8 @@ class Conversation:
         from .approval_wait import ApprovalWatch
         from .core.blocking import run_sync
 
-        watch = ApprovalWatch(self, self.approval_wait)
-        self.plumbing.add_listener(watch)
-        try:
-            response = run_sync(self._complete(prompt), on_cancel=self.interrupt)
-        finally:
-            self.plumbing.remove_listener(watch)
-            watch.close()
-        if watch.error is not None:
-            raise watch.error
-        return response
+        with ApprovalWatch(self, self.approval_wait):
+            return run_sync(self._complete(prompt), on_cancel=self.interrupt)
 
     async def send(self, prompt: str) -> None:
         """Send a prompt and open a turn (records the turn boundary)."""
