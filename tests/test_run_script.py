@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import ROOT, free_port, stop_process_group
+from support.jupyter import ROOT, free_port, stop_process_group, wait_ready
 
 TOKEN = "run-sh-test-token"
 
@@ -53,12 +53,18 @@ def user_env(tmp: Path) -> dict:
 
 
 def wait_for_url(proc: subprocess.Popen, log: Path, port: int, timeout: float = 180) -> str:
-    """The log up to the line where JupyterLab prints its URL on ``port``."""
+    """The log up to the line where JupyterLab prints its URL on ``port``, once the server answers there.
+
+    jupyter_server prints its URL before it listens (it binds the port in the first turn of its event
+    loop), so a request sent right after the line can be refused: the server's status is polled first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace")
         if f"http://127.0.0.1:{port}/" in text:
-            return text
+            status = urllib.request.Request(f"http://127.0.0.1:{port}/api/status",
+                                            headers={"Authorization": f"token {TOKEN}"})
+            wait_ready(proc, status, "run.sh's JupyterLab", log, max(deadline - time.monotonic(), 1.0))
+            return log.read_text(errors="replace")
         assert proc.poll() is None, f"run.sh exited rc={proc.returncode}:\n{text[-3000:]}"
         time.sleep(0.2)
     raise TimeoutError(f"no URL from run.sh after {timeout} s:\n{log.read_text()[-3000:]}")
