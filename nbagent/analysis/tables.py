@@ -81,23 +81,21 @@ class Table:
 
     def floats(self, path: str) -> Any:
         """The value at ``path`` of every object as float64, NaN where it (or an attribute on the way) is None."""
-        def make() -> Any:
-            if self.plan.get(path) is Form.FLOATS:
-                return self._planned(path)
-            direct = self._direct(path, "float64")
-            return float_array(self.values(path)) if direct is None else direct
-        return self.cached(("floats", path), make)
+        return self._number_array(path, Form.FLOATS, "float64", float_array)
 
     def ints(self, path: str) -> Any:
         """The int value at ``path`` of every object as int64, read once."""
-        def make() -> Any:
-            import numpy as np
+        return self._number_array(path, Form.INTS, "int64", lambda values: _numbers(values, "int64"))
 
-            if self.plan.get(path) is Form.INTS:
+    def _number_array(self, path: str, form: Form, dtype: str, convert: Callable[[list], Any]) -> Any:
+        """The numbers at ``path`` as an array of ``dtype``, read once: from the planned read when ``reads``
+        plans ``path`` in ``form``, else straight from the objects, else ``convert`` of its values."""
+        def make() -> Any:
+            if self.plan.get(path) is form:
                 return self._planned(path)
-            direct = self._direct(path, "int64")
-            return np.fromiter(self.values(path), dtype=np.int64, count=len(self)) if direct is None else direct
-        return self.cached(("ints", path), make)
+            direct = self._direct(path, dtype)
+            return convert(self.values(path)) if direct is None else direct
+        return self.cached((form.value, path), make)
 
     def _direct(self, path: str, dtype: str) -> Any:
         """The numbers at ``path`` (not planned in this form) read straight from the objects into an array:
