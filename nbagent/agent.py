@@ -411,6 +411,7 @@ class Agent:
         From the next turn the new model answers (``usage_df()``'s model column says which
         model answered each turn). Thoughts and provider-specific details of earlier answers are
         not sent to the new model (see ``nbagent.core.wire_switch``); text, tool calls and results are.
+        A local model that cannot take the agent's tools says so (``tools_notice``), as ``Agent()`` does.
         """
         from .core.wire_switch import neutral_history
 
@@ -433,7 +434,10 @@ class Agent:
         self._given_provider = model if isinstance(model, Provider) else None
         if (provider.name, provider.model) != old:
             neutral_history(self._connection.chat_session)
+        said, self.tools_notice = self.tools_notice, _tools_notice(provider, self.tools)  # warned again if so
         if self._widget is not None:  # the chat names the model the next turn goes to
+            if self._widget.notice in ("", said):  # a course's "closed" / "over budget" stays
+                self._widget.notice = self.tools_notice
             self._widget.refresh_gauge()
 
     def open_session(self, path: str | os.PathLike) -> Conversation:

@@ -167,3 +167,24 @@ def test_a_loaded_laptop_gets_180_s_to_start_the_server(tmp_path):
     gguf = write_gguf(tmp_path / "m.gguf", SMOLLM2)
     assert LocalProvider(gguf)._spec.startup_timeout == 180.0  # one start under load took 57.6 s
     assert LocalProvider(gguf, startup_timeout=5)._spec.startup_timeout == 5.0
+
+
+@needs_xllamacpp
+def test_switching_to_a_local_model_without_tools_says_so_and_back_clears_it(tmp_path):
+    pytest.importorskip("anywidget")
+    plain = write_gguf(tmp_path / "plain.gguf", SMOLLM2)
+    capable = write_gguf(tmp_path / "capable.gguf", QWEN)
+    agent = Agent(model="demo", tools=[tool_free])
+    widget = agent.widget()
+    assert agent.tools_notice == "" and widget.notice == ""
+    with pytest.warns(RuntimeWarning, match="cannot call tools") as caught:
+        agent.set_model(f"local:{plain}")
+    assert agent.tools_notice == str(caught[0].message) and widget.notice == agent.tools_notice
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        agent.set_model(f"local:{capable}")  # a template that takes tools: no warning, the notice goes
+    assert agent.tools_notice == "" and widget.notice == ""
+    widget.notice = "Error: the last turn failed"  # another notice is not the switch's to clear
+    with pytest.warns(RuntimeWarning, match="cannot call tools"):
+        agent.set_model(f"local:{plain}")
+    assert widget.notice == "Error: the last turn failed"
