@@ -18,6 +18,7 @@ from nbagent import Agent, Conversation, MockConnection, tool  # noqa: E402
 from nbagent.core.steps import (Step, StepSource, StepStatus, StepTarget, StepType,  # noqa: E402
                            ToolCall, UsageMetadata)
 from support.widget_messages import deliver, deliver_raw  # noqa: E402
+from support.waiting import until  # noqa: E402
 from nbagent.notebook.protocol import Approve, AssetRequest, Deny, Resync, Send, Stop  # noqa: E402
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
 from nbagent.notebook.widget_wire import silent_finish, step_dict  # noqa: E402
@@ -412,11 +413,8 @@ async def test_demo_agent_turn_under_ask_policy():
     agent = Agent(model="demo", tools=[calculator], policy="ask")
     w = agent.widget()
     deliver(w, Send(prompt="What is 12 * 7?"))
-    for _ in range(200):
-        await asyncio.sleep(0.02)
-        steps = (w.current or {}).get("steps", [])
-        if any(s["status"] == "WAITING_FOR_USER" for s in steps):
-            break
+    await until(lambda: any(s["status"] == "WAITING_FOR_USER" for s in (w.current or {}).get("steps", [])),
+                "the call waiting in the widget's state")
     waiting = next(s for s in w.current["steps"] if s["status"] == "WAITING_FOR_USER")
     deliver(w, Approve(call_id=waiting["tool_calls"][0]["id"]))
     await w._task
