@@ -248,7 +248,8 @@ async def test_js_reducer_builds_the_same_transcript(reorder):
     w = ChatWidget(conv)
     rec = Recorder(w)
     task = asyncio.ensure_future(conv.chat_to_completion("first"))
-    await asyncio.sleep(0.1)
+    # the call is waiting before it is approved (approved before the turn's send, it would wait for ever)
+    await until(lambda: any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history), "the call waiting")
     conv.approve("c1")
     await task
     conv.connection.tool = None
@@ -371,7 +372,7 @@ async def test_approve_and_deny_from_the_front_end():
     for kind, expect, decide in (("approve", "approved", Approve(call_id="c1")),
                                  ("deny", "denied", Deny(call_id="c1", reason="no"))):
         deliver(w, Send(prompt=kind))
-        await asyncio.sleep(0.2)
+        await until(lambda: len((w.current or {}).get("steps", [])) > 2, "the tool run in the widget's state")
         tool_step = w.current["steps"][2]
         assert tool_step["status"] == "WAITING_FOR_USER" and tool_step["approval"] == "pending"
         deliver(w, decide)
