@@ -13,6 +13,7 @@ from nbagent.core.messages import ThinkingPart, ToolResultPart
 from nbagent.providers.base import Finish, TextDelta, ToolCallEnd, ToolCallStart
 
 from support.scripted import Pause, ScriptedProvider, assert_history_valid, text_call, tool_call
+from support.waiting import wait_for
 
 
 def env_steps(conv):
@@ -99,12 +100,8 @@ async def test_requires_approval_asks_even_under_allow_all_and_approve_from_anot
     conv = agent.conversation
 
     def approver():
-        import time
-        for _ in range(500):
-            if any(s.status == StepStatus.WAITING_FOR_USER for s in env_steps(conv)):
-                conv.approve("p")
-                return
-            time.sleep(0.01)
+        wait_for(lambda: any(s.status == StepStatus.WAITING_FOR_USER for s in env_steps(conv)), "the call waiting")
+        conv.approve("p")
 
     t = threading.Thread(target=approver)
     t.start()
@@ -487,11 +484,7 @@ def test_ctrl_c_during_ask_interrupts_the_turn_and_returns_the_partial_answer(ct
     agent = Agent(model=provider)
 
     def press_ctrl_c():
-        import time
-        for _ in range(500):  # wait until the stream is parked at the pause
-            if pause.reached.is_set():
-                break
-            time.sleep(0.01)
+        wait_for(pause.reached.is_set, "the stream parked at the pause")  # (never sent before: a hang, not a pass)
         os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C: wakes the blocked main thread
 
     threading.Thread(target=press_ctrl_c, daemon=True).start()

@@ -55,6 +55,13 @@ def klass(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def made_at(klass) -> float:
+    """When the class folder's last turn started: the "now" of the budget tests, so that a run going past
+    midnight (or Monday's) between building the module's folder and a test does not start a new period."""
+    return nbagent.load_sessions(klass)["started"].max().timestamp()
+
+
 def by_user(df) -> dict:
     return {r["user"]: r for r in df.to_dict("records")}
 
@@ -101,15 +108,15 @@ def test_a_student_asks_for_help_with_help_or_at_teacher_and_the_flag_clears_wit
         nbagent.class_summary(tmp_path, help_pattern="(")
 
 
-def test_over_budget_counts_the_spend_of_the_current_day_or_week(klass):
+def test_over_budget_counts_the_spend_of_the_current_day_or_week(klass, made_at):
     rows = by_user(nbagent.class_summary(klass, pricing=PRICES))
     budget = (rows["ana"]["cost_usd"] + rows["ben"]["cost_usd"]) / 2  # between the two
     assert rows["ana"]["cost_usd"] != rows["ben"]["cost_usd"]
-    over = by_user(nbagent.class_summary(klass, pricing=PRICES, budget_usd=budget))
+    over = by_user(nbagent.class_summary(klass, pricing=PRICES, budget_usd=budget, now=made_at))
     spent_more = max(("ana", "ben"), key=lambda u: rows[u]["cost_usd"])
     assert {u for u, r in over.items() if r["over_budget"]} == {spent_more}
     assert over[spent_more]["period_cost_usd"] == pytest.approx(rows[spent_more]["cost_usd"])
-    later = time.time() + 8 * 86400  # a week and a day on: both periods have started again
+    later = made_at + 8 * 86400  # a week and a day on: both periods have started again
     for period in ("day", "week"):
         fresh = by_user(nbagent.class_summary(klass, pricing=PRICES, budget_usd=budget, period=period, now=later))
         assert not any(r["over_budget"] for r in fresh.values())
@@ -121,7 +128,7 @@ def test_over_budget_counts_the_spend_of_the_current_day_or_week(klass):
         nbagent.class_summary(klass, budget_usd=-1)
 
 
-def test_the_course_policy_over_the_folder_sets_the_budget_and_period(klass, tmp_path, monkeypatch):
+def test_the_course_policy_over_the_folder_sets_the_budget_and_period(klass, made_at, tmp_path, monkeypatch):
     monkeypatch.delenv("NBAGENT_CONFIG", raising=False)
     rows = by_user(nbagent.class_summary(klass, pricing=PRICES))
     budget = (rows["ana"]["cost_usd"] + rows["ben"]["cost_usd"]) / 2
@@ -130,9 +137,9 @@ def test_the_course_policy_over_the_folder_sets_the_budget_and_period(klass, tmp
     shutil.copytree(klass, sessions)
     (tmp_path / "course" / "nbagent.toml").write_text(
         f'[policy]\nbudget_usd = {budget}\nbudget_period = "week"\nsave_to = "sessions"\n')
-    over = by_user(nbagent.class_summary(sessions, pricing=PRICES))
+    over = by_user(nbagent.class_summary(sessions, pricing=PRICES, now=made_at))
     assert {u for u, r in over.items() if r["over_budget"]} == {spent_more}
-    next_week = time.time() + 7 * 86400 + 1
+    next_week = made_at + 7 * 86400 + 1
     assert not any(r["over_budget"] for r in by_user(
         nbagent.class_summary(sessions, pricing=PRICES, now=next_week)).values())
     view = ClassView(sessions, interval=60)
@@ -175,7 +182,7 @@ def test_a_new_period_clears_over_budget_without_any_file_changing(tmp_path):
     student(tmp_path, "ana", "Hello")
     folder = ClassFolder(tmp_path, budget_usd=0.0, pricing=PRICES)
     folder.scan()
-    now = time.time()
+    now = nbagent.load_sessions(tmp_path)["started"].max().timestamp()  # the turn's own day, even past midnight
     assert folder.students(now)[0].over_budget
     assert not folder.scan()
     assert not folder.students(now + 86400 + 1)[0].over_budget  # the next day: nothing spent in it yet

@@ -238,7 +238,7 @@ class WaitsForTheLoop:
 
 
 class LoopProbe:
-    """Ticks on the event loop every 20 ms, noting the longest gap between ticks (its lag)."""
+    """Ticks on the event loop every 20 ms: a value described off the loop sees the ticks go on."""
 
     def __init__(self) -> None:
         self.ticks: list[float] = []
@@ -253,9 +253,6 @@ class LoopProbe:
         while True:
             self.ticks.append(loop.time())
             await asyncio.sleep(0.02)
-
-    def worst_gap(self) -> float:
-        return max((b - a for a, b in zip(self.ticks, self.ticks[1:])), default=0.0)
 
 
 async def until(condition, what: str, tries: int = 3000) -> None:
@@ -296,8 +293,7 @@ async def test_the_widgets_stop_gets_through_while_an_attachment_hangs(monkeypat
         assert {"type": "refused", "text": w.notice} in sent and "not sent" in w.notice
         interrupted = await asyncio.to_thread(slow.left.wait, 10)
         assert interrupted  # the description was interrupted, its thread freed
-        assert not w.running
-        assert probe.worst_gap() < 1.0  # the loop never stalled (the old code held it ATTACH_SECONDS)
+        assert not w.running  # (the loop kept ticking while the repr ran: slow.ticks_seen above, not a timing)
     finally:
         probe.task.cancel()
 
@@ -311,7 +307,8 @@ async def test_a_timed_out_attachment_from_the_widget_says_so_and_the_turn_goes_
     agent = Agent(model=provider)
     w = ChatWidget(agent)
     probe = await LoopProbe().started()
-    w.namespace = {"slow": WaitsForTheLoop(probe.ticks), "sales": [3, 1, 2]}
+    slow = WaitsForTheLoop(probe.ticks)
+    w.namespace = {"slow": slow, "sales": [3, 1, 2]}
     try:
         deliver(w, Send(prompt="compare @slow with @sales"))
         await until_idle(w)
@@ -319,7 +316,7 @@ async def test_a_timed_out_attachment_from_the_widget_says_so_and_the_turn_goes_
         assert "slow: could not be described (InspectionTimeout: describing 'slow' took longer than 1 s" in prompt
         assert "--- @sales ---" in prompt and "[3, 1, 2]" in prompt
         assert not inspect_threads_left()  # its slot is free
-        assert probe.worst_gap() < 0.5  # the second of waiting was off the loop
+        assert slow.left.is_set() and slow.ticks_seen > 0  # the second of waiting was off the loop: it ticked
     finally:
         probe.task.cancel()
 

@@ -9,7 +9,8 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -129,18 +130,28 @@ def test_one_server_per_agent_across_event_loops():
 
 
 @pytest.fixture
-def http_server():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([*OWN, "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def http_server(tmp_path):
+    """The tests' MCP server over streamable HTTP, on a socket bound here and passed to it: no free port to
+    find and lose before the server binds it, and a request made before it serves waits in the backlog."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        fd = listening.fileno()
+        log = tmp_path / "mcp-http.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([*OWN, "--http-socket", str(fd)], pass_fds=[fd], stdout=out, stderr=out)
     try:
-        for _ in range(300):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        url = f"http://127.0.0.1:{port}/mcp"
+        try:
+            urllib.request.urlopen(url, timeout=60)  # answered (a GET without a session is refused): serving
+        except urllib.error.HTTPError:
+            pass
+        except OSError as exc:
+            proc.kill()
+            proc.wait(10)
+            raise AssertionError(f"the MCP server did not answer: {exc}\n{log.read_text()[-2000:]}") from None
+        yield url
     finally:
         proc.terminate()
         proc.wait(10)

@@ -24,10 +24,12 @@ from nbagent import Agent, Conversation, NbagentError, StepStatus, tool
 from nbagent.core.chat_session import ChatSession
 from nbagent.core.compression import ApproxTokenizer
 from nbagent.core.messages import Message, TextPart, ToolResultPart
+from nbagent.loop import tool_threads
 from nbagent.core.session_file import read_session
 from nbagent.providers.base import TextDelta
 
 from support.scripted import ScriptedProvider, assert_history_valid, text_call, tool_call
+from support.waiting import wait_for
 
 LONE = "\udcff"  # what os.fsdecode makes of the byte 0xff
 
@@ -99,6 +101,8 @@ def test_a_hung_sync_tool_times_out_and_later_tools_still_run():
         assert quick_step
     finally:
         release.set()
+        # the released threads end soon, not at once: a test run next in this process counts stuck threads
+        wait_for(lambda: tool_threads.abandoned_threads() == 0, "the released tool threads ending")
 
 
 def test_a_script_with_a_hung_tool_exits(tmp_path):

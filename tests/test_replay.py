@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.scripted import ScriptedProvider, text_call, tool_call
+from support.waiting import until as wait_until
 
 from nbagent import Agent, Conversation, NbagentError, Text, Thought, ToolCall, tool
 from nbagent.providers.demo import DemoProvider
@@ -131,14 +132,6 @@ def test_speed_and_a_missing_recording(tmp_path):
     with pytest.raises(NbagentError) as err:
         Agent(model="replay:")
     assert err.value.kind == "config"
-
-
-async def wait_until(predicate, what: str) -> None:
-    for _ in range(10_000):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def test_step_mode_waits_for_next_before_each_model_call(tmp_path):

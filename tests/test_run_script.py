@@ -12,13 +12,12 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from support.jupyter import ROOT, free_port, stop_process_group, wait_ready
+from support.jupyter import ROOT, start_server, stop_process_group
 
 TOKEN = "run-sh-test-token"
 
@@ -52,38 +51,25 @@ def user_env(tmp: Path) -> dict:
     return env | {"JUPYTER_PLATFORM_DIRS": "1", "TMPDIR": str(tmp)}
 
 
-def wait_for_url(proc: subprocess.Popen, log: Path, port: int, timeout: float = 180) -> str:
-    """The log up to the line where JupyterLab prints its URL on ``port``, once the server answers there.
-
-    jupyter_server prints its URL before it listens (it binds the port in the first turn of its event
-    loop), so a request sent right after the line can be refused: the server's status is polled first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if f"http://127.0.0.1:{port}/" in text:
-            status = urllib.request.Request(f"http://127.0.0.1:{port}/api/status",
-                                            headers={"Authorization": f"token {TOKEN}"})
-            wait_ready(proc, status, "run.sh's JupyterLab", log, max(deadline - time.monotonic(), 1.0))
-            return log.read_text(errors="replace")
-        assert proc.poll() is None, f"run.sh exited rc={proc.returncode}:\n{text[-3000:]}"
-        time.sleep(0.2)
-    raise TimeoutError(f"no URL from run.sh after {timeout} s:\n{log.read_text()[-3000:]}")
-
-
 def test_a_second_run_skips_the_install_works_on_copies_and_has_no_news_toast(tmp_path):
     repo = checkout_copy(tmp_path)
     mine = repo / "my-notebooks" / "teaching.ipynb"
     mine.parent.mkdir()
     mine.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')  # the user's own edits
     tracked = {p.name: p.read_bytes() for p in (repo / "notebooks").glob("*.ipynb")}
-    port = free_port()
     log = tmp_path / "run.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(["bash", str(repo / "scripts" / "run.sh"), "--no-browser", f"--port={port}",
-                                 "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}"],
-                                stdout=out, stderr=subprocess.STDOUT, env=user_env(tmp_path), start_new_session=True)
+
+    def run_sh(port: int) -> list[str]:
+        return ["bash", str(repo / "scripts" / "run.sh"), "--no-browser", f"--port={port}",
+                "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}"]
+
+    def status(port: int) -> urllib.request.Request:  # it prints its URL ~3 ms before it listens: asked, not read
+        return urllib.request.Request(f"http://127.0.0.1:{port}/api/status", headers={"Authorization": f"token {TOKEN}"})
+
+    proc, port = start_server(run_sh, status, "run.sh's JupyterLab", log, 180, env=user_env(tmp_path),
+                              start_new_session=True)
     try:
-        said = wait_for_url(proc, log, port)
+        said = log.read_text(errors="replace")
         assert "skipping pip" in said and "Installing collected packages" not in said, said[-3000:]
         assert "first run" not in said
         copies = {p.name: p.read_bytes() for p in (repo / "my-notebooks").glob("*.ipynb")}

@@ -15,6 +15,7 @@ import nbagent  # noqa: E402
 from nbagent import Agent, list_sessions, tool  # noqa: E402
 from nbagent.notebook.session_browser import SessionBrowser  # noqa: E402
 from support.widget_messages import deliver, deliver_raw  # noqa: E402
+from support.waiting import until  # noqa: E402
 from nbagent.notebook.protocol import BrowserAsset, Export, HistoryRequest, NewChat, NextStep, Open, OpenSession, Refresh, ReplayChoiceRequest, Restore, Resume, Search, Send, Trash  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
 from nbagent.session_folder import TRASH  # noqa: E402
@@ -290,10 +291,7 @@ async def test_next_plays_a_stepping_replay_one_model_call_at_a_time(tmp_path):
     calls = len(replay.provider.recording.turns[0].calls)
     assert calls == 2  # the tool call, then the answer
     for _ in range(calls):
-        for _ in range(200):
-            if w.step_waiting:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: w.step_waiting or w._task.done(), "the replay waiting for Next")
         assert w.step_waiting and not w._task.done()
         deliver(w, NextStep())
         assert not w.step_waiting
@@ -303,14 +301,6 @@ async def test_next_plays_a_stepping_replay_one_model_call_at_a_time(tmp_path):
     plain = Agent(model="demo", delay=0).widget()
     deliver(plain, NextStep())
     assert "step=True" in plain.notice
-
-
-async def until(predicate, what: str) -> None:
-    for _ in range(500):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def test_the_replay_trait_carries_the_counter_and_the_mismatch_notice(tmp_path):

@@ -187,11 +187,13 @@ def test_new_chat_and_history_in_the_chat_widget(lab, notebook, jupyter_server, 
     old = next(p for p in folder.glob("*.json") if "Old question" in p.read_text())
     assert saved_turns(old) == 2 and len(list(folder.glob("*.json"))) == 2
     # the notebook's saved transcript follows: the fresh chat's outputs were blanked by the switches
-    lab.wait_for_timeout(300)
-    md = lab.evaluate("""() => { const cells = window.jupyterapp.shell.currentWidget.content.model.cells, out = [];
+    outputs_md = """() => { const cells = window.jupyterapp.shell.currentWidget.content.model.cells, out = [];
         for (let i = 0; i < cells.length; i++) for (const o of (cells.get(i).outputs?.toJSON() || []))
           out.push([].concat((o.data || {})['text/markdown'] || []).join(''));
-        return out.join('\\n'); }""")
+        return out.join('\\n'); }"""
+    # the transcript of the turn just ended goes out beside its end: waited for, not guessed at with a pause
+    lab.wait_for_function(f"() => ({outputs_md})().includes('Back again')", polling=50, timeout=30_000)
+    md = lab.evaluate(outputs_md)
     assert "Old question" in md and "Back again" in md and "Fresh question" not in md
     assert not lab.errors
 

@@ -16,6 +16,7 @@ from nbagent.loop import tool_threads
 from nbagent.loop.tool_schema import validate_value
 from support.scripted import ScriptedProvider, text_call, tool_call
 from support.tool_runs import finished_tool_steps, in_a_thread
+from support.waiting import until
 
 EVIL = "^(a+)+$"  # 28 characters took re 19.8 s, doubling with each one
 EVIL_TOO = "^(a|aa)+$"
@@ -195,11 +196,8 @@ async def test_a_widget_counts_as_someone_who_can_approve_only_once_a_view_of_it
     conv = agents[1].conversation
     w._on_msg(w, {"type": "view"})  # the front end drew a view of it
     turn = asyncio.ensure_future(conv.chat_to_completion("What is 12 * 7?"))
-    for _ in range(500):
-        waiting = [s for s in conv.history if s.status == StepStatus.WAITING_FOR_USER]
-        if waiting:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history), "the call waiting")
+    waiting = [s for s in conv.history if s.status == StepStatus.WAITING_FOR_USER]
     await asyncio.sleep(4 * conv.approval_wait)
     assert not turn.done()  # left to the person at the view, past approval_wait
     deliver(w, Approve(call_id=waiting[0].tool_calls[0].id))

@@ -18,6 +18,7 @@ from nbagent import Agent, Conversation, MockConnection, tool  # noqa: E402
 from nbagent.core.steps import (Step, StepSource, StepStatus, StepTarget, StepType,  # noqa: E402
                            ToolCall, UsageMetadata)
 from support.widget_messages import deliver, deliver_raw  # noqa: E402
+from support.waiting import until  # noqa: E402
 from nbagent.notebook.protocol import Approve, AssetRequest, Deny, Resync, Send, Stop  # noqa: E402
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
 from nbagent.notebook.widget_wire import silent_finish, step_dict  # noqa: E402
@@ -247,7 +248,8 @@ async def test_js_reducer_builds_the_same_transcript(reorder):
     w = ChatWidget(conv)
     rec = Recorder(w)
     task = asyncio.ensure_future(conv.chat_to_completion("first"))
-    await asyncio.sleep(0.1)
+    # the call is waiting before it is approved (approved before the turn's send, it would wait for ever)
+    await until(lambda: any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history), "the call waiting")
     conv.approve("c1")
     await task
     conv.connection.tool = None
@@ -370,7 +372,7 @@ async def test_approve_and_deny_from_the_front_end():
     for kind, expect, decide in (("approve", "approved", Approve(call_id="c1")),
                                  ("deny", "denied", Deny(call_id="c1", reason="no"))):
         deliver(w, Send(prompt=kind))
-        await asyncio.sleep(0.2)
+        await until(lambda: len((w.current or {}).get("steps", [])) > 2, "the tool run in the widget's state")
         tool_step = w.current["steps"][2]
         assert tool_step["status"] == "WAITING_FOR_USER" and tool_step["approval"] == "pending"
         deliver(w, decide)
@@ -412,11 +414,8 @@ async def test_demo_agent_turn_under_ask_policy():
     agent = Agent(model="demo", tools=[calculator], policy="ask")
     w = agent.widget()
     deliver(w, Send(prompt="What is 12 * 7?"))
-    for _ in range(200):
-        await asyncio.sleep(0.02)
-        steps = (w.current or {}).get("steps", [])
-        if any(s["status"] == "WAITING_FOR_USER" for s in steps):
-            break
+    await until(lambda: any(s["status"] == "WAITING_FOR_USER" for s in (w.current or {}).get("steps", [])),
+                "the call waiting in the widget's state")
     waiting = next(s for s in w.current["steps"] if s["status"] == "WAITING_FOR_USER")
     deliver(w, Approve(call_id=waiting["tool_calls"][0]["id"]))
     await w._task

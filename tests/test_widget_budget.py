@@ -15,6 +15,7 @@ from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
 
 from support.widget_messages import customs, until_idle, deliver  # noqa: E402
 from support.scripted import ScriptedProvider, text_call  # noqa: E402
+from support.waiting import until  # noqa: E402
 
 PRICE = {"scripted-1": {"input": 1.0, "output": 2.0}}  # USD per 1M tokens
 
@@ -81,10 +82,7 @@ async def test_the_gauge_after_a_stopped_first_turn_estimates_the_context():
     conv = Conversation(StreamConnection(words(5_000), pace=0.001, batch=5))
     w = ChatWidget(conv)
     task = asyncio.ensure_future(conv.chat_to_completion("a long answer please"))
-    for _ in range(500):
-        if conv.history and len(conv.history[-1].content) > 400:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: conv.history and len(conv.history[-1].content) > 400, "400 characters of the answer")
     conv.interrupt()
     await task
     await asyncio.sleep(FLUSH_INTERVAL * 3)

@@ -56,8 +56,10 @@ def test_a_retry_notice_and_a_refusal_reach_the_live_widget(lab, notebook):
     lab.fill(f"{chat} .nba-input", "Tell me something you must refuse")
     lab.press(f"{chat} .nba-input", "Enter")
     notice = lab.locator(f"{chat} .nba-step-notice")
-    notice.wait_for(state="visible", timeout=30_000)  # during the 3 s wait before the second attempt
-    text = notice.inner_text()
+    # shown only during the 3 s wait before the second attempt: its text is read in the same poll that sees
+    # it (read after the wait returned, a stalled machine could find it gone, the answer come)
+    text = lab.wait_for_function("""(s) => { const n = document.querySelector(s + ' .nba-step-notice');
+        return n && n.getClientRects().length > 0 && n.innerText; }""", arg=chat, polling=50, timeout=30_000).json_value()
     assert "Service temporarily unavailable" in text or "503" in text
     assert "retrying in" in text and "2 of 3" in text
     refusal = lab.locator(f"{chat} .nba-refusal")

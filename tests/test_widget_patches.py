@@ -21,6 +21,7 @@ from nbagent.notebook.widget_wire import USAGE_FIELDS, USUAL_SHAPES  # noqa: E40
 from support.step_fields import INDEX, NOTICE, record_change  # noqa: E402
 from support.streams import StreamConnection, words  # noqa: E402
 from support.widget_messages import customs  # noqa: E402
+from support.waiting import until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = shutil.which("node")
@@ -55,10 +56,7 @@ async def test_a_step_seen_once_is_not_sent_again_whole_however_many_changes_fol
     w = ChatWidget(conv)
     sent = customs(w)
     run = asyncio.ensure_future(conv.chat_to_completion("go"))
-    for _ in range(200):
-        await asyncio.sleep(0.01)
-        if any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history):
-            break
+    await until(lambda: any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history), "the call waiting")
     conv.approve("c1")
     await run
     await asyncio.sleep(0.2)
@@ -118,10 +116,7 @@ async def test_the_reducer_rebuilds_each_turn_from_its_patches_as_the_kernel_has
     w = ChatWidget(conv)
     sent = customs(w)
     run = asyncio.ensure_future(conv.chat_to_completion("go"))
-    for _ in range(300):
-        await asyncio.sleep(0.01)
-        if any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history):
-            break
+    await until(lambda: any(s.status == StepStatus.WAITING_FOR_USER for s in conv.history), "the call waiting")
     conv.approve("c1")
     await run
     conv.connection.tool = None

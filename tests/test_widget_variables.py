@@ -3,7 +3,6 @@ seam every send passes, and a code tool's call as the card gets it (before and a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ from nbagent.notebook.widget import ChatWidget  # noqa: E402
 
 from support.widget_messages import customs, until_idle, deliver  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
+from support.waiting import until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,11 +115,8 @@ async def test_a_code_tool_call_reaches_the_card_with_its_code_before_and_after_
     agent = Agent(model=provider, tools=[run_python])
     w = ChatWidget(agent)
     deliver(w, Send(prompt="revenue by month"))
-    for _ in range(300):
-        await asyncio.sleep(0.01)
-        steps = (w.current or {}).get("steps", [])
-        if any(s["status"] == "WAITING_FOR_USER" for s in steps):
-            break
+    await until(lambda: any(s["status"] == "WAITING_FOR_USER" for s in (w.current or {}).get("steps", [])),
+                "the call waiting in the widget's state")
     calls = [(c["id"], c["name"], c["args"]) for s in w.current["steps"] if s["source"] == "MODEL"
              for c in s.get("tool_calls", [])]
     assert calls == [("c1", "run_python", {"code": code})]

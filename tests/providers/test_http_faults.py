@@ -232,11 +232,11 @@ async def test_slow_drip_within_the_read_timeout_succeeds(wire, fault_server):
 
 @wire_param
 async def test_connection_refused_is_a_network_error(wire):
-    with socket.socket() as s:  # a port nobody listens on
+    with socket.socket() as s:  # bound, never listening: refused, and no other server can take the port meanwhile
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    provider = wire.make_provider(f"http://127.0.0.1:{port}", api_key=KEY, retry_base_delay=0.0)
-    events, error = await collect(provider)
+        provider = wire.make_provider(f"http://127.0.0.1:{port}", api_key=KEY, retry_base_delay=0.0)
+        events, error = await collect(provider)
     assert events == [] and error.kind == "network"
     assert "3 attempts" in error.message
 

@@ -6,7 +6,8 @@
 - ``scripted``: a provider that replays scripted events, for agent-loop tests;
 - ``streams``: scripted streaming connections for the widget (kernel-less and in a real kernel);
 - ``jupyter``: an isolated Jupyter server and Chromium page for the browser tests;
-- ``tool_runs``: a conversation's tool runs, and a call that must not hang.
+- ``tool_runs``: a conversation's tool runs, and a call that must not hang;
+- ``waiting``: wait for a condition under one generous deadline (a hang guard, never a speed check).
 
 Import them as ``from support.<module> import ...``: ``tests/`` is on ``sys.path`` through
 ``pythonpath`` in pyproject.toml's pytest section (bench scripts and the browser tests' kernels

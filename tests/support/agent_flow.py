@@ -85,7 +85,9 @@ def approve_code(page, chat):
     image = card.locator(".nba-tool-result img")
     expect(image).to_have_count(1)
     expect(image).to_be_visible()
-    assert image.evaluate("i => i.complete && i.naturalWidth > 100"), "the figure did not load"
+    # the figure (a data: URL) loads and decodes after it is in the page: waited for, not read at once
+    page.wait_for_function("(i) => i.complete && i.naturalWidth > 100", arg=image.element_handle(), polling=50,
+                           timeout=30_000)
     answer = page.locator(f"{chat} .nba-md", has_text="The code ran in your kernel")
     expect(answer).to_be_visible()
     # the chat follows the turn to its end: the answer is in the chat's view once the figure has loaded

@@ -22,6 +22,7 @@ from nbagent.loop.hooks import Block
 from nbagent.providers.base import Finish, TextDelta, ThinkingDelta, ToolCallEnd, ToolCallStart, Usage
 
 from support.scripted import ScriptedProvider
+from support.waiting import until
 
 BIG = "line of a large file\n" * 200  # 4,200 characters
 
@@ -89,16 +90,12 @@ def audit_script() -> list[list]:
 
 
 async def decide_when_waiting(conv, call_id: str, allow: bool, reason: str | None = None) -> None:
-    """Approve or deny ``call_id`` once its step waits for a decision."""
-    for _ in range(1000):
-        for s in conv.history:
-            if (s.target == StepTarget.ENVIRONMENT and s.type == StepType.TOOL_CALL
-                    and s.status == StepStatus.WAITING_FOR_USER and s.tool_calls[0].id == call_id):
-                await asyncio.sleep(0.02)  # a measurable wait
-                conv.approve(call_id) if allow else conv.deny(call_id, reason)
-                return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{call_id} never waited for a decision")
+    """Approve or deny ``call_id`` once its step waits for a decision (support/waiting.py's deadline, not 5 s)."""
+    await until(lambda: any(s.target == StepTarget.ENVIRONMENT and s.type == StepType.TOOL_CALL
+                            and s.status == StepStatus.WAITING_FOR_USER and s.tool_calls[0].id == call_id
+                            for s in conv.history), f"{call_id} waiting for a decision")
+    await asyncio.sleep(0.02)  # a measurable wait
+    conv.approve(call_id) if allow else conv.deny(call_id, reason)
 
 
 async def audit_conversation():

@@ -83,7 +83,10 @@ def code_flow(page, nb, tmp_path, label):
     done.wait_for()
     page.wait_for_function("(s) => !document.querySelector(s).classList.contains('nba-is-running')", arg=chat)
     image = done.locator("img.nba-tool-image")
-    assert image.count() == 1 and image.evaluate("i => i.complete && i.naturalWidth > 100")
+    assert image.count() == 1
+    # an inserted image (a data: URL) loads and decodes after it is in the page: waited for, not read at once
+    page.wait_for_function("(i) => i.complete && i.naturalWidth > 100", arg=image.element_handle(), polling=50,
+                           timeout=30_000)
     assert done.locator(".nba-tool-code code").inner_text() == CODE  # still shown after it ran
     assert page.locator(f"{chat} .nba-md", has_text="Revenue by month is plotted.").count() == 1
     shot(page, chat, f"widget-run-python-done-{label}.png", tmp_path)

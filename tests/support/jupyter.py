@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from support import tiers
@@ -45,9 +46,38 @@ def nb_json(cells):
 
 
 def free_port():
+    """A loopback port free now; another process may take it before a server binds it (see start_server)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+PORT_TAKEN = "already in use"  # what a server that could not bind its port says (jupyter_server, uvicorn)
+
+
+def start_server(command: Callable[[int], list[str]], status: Callable[[int], urllib.request.Request], what: str,
+                 log_path: Path, timeout: float, tries: int = 3, **popen) -> tuple[subprocess.Popen, int]:
+    """Start ``command(port)`` on a free loopback port, its output in ``log_path``, and wait until
+    ``status(port)`` answers 200; ``(process, port)``. The port ``free_port`` found can be taken (say, as
+    the source port of another connection) before the server binds it; the server then exits saying so,
+    and is started again on another port (``tries`` in all). The command must not move to another port
+    by itself (jupyter: ``--ServerApp.port_retries=0``)."""
+    for attempt in range(1, tries + 1):
+        port = free_port()
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(command(port), stdout=log, stderr=subprocess.STDOUT, **popen)
+        try:
+            wait_ready(proc, status(port), what, log_path, timeout)
+            return proc, port
+        except RuntimeError:  # it exited
+            stop_process_group(proc)
+            if attempt < tries and PORT_TAKEN in log_path.read_text(errors="replace").lower():
+                continue
+            raise
+        except BaseException:
+            stop_process_group(proc)
+            raise
+    raise AssertionError("unreachable")
 
 
 def stop_process_group(proc: subprocess.Popen) -> None:
@@ -145,21 +175,23 @@ def jupyter_server(app: str, tmp: Path, root: Path, extra_args=(), ready_timeout
     venv: run that venv's Jupyter, which sees nothing of this checkout; env: extra environment variables."""
     tiers.require("browser", f"starts jupyter {app}")
     server_env = {**isolated_env(tmp, venv), **(env or {})}
-    port, token = free_port(), secrets.token_hex(16)
-    cmd = [str(venv_bin(venv) / "jupyter"), app, "--no-browser", "--allow-root", "--ip=127.0.0.1",
-           f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *extra_args]
+    token = secrets.token_hex(16)
+
+    def cmd(port: int) -> list[str]:  # on exactly this port: a taken one ends the server (start_server retries)
+        return [str(venv_bin(venv) / "jupyter"), app, "--no-browser", "--allow-root", "--ip=127.0.0.1",
+                f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={root}", *extra_args]
+
+    def status(port: int) -> urllib.request.Request:
+        return urllib.request.Request(f"http://127.0.0.1:{port}/api/status", headers={"Authorization": f"token {token}"})
+
     log_path = tmp / "server.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, env=server_env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
-                            preexec_fn=die_with_parent)
-    base = f"http://127.0.0.1:{port}"
+    proc, port = start_server(cmd, status, f"jupyter {app}", log_path, ready_timeout, env=server_env, cwd=root,
+                              preexec_fn=die_with_parent)
     try:
-        status = urllib.request.Request(f"{base}/api/status", headers={"Authorization": f"token {token}"})
-        wait_ready(proc, status, f"jupyter {app}", log_path, ready_timeout)
-        yield {"base": base, "token": token, "root": root, "log": log_path, "proc": proc}
+        yield {"base": f"http://127.0.0.1:{port}", "token": token, "root": root, "log": log_path, "proc": proc}
     finally:
         stop_process_group(proc)
-        log.close()
         if show_log_on_error and show_log_on_error():
             print(f"\n--- tail of {log_path} ---\n" + log_path.read_text()[-4000:])
 
@@ -345,19 +377,17 @@ def marimo_server(tmp: Path, source: str, venv: Path | None = None, env: dict | 
     for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
         server_env[var] = str(tmp / var.lower())
     server_env.update(env or {})
-    port = free_port()
-    cmd = [str(venv_bin(venv) / "marimo"), "run", "app.py", "--headless", "--host", "127.0.0.1",
-           "--port", str(port), "--no-token", "--no-sandbox"]
-    log_path = tmp / "marimo.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=server_env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=die_with_parent)
-        url = f"http://127.0.0.1:{port}/"
-        try:
-            wait_ready(proc, urllib.request.Request(url), "marimo run", log_path, ready_timeout)
-            yield url
-        finally:
-            stop_process_group(proc)
+
+    def cmd(port: int) -> list[str]:
+        return [str(venv_bin(venv) / "marimo"), "run", "app.py", "--headless", "--host", "127.0.0.1",
+                "--port", str(port), "--no-token", "--no-sandbox"]
+
+    proc, port = start_server(cmd, lambda port: urllib.request.Request(f"http://127.0.0.1:{port}/"), "marimo run",
+                              tmp / "marimo.log", ready_timeout, env=server_env, cwd=tmp, preexec_fn=die_with_parent)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        stop_process_group(proc)
 
 
 # --- cells of the current notebook -------------------------------------------------------

@@ -1,7 +1,7 @@
 """An MCP server of the tests' own (the SDK's FastMCP, now ``MCPServer``).
 
-``python mcp_server.py`` serves over stdio; ``--http PORT`` serves streamable HTTP on
-127.0.0.1:PORT/mcp; ``--garbage`` writes lines that are not JSON-RPC to stdout instead, ``--silent`` nothing; ``--linger`` keeps the
+``python mcp_server.py`` serves over stdio; ``--http-socket FD`` serves streamable HTTP at /mcp on the
+listening socket FD its parent passed (bound and listening before the server starts: no port to race for); ``--garbage`` writes lines that are not JSON-RPC to stdout instead, ``--silent`` nothing; ``--linger`` keeps the
 process alive after its input ends.
 """
 
@@ -101,9 +101,15 @@ if __name__ == "__main__":
         for _ in range(3):
             print("hello, this is not JSON-RPC", flush=True)
         time.sleep(60)
-    elif "--http" in sys.argv:
-        port = int(sys.argv[sys.argv.index("--http") + 1])
-        server.run("streamable-http", host="127.0.0.1", port=port)
+    elif "--http-socket" in sys.argv:  # serve on the listening socket the parent made and passed as this fd
+        import socket
+
+        import anyio
+        import uvicorn
+
+        listening = socket.socket(fileno=int(sys.argv[sys.argv.index("--http-socket") + 1]))
+        web = uvicorn.Server(uvicorn.Config(server.streamable_http_app(host="127.0.0.1"), log_level="warning"))
+        anyio.run(web.serve, [listening])
     else:
         server.run()
         if "--linger" in sys.argv:  # outlive the end of input: only a kill stops it now
