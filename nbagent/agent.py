@@ -230,8 +230,10 @@ class Agent:
 
     @property
     def course(self) -> AgentCourse:
-        """The course policy, its limits for this user and the rules the agent runs under."""
-        return AgentCourse(self._course_policy, self._course_limits, self._rules)
+        """The course policy (its hours and budget as the file holds them now), its limits for this
+        user and the rules the agent runs under."""
+        limits = self._course_limits
+        return AgentCourse(self._course_policy if limits is None else limits.policy, limits, self._rules)
 
     @property
     def conversation(self) -> Conversation:
@@ -332,7 +334,7 @@ class Agent:
     def settings(self) -> AgentSettings:
         """What a saved file records to resume this agent (``Agent.load``): never a key."""
         conn, conv, own = self._connection, self._conversation, self._settings
-        course = self._course_policy
+        course = self.course.policy  # the file's hash as it is in force now
         return AgentSettings(
             model=self.model, system=self._system, temperature=conn.temperature, max_tokens=conn.max_tokens,
             provider_options=savable_options(own.provider_options), base_url=savable_url(own.base_url),

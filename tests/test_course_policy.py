@@ -227,6 +227,28 @@ def test_out_of_lesson_hours_the_turn_is_refused_and_says_when_it_opens(course):
     assert agent.ask("in class").text and len(provider.systems) == 1
 
 
+def test_an_edit_of_the_hours_or_budget_applies_to_a_running_agent_and_a_broken_edit_keeps_the_last(course):
+    path = course('hours = ["09:00-12:00"]\nsave_to = "sessions"\n')
+    agent = Agent(model="demo", delay=0, user="ann")
+    at(agent, datetime(2026, 12, 7, 12, 30))
+    with pytest.raises(BudgetExceeded, match="closed"):
+        agent.ask("after class")
+    course('hours = ["09:00-13:30"]\nsave_to = "sessions"\n')  # another 90 minutes (a new size: no mtime tick)
+    assert agent.ask("after class").text
+    assert str(agent.course.policy.hours[0]) == "09:00-13:30"
+    assert read_session_head(agent.save()).settings.policy_hash == load_policy(path).content_hash
+    path.write_text("[policy]\nhours = [", encoding="utf-8")  # saved half-written
+    assert agent.ask("still open").text  # the last policy read holds
+    course('budget_usd = 0.5\nsave_to = "sessions"\n')  # a budget, and no hours now
+    record = agent.conversation.turns[0]
+    record.model, record.provider = "gpt-4.1-mini", "openai"
+    record.started_at = datetime(2026, 12, 7, 12, 30).timestamp()
+    record.usage.prompt_token_count = 1_500_000  # $0.60
+    at(agent, datetime(2026, 12, 7, 20, 0))
+    with pytest.raises(BudgetExceeded, match=r"spent \$0\.600 of \$0\.500 this week"):
+        agent.ask("evening")
+
+
 # --- saving --------------------------------------------------------------------------------
 
 

@@ -6,7 +6,9 @@ it whose settings name this user: their turns that started in the period, read a
 ``class_summary`` reads them) plus the live conversation's turns in the period (its own saved file is
 skipped, by conversation id, so nothing counts twice). Turns are priced with the shared price data,
 never with ``Agent(pricing=...)`` (an argument cannot make a model free); turns without a known price
-count $0. Each file is read once per change (by its size and modification time).
+count $0. Each file is read once per change (by its size and modification time), and so is the
+policy file: a teacher's edit of the hours or the budget applies to running agents from their next
+check (models, ``run_code``, rules, ``save_to`` and ``user`` stay as each agent was made with them).
 
 Out of lesson hours, or when the spend plus the next request's expected cost would exceed the
 budget, the turn is refused with ``BudgetExceeded`` naming the policy file and when it opens again;
@@ -16,12 +18,14 @@ budget, the turn is refused with ``BudgetExceeded`` naming the policy file and w
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 
-from ..core.course_policy import CoursePolicy
-from ..core.errors import BudgetExceeded, NbagentError
+from ..core.course_policy import CoursePolicy, load_policy
+from ..core.errors import BudgetExceeded, ConfigError, NbagentError
 from ..core.ledger import TurnRecord
 from .class_summary import ClassFolder
 from .estimate import turn_cost, usd
@@ -59,10 +63,28 @@ class CourseLimits:
     """The course policy's hours and period budget for one user (``clock``: local time now)."""
 
     def __init__(self, policy: CoursePolicy, user: str, clock: Clock | None = None) -> None:
-        self.policy = policy
+        self._policy = policy
+        self._stamp = _stamp(policy.path)
         self.user = user
         self.clock: Clock = clock or datetime.now  # tests pass a fake clock
         self._saved: ClassFolder | None = None  # the save_to folder, read incrementally
+
+    @property
+    def policy(self) -> CoursePolicy:
+        """The policy with the hours and budget its file holds now: a teacher's edit of ``hours``,
+        ``budget_usd`` or ``budget_period`` applies from the next check (the file is read again when
+        its modification time or size changed). The other keys stay as the agent was made with them;
+        an edit that does not parse, or a file gone, keeps the last policy read."""
+        stamp = _stamp(self._policy.path)
+        if stamp is not None and stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                now = load_policy(self._policy.path)
+            except ConfigError:
+                return self._policy
+            self._policy = replace(self._policy, hours=now.hours, budget_usd=now.budget_usd,
+                                   budget_period=now.budget_period, content_hash=now.content_hash)
+        return self._policy
 
     def saved_spend(self, since: float, exclude: str = "") -> float:
         """Dollars this user's saved sessions (but the conversation ``exclude``) spent in turns started
@@ -114,3 +136,12 @@ class CourseLimits:
             return ""
         return (f"budget: stopped before the next model call, spent {usd(s.spent_usd)} of the course's "
                 f"{usd(p.budget_usd)} this {p.budget_period.value}")
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """The file's (mtime_ns, size), or None when it cannot be read now."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
