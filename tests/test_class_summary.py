@@ -142,11 +142,26 @@ def test_the_course_policy_over_the_folder_sets_the_budget_and_period(klass, mad
     next_week = made_at + 7 * 86400 + 1
     assert not any(r["over_budget"] for r in by_user(
         nbagent.class_summary(sessions, pricing=PRICES, now=next_week)).values())
-    view = ClassView(sessions, interval=60)
+    view = ClassView(sessions, interval=3600)  # the test polls by hand
     try:
         assert (view.budget_usd, view.period) == (pytest.approx(budget), "week")
+        policy = tmp_path / "course" / "nbagent.toml"
+        policy.write_text('[policy]\nbudget_usd = 25.0\nbudget_period = "day"\nsave_to = "sessions"\n')
+        view.poll()  # the teacher's edit applies at the next poll
+        assert (view.budget_usd, view.period) == (25.0, "day") and view.summary.budget_usd == 25.0
+        assert not any(r["over_budget"] for r in view.rows)  # nobody spent $25
+        policy.write_text("[policy]\nbudget_usd = ")  # saved half-written: the last budget holds
+        view.poll()
+        assert (view.budget_usd, view.period) == (25.0, "day")
     finally:
         view.close()
+    given = ClassView(sessions, interval=3600, budget_usd=1.0)
+    try:
+        policy.write_text('[policy]\nbudget_usd = 3.0\nsave_to = "sessions"\n')
+        given.poll()
+        assert given.budget_usd == 1.0  # a budget given to the view is its own
+    finally:
+        given.close()
     assert not any(r["over_budget"] for r in by_user(nbagent.class_summary(klass, pricing=PRICES)).values())
 
 

@@ -163,6 +163,13 @@ class ClassFolder:
         self._version = 0  # bumped by a scan that changed something
         self._students: tuple[tuple[int, float], list[Student]] | None = None  # (version, period start) -> rows
 
+    def set_budget(self, budget_usd: float | None, period: BudgetPeriod) -> bool:
+        """Another budget or period (a teacher's edit of the course policy); whether it changed."""
+        if (budget_usd, period) == (self.budget_usd, self.period):
+            return False
+        self.budget_usd, self.period, self._students = budget_usd, period, None
+        return True
+
     @property
     def skipped(self) -> dict[str, str]:
         """The files that could not be read, with why."""

@@ -54,6 +54,8 @@ class ClassView(anywidget.AnyWidget):
                  **kwargs: Any) -> None:
         if not interval > 0:
             raise ConfigError(f"interval must be a number of seconds > 0, not {interval!r}")
+        self._period_given = period
+        self._follows_course = budget_usd is None  # the course policy's budget, as the teacher edits it
         budget_usd, budget_period = with_course_budget(folder, budget_usd, period)
         self.summary = ClassFolder(folder, budget_usd=budget_usd, period=budget_period, pricing=pricing,
                                    help_pattern=help_pattern)
@@ -90,6 +92,8 @@ class ClassView(anywidget.AnyWidget):
 
     def _changes(self) -> RowsChanged | None:
         with self._lock:
+            if self._follows_course:
+                self._follow_course()
             self.summary.scan()
             rows = {r["user"]: r for r in self.summary.rows()}
             notice = self._notice_text()
@@ -100,6 +104,15 @@ class ClassView(anywidget.AnyWidget):
         if not (changed or removed or moved):
             return None
         return RowsChanged(changed, removed, notice)
+
+    def _follow_course(self) -> None:
+        """Take the course policy's budget and period again (an edit that does not parse keeps the last)."""
+        try:
+            budget_usd, period = with_course_budget(self.folder, None, self._period_given)
+        except ConfigError:
+            return
+        if self.summary.set_budget(budget_usd, period):
+            self.budget_usd, self.period = budget_usd, period.value
 
     def _notice_text(self) -> str:
         if not self.summary.files:
@@ -154,6 +167,7 @@ def class_view(folder: str | os.PathLike, *, interval: float = 2.0, budget_usd: 
     per student: sessions, turns, tokens, cost, last activity, errors in a row, over budget, asked for
     help), polled every ``interval`` seconds; over-budget, failing and help rows are highlighted, and
     a click on a row shows that student's latest chat, read-only. Without ``budget_usd`` the course
-    policy over the folder sets the budget. ``view.close()`` stops the polling."""
+    policy over the folder sets the budget, and an edit of it applies at the next poll. ``view.close()``
+    stops the polling."""
     return ClassView(folder, interval=interval, budget_usd=budget_usd, period=period, pricing=pricing,
                      help_pattern=help_pattern)
