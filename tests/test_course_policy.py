@@ -79,6 +79,8 @@ def priced_session(user: str, started: datetime, prompt_tokens: int = 1_000_000)
     ('hours = ["9-12"]\n', "hours"),
     ('hours = ["12:00-09:00"]\n', "hours"),
     ('hours = ["25:00-26:00"]\n', "hours"),
+    ('hours = ["Mon-Fro 09:00-12:00"]\n', "hours"),
+    ('hours = ["Monday 09:00-12:00"]\n', "hours"),
     ("save_to = 3\n", "save_to"),
     ('user = ""\n', "user"),
     ('modles = ["demo"]\n', "modles"),
@@ -247,6 +249,26 @@ def test_an_edit_of_the_hours_or_budget_applies_to_a_running_agent_and_a_broken_
     at(agent, datetime(2026, 12, 7, 20, 0))
     with pytest.raises(BudgetExceeded, match=r"spent \$0\.600 of \$0\.500 this week"):
         agent.ask("evening")
+
+
+def test_lesson_hours_on_named_days_are_open_only_then_and_say_the_day_they_open(course):
+    path = course('hours = ["Mon-Wed, Fri 09:00-12:00", "tue,thu 13:00-15:30", "Sat-Mon 20:00-21:00"]\n')
+    policy = load_policy(path)
+    assert [str(h) for h in policy.hours] == ["Mon-Wed,Fri 09:00-12:00", "Tue,Thu 13:00-15:30", "Sat-Mon 20:00-21:00"]
+    thursday_10, thursday_14 = datetime(2026, 12, 10, 10, 0), datetime(2026, 12, 10, 14, 0)
+    assert not policy.is_open(thursday_10) and policy.is_open(thursday_14)
+    assert policy.next_opening(thursday_10) == thursday_14.replace(hour=13)
+    assert policy.next_opening(datetime(2026, 12, 12, 10, 0)) == datetime(2026, 12, 12, 20, 0)  # Saturday
+    assert policy.next_opening(datetime(2026, 12, 7, 21, 0)) == datetime(2026, 12, 8, 9, 0)  # Monday night
+    assert policy.next_opening(datetime(2026, 12, 9, 12, 30)) == datetime(2026, 12, 10, 13, 0)  # Wednesday
+    provider = RecordingDemo()
+    agent = Agent(model=provider)
+    at(agent, datetime(2026, 12, 11, 12, 30))  # Friday, after the morning
+    with pytest.raises(BudgetExceeded, match=r"\(Mon-Wed,Fri 09:00-12:00, Tue,Thu 13:00-15:30, Sat-Mon "
+                                             r"20:00-21:00\).*opens again at 20:00 on Sat 12 Dec"):
+        agent.ask("Friday afternoon")
+    at(agent, datetime(2026, 12, 14, 9, 30))  # Monday morning
+    assert agent.ask("in class").text and len(provider.systems) == 1
 
 
 # --- saving --------------------------------------------------------------------------------

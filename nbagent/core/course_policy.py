@@ -9,7 +9,7 @@ has these keys, all optional::
     run_code = false                   # no run_python, no cell edits or inserts
     budget_usd = 2.0                   # dollars per user and period ...
     budget_period = "week"             # ... "day" or "week" (the default); resets at local midnight / Monday
-    hours = ["09:00-12:00", "13:00-15:30"]   # lesson hours, local time, every day
+    hours = ["09:00-12:00", "Tue,Thu 13:00-15:30"]   # lesson hours, local time: every day, or on the days named
     save_to = "sessions"               # where sessions are saved, relative to this file
     user = "student"                   # the user name when Agent(user=...) gives none
     rules = "AGENTS.md"                # a markdown file added to the system prompt, or "tutor"
@@ -35,7 +35,9 @@ from .errors import ConfigError
 POLICY_FILE = "nbagent.toml"
 CONFIG_VARIABLE = "NBAGENT_CONFIG"
 KEYS = ("models", "run_code", "budget_usd", "budget_period", "hours", "save_to", "user", "rules")
-_HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
+_HOURS = re.compile(r"^\s*(?:([A-Za-z][A-Za-z,\s-]*?)\s+)?(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
+DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
+EVERY_DAY = frozenset(range(7))
 
 
 class BudgetPeriod(str, enum.Enum):
@@ -56,13 +58,20 @@ class BudgetPeriod(str, enum.Enum):
 
 @dataclass(frozen=True)
 class LessonHours:
-    """One range of lesson hours, every day, local time (``start`` < ``end``)."""
+    """One range of lesson hours, local time (``start`` < ``end``), on ``days`` (``weekday()`` numbers:
+    Monday 0; every day by default)."""
 
     start: time
     end: time
+    days: frozenset[int] = EVERY_DAY
 
     def __str__(self) -> str:
-        return f"{self.start:%H:%M}-{self.end:%H:%M}"
+        hours = f"{self.start:%H:%M}-{self.end:%H:%M}"
+        return hours if self.days == EVERY_DAY else f"{_day_list(self.days)} {hours}"
+
+    def holds(self, now: datetime) -> bool:
+        """Whether ``now`` (local wall-clock time) is within these hours."""
+        return now.weekday() in self.days and self.start <= now.time().replace(tzinfo=None) < self.end
 
 
 @dataclass(frozen=True)
@@ -98,18 +107,16 @@ class CoursePolicy:
 
     def is_open(self, now: datetime) -> bool:
         """Whether ``now`` (local wall-clock time) is within the lesson hours (always, without hours)."""
-        if not self.hours:
-            return True
-        t = now.time().replace(tzinfo=None)
-        return any(h.start <= t < h.end for h in self.hours)
+        return not self.hours or any(h.holds(now) for h in self.hours)
 
     def next_opening(self, now: datetime) -> datetime | None:
         """When the lessons open next after ``now`` (None: open now, or no hours)."""
         if self.is_open(now):
             return None
-        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        starts = sorted(day.replace(hour=h.start.hour, minute=h.start.minute) + timedelta(days=d)
-                        for d in (0, 1) for h in self.hours)
+        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        starts = sorted(day.replace(hour=h.start.hour, minute=h.start.minute)
+                        for day in (today + timedelta(days=d) for d in range(8))
+                        for h in self.hours if day.weekday() in h.days)
         return next(s for s in starts if s > now)
 
     def period_start(self, now: datetime) -> datetime:
@@ -201,18 +208,50 @@ def _period(value: Any, where: _Where) -> BudgetPeriod:
 
 def _hours(value: Any, where: _Where) -> tuple[LessonHours, ...]:
     if not isinstance(value, list):
-        raise where.error(f'must be a list like ["09:00-12:00"], not {value!r:.80}')
+        raise where.error(f'must be a list like ["09:00-12:00", "Mon-Fri 13:00-15:30"], not {value!r:.80}')
     out = []
     for item in value:
         m = _HOURS.match(item) if isinstance(item, str) else None
         try:
-            start, end = (time(int(m[1]), int(m[2])), time(int(m[3]), int(m[4]))) if m else (None, None)
+            start, end = (time(int(m[2]), int(m[3])), time(int(m[4]), int(m[5]))) if m else (None, None)
         except ValueError:
             start = end = None
-        if start is None or end is None or not start < end:
-            raise where.error(f'has {item!r:.40}: write "HH:MM-HH:MM", the start before the end')
-        out.append(LessonHours(start, end))
+        days = _days(m[1]) if m and m[1] else EVERY_DAY
+        if start is None or end is None or not start < end or not days:
+            raise where.error(f'has {item!r:.40}: write "HH:MM-HH:MM", the start before the end, after '
+                              f'days if any ("Mon-Fri 09:00-12:00", "Tue,Thu 13:00-15:30")')
+        out.append(LessonHours(start, end, days))
     return tuple(out)
+
+
+def _days(text: str) -> frozenset[int]:
+    """``"Mon-Fri"``, ``"Tue,Thu"``, ``"Sat"`` as weekday numbers (a range may wrap: ``"Fri-Mon"``);
+    empty when a name is not a day."""
+    index = {name.lower(): i for i, name in enumerate(DAY_NAMES)}
+    days: set[int] = set()
+    for part in text.replace(" ", "").lower().split(","):
+        first, _, last = part.partition("-")
+        if first not in index or (last and last not in index):
+            return frozenset()
+        a, b = index[first], index[last or first]
+        days.update((a + i) % 7 for i in range((b - a) % 7 + 1))
+    return frozenset(days)
+
+
+def _day_list(days: frozenset[int]) -> str:
+    """Weekday numbers as ``"Mon-Fri"`` / ``"Tue,Thu"``: runs of three or more days as ranges (a run
+    over the weekend's end as ``"Sat-Mon"``)."""
+    first = max(set(range(7)) - days) + 1 if {0, 6} <= days else 0  # after the week's last day off
+    runs: list[list[int]] = []
+    for d in ((first + i) % 7 for i in range(7)):
+        if d not in days:
+            continue
+        if runs and runs[-1][-1] == (d - 1) % 7:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return ",".join(f"{DAY_NAMES[r[0]]}-{DAY_NAMES[r[-1]]}" if len(r) > 2 else ",".join(DAY_NAMES[d] for d in r)
+                    for r in runs)
 
 
 def _save_to(value: Any, where: _Where) -> Path:
