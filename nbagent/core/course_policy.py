@@ -241,7 +241,7 @@ def _days(text: str) -> frozenset[int]:
 def _day_list(days: frozenset[int]) -> str:
     """Weekday numbers as ``"Mon-Fri"`` / ``"Tue,Thu"``: runs of three or more days as ranges (a run
     over the weekend's end as ``"Sat-Mon"``)."""
-    first = max(set(range(7)) - days) + 1 if {0, 6} <= days else 0  # after the week's last day off
+    first = max(set(range(7)) - days, default=-1) + 1 if {0, 6} <= days else 0  # after the week's last day off
     runs: list[list[int]] = []
     for d in ((first + i) % 7 for i in range(7)):
         if d not in days:
