@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { applyRequest, cellRefs, resolveCellRefs, outputsText, agentLabel, Refused } from "../src/live.js";
 import { lineDiff } from "../src/diff.js";
-import { cellDiff } from "../src/render/toolcard.js";
+import { cellDiff, cellWhere } from "../src/render/toolcard.js";
 
 /** A YNotebook-like model: cells with ids, sources, metadata; insertCell / deleteCell / transact. */
 function notebook(sources) {
@@ -94,4 +94,13 @@ test("the cell tools' diff: removed and added lines around the kept ones", () =>
   assert.deepEqual(cellDiff({ name: "insert_cell", args: { source: "y" } }, null, "ignored").diff, [["+", "y"]]);
   const preview = { diff: [["-", "k"], ["+", "kernel's"]], problem: "stale", cut: false };
   assert.deepEqual(cellDiff(edit, { preview }, "x"), { diff: preview.diff, problem: "stale", cut: false }); // the kernel's wins
+});
+
+test("an insert_cell card says when the new cell is markdown (#48.10)", () => {
+  const env = { preview: { position: 3 } };
+  assert.equal(cellWhere({ name: "insert_cell", args: { source: "# Notes", cell_type: "markdown" } }, env), "new markdown cell (cell 3)");
+  assert.equal(cellWhere({ name: "insert_cell", args: JSON.stringify({ source: "x", cell_type: "raw" }) }, null), "new raw cell");
+  assert.equal(cellWhere({ name: "insert_cell", args: { source: "x = 1" } }, env), "new cell (cell 3)");
+  assert.equal(cellWhere({ name: "insert_cell", args: { source: "x", cell_type: "<b>odd</b>" } }, env), "new cell (cell 3)");
+  assert.equal(cellWhere({ name: "edit_cell", args: { cell_id: "c2", source: "y" } }, env), "cell c2 (cell 3)");
 });
