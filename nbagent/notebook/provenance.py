@@ -10,6 +10,7 @@ replaced when the next action is added -- never an error, above all not after a 
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import hashlib
 import math
@@ -31,12 +32,16 @@ class CellActionKind(str, enum.Enum):
         return self.value
 
 
+# who acts in this task: set by nbagent.serve while an outside client's call runs ("" for nbagent's agent)
+acting_author: contextvars.ContextVar[str] = contextvars.ContextVar("nbagent_author", default="")
+
+
 def code_hash(source: str) -> str:
     """The SHA-256 of a cell's source (hex), as recorded in ``CellAction.code_sha256``."""
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
-AUTHOR = "nbagent"  # CellAction.author of nbagent's own agent (an outside MCP client records its name)
+AUTHOR = "nbagent"  # provenance()'s author of an action whose record names none (nbagent's own agent)
 _TEXT_FIELDS = ("session_id", "model", "call_id", "approved_by", "code_sha256")
 _MAX_TURN = 2**31 - 1
 _TIME_RANGE = (-9.2e9, 9.2e9)  # seconds since the epoch a pandas Timestamp can hold (1678-2261)
@@ -56,18 +61,20 @@ class CellAction:
     approved_by: str = ""  # "user", "policy …", "approve_code=False", ...
     code_sha256: str = ""  # code_hash() of the cell's source after the action
     at: float = field(default_factory=time.time)  # when (seconds since the epoch; NaN: unknown)
-    author: str = AUTHOR  # who acted: "nbagent", or an outside MCP client's name (clientInfo.name)
+    author: str = ""  # an outside MCP client's name and version ("": nbagent's own agent; not written)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["action"] = self.action.value
         data["at"] = self.at if math.isfinite(self.at) else None  # JSON has no NaN
+        if not self.author:
+            del data["author"]
         return data
 
     @classmethod
     def from_json(cls, data: Any) -> CellAction:
         """A recorded action, read as untrusted: a field of the wrong type or out of range gets its
-        unknown value ("", -1, NaN, ``AUTHOR``); ``ValueError`` when ``data`` is no action record."""
+        unknown value ("", -1, NaN); ``ValueError`` when ``data`` is no action record."""
         if not isinstance(data, dict):
             raise ValueError(f"an action record is an object, not {type(data).__name__}")
         kind = data.get("action", CellActionKind.EDITED.value)
@@ -92,9 +99,9 @@ def _time(value: Any) -> float:
 
 def _author(value: Any) -> str:
     """A recorded author fit to show (a short printable string: no line breaks, no bidirectional
-    controls), else ``AUTHOR``."""
+    controls), else "" (nbagent's own agent, as a record without one)."""
     ok = isinstance(value, str) and 0 < len(value) <= _MAX_AUTHOR and value.isprintable() and bool(value.strip())
-    return value if ok else AUTHOR
+    return value if ok else ""
 
 
 def recorded_actions(metadata: Any) -> list[CellAction]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ConfigError, StorageError
-from .provenance import CellAction, CellActionKind, code_hash, recorded_actions
+from .provenance import AUTHOR, CellAction, CellActionKind, code_hash, recorded_actions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,8 +75,8 @@ def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         cell_id = cell.get("id") if isinstance(cell.get("id"), str) else f"cell-{index + 1}"
         for action in actions:
             rows.append({"cell_id": cell_id, "position": index + 1, "cell_type": str(cell.get("cell_type", "code")),
-                         **action.to_json(), "source_matches": bool(action.code_sha256)
-                         and code_hash(source) == action.code_sha256})
+                         **action.to_json(), "author": action.author or AUTHOR,
+                         "source_matches": bool(action.code_sha256) and code_hash(source) == action.code_sha256})
     return rows
 
 
