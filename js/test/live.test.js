@@ -67,6 +67,17 @@ test("add_action appends to the cell's record once", () => {
   assert.equal(agentLabel({}), "");
 });
 
+test("add_action replaces a record that is a string or a list (#48.5)", () => {
+  const action = { action: "ran", turn: 1, call_id: "call_6", at: 2 };
+  for (const bad of ["spoofed", ["a", "list"], 7]) {
+    const nb = notebook(["x"]);
+    nb.cells[0].meta = { nbagent: bad, tags: ["keep"] };
+    applyRequest(nb, { op: "add_action", cell_id: "c1", action }, where());
+    const saved = JSON.parse(JSON.stringify(nb.cells[0].getMetadata())); // as the notebook file will hold it
+    assert.deepEqual(saved, { nbagent: { actions: [action] }, tags: ["keep"] });
+  }
+});
+
 test("@cell and @cell:N are found (an email is not) and resolved 1-based, an unknown number said so", () => {
   assert.deepEqual(cellRefs("fix @cell and compare @cell:2, not me@cell.org or @cell:2 again"),
     [{ ref: "@cell", number: null }, { ref: "@cell:2", number: 2 }]);

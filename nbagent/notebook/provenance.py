@@ -42,6 +42,7 @@ def code_hash(source: str) -> str:
 
 
 AUTHOR = "nbagent"  # provenance()'s author of an action whose record names none (nbagent's own agent)
+UNKNOWN_AUTHOR = "unknown"  # the author of a record whose author field cannot be read
 _TEXT_FIELDS = ("session_id", "model", "call_id", "approved_by", "code_sha256")
 _MAX_TURN = 2**31 - 1
 _TIME_RANGE = (-9.2e9, 9.2e9)  # seconds since the epoch a pandas Timestamp can hold (1678-2261)
@@ -74,7 +75,7 @@ class CellAction:
     @classmethod
     def from_json(cls, data: Any) -> CellAction:
         """A recorded action, read as untrusted: a field of the wrong type or out of range gets its
-        unknown value ("", -1, NaN); ``ValueError`` when ``data`` is no action record."""
+        unknown value ("", -1, NaN, ``UNKNOWN_AUTHOR``); ``ValueError`` when ``data`` is no action record."""
         if not isinstance(data, dict):
             raise ValueError(f"an action record is an object, not {type(data).__name__}")
         kind = data.get("action", CellActionKind.EDITED.value)
@@ -98,10 +99,13 @@ def _time(value: Any) -> float:
 
 
 def _author(value: Any) -> str:
-    """A recorded author fit to show (a short printable string: no line breaks, no bidirectional
-    controls), else "" (nbagent's own agent, as a record without one)."""
-    ok = isinstance(value, str) and 0 < len(value) <= _MAX_AUTHOR and value.isprintable() and bool(value.strip())
-    return value if ok else ""
+    """A recorded author made fit to show: "" (nbagent's own agent) when none is recorded; a name's
+    unprintable characters (line breaks, bidirectional controls) become spaces, cut at 200
+    characters; anything else (a number, a list, only blanks) is ``UNKNOWN_AUTHOR``."""
+    if value is None:
+        return ""
+    text = "".join(c if c.isprintable() else " " for c in value[:_MAX_AUTHOR]) if isinstance(value, str) else ""
+    return " ".join(text.split()) or UNKNOWN_AUTHOR
 
 
 def recorded_actions(metadata: Any) -> list[CellAction]:
