@@ -30,10 +30,12 @@ from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .chat_session import read_small_file
+from .errors import ConfigError, StorageError
 
 POLICY_FILE = "nbagent.toml"
 CONFIG_VARIABLE = "NBAGENT_CONFIG"
+MAX_POLICY_BYTES = 1 << 20  # a policy is a few lines; a larger file is refused unread
 KEYS = ("models", "run_code", "budget_usd", "budget_period", "hours", "save_to", "user", "rules")
 _HOURS = re.compile(r"^\s*(?:([A-Za-z][A-Za-z,\s-]*?)\s+)?(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
@@ -149,10 +151,12 @@ def find_policy(start: Path | None = None) -> CoursePolicy | None:
 def load_policy(path: str | os.PathLike) -> CoursePolicy:
     """Parse a policy file; a bad file or key is a ``ConfigError`` naming the file (and the key)."""
     path = Path(path).expanduser().resolve()
-    try:
-        data = path.read_bytes()
+    try:  # a FIFO or a device at its name is never waited on or read whole
+        data, _ = read_small_file(path, MAX_POLICY_BYTES)
     except OSError as exc:
         raise ConfigError(f"course policy {path}: cannot be read ({exc.strerror or exc})") from None
+    except StorageError as exc:
+        raise ConfigError(f"course policy {path}: cannot be read ({exc.message})") from None
     import tomllib  # only when there is a policy file (an Agent without one never parses TOML)
 
     try:
