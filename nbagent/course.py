@@ -10,7 +10,8 @@ What is enforced where, all in the kernel:
   and the loop refuses such a tool added later (``%chat_tools``) as a tool error.
 - ``budget_usd``: the conversation's own budget is at most the policy's, and the period's budget is
   checked before every turn (analysis/course_budget.py).
-- ``save_to``: the policy's folder wins over ``Agent(save_to=...)``; ``user``: the name when none is given.
+- ``save_to``: the policy's folder wins over ``Agent(save_to=...)``; ``user`` is not an argument under a
+  policy: ``$JUPYTERHUB_USER``, else the policy's ``user``, else the login name (``course_user``).
 - ``rules``: see core/course_rules.py.
 
 A student can still edit or delete the files, change the objects from Python, or start Python
@@ -32,6 +33,8 @@ from typing import TYPE_CHECKING
 from .core.course_policy import CoursePolicy
 from .core.errors import ConfigError
 from .providers.base import Provider
+
+PERSON_VARIABLE = "JUPYTERHUB_USER"  # JupyterHub names the person of each single-user server
 
 if TYPE_CHECKING:
     from .analysis.course_budget import CourseLimits
@@ -128,11 +131,23 @@ def course_save_to(policy: CoursePolicy | None, save_to: str | os.PathLike | Non
 
 
 def course_user(policy: CoursePolicy | None, user: str) -> str:
-    """Who chats: ``user``, else the policy's ``user``, else (under a policy) the login name."""
-    if user or policy is None:
+    """Who chats. Without a policy: ``user``. Under one, the person, not an argument (their budget is
+    counted by this name): ``$JUPYTERHUB_USER``, else the policy's ``user``, else the login name; a
+    ``user`` given that differs is replaced, with a warning (``user`` only when none of those is known)."""
+    if policy is None:
         return user
-    if policy.user:
-        return policy.user
+    person = os.environ.get(PERSON_VARIABLE, "").strip() or policy.user or login_name()
+    if not person:
+        return user
+    if user and user != person:
+        warnings.warn(f"nbagent: under the course policy {policy.path} you chat as {person!r}, not {user!r} "
+                      f"(a course budget is counted per person: the name is ${PERSON_VARIABLE}, the policy's "
+                      "user, or the login name)", RuntimeWarning, stacklevel=3)
+    return person
+
+
+def login_name() -> str:
+    """The login name ("" when there is none, as in some containers)."""
     try:
         return getpass.getuser()
     except Exception:  # no login name (some containers)

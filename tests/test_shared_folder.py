@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from support.scripted import ScriptedProvider, text_call
 
-from nbagent import Agent, Conversation, list_sessions
+from nbagent import Agent, Conversation, class_summary, list_sessions
+from nbagent.core.errors import BudgetExceeded
 from nbagent.core.errors import ConfigError
 from nbagent.core.session_file import read_session_head
 from nbagent.core.session_journal import journal_path
@@ -34,7 +35,8 @@ import os
 os.chdir(sys.argv[1])
 from nbagent import Agent, Conversation, class_summary
 monday = datetime(2026, 12, 7, 10, 0)
-ann = Agent(model="demo", delay=0, user="ann")
+os.environ["JUPYTERHUB_USER"] = "ann"
+ann = Agent(model="demo", delay=0)
 ann.course.limits.clock = lambda: monday
 out = {"spent": ann.course.limits.status().spent_usd}
 df = class_summary(sys.argv[2], now=monday.timestamp())
@@ -61,7 +63,8 @@ def course(tmp_path, monkeypatch):
 def saved(user: str, prompt_tokens: int = 1_000_000, turns: int = 1) -> Path:
     """A session of ``user`` under the course, saved with ``turns`` turns, the first priced ($0.40 a
     million input tokens of openai:gpt-4.1-mini) and started on MONDAY_10."""
-    agent = Agent(model="demo", delay=0, user=user)
+    os.environ["JUPYTERHUB_USER"] = user  # under a policy the person is not an argument (the fixture restores it)
+    agent = Agent(model="demo", delay=0)
     agent.course.limits.clock = lambda: MONDAY_10
     for i in range(turns):
         agent.ask(f"question {i}")
@@ -159,11 +162,45 @@ def test_a_planted_session_index_hangs_no_listing(course):
 
 @pytest.mark.timeout(20)
 def test_a_policy_file_replaced_by_a_fifo_keeps_the_last_policy_and_hangs_no_turn(course):
-    agent = Agent(model="demo", delay=0, user="ann")
+    agent = Agent(model="demo", delay=0)
     policy = course / "nbagent.toml"
     policy.unlink()
     os.mkfifo(policy)
     assert agent.ask("still here").text and agent.course.policy.budget_usd == 1.0
+
+
+# --- items 3 and 4: whose budget a session spends --------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="a file of another login needs root")
+def test_a_session_forged_by_another_login_spends_nothing_of_the_students_budget(course):
+    saved("bob", prompt_tokens=100_000)  # bob's own: $0.04
+    forged = saved("bob", prompt_tokens=2_500_000_000)  # another login writes "user": "bob", $1,000
+    for path in (forged, journal_path(forged)):
+        if path.exists():
+            os.chown(path, 4242, 4242)
+    bob = Agent(model="demo", delay=0)
+    bob.course.limits.clock = lambda: MONDAY_10
+    assert bob.course.limits.status().spent_usd == pytest.approx(0.04, abs=0.001)
+    assert bob.ask("my turn").text  # was: "over the course budget: spent $1,000.00 of $1.00"
+    df = class_summary(course / "sessions", now=MONDAY_10.timestamp())
+    row = df.set_index("user").loc["bob"]
+    assert row["sessions"] == 2 and row["cost_usd"] < 1  # bob's two, not the forged one
+    assert "uid 4242" in df.attrs["skipped"][str(forged)]  # named, not silently counted
+
+
+def test_another_user_name_gives_no_fresh_budget_under_a_policy(course, monkeypatch):
+    saved("ana", prompt_tokens=2_500_000)  # $1.00 of $1.00: ana's week is spent
+    with pytest.warns(RuntimeWarning, match="you chat as 'ana', not 'ana2'"):
+        again = Agent(model="demo", delay=0, user="ana2")
+    again.course.limits.clock = lambda: MONDAY_10
+    assert again.user == "ana"
+    with pytest.raises(BudgetExceeded, match=r"spent \$1\.00 of \$1\.00"):
+        again.ask("a fresh budget?")
+    monkeypatch.delenv("JUPYTERHUB_USER")
+    (course / "nbagent.toml").write_text('[policy]\nbudget_usd = 1.0\nsave_to = "sessions"\nuser = "ana"\n')
+    with pytest.warns(RuntimeWarning, match="you chat as 'ana'"):
+        assert Agent(model="demo", user="ana2").user == "ana"  # the policy's user, where JupyterHub says none
 
 
 # --- item 8: rules files stay inside their folder ---------------------------------------------
@@ -174,12 +211,12 @@ def test_an_agents_md_linked_out_of_its_folder_never_reaches_the_prompt(course, 
     secret.write_text("OPENAI_API_KEY=sk-test-key-from-a-dotenv-000000\n", encoding="utf-8")
     (course / "AGENTS.md").symlink_to(secret)
     with pytest.raises(ConfigError, match="leads outside") as err:
-        Agent(model="demo", user="ann")
+        Agent(model="demo")
     assert "sk-test-key" not in str(err.value)
     (course / "AGENTS.md").unlink()
     (course / "AGENTS.md").symlink_to(course / "week1" / "rules.md")  # a link inside the folder is fine
     (course / "week1" / "rules.md").write_text("Answer in French.\n", encoding="utf-8")
-    assert Agent(model="demo", user="ann").system.startswith("Answer in French.")
+    assert Agent(model="demo").system.startswith("Answer in French.")
 
 
 @pytest.mark.timeout(20)
