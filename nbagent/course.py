@@ -5,6 +5,8 @@ What is enforced where, all in the kernel:
 
 - ``models``: ``Agent(model=...)`` and ``set_model`` refuse another model with a ``ConfigError`` naming
   the policy file; with no model given, the first allowed model is taken when the default is not allowed.
+  A Provider object passes only when its class is the one nbagent makes for its name (a subclass or
+  another class calling itself ``"demo"`` is refused).
 - ``run_code = false``: tools that run code or edit cells (``run_python``, ``run_cell``, ``edit_cell``,
   ``insert_cell``: ``Tool.runs_code``) are left out, from ``notebook=True`` and from ``tools=`` alike,
   and the loop refuses such a tool added later (``%chat_tools``) as a tool error.
@@ -21,6 +23,7 @@ without the policy: this keeps honest students inside the course's limits, it is
 from __future__ import annotations
 
 import getpass
+import importlib
 import os
 import warnings
 from pathlib import Path
@@ -54,8 +57,9 @@ class AgentCourse:
 
 def model_allowed(policy: CoursePolicy, model: str | Provider) -> bool:
     """Whether the policy allows ``model`` as written, or as ``provider:name`` once its provider is known."""
-    if isinstance(model, Provider):
-        return policy.allows_model(f"{model.name}:{model.model}") or policy.allows_model(model.name)
+    if isinstance(model, Provider):  # a name is only an attribute: the class must be the one registered for it
+        named = policy.allows_model(f"{model.name}:{model.model}") or policy.allows_model(model.name)
+        return named and type(model) is registered_class(model.name)
     text = model.strip()
     if policy.allows_model(text):
         return True
@@ -66,6 +70,23 @@ def model_allowed(policy: CoursePolicy, model: str | Provider) -> bool:
         guessed = providers.guess_prefix(text)
         return guessed is not None and policy.allows_model(f"{guessed}:{text}")
     return policy.allows_model(f"{prefix.lower()}:{name}")
+
+
+def registered_class(prefix: str) -> type | None:
+    """The Provider class nbagent makes for ``prefix:…`` (None: unknown, or made by a function)."""
+    from . import providers
+
+    reg = providers.lookup(str(prefix))
+    if reg is None:
+        return None
+    factory = reg.factory
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except Exception:  # noqa: BLE001 - a plugin that cannot load: nothing to compare with
+            return None
+    return factory if isinstance(factory, type) else None
 
 
 def check_model(policy: CoursePolicy | None, model: str | Provider) -> None:

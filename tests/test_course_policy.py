@@ -15,6 +15,7 @@ from nbagent import Agent, NbagentError, notebook_tools, tool
 from nbagent.core.course_policy import BudgetPeriod, find_policy, load_policy
 from nbagent.core.errors import BudgetExceeded, ConfigError
 from nbagent.core.session_file import read_session_head
+from nbagent.providers.base import Provider
 from nbagent.providers.demo import DemoProvider
 
 MONDAY_10 = datetime(2026, 12, 7, 10, 0)  # a Monday, in lesson hours
@@ -139,6 +140,41 @@ def test_a_model_outside_the_list_is_refused_naming_the_policy_file(course):
         agent.set_model("anthropic:claude-sonnet-4-5", api_key="sk-ant-test-key-000000")
     assert agent.model == "demo:demo"  # unchanged: the next turn still goes to the demo model
     assert Agent().model == "demo:demo"  # no model given: the first one the policy names
+
+
+def test_a_provider_object_calling_itself_demo_is_not_the_demo_model(course):
+    course('models = ["demo"]\n')
+
+    class Anything(RecordingDemo):  # a subclass may send anything anywhere
+        pass
+
+    class Lookalike(Provider):
+        name, model = "demo", "demo"
+
+        async def stream(self, request):
+            yield None
+
+    for impostor in (Anything(), Lookalike()):
+        with pytest.raises(ConfigError, match="not allowed by the course policy"):
+            Agent(model=impostor)
+    assert Agent(model=DemoProvider(delay=0)).ask("hi").text  # the demo model itself
+
+
+# --- a final policy --------------------------------------------------------------------------
+
+
+def test_a_final_teacher_policy_wins_over_a_students_own_file_below_it_and_nbagent_config(course, monkeypatch):
+    course('models = ["demo"]\nbudget_usd = 1.0\n')
+    mine = Path("nbagent.toml")  # the student's own, in the notebook's folder
+    mine.write_text("[policy]\nbudget_usd = 100.0\n", encoding="utf-8")
+    assert Agent(model="openai:gpt-4.1-mini", api_key="sk-test-key-0000000000").conversation.budget.usd == 100
+    teacher = course('models = ["demo"]\nbudget_usd = 1.0\nfinal = true\n')
+    agent = Agent(model="demo")
+    assert agent.course.policy.path == teacher and agent.conversation.budget.usd == 1.0
+    with pytest.raises(ConfigError, match="not allowed by the course policy"):
+        Agent(model="openai:gpt-4.1-mini", api_key="sk-test-key-0000000000")
+    monkeypatch.setenv("NBAGENT_CONFIG", str(mine.resolve()))
+    assert find_policy().path == teacher
 
 
 # --- run_code ------------------------------------------------------------------------------
