@@ -136,9 +136,7 @@ def apply_journal(doc: dict, entries: list[dict]) -> dict:
             new_starts, new_compactions, new_trimmed = _list(e["turn_starts"]), _list(e["compactions"]), int(e["trimmed"])
             if end is not None and not base <= steps_at <= end:
                 raise ValueError(f"its steps start at {steps_at}, outside {base}..{end}")
-            if isinstance(turns, list) and turns_at < len(turns) - 1 or starts and steps_at < starts[-1]:
-                raise ValueError("it goes back before the last turn saved (an entry rewrites only that turn "
-                                 "and what follows it): it would roll the session back")
+            _check_forward(turns, turns_at, starts, steps_at)
             chat = doc.get("chat_session")
             if "chat_session" in e and "chat_session" in doc:  # (a head read has no wire messages)
                 chat = _chat_session(chat, e["chat_session"])
@@ -171,6 +169,13 @@ def apply_journal(doc: dict, entries: list[dict]) -> dict:
     doc["turn_starts"] = [i - trimmed for i in starts[bisect.bisect_left(starts, trimmed):]]
     doc["compactions"] = [i - trimmed for i in compactions[bisect.bisect_left(compactions, trimmed):]]
     return doc
+
+
+def _check_forward(turns: Any, turns_at: int, starts: list[int], steps_at: int) -> None:
+    """A ``ValueError`` when an entry starts before the last turn saved (a writer's entry rewrites only
+    that turn and what follows it): applying it would roll the session back."""
+    if isinstance(turns, list) and turns_at < len(turns) - 1 or starts and steps_at < starts[-1]:
+        raise ValueError("it goes back before the last turn saved: it would roll the session back")
 
 
 def _list(value: Any) -> list:
