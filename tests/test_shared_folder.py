@@ -179,6 +179,9 @@ def test_a_session_forged_by_another_login_spends_nothing_of_the_students_budget
     for path in (forged, journal_path(forged)):
         if path.exists():
             os.chown(path, 4242, 4242)
+    (course / "sessions" / "again.json").symlink_to(forged.parent / sorted(p.name for p in forged.parent.glob("*.json")
+                                                                          if p != forged)[0])
+    os.lchown(course / "sessions" / "again.json", 4242, 4242)  # bob's own file again, through another login's link
     bob = Agent(model="demo", delay=0)
     bob.course.limits.clock = lambda: MONDAY_10
     assert bob.course.limits.status().spent_usd == pytest.approx(0.04, abs=0.001)

@@ -246,7 +246,7 @@ class ClassFolder:
     def _read(self, path: str, stamp: FileStat) -> _File:
         self.reads += 1
         try:
-            st = os.stat(path)
+            st = os.lstat(path)  # the owner of a link is who planted it, not its target's
             head = read_session_head(path)
             (costs,) = turn_costs([head], self.pricing)
         except (NbagentError, OSError, ValueError) as exc:  # half-written, corrupt, foreign: skipped
