@@ -104,7 +104,7 @@ def test_hostile_journals_beside_another_students_sessions_hang_no_turn_and_no_c
 
 
 @pytest.mark.timeout(20)
-def test_a_planted_journal_is_ignored_with_a_warning_naming_why(course):
+def test_a_planted_journal_is_ignored_with_a_warning_naming_why(course, monkeypatch):
     path = saved("bob")
     journal_path(path).unlink(missing_ok=True)
     plant(journal_path(path), "fifo")
@@ -116,6 +116,12 @@ def test_a_planted_journal_is_ignored_with_a_warning_naming_why(course):
     journal_path(path).symlink_to(outside)
     with pytest.warns(RuntimeWarning, match="symbolic link"):
         assert Conversation.load(path).turn_count == 1
+    journal_path(path).unlink()
+    with open(journal_path(path), "wb") as f:
+        f.truncate(64 << 20)  # sparse: 64 MB of zeros that take no disk
+    monkeypatch.setattr("nbagent.core.chat_session.MAX_FILE_BYTES", 1 << 20)  # the session files' bound, lowered
+    with pytest.warns(RuntimeWarning, match="over the 1,048,576 bytes"):
+        assert len(read_session_head(path).turns) == 1
 
 
 @pytest.mark.timeout(20)

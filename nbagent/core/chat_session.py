@@ -240,11 +240,14 @@ def read_small_file(path: str | os.PathLike, limit: int, *, follow: bool = True)
             raise StorageError(f"{path} is not a regular file")
         if info.st_size > limit:
             raise StorageError(f"{path} is {info.st_size:,} bytes, over the {limit:,} bytes nbagent reads of it")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(limit + 1)
-        if len(data) > limit:
-            raise StorageError(f"{path} grew past the {limit:,} bytes nbagent reads of it")
-        return data, info
+        parts: list[bytes] = []
+        total = 0
+        while part := os.read(fd, min(1 << 20, limit + 1 - total)):  # by chunks: no buffer of ``limit`` bytes
+            parts.append(part)
+            total += len(part)
+            if total > limit:
+                raise StorageError(f"{path} grew past the {limit:,} bytes nbagent reads of it")
+        return b"".join(parts), info
     finally:
         os.close(fd)
 
