@@ -198,6 +198,17 @@ def test_a_session_forged_by_another_login_spends_nothing_of_the_students_budget
     assert "uid 4242" in df.attrs["skipped"][str(forged)]  # named, not silently counted
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="files have owners on POSIX")
+def test_a_budget_counts_only_the_sessions_its_own_login_wrote(course):
+    from nbagent.analysis.class_summary import ClassFolder
+
+    saved("bob")  # $0.40, written by this login
+    folder = ClassFolder(course / "sessions")
+    folder.scan()
+    assert folder.spent_since("bob", 0, owner=os.geteuid()) == pytest.approx(0.4, abs=0.001)
+    assert folder.spent_since("bob", 0, owner=os.geteuid() + 1) == 0  # another login's budget: none of it
+
+
 def test_another_user_name_gives_no_fresh_budget_under_a_policy(course, monkeypatch):
     saved("ana", prompt_tokens=2_500_000)  # $1.00 of $1.00: ana's week is spent
     with pytest.warns(RuntimeWarning, match="you chat as 'ana', not 'ana2'"):
