@@ -40,7 +40,7 @@ def course(tmp_path, monkeypatch):
     function writing the policy's ``[policy]`` lines."""
     monkeypatch.delenv("NBAGENT_CONFIG", raising=False)
     monkeypatch.delenv("NBAGENT_MODEL", raising=False)
-    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)  # restored after the test (``as_student`` sets it)
+    monkeypatch.setenv("JUPYTERHUB_USER", "")  # "" says no one; restored after the test (``as_student`` sets it)
     root = tmp_path / "course"
     student = root / "week1"
     student.mkdir(parents=True)

@@ -52,7 +52,7 @@ def course(tmp_path, monkeypatch):
     """A course folder with a budget and a shared sessions folder; the working folder is a student's."""
     monkeypatch.delenv("NBAGENT_CONFIG", raising=False)
     monkeypatch.delenv("NBAGENT_MODEL", raising=False)
-    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    monkeypatch.setenv("JUPYTERHUB_USER", "")  # "" says no one; restored after the test (``saved`` sets it)
     root = tmp_path / "course"
     (root / "week1").mkdir(parents=True)
     (root / "nbagent.toml").write_text('[policy]\nbudget_usd = 1.0\nsave_to = "sessions"\n', encoding="utf-8")
