@@ -175,6 +175,8 @@ def test_a_final_teacher_policy_wins_over_a_students_own_file_below_it_and_nbage
         Agent(model="openai:gpt-4.1-mini", api_key="sk-test-key-0000000000")
     monkeypatch.setenv("NBAGENT_CONFIG", str(mine.resolve()))
     assert find_policy().path == teacher
+    mine.write_text("[policy]\nbudget_usd = \n", encoding="utf-8")  # the student's own, broken: never read
+    assert find_policy().path == teacher
 
 
 # --- run_code ------------------------------------------------------------------------------

@@ -136,15 +136,16 @@ class CoursePolicy:
 def find_policy(start: Path | None = None) -> CoursePolicy | None:
     """The policy in force: the topmost ``nbagent.toml`` from ``start`` (default: the working folder) up
     to the root that says ``final = true``; else ``$NBAGENT_CONFIG``; else the nearest ``nbagent.toml``;
-    None when there is none. Every ``nbagent.toml`` on the way up is read: one that does not parse is a
-    ``ConfigError`` (it may be the teacher's final one)."""
+    None when there is none. The files on the way up are read top first: one that does not parse is a
+    ``ConfigError`` (it may be the teacher's final one), one below a final one is never read."""
     here = Path.cwd() if start is None else Path(start)
     here = here.expanduser().resolve()
     found = [c for c in (f / POLICY_FILE for f in (here, *here.parents)) if c.is_file()]
-    policies = [load_policy(c) for c in reversed(found)]  # top first
-    final = next((p for p in policies if p.final), None)
-    if final is not None:
-        return final
+    policies = []
+    for candidate in reversed(found):  # top first: a final one wins before anything below it is read
+        policies.append(load_policy(candidate))
+        if policies[-1].final:
+            return policies[-1]
     named = os.environ.get(CONFIG_VARIABLE, "").strip()
     if named:
         path = Path(named).expanduser()
