@@ -123,7 +123,8 @@ class Agent:
     ``nbagent.mcp_tools(...)``), started and listed at the first turn; ``aclose()`` stops them.
     ``save_to=folder`` saves the conversation (with these settings, never a key) after every
     turn, one file per conversation; ``Agent.load(path)`` resumes it. ``user`` names who chats
-    (recorded in the file; ``list_sessions`` and ``load_sessions`` show it).
+    (recorded in the file; ``list_sessions`` and ``load_sessions`` show it; under a course policy it
+    is the person, not an argument: ``$JUPYTERHUB_USER``, the policy's ``user`` or the login name).
     Under a course policy (an ``nbagent.toml`` in the working folder or above, or
     ``$NBAGENT_CONFIG``) the arguments are checked against it and never loosen it (see
     ``nbagent/course.py``); ``rules="tutor"`` or a markdown file adds rules to the system prompt,
