@@ -20,6 +20,8 @@ from typing import Any
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
+from .errors import ConfigError
+
 POLICY_NAMES = ("allow_all", "ask", "deny_all")
 _SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|cookie|credential|header", re.IGNORECASE)
 _PLAIN = (str, int, float, bool, type(None))
@@ -80,6 +82,13 @@ class AgentSettings:
         out._check()
         return out
 
+    def check_arguments(self) -> None:
+        """``ConfigError`` naming the first argument of the wrong type (``Agent(budget_usd="5")``)."""
+        try:
+            self._check()
+        except TypeError as exc:
+            raise ConfigError(f"Agent(...): {exc}") from None
+
     def _check(self) -> None:
         _want(self.model, str, "model")
         _want(self.user, str, "user")
@@ -102,16 +111,16 @@ class AgentSettings:
 
 def _want(value: Any, kind: Any, name: str) -> None:
     if isinstance(value, bool) and kind in (int, (int, type(None))):
-        raise TypeError(f"settings field {name!r} must be an integer, got a bool")
+        raise TypeError(f"{name} must be an integer, not a bool")
     if not isinstance(value, kind):
-        raise TypeError(f"settings field {name!r} has the wrong type ({type(value).__name__})")
+        raise TypeError(f"{name} has the wrong type ({type(value).__name__}: {value!r:.40})")
 
 
 def _want_number(value: Any, name: str) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f"settings field {name!r} must be a number, got {value!r:.40}")
+        raise TypeError(f"{name} must be a number, not {value!r:.40}")
 
 
 def savable_options(options: Mapping[str, Any]) -> dict[str, Any]:
