@@ -27,7 +27,7 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
     "frames": [("pandas", "pandas"), ("genai_prices", "genai-prices"), ("pyarrow", "pyarrow")],
     "plot": [("matplotlib", "matplotlib")],
     "tokens": [("bpe_openai", "bpe-openai"), ("tiktoken", "tiktoken")],
-    "html": [("markdown_it", "markdown-it-py")],
+    "html": [("markdown_it", "markdown-it-py"), ("latex2mathml", "latex2mathml")],
     "local": [("xllamacpp", "xllamacpp")],
     "mcp": [("mcp", "mcp")],
     "otel": [("opentelemetry.sdk", "opentelemetry-sdk"),
