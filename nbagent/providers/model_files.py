@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,7 +261,7 @@ def _partial_file(target: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.part"):
         pid = old.suffixes[-2].lstrip(".") if len(old.suffixes) >= 2 else ""
-        if not (pid.isdigit() and _alive(int(pid))):
+        if not (pid.isdigit() and _alive(int(pid), old)):
             old.unlink(missing_ok=True)
     return folder / f"{target.name}.{os.getpid()}.part"
 
@@ -280,9 +281,15 @@ def _move_into_place(partial: Path, target: Path) -> None:
             staged.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, partial: Path) -> bool:
+    """Whether the run that writes ``partial`` may still be going."""
     if pid == os.getpid():
         return True
+    if sys.platform == "win32":  # no signal 0 there (os.kill(pid, 0) sends Ctrl+C): a day-old file is stale
+        try:
+            return time.time() - partial.stat().st_mtime < 86_400
+        except OSError:
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
