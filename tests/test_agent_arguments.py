@@ -29,3 +29,12 @@ def test_right_types_pass_and_ints_count_as_numbers():
     agent = Agent(model="demo", budget_usd=5, temperature=0, max_tokens=100, max_tool_iterations=3,
                   tool_timeout=30, compaction_budget=None)
     assert agent.conversation.budget.usd == 5.0
+
+
+def test_numpy_numbers_are_taken_as_python_numbers(tmp_path):
+    np = pytest.importorskip("numpy")
+    agent = Agent(model="demo", max_tokens=np.int64(100), temperature=np.float32(0.5), budget_usd=np.float64(2),
+                  save_to=tmp_path)
+    assert type(agent.settings().max_tokens) is int and type(agent.settings().temperature) is float
+    agent.ask("hi")  # and the session saves (JSON has no numpy numbers)
+    assert agent.conversation.budget.usd == 2.0 and len(list(tmp_path.glob("*.json"))) == 1

@@ -14,6 +14,7 @@ not look like secrets, a ``base_url`` without user:password and query string.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -82,12 +83,23 @@ class AgentSettings:
         out._check()
         return out
 
-    def check_arguments(self) -> None:
-        """``ConfigError`` naming the first argument of the wrong type (``Agent(budget_usd="5")``)."""
+    def checked_arguments(self) -> AgentSettings:
+        """This value with numpy-style numbers as Python's (``np.int64(100)`` is ``100``), or
+        ``ConfigError`` naming the first argument of the wrong type (``Agent(budget_usd="5")``)."""
+        plain = {}
+        for name in ("temperature", "tool_timeout", "budget_usd", "max_tokens", "compaction_budget",
+                     "max_tool_iterations"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+                plain[name] = int(value)
+            elif isinstance(value, numbers.Real) and not isinstance(value, (bool, int, float)):
+                plain[name] = float(value)
+        out = replace(self, **plain) if plain else self
         try:
-            self._check()
+            out._check()
         except TypeError as exc:
             raise ConfigError(f"Agent(...): {exc}") from None
+        return out
 
     def _check(self) -> None:
         _want(self.model, str, "model")
