@@ -86,7 +86,7 @@ class AgentSettings:
     def checked_arguments(self) -> AgentSettings:
         """This value with numpy-style numbers as Python's (``np.int64(100)`` is ``100``), or
         ``ConfigError`` naming the first argument of the wrong type (``Agent(budget_usd="5")``)."""
-        plain = {}
+        plain: dict[str, Any] = {}
         for name in ("temperature", "tool_timeout", "budget_usd", "max_tokens", "compaction_budget",
                      "max_tool_iterations"):
             value = getattr(self, name)
