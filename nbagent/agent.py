@@ -173,6 +173,7 @@ class Agent:
             cache_strategy=cache_strategy, include_reasoning=include_reasoning,
             response_format=schema_of(response_format), compaction_budget=compaction_budget,
             tool_timeout=tool_timeout)
+        self._settings = self._settings.checked_arguments()  # Agent(temperature="0.2"): a ConfigError naming it
         self._given_provider = model if isinstance(model, Provider) else None
         self.provider = model if isinstance(model, Provider) else provider_for(self._settings)
         self._wiring = ToolWiring(tools=self._tools(course, tools, notebook), policy=policy, hooks=hooks,
