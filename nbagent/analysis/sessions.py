@@ -97,6 +97,7 @@ class Ledgers:
     users: list[str]
     lengths: list[int]
     sources: list[str] = field(default_factory=list)
+    projects: list[str] = field(default_factory=list)  # an agent log's project or working folder ("": none)
 
     def per_row(self, values: Sequence[Any]) -> Any:
         """A value per session repeated over its rows (a numpy object array)."""
@@ -117,23 +118,24 @@ def ledgers_of(paths: Sequence[Path], pricing: Mapping | None = None, arrow: boo
     """:func:`read_ledgers` of session files already found (``expand_paths``); ``arrow``: the table
     over Arrow arrays (:class:`ArrowTurnTable`, for ``to_parquet``) when the ledgers allow."""
     with gc_paused():  # tens of thousands of dicts: the collector would rescan them over and over
-        heads, sources = session_ledgers(paths)
+        heads = session_ledgers(paths)
         arrays = ledger_arrays(heads) if arrow else None
         table = TurnTable(ledger_columns(heads), pricing) if arrays is None else ArrowTurnTable(arrays, pricing)
         out = Ledgers(table, [h.conversation_id for h in heads],
-                      [str(h.path) for h in heads], [h.user for h in heads], [len(h.turns) for h in heads], sources)
+                      [str(h.path) for h in heads], [h.user for h in heads], [len(h.turns) for h in heads],
+                      [getattr(h, "source", "nbagent") for h in heads], [getattr(h, "project", "") for h in heads])
         del heads  # the parsed ledgers, freed before the collector resumes (it would scan them once more)
     return out
 
 
-def session_ledgers(paths: Sequence[Path]) -> tuple[list[SessionLedger], list[str]]:
-    """The ledger and source of each file: an agent's log when a reader recognises it
-    (``agent_logs``; a ``*.json`` is nbagent's), else nbagent's saved session."""
+def session_ledgers(paths: Sequence[Path]) -> list[SessionLedger]:
+    """The ledger of each file: an agent's log when a reader recognises it (``agent_logs``, an
+    ``AgentLedger`` with its ``source`` and ``project``; a ``*.json`` is nbagent's), else nbagent's
+    saved session."""
     from .agent_logs.ledgers import agent_ledgers
 
     agents = agent_ledgers([p for p in paths if p.suffix != ".json"])
-    heads = [agents[p] if p in agents else read_session_ledger(p) for p in paths]
-    return heads, [agents[p].source if p in agents else "nbagent" for p in paths]
+    return [agents[p] if p in agents else read_session_ledger(p) for p in paths]
 
 
 def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
@@ -153,11 +155,16 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     in about a sixth of the time ``json.loads`` takes to parse them; damage in a file's steps shows
     only when ``Conversation.load`` reads it.
     """
+    with gc_paused():  # the paths, ledgers and columns of thousands of files: freed before the collector resumes
+        return usage_frame(read_ledgers(paths_or_glob, pricing))
+
+
+def usage_frame(ledgers: Ledgers):
+    """:func:`load_sessions`'s frame of ledgers read."""
     import numpy as np
 
     pd = require_pandas()
-    with gc_paused():  # the paths, ledgers and columns of thousands of files: freed before the collector resumes
-        ledgers = read_ledgers(paths_or_glob, pricing)
+    with gc_paused():
         df = build_frame(ledgers.table, USAGE_INDEX, USAGE)
         turn = df.index.to_numpy()
         df = df.reset_index(drop=True)

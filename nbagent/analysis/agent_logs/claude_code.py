@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .log import AgentCall, AgentLog, count_of, iso_seconds
+from .log import AgentCall, AgentLog, count_of, iso_seconds, unreadable
 
 SOURCE = "claude-code"
 PROVIDER = "anthropic"
@@ -43,7 +43,7 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
     prompt = ""
     for line, record in records:
         if not isinstance(record, dict):
-            log.skipped["corrupt line"] += 1
+            log.skipped[unreadable(record)] += 1
             continue
         log.session_id = log.session_id or _text(record.get("sessionId"))
         if not log.project.startswith("/") and isinstance(record.get("cwd"), str) and record["cwd"]:
@@ -87,7 +87,7 @@ def _call(line: bytes, record: dict, message: dict, prompt: str) -> AgentCall | 
                                                   "cache_creation_input_tokens")]
     if None in counts or "input_tokens" not in usage or "output_tokens" not in usage:
         return "bad token count"
-    fresh, output, read_, write = counts
+    fresh, output, read_, write = (c or 0 for c in counts)
     split = usage.get("cache_creation")
     if isinstance(split, dict):  # ccusage counts the 5-minute and 1-hour writes when given
         write = (count_of(split.get("ephemeral_5m_input_tokens", 0)) or 0) + \
@@ -102,36 +102,49 @@ def _call(line: bytes, record: dict, message: dict, prompt: str) -> AgentCall | 
 def dedupe(logs: Sequence[AgentLog]) -> set[int]:
     """The ``id()`` of each call of ``logs`` (in order) that ccusage counts once with another
     (see the module docstring): the calls to drop."""
-    slots: list[AgentCall] = []
-    exact: dict[tuple[str, str | None], list[int]] = defaultdict(list)
-    by_message: dict[str, list[int]] = defaultdict(list)
-    dropped: set[int] = set()
+    kept = _Kept()
     for log in logs:
         for call in log.calls:
-            if call.message_id is None:
-                continue
-            key = (call.message_id, call.request_id)
-            slot = _first(exact.get(key, ()), lambda s: (slots[s].message_id, slots[s].request_id) == key)
-            if slot is None:
-                slot = _first(by_message.get(call.message_id, ()), lambda s: call.sidechain or slots[s].sidechain)
-            if slot is None:
-                slot = len(slots)
-                slots.append(call)
-            elif _replaces(call, slots[slot]):
-                dropped.add(id(slots[slot]))
-                slots[slot] = call
-            else:
-                dropped.add(id(call))
-                continue
-            if slot not in exact[key]:
-                exact[key].append(slot)
-            if slot not in by_message[call.message_id]:
-                by_message[call.message_id].append(slot)
-    return dropped
+            if call.message_id is not None:
+                kept.add(call)
+    return kept.dropped
 
 
-def _first(slots: Iterable[int], test: Callable[[int], bool]) -> int | None:
-    return next((s for s in slots if test(s)), None)
+class _Kept:
+    """ccusage's deduplication: slots of kept calls, found by (message id, request id) or, when
+    either is a sidechain's, by message id alone."""
+
+    def __init__(self) -> None:
+        self.slots: list[AgentCall] = []
+        self.exact: dict[tuple[str, str | None], list[int]] = defaultdict(list)
+        self.by_message: dict[str, list[int]] = defaultdict(list)
+        self.dropped: set[int] = set()
+
+    def add(self, call: AgentCall) -> None:
+        message = call.message_id or ""
+        key = (message, call.request_id)
+        slot = self._find(call, key)
+        if slot is None:
+            slot = len(self.slots)
+            self.slots.append(call)
+        elif _replaces(call, self.slots[slot]):
+            self.dropped.add(id(self.slots[slot]))
+            self.slots[slot] = call
+        else:
+            self.dropped.add(id(call))
+            return
+        for index, at in ((self.exact, key), (self.by_message, message)):
+            if slot not in index[at]:  # type: ignore[index]
+                index[at].append(slot)  # type: ignore[index]
+
+    def _find(self, call: AgentCall, key: tuple[str, str | None]) -> int | None:
+        for slot in self.exact.get(key, ()):
+            if (self.slots[slot].message_id, self.slots[slot].request_id) == key:
+                return slot
+        for slot in self.by_message.get(key[0], ()):
+            if call.sidechain or self.slots[slot].sidechain:
+                return slot
+        return None
 
 
 def _replaces(candidate: AgentCall, existing: AgentCall) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .log import AgentCall, AgentLog, count_of, iso_seconds
+from .log import AgentCall, AgentLog, count_of, iso_seconds, unreadable
 
 SOURCE = "codex"
 PROVIDER = "openai"
@@ -38,7 +38,7 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
     model, prompt, tools, subagent = "", "", 0, False
     for line, record in records:
         if not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
-            log.skipped["corrupt line" if not isinstance(record, dict) else "no payload"] += 1
+            log.skipped[unreadable(record) if not isinstance(record, dict) else "no payload"] += 1
             continue
         kind, payload = record.get("type"), record["payload"]
         subagent = subagent or b"thread_spawn" in line
@@ -70,7 +70,8 @@ def _calls(counts: list[tuple[str, dict, str, str, int]], subagent: bool, log: A
     previous: dict[str, int] | None = None
     calls = []
     for timestamp, payload, model, prompt, tools in counts:
-        info = payload.get("info") if isinstance(payload.get("info"), dict) else {}
+        info = payload.get("info")
+        info = info if isinstance(info, dict) else {}
         total, last = _usage(info.get("total_token_usage")), _usage(info.get("last_token_usage"))
         if replay is not None:
             if timestamp[:19] == replay and (total or last):

@@ -58,6 +58,18 @@ class AgentLog:
     skipped: Counter = field(default_factory=Counter)
 
 
+class Torn:
+    """The value of a last line without its newline that is not whole JSON (a writer may be finishing it)."""
+
+
+TORN = Torn()
+
+
+def unreadable(record: object) -> str:
+    """Why a line that is not a JSON object is skipped."""
+    return "torn last line" if record is TORN else "corrupt line"
+
+
 def iso_seconds(value: Any) -> float | None:
     """Epoch seconds of an ISO 8601 timestamp ("2026-01-09T10:00:00.000Z"); None when it is not one."""
     if not isinstance(value, str):

@@ -25,7 +25,7 @@ from typing import Any
 from ...core.errors import StorageError
 from ...core.session_file import fast_loads
 from . import claude_code, codex
-from .log import AgentLog
+from .log import TORN, AgentLog
 
 READERS: tuple[ModuleType, ...] = (codex, claude_code)
 SNIFF_LINES = 20  # records looked at to recognise a log
@@ -85,8 +85,8 @@ def _reader_of(records: Iterator[tuple[bytes, Any]]) -> ModuleType | None:
 
 
 def _lines(data: bytes, loads: Any, limit: int | None = None) -> Iterator[tuple[bytes, Any]]:
-    """Each non-blank line and its parsed value (None when it is not JSON); a torn last line
-    (no newline, not JSON) is left out: a writer may be finishing it."""
+    """Each non-blank line and its parsed value (None when it is not JSON; :data:`TORN` for a last
+    line without its newline that is not whole JSON: a writer may be finishing it)."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     for n, line in enumerate(lines if limit is None else lines[:limit]):
@@ -95,9 +95,7 @@ def _lines(data: bytes, loads: Any, limit: int | None = None) -> Iterator[tuple[
         try:
             record = loads(line)
         except (ValueError, RecursionError):
-            if n == last:
-                continue
-            record = None
+            record = TORN if n == last else None
         yield line, record
 
 
