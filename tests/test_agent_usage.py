@@ -24,6 +24,7 @@ from nbagent.analysis.agent_logs import readers  # noqa: E402
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "agent_logs"
 CLAUDE, CODEX = LOGS / "claude", LOGS / "codex"
+RECORDED = LOGS / "recorded"  # written by the real Claude Code 2.1.197 and Codex 0.171.0 (record.sh there)
 SESSION = "4f1c2a9e-7b3d-4c55-9a0e-2d6f8b1c3e70"
 CCUSAGE_CACHE = Path(os.environ.get("NBAGENT_CCUSAGE_DIR", Path.home() / ".cache" / "nbagent" / "ccusage"))
 
@@ -56,6 +57,22 @@ def test_claude_code_and_codex_logs_give_ccusages_totals_per_day():
     assert days(df) == CCUSAGE_DAYS
     assert set(df.source) == {"claude-code", "codex"}
     assert set(df.project) == {"/home/ada/proj/shop", "/home/ada/proj/api"}  # the working folder each ran in
+
+
+def test_logs_the_real_tools_wrote_give_ccusages_totals():
+    df = nbagent.agent_usage(RECORDED / "claude", RECORDED / "codex")
+    totals = {source: {k: sum(v[k] for (s, _), v in days(df).items() if s == source) for k in CCUSAGE_DAYS[
+        ("codex", "2026-01-12")]} for source in ("claude-code", "codex")}
+    # ccusage 20.0.26 `claude daily --json` / `codex daily --json` totals on the same folders
+    assert totals["claude-code"] == {"input": 418, "cache_read": 8000, "cache_write": 0, "output": 98,
+                                     "cost": pytest.approx(0.005124)}
+    assert totals["codex"] == {"input": 383, "cache_read": 5632, "cache_write": 0, "output": 115,
+                               "cost": pytest.approx(0.00233275, abs=1e-6)}
+    assert df.attrs["skipped"] == {} and df.attrs["refused"] == {}
+    claude = df[df.source == "claude-code"]
+    assert claude.session_id.nunique() == 1  # the subagent's call is its parent session's
+    assert claude.tool_calls.sum() == 2  # Agent, then Bash
+    assert set(df.prompt) == {"Write hello into note.txt and show it", "Say in one line what note.txt should hold"}
 
 
 def test_a_streamed_message_written_three_times_is_one_call_and_a_subagents_replay_is_dropped():
@@ -202,7 +219,8 @@ def ccusage_days(args: list[str], env: dict[str, str], source: str) -> dict:
 @pytest.mark.skipif(ccusage_binary() is None, reason=(
     "ccusage is not installed: npm install --prefix ~/.cache/nbagent/ccusage ccusage@20 "
     "@ccusage/ccusage-linux-x64 (or put ccusage on PATH)"))
-@pytest.mark.parametrize("folders", [(CLAUDE, CODEX), (LOGS / "ccusage" / "claude", LOGS / "ccusage" / "codex")])
+@pytest.mark.parametrize("folders", [(CLAUDE, CODEX), (LOGS / "ccusage" / "claude", LOGS / "ccusage" / "codex"),
+                                     (RECORDED / "claude", RECORDED / "codex")])
 def test_totals_equal_ccusage(folders, tmp_path):
     claude, codex = folders
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(claude),

@@ -21,7 +21,7 @@ from .log import AgentCall, AgentLog, count_of, iso_seconds, unreadable
 SOURCE = "claude-code"
 PROVIDER = "anthropic"
 KNOWN_TYPES = frozenset(("user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation",
-                         "progress", "custom-title", "tag", "attachment"))
+                         "progress", "custom-title", "tag", "attachment", "last-prompt"))
 _NULL_FIELD = re.compile(rb'"(?:id|cwd|model|speed|costUSD|version|sessionId|requestId|isApiErrorMessage|'
                          rb'cache_read_input_tokens|cache_creation_input_tokens)":null')
 _SEMVER = re.compile(r"\d+\.\d+\.\d")

@@ -20,9 +20,11 @@ from .log import AgentCall, AgentLog, count_of, iso_seconds, unreadable
 SOURCE = "codex"
 PROVIDER = "openai"
 FALLBACK_MODEL = "gpt-5"
-KNOWN_TYPES = frozenset(("session_meta", "turn_context", "event_msg", "response_item", "compacted"))
+KNOWN_TYPES = frozenset(("session_meta", "turn_context", "event_msg", "response_item", "compacted", "world_state",
+                         "token_usage_record"))
 TOOL_ITEMS = frozenset(("function_call", "custom_tool_call", "local_shell_call", "web_search_call"))
-_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
+_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens",
+           "cache_write_input_tokens")
 PROMPT_CHARS = 200
 
 
@@ -54,6 +56,8 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
             tools += 1
         elif kind == "event_msg" and payload.get("type") == "user_message":
             prompt = _text(payload.get("message")).strip()[:PROMPT_CHARS] or prompt
+        elif kind == "response_item" and payload.get("type") == "message" and payload.get("role") == "user":
+            prompt = _user_text(payload.get("content")) or prompt
         elif kind == "event_msg" and payload.get("type") == "token_count":
             info = payload.get("info")
             model = _model_of(payload) or _model_of(info) or model
@@ -88,7 +92,9 @@ def _calls(counts: list[tuple[str, dict, str, str, int]], subagent: bool, log: A
             continue
         cached = min(raw["cached_input_tokens"], raw["input_tokens"])
         thinking = min(raw["reasoning_output_tokens"], raw["output_tokens"])
-        calls.append(AgentCall(at, model or FALLBACK_MODEL, PROVIDER, input_tokens=raw["input_tokens"], cached_tokens=cached,
+        written = min(raw["cache_write_input_tokens"], raw["input_tokens"] - cached)  # new in Codex 0.171
+        calls.append(AgentCall(at, model or FALLBACK_MODEL, PROVIDER, input_tokens=raw["input_tokens"],
+                               cached_tokens=cached, cache_write_tokens=written,
                                output_tokens=raw["output_tokens"] - thinking, thinking_tokens=thinking,
                                tool_calls=tools, prompt=prompt))
     return calls
@@ -126,6 +132,14 @@ def _model_of(payload: Any) -> str:
         if isinstance(value, str) and value.strip():
             return value.strip()
     return ""
+
+
+def _user_text(content: Any) -> str:
+    """A user message's own text (not the ``<environment_context>`` and other blocks Codex adds)."""
+    if not isinstance(content, list):
+        return ""
+    texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "input_text"]
+    return " ".join(t for t in texts if isinstance(t, str) and not t.lstrip().startswith("<")).strip()[:PROMPT_CHARS]
 
 
 def _text(value: Any) -> str:
