@@ -40,6 +40,7 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
     """The calls of one log; ``records`` gives each line with its parsed value (None: not JSON)."""
     log = AgentLog(SOURCE, path, "", _project_of(path))
     tools: dict[str, int] = defaultdict(int)
+    last_usage: dict[tuple, Any] = {}
     prompt = ""
     for line, record in records:
         if not isinstance(record, dict):
@@ -58,11 +59,15 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
             if record.get("type") not in KNOWN_TYPES:
                 log.skipped["unknown record type"] += 1
             continue
+        tools[message.get("id") or ""] += _tool_uses(message.get("content"))
+        key = (message.get("id"), record.get("requestId"), record.get("isSidechain"))
+        if key[0] is not None and last_usage.get(key) == message["usage"]:
+            continue  # another record of one streamed message: ccusage keeps the first of equal ones
+        last_usage[key] = message["usage"]
         call = _call(line, record, message, prompt)
         if isinstance(call, str):
             log.skipped[call] += 1
             continue
-        tools[call.message_id or ""] += _tool_uses(message.get("content"))
         log.calls.append(call)
     for call in log.calls:
         call.tool_calls = tools[call.message_id or ""] if call.message_id else call.tool_calls
