@@ -232,3 +232,17 @@ def test_totals_equal_ccusage(folders, tmp_path):
             for row in rows.values():
                 row.pop("cost")
     assert got == want
+
+
+def test_list_sessions_lists_agent_logs_with_their_usage(tmp_path):
+    shutil.copytree(RECORDED, tmp_path / "recorded")
+    (tmp_path / "recorded" / "claude" / "projects" / "broken.jsonl").write_bytes(b"not a log\n")
+    listed = nbagent.list_sessions(str(tmp_path / "recorded" / "**" / "*.jsonl"))
+    usage = nbagent.agent_usage(tmp_path / "recorded")
+    assert len(listed) == 4  # the main Claude Code log, its subagent's, the Codex rollout, the broken file
+    broken = listed[listed.path.str.endswith("broken.jsonl")]
+    assert "not valid JSON" in broken.error.iloc[0] or "corrupt" in broken.error.iloc[0]
+    good = listed[listed.error == ""]
+    assert set(good.title) == {"Write hello into note.txt and show it", "Say in one line what note.txt should hold"}
+    assert good.cost_usd.sum() == pytest.approx(usage.cost_usd.sum())
+    assert good.turns.sum() == len(usage)

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Sequence
 
-from ...core.session_file import SessionLedger
+from ...core.ledger import TurnRecord
+from ...core.session_file import SessionHead, SessionLedger
 from .log import AgentLog
 from .readers import read_logs
 
@@ -33,3 +34,9 @@ def agent_ledgers(paths: Sequence[Path]) -> dict[Path, AgentLedger]:
     if not paths:
         return {}
     return {p: as_ledger(log) for p, log in zip(paths, read_logs(paths)) if log is not None}
+
+
+def as_head(ledger: AgentLedger) -> SessionHead:
+    """The ledger as a session head (``list_sessions``' rows): its turns as records."""
+    return SessionHead(ledger.path, ledger.conversation_id, None, None,
+                       [TurnRecord.from_dict(t) for t in ledger.turns], ledger.model)
