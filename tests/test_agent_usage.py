@@ -246,3 +246,22 @@ def test_list_sessions_lists_agent_logs_with_their_usage(tmp_path):
     assert set(good.title) == {"Write hello into note.txt and show it", "Say in one line what note.txt should hold"}
     assert good.cost_usd.sum() == pytest.approx(usage.cost_usd.sum())
     assert good.turns.sum() == len(usage)
+
+
+def test_a_claude_code_log_opens_as_a_read_only_conversation():
+    conv = nbagent.open_agent_log(CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl")
+    history = conv.history_df()
+    assert history.source.tolist()[:3] == ["USER", "MODEL", "SYSTEM"]  # prompt, answer with a call, its result
+    assert history.thinking.iloc[1] == "Look at money.py"  # the three records of one message are one step
+    calls = conv.tool_calls_df()
+    assert calls.name.tolist() == ["Read", "Task"]
+    assert calls.result_preview.tolist() == ["def total(xs): return round(sum(xs), 2)", "cart.py:12"]
+    assert conv.compaction_indices == [6]  # the step after the last answer of the first day
+    usage = conv.usage_df()
+    assert usage.prompt.tolist() == ["Why is the cart total off by a cent?", "Now add a test"]
+    own = nbagent.load_sessions(CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl")
+    assert usage.input_tokens.sum() == own.input_tokens.sum() and usage.cost_usd.sum() == pytest.approx(
+        own.cost_usd.sum())  # the same calls counted once
+    assert usage.cache_saved_usd.sum() > 0
+    with pytest.raises(nbagent.NbagentError):
+        conv.ask("more?")  # read-only: no connection

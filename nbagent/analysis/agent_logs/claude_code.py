@@ -64,7 +64,7 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
         if key[0] is not None and last_usage.get(key) == message["usage"]:
             continue  # another record of one streamed message: ccusage keeps the first of equal ones
         last_usage[key] = message["usage"]
-        call = _call(line, record, message, prompt)
+        call = call_of(line, record, message, prompt)
         if isinstance(call, str):
             log.skipped[call] += 1
             continue
@@ -75,7 +75,7 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
     return log
 
 
-def _call(line: bytes, record: dict, message: dict, prompt: str) -> AgentCall | str:
+def call_of(line: bytes, record: dict, message: dict, prompt: str = "") -> AgentCall | str:
     """The call a record holds, or why it is skipped."""
     if _NULL_FIELD.search(line):
         return "null field"
