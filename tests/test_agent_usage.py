@@ -160,6 +160,10 @@ def test_a_second_call_reads_only_the_files_that_changed(tmp_path, monkeypatch):
     monkeypatch.setattr(readers, "parse_log", lambda path, data: parsed.append(path.name) or real(path, data))
     again = nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex")
     assert parsed == [] and days(again) == CCUSAGE_DAYS
+    again["cost_usd"] = 0.0  # the caller's frame is its own: the next call is not changed by it
+    again.attrs["skipped"].clear()
+    assert days(nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex")) == CCUSAGE_DAYS
+    assert nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex").attrs["skipped"]
     sub = next((tmp_path / "claude").rglob("agent-7e1.jsonl"))
     with open(sub, "ab") as f:
         f.write(json.dumps({"type": "future-record-kind", "sessionId": SESSION}).encode() + b"\n")

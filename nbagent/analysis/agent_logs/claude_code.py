@@ -11,7 +11,7 @@ not ``x.y.z``, an empty id or model, a ``null`` id, model or token field) is ski
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -107,10 +107,11 @@ def call_of(line: bytes, record: dict, message: dict, prompt: str = "") -> Agent
 def dedupe(logs: Sequence[AgentLog]) -> set[int]:
     """The ``id()`` of each call of ``logs`` (in order) that ccusage counts once with another
     (see the module docstring): the calls to drop."""
+    seen = Counter(c.message_id for log in logs for c in log.calls)  # a message id held once has no copy
     kept = _Kept()
     for log in logs:
         for call in log.calls:
-            if call.message_id is not None:
+            if call.message_id is not None and seen[call.message_id] > 1:
                 kept.add(call)
     return kept.dropped
 

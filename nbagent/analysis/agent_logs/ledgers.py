@@ -23,7 +23,9 @@ class AgentLedger(SessionLedger):
 
 
 def as_ledger(log: AgentLog) -> AgentLedger:
-    turns = [call.turn_dict(n) for n, call in enumerate(log.calls)]
+    if log.turns is None:  # a log read before and not changed keeps its turns
+        log.turns = [call.turn_dict(n) for n, call in enumerate(log.calls)]
+    turns = log.turns
     model = log.calls[-1].model if log.calls else ""
     return AgentLedger(log.path, log.session_id, None, None, turns, model, log.source, log.project, log.skipped)
 

@@ -56,6 +56,7 @@ class AgentLog:
     project: str  # the project folder (Claude Code) or working folder (Codex)
     calls: list[AgentCall] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
+    turns: list | None = field(default=None, repr=False, compare=False)  # the calls as ledger turns, once made
 
 
 class Torn:

@@ -42,7 +42,7 @@ def read_logs(paths: Sequence[Path]) -> list[AgentLog | None]:
         dropped = dedupe(own) if dedupe is not None and own else set()
         if dropped:
             logs = [log if log is None or log.source != reader.SOURCE
-                    else dataclasses.replace(log, calls=[c for c in log.calls if id(c) not in dropped])
+                    else dataclasses.replace(log, calls=[c for c in log.calls if id(c) not in dropped], turns=None)
                     for log in logs]
     return logs
 
@@ -58,13 +58,10 @@ def read_log(path: Path) -> AgentLog | None:
     return log
 
 
-def unchanged(path: Path) -> bool:
-    """Whether ``path`` is read from memory on the next :func:`read_log` (its stat unchanged)."""
+def file_key(path: Path) -> tuple[int, ...] | None:
+    """The identity and stat ``path`` was last read at (None: not read)."""
     cached = _CACHE.get(str(path))
-    try:
-        return cached is not None and cached[0] == _key(os.stat(path))
-    except OSError:
-        return False
+    return None if cached is None else cached[0]
 
 
 def parse_log(path: Path, data: bytes) -> AgentLog | None:
