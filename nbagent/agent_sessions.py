@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from .analysis.agent_logs.transcript import claude_code_state
+from .analysis.agent_logs.transcript import agent_log_state
 from .conversation import Conversation, from_state
 
 
 def open_agent_log(path: str | os.PathLike) -> Conversation:
-    """A Claude Code session log as a read-only conversation: ``history_df()``, ``usage_df()``,
+    """A Claude Code or Codex session log as a read-only conversation: ``history_df()``, ``usage_df()``,
     ``tool_calls_df()`` and the cache analytics as for nbagent's own sessions."""
-    return from_state(claude_code_state(os.path.expanduser(os.fspath(path))))
+    return from_state(agent_log_state(os.path.expanduser(os.fspath(path))))

@@ -269,3 +269,17 @@ def test_a_claude_code_log_opens_as_a_read_only_conversation():
     assert usage.cache_saved_usd.sum() > 0
     with pytest.raises(nbagent.NbagentError):
         conv.ask("more?")  # read-only: no connection
+
+
+@pytest.mark.parametrize("log", [next((CODEX / "sessions").rglob("*.jsonl")), next((RECORDED / "codex").rglob("*.jsonl"))],
+                         ids=["written", "recorded"])
+def test_a_codex_log_opens_as_a_read_only_conversation(log):
+    conv = nbagent.open_agent_log(log)
+    own = nbagent.load_sessions(log)
+    usage = conv.usage_df()
+    assert usage.input_tokens.sum() == own.input_tokens.sum()
+    assert (usage.output_tokens + usage.thinking_tokens).sum() == (own.output_tokens + own.thinking_tokens).sum()
+    assert usage.cost_usd.sum() == pytest.approx(own.cost_usd.sum())
+    calls = conv.tool_calls_df()
+    assert len(calls) == 1 and calls.result_preview.iloc[0]  # the shell call paired with its output
+    assert usage.prompt.iloc[0] in ("List the endpoints", "Write hello into note.txt and show it")

@@ -57,7 +57,7 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
         elif kind == "event_msg" and payload.get("type") == "user_message":
             prompt = _text(payload.get("message")).strip()[:PROMPT_CHARS] or prompt
         elif kind == "response_item" and payload.get("type") == "message" and payload.get("role") == "user":
-            prompt = _user_text(payload.get("content")) or prompt
+            prompt = user_text(payload.get("content")) or prompt
         elif kind == "event_msg" and payload.get("type") == "token_count":
             info = payload.get("info")
             model = _model_of(payload) or _model_of(info) or model
@@ -134,7 +134,7 @@ def _model_of(payload: Any) -> str:
     return ""
 
 
-def _user_text(content: Any) -> str:
+def user_text(content: Any) -> str:
     """A user message's own text (not the ``<environment_context>`` and other blocks Codex adds)."""
     if not isinstance(content, list):
         return ""
