@@ -283,3 +283,15 @@ def test_a_codex_log_opens_as_a_read_only_conversation(log):
     calls = conv.tool_calls_df()
     assert len(calls) == 1 and calls.result_preview.iloc[0]  # the shell call paired with its output
     assert usage.prompt.iloc[0] in ("List the endpoints", "Write hello into note.txt and show it")
+
+
+def test_to_otel_sends_agent_logs_as_spans():
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    nbagent.to_otel(str(RECORDED / "**" / "*.jsonl"), exporter=exporter)
+    spans = exporter.get_finished_spans()
+    tokens = sum(s.attributes.get("gen_ai.usage.input_tokens", 0) for s in spans if s.name.startswith("chat"))
+    assert tokens == nbagent.agent_usage(RECORDED).input_tokens.sum()
+    assert {s.attributes.get("gen_ai.tool.name") for s in spans} >= {"Bash", "exec_command"}
