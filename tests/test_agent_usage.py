@@ -160,10 +160,13 @@ def test_a_second_call_reads_only_the_files_that_changed(tmp_path, monkeypatch):
     monkeypatch.setattr(readers, "parse_log", lambda path, data: parsed.append(path.name) or real(path, data))
     again = nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex")
     assert parsed == [] and days(again) == CCUSAGE_DAYS
-    again["cost_usd"] = 0.0  # the caller's frame is its own: the next call is not changed by it
-    again.attrs["skipped"].clear()
-    assert days(nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex")) == CCUSAGE_DAYS
-    assert nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex").attrs["skipped"]
+    from nbagent.analysis.pricing import reset_prices, set_price
+
+    set_price("claude-opus-4-5-20251101", input=0, output=0)  # prices apply to the files kept in memory too
+    try:
+        assert nbagent.agent_usage(tmp_path / "claude").cost_usd.sum() == pytest.approx(0.043637)
+    finally:
+        reset_prices("claude-opus-4-5-20251101")
     sub = next((tmp_path / "claude").rglob("agent-7e1.jsonl"))
     with open(sub, "ab") as f:
         f.write(json.dumps({"type": "future-record-kind", "sessionId": SESSION}).encode() + b"\n")

@@ -10,7 +10,7 @@ from typing import Any
 from ..core.chat_session import open_session_fd
 from ..core.errors import StorageError
 from .agent_logs.folders import Found, log_files, standard_folders
-from .agent_logs.readers import file_key, read_log
+from .agent_logs.readers import read_log
 from .sessions import ledgers_of, usage_frame
 
 NBAGENT_MARK = b"nbagent.session"  # in the head of every session file nbagent saves
@@ -37,38 +37,13 @@ def agent_usage(*paths: str | os.PathLike, sessions: str | os.PathLike | Sequenc
     extra = [] if sessions is None else [sessions] if isinstance(sessions, (str, os.PathLike)) else list(sessions)
     found = log_files(folders + [Path(os.fspath(s)).expanduser() for s in extra], (".jsonl", ".json"))
     readable = _readable(found)
-    key = (tuple((str(p), _stat_of(p)) for p in readable), tuple(found.refused.items()))
-    if pricing is None and _LAST and _LAST[0] == key:  # nothing changed since the last call: its frame
-        return _copy(_LAST[1])
     ledgers = ledgers_of(readable, pricing)
     df = usage_frame(ledgers)
     df.insert(df.columns.get_loc("source") + 1, "project",
               pd.array(ledgers.per_row(ledgers.projects), dtype="string"))
     df.attrs["skipped"] = _skipped(readable)
     df.attrs["refused"] = dict(found.refused)
-    if pricing is None:
-        _LAST[:] = [key, df]
-        return _copy(df)
     return df
-
-
-_LAST: list = []  # [key, frame] of the last call at the sessions' own prices
-
-
-def _copy(df):
-    out = df.copy()
-    out.attrs = {k: (dict(v) if isinstance(v, dict) else v) for k, v in df.attrs.items()}
-    return out
-
-
-def _stat_of(path: Path) -> tuple[int, ...] | None:
-    if path.suffix != ".json":
-        return file_key(path)
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _readable(found: Found) -> list[Path]:

@@ -58,12 +58,6 @@ def read_log(path: Path) -> AgentLog | None:
     return log
 
 
-def file_key(path: Path) -> tuple[int, ...] | None:
-    """The identity and stat ``path`` was last read at (None: not read)."""
-    cached = _CACHE.get(str(path))
-    return None if cached is None else cached[0]
-
-
 def parse_log(path: Path, data: bytes) -> AgentLog | None:
     """The log in ``data`` (a file's bytes), by the reader that recognises its first record."""
     loads = fast_loads() or json.loads
