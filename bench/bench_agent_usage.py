@@ -10,8 +10,9 @@ in one run, the same folder each time:
   the lines holding ``"usage":``, keep one record per message id + request id, sum the tokens): the
   floor of a Python reader (goal <= 1.2x: the issue's ccusage 20 takes 1.2-1.6 s where the minimal
   reader takes 1.0-1.2 s); totals equal;
-- a second call after one file changed vs the first (goal <= 0.1x: ccusage reads every file again);
-- ccusage 20 itself (``claude daily --json``) when it is installed, for the record.
+- when ccusage 20 is installed (``claude daily --json``, from PATH or ~/.cache/nbagent/ccusage): the
+  first call vs ccusage (goal <= 1x) and a second call after one file changed vs ccusage (goal <=
+  0.1x: ccusage reads every file again); without it, the second call vs the first.
 """
 
 from __future__ import annotations
@@ -139,14 +140,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"{files} files, {size:.0f} MB, {len(df)} calls: minimal orjson reader {floor:.2f} s, "
           f"agent_usage first {first:.2f} s ({first / floor:.2f}x), second after one file changed {second:.3f} s "
           f"({second / first:.3f}x of the first)" + (f"; ccusage 20 {native:.2f} s" if native else ""))
-    return [
-        row("agent_usage, first call vs a minimal orjson reader", first / floor, f"<= {FIRST_GOAL}x",
-            first / floor <= FIRST_GOAL, f"{size:.0f} MB of Claude Code logs: {first:.2f} s vs {floor:.2f} s"
-            + (f" (ccusage 20: {native:.2f} s)" if native else "")),
-        row("agent_usage, second call after one file changed", second / first, f"<= {SECOND_GOAL}x",
-            second / first <= SECOND_GOAL, f"{second * 1000:.0f} ms vs {first:.2f} s"),
-    ]
-
+    rows = [row("agent_usage, first call vs a minimal orjson reader", first / floor, f"<= {FIRST_GOAL}x",
+                first / floor <= FIRST_GOAL, f"{size:.0f} MB of Claude Code logs: {first:.2f} s vs {floor:.2f} s")]
+    if native:  # the issue's goals: the first call no slower than ccusage, a second one 10x faster
+        rows += [row("agent_usage, first call vs ccusage 20", first / native, "<= 1x", first <= native,
+                     f"{first:.2f} s vs {native:.2f} s"),
+                 row("agent_usage, second call after one file changed vs ccusage 20", second / native,
+                     f"<= {SECOND_GOAL}x", second / native <= SECOND_GOAL, f"{second * 1000:.0f} ms vs {native:.2f} s")]
+    else:
+        rows.append(row("agent_usage, second call after one file changed vs the first", second / first,
+                        "(ccusage not installed)", True, f"{second * 1000:.0f} ms vs {first:.2f} s"))
+    return rows
 
 if __name__ == "__main__":
     for r in main():
