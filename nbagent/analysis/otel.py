@@ -100,6 +100,7 @@ def request_parts(spans: Sequence[Any], attributes: Callable[[Any], Mapping[str,
 def _states(sessions: Any) -> Iterator[tuple[ConversationState, str | None]]:
     """Each session as its state and saved path (None for a live conversation), in order."""
     from ..core.session_file import read_session
+    from .agent_logs.transcript import agent_log_state
     from .sessions import expand_paths
 
     single = isinstance(sessions, (str, os.PathLike, ConversationState)) or _is_conversation(sessions)
@@ -109,8 +110,8 @@ def _states(sessions: Any) -> Iterator[tuple[ConversationState, str | None]]:
         elif _is_conversation(item):
             yield item.plumbing.to_state(), None
         elif isinstance(item, (str, os.PathLike)):
-            for path in expand_paths(item):
-                yield read_session(path), str(path)
+            for path in expand_paths(item):  # another agent's log (*.jsonl) as its transcript
+                yield (read_session(path) if path.suffix == ".json" else agent_log_state(path)), str(path)
         else:
             raise ConfigError(f"to_otel takes session paths, a glob, a folder or Conversations, not "
                               f"{type(item).__name__}")
