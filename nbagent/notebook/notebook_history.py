@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import linecache
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -25,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.text import strip_terminal_codes
 from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource
 
 TRACEBACK_FRAMES = 6  # frames of a cell's traceback kept (the last ones)
 TRACEBACK_MAX_CHARS = 3_000
 OUT_MAX_CHARS = 2_000  # Out[n]'s repr, at most
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 READ_ONLY = ("this notebook is read from the kernel's input history, which cannot be edited: there is "
              "no live notebook (JupyterLab / Notebook 7 with the chat widget shown) and no notebook file "
              "for this kernel. Pass one: notebook_tools(notebook='analysis.ipynb')")
@@ -43,7 +42,8 @@ def ipython_shell() -> Any:
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+    """``text`` without terminal codes (``core.text.strip_terminal_codes``)."""
+    return strip_terminal_codes(text)
 
 
 class HistoryBackend:

@@ -36,7 +36,10 @@ SCRIPTED = "\n\n*(nbagent demo model: this answer is scripted.)*"
 READ_NB, EDIT, RUN_CELL = "read_notebook", "edit_cell", "run_cell"
 FIX_TOOLS = frozenset({READ_NB, EDIT, RUN_CELL})
 _FIX_WORDS = re.compile(r"\b(fix|repair|error|traceback|exception|fails?|failing|broken)\b", re.I)
-_LAST_ERROR = re.compile(r"^Last error in the (?:kernel|saved outputs): (.+?) — from cell \[(\d+)\] id=([\w-]+)", re.M)
+# read_notebook's head: "Last error in the kernel, from cell [3] id=x, In [4]:" then the error fenced
+_LAST_ERROR = re.compile(r"^Last error in the (?:kernel|saved outputs), from cell \[(\d+)\] id=([\w-]+)[^\n]*\n`{3,}\n(.+)",
+                         re.M)
+_FENCED = re.compile(r"\A(`{3,})[^\n`]*\n(.*)\n\1\Z", re.S)
 _CELL_HEAD = re.compile(r"^--- cell \[(\d+)\] id=([\w-]+) (\w+)[^\n]*---$", re.M)
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(?!=)", re.M)
 _STRINGS = re.compile(r"[\"']([A-Za-z_][\w ]{0,40})[\"']")
@@ -231,7 +234,7 @@ def _propose_fix(notebook: str, n: int) -> DemoMove:
     if found is None:
         return DemoMove("The notebook shows no error, so there is nothing to fix.",
                         "I read your notebook: no cell shows an error, and the kernel has raised none." + SCRIPTED)
-    error, position, cell_id = found.group(1), found.group(2), found.group(3)
+    position, cell_id, error = found.group(1), found.group(2), found.group(3)
     sources = _cell_sources(notebook)
     source = sources.get(cell_id)
     fixed = fixed_source(source, error, [s for c, s in sources.items() if c != cell_id]) if source else None
@@ -252,8 +255,9 @@ def _cell_sources(notebook: str) -> dict[str, str]:
     for head, following in zip(heads, heads[1:] + [None]):
         body = notebook[head.end() + 1: following.start() if following else len(notebook)]
         source = re.split(r"^out \d+: ", body, maxsplit=1, flags=re.M)[0].rstrip("\n")
-        if "[source cut to fit the budget" not in source:
-            out[head.group(2)] = source
+        fenced = _FENCED.match(source)  # the source is fenced as data
+        if fenced is not None and "[source cut to fit the budget" not in source:
+            out[head.group(2)] = fenced.group(2)
     return out
 
 
