@@ -71,7 +71,7 @@ def test_without_a_notebook_the_history_is_read_and_cannot_be_edited(ip):
     text = read(t["read_notebook"])
     assert "Notebook read from history: the kernel's input history" in text
     count = ip.execution_count - 1
-    assert f"id=in-{count} code, In [{count}]" in text and "a_value + 1" in text and "[result] 42" in text
+    assert f"id=in-{count} code, In [{count}]" in text and "a_value + 1" in text and "[result]\n```\n42\n```" in text
     with pytest.raises(ConfigError, match="input history, which cannot be edited"):
         asyncio.run(t["edit_cell"].handler(cell_id=f"in-{count}", source="a_value"))
 
@@ -81,8 +81,8 @@ def test_the_last_error_names_the_cell_it_came_from(ip):
     ip.run_cell("helper()", store_history=True)
     failing = ip.execution_count - 1
     text = read(tools(ip.user_ns)["read_notebook"])
-    assert (f"Last error in the kernel: ZeroDivisionError: division by zero — from cell [{failing}] "
-            f"id=in-{failing}, In [{failing}].") in text
+    assert (f"Last error in the kernel, from cell [{failing}] id=in-{failing}, In [{failing}]:\n```\n"
+            "ZeroDivisionError: division by zero\n") in text
     assert "return 1 / 0" in text and "interactiveshell.py" not in text  # IPython's own frame left out
     assert f"id=in-{failing} code, In [{failing}], raised the last error" in text
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from ..core.messages import Message, ToolResultPart, ToolUsePart
 from ..core.steps import ToolCall
+from ..core.text import data_block
 from .base import ToolSpec
 
 LIST, DESCRIBE, RUN = "list_variables", "describe_variable", "run_python"
@@ -39,6 +40,7 @@ _FIX_WORDS = re.compile(r"\b(fix|repair|error|traceback|exception|fails?|failing
 # read_notebook's head: "Last error in the kernel, from cell [3] id=x, In [4]:" then the error fenced
 _LAST_ERROR = re.compile(r"^Last error in the (?:kernel|saved outputs), from cell \[(\d+)\] id=([\w-]+)[^\n]*\n`{3,}\n(.+)",
                          re.M)
+_DESCRIBED = re.compile(r"\A\[variable [^\]\n]*\]\n(`{3,})\n(.*)\n\1\Z", re.S)
 _FENCED = re.compile(r"\A(`{3,})[^\n`]*\n(.*)\n\1\Z", re.S)
 _CELL_HEAD = re.compile(r"^--- cell \[(\d+)\] id=([\w-]+) (\w+)[^\n]*---$", re.M)
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(?!=)", re.M)
@@ -76,7 +78,7 @@ def notebook_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: st
         return None
     if result.is_error:
         return DemoMove(f"`{last.name}` failed; I will tell the user.",
-                        f"The `{last.name}` call did not work:\n\n```\n{_short(result.content, 600)}\n```" + SCRIPTED)
+                        f"The `{last.name}` call did not work:\n\n{data_block(_short(result.content, 600))}" + SCRIPTED)
     if last.name == LIST:
         return _describe_named(own_text(prompt), result.content, n)
     if last.name == DESCRIBE:
@@ -138,6 +140,8 @@ def _describe_named(prompt: str, listing: str, n: int) -> DemoMove:
 
 
 def _run_or_describe(name: str, description: str, prompt: str, tools: set[str], n: int) -> DemoMove:
+    described = _DESCRIBED.match(description.strip())  # describe_variable fences the description
+    description = described.group(2) if described else description
     if RUN not in tools:
         first = description.strip().splitlines()[0] if description.strip() else name
         return DemoMove(f"I know what `{name}` holds; no tool can run code, so I will summarise it.",
@@ -188,7 +192,7 @@ def _group_column(columns: list[str], prompt: str) -> str | None:
 def _report_run(code: str, result: str) -> DemoMove:
     return DemoMove("The code ran; I will report what it gave.",
                     f"The code ran in your kernel ({len(code.splitlines())} line(s); `%chat_code` puts it in "
-                    f"a new cell). It gave:\n\n```\n{_short(result, 800)}\n```"
+                    f"a new cell). It gave:\n\n{data_block(_short(result, 800))}"
                     + SCRIPTED)
 
 
@@ -217,7 +221,7 @@ def fix_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: str, n:
         return None
     if result.is_error:
         return DemoMove(f"`{last.name}` failed; I will tell the user why.",
-                        f"The `{last.name}` call did not work:\n\n```\n{_short(result.content, 600)}\n```" + SCRIPTED)
+                        f"The `{last.name}` call did not work:\n\n{data_block(_short(result.content, 600))}" + SCRIPTED)
     if last.name == READ_NB:
         return _propose_fix(result.content, n)
     if last.name == EDIT:
@@ -225,7 +229,7 @@ def fix_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: str, n:
         return DemoMove("The edit is in; running the cell shows whether the error is gone.",
                         "The cell is edited; now I run it.", ToolCall(f"call_demo_{n}", RUN_CELL, {"cell_id": cell_id}))
     return DemoMove("The fixed cell ran without an error; I will report what it gave.",
-                    f"Fixed: the cell runs clean now. It gave:\n\n```\n{_short(result.content, 600)}\n```\n\n"
+                    f"Fixed: the cell runs clean now. It gave:\n\n{data_block(_short(result.content, 600))}\n\n"
                     "Undo on the edit's card (or `conv.undo(call_id)`) puts the old source back." + SCRIPTED)
 
 
