@@ -256,3 +256,19 @@ def test_describe_variable_called_directly_returns_within_its_bound(method, monk
     tools = {t.name: t for t in notebook_tools({"h": hanger})}
     with pytest.raises(InspectionTimeout, match="took longer than 0.5 s"):
         tools["describe_variable"](name="h")  # the tool itself, outside any agent loop
+
+
+def test_any_tools_result_loses_its_terminal_codes_in_the_card_and_for_the_model():
+    from nbagent import tool
+
+    @tool
+    def status() -> str:
+        """The build's status, as a coloured terminal tool prints it."""
+        return f"{COLOURED} {OSC8_LINK}{TITLE}"
+
+    provider = ScriptedProvider([list(tool_call(("s1", "status", {}))), list(text_call("ok"))])
+    conv = Agent(model=provider, tools=[status]).conversation
+    conv.ask("status?")
+    (step,) = tool_steps(conv)
+    assert step.content == "red alert click here"
+    assert "\x1b" not in sent_to_model(provider) and "evil.example" not in sent_to_model(provider)
