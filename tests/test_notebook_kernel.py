@@ -128,3 +128,25 @@ def test_a_bad_notebook_argument_is_a_config_error(ip, tmp_path):
     missing = tools(ip.user_ns, notebook=tmp_path / "missing.ipynb")["read_notebook"]
     with pytest.raises(Exception, match="no notebook file at"):
         read(missing)
+
+
+def test_a_history_value_whose_repr_hangs_is_not_shown_and_the_read_returns(ip):
+    """``Out[n]``'s repr was made on the event loop with no limit: one hanging ``__repr__`` hung
+    read_notebook (and the kernel's loop) for good."""
+    import threading
+
+    class Hangs:
+        def __repr__(self):
+            while True:
+                pass
+
+    ip.run_cell("41 + 1", store_history=True)
+    count = ip.execution_count - 1
+    ip.user_ns["Out"][count] = Hangs()
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(read(tools(ip.user_ns)["read_notebook"])), daemon=True)
+    worker.start()
+    worker.join(60)  # the bound is 1 s a value; a hang never ends
+    ip.user_ns["Out"].pop(count, None)  # the shell is shared with later tests
+    assert done, "read_notebook did not return"
+    assert f"id=in-{count} code" in done[0] and "Hangs: not shown: its repr took longer than 1 s" in done[0]
