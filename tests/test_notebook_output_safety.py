@@ -272,3 +272,13 @@ def test_any_tools_result_loses_its_terminal_codes_in_the_card_and_for_the_model
     (step,) = tool_steps(conv)
     assert step.content == "red alert click here"
     assert "\x1b" not in sent_to_model(provider) and "evil.example" not in sent_to_model(provider)
+
+
+def test_every_key_shape_is_redacted_from_a_long_output():
+    from nbagent.notebook.variables import SECRET_VALUE, output_for_model
+
+    samples = ["sk-" + "a1" * 10, "AIza" + "b2" * 16, "ghs_" + "c3" * 16, "github_pat_" + "d4" * 16, "xoxb-" + "e5" * 6,
+               "AKIA" + "F6G7" * 4, "hf_" + "g8" * 16, "glpat-" + "h9" * 11, "-----BEGIN RSA PRIVATE KEY-----"]
+    assert len(samples) == len(SECRET_VALUE.pattern.split("|"))  # one sample a shape the rule knows
+    text = output_for_model("x" * 1_000_000 + " ".join(samples))
+    assert not any(s in text for s in samples) and text.count("[redacted]") == len(samples)

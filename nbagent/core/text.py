@@ -43,13 +43,14 @@ _TERMINAL = re.compile(
     r"(?:\x1b[\]P^_X]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
     r"|\x1b[ -/]*[0-~]?")
+_ESCAPE_START = re.compile("[\x1b\x90\x98\x9b\x9d\x9e\x9f]")  # what every sequence above starts with
 _BACKTICKS = re.compile(r"`{3,}")
 
 
 def strip_terminal_codes(text: str) -> str:
     """``text`` without ANSI colour codes, OSC-8 hyperlinks (their visible text kept), window titles
     and other terminal escape sequences: what a terminal would show, not what it would do."""
-    if not text or ("\x1b" not in text and _TERMINAL.search(text) is None):
+    if not text or _ESCAPE_START.search(text) is None:
         return text
     return _TERMINAL.sub("", text)
 

@@ -60,6 +60,9 @@ SECRET_VALUE = re.compile(
     r"sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
     r"|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_\-]{20,}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----")
+# the literal starts of SECRET_VALUE's shapes: a text holding none of them is not searched (10 MB: 3 ms, not 0.5 s)
+_SECRET_STARTS = ("sk-", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "AKIA", "hf_",
+                  "glpat-", "-----BEGIN ")
 REDACTED_NOTE = "redacted: its name or value looks like a credential (the user can attach it as @{name})"
 
 
@@ -82,7 +85,8 @@ def looks_like_credential(name: str, value: Any) -> bool:
 
 def scrub(text: str) -> str:
     """``text`` with every key-shaped or known key replaced by ``[redacted]``."""
-    return SECRET_VALUE.sub("[redacted]", redact(text))
+    text = redact(text)
+    return SECRET_VALUE.sub("[redacted]", text) if any(start in text for start in _SECRET_STARTS) else text
 
 
 def output_for_model(text: str) -> str:
