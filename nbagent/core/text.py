@@ -1,4 +1,5 @@
-"""Text that can cross every boundary: UTF-8 encodable, and error messages of a readable size."""
+"""Text that can cross every boundary: UTF-8 encodable, error messages of a readable size, no
+terminal escape sequences, and untrusted text fenced as data for a model (a fence it cannot close)."""
 
 from __future__ import annotations
 
