@@ -341,12 +341,12 @@ def test_a_big_list_value_is_capped_while_its_text_is_made(size):
     tools = tools_of(namespace, approve_code=False)
     out = run_tool(tools["run_python"], {"code": f"list(range({size}))"})
     assert not out.is_error, out.text
-    assert f"[a list of {size:,} items; the first shown]" in out.text and out.text.startswith("[value]\n[0, 1, 2")
+    assert f"[a list of {size:,} items; the first shown]" in out.text and out.text.startswith("[value]\n```\n[0, 1, 2")
     assert len(out.text) < 5_000
 
 
 def test_a_big_string_value_is_quoted_and_capped():
     tools = tools_of({}, approve_code=False)
     out = run_tool(tools["run_python"], {"code": "'ab' * 50_000_000"})
-    assert out.text.startswith("[value]\n'abab") and "(100,000,000 in all)" in out.text and len(out.text) < 5_000
+    assert out.text.startswith("[value]\n```\n'abab") and "(100,000,000 in all)" in out.text and len(out.text) < 5_000
 

@@ -149,8 +149,8 @@ def test_cells_the_box_sent_are_attached_to_the_prompt():
         {"ref": "@cell:9", "error": "there is no cell 9 (the notebook has 3)"}])
     assert refs == ["@cell:2", "@cell:9"]
     assert prompt == ("why does @cell:2 fail?\n\n[Attached notebook cells: @cell:2, @cell:9]\n"
-                      "--- @cell:2: cell 2 (id b, code, In [3]) ---\n1 / 0\n[outputs]\n"
-                      "ZeroDivisionError: division by zero\n--- @cell:9 ---\n(not attached: there is no cell 9 "
+                      "--- @cell:2: cell 2 (id b, code, In [3]) ---\n```python\n1 / 0\n```\n[outputs]\n"
+                      "```\nZeroDivisionError: division by zero\n```\n--- @cell:9 ---\n(not attached: there is no cell 9 "
                       "(the notebook has 3))")
     assert attach_cells("no refs", None) == ("no refs", [])
 

@@ -94,8 +94,8 @@ def test_read_notebook_names_each_cell_by_id_and_position_with_its_outputs_and_t
     assert f"Notebook read from file: {nb_path}" in text
     assert "--- cell [1] id=intro markdown ---" in text and "# Sales" in text
     assert "--- cell [3] id=broken code, In [2]" in text and "total + revnue" in text
-    assert "[error] NameError: name 'revnue' is not defined" in text and "\x1b[" not in text  # colours removed
-    assert "Last error in the saved outputs: NameError" in text and "cell [3] id=broken" in text
+    assert "[error]\n```\nNameError: name 'revnue' is not defined" in text and "\x1b[" not in text  # colours removed
+    assert "Last error in the saved outputs, from cell [3] id=broken:\n```\nNameError" in text
 
 
 def test_a_notebook_without_cell_ids_gets_ids_by_position_and_keeps_them_once_edited(tmp_path):
@@ -137,7 +137,7 @@ def test_the_budget_cuts_the_biggest_outputs_first_and_says_how_to_see_them(tmp_
     text = asyncio.run(tools["read_notebook"].handler())
     assert len(text) // 4 <= 1_500
     assert text.count("output cut to fit the budget") >= 1
-    assert "out 1: [stdout]\n0 0 0" in text  # the smallest output kept whole
+    assert "out 1: [stdout]\n```\n0 0 0" in text  # the smallest output kept whole
     assert all(f"print('{i}')" in text for i in range(6))  # every source still there
 
 
@@ -272,7 +272,7 @@ def test_insert_then_run_then_undo_leaves_the_notebook_as_it_was(nb_path):
     agent.provider.script += [list(tool_call(("x1", "run_cell", {"cell_id": new_id}))), list(text_call("ran"))]
     conv.ask("run it")
     (run,) = tool_steps(conv, "run_cell")
-    assert run.status == StepStatus.DONE and run.content.startswith("[value]\n42") and namespace["answer"] == 42
+    assert run.status == StepStatus.DONE and run.content.startswith("[value]\n```\n42\n```") and namespace["answer"] == 42
     assert run.preview.action == "run" and run.preview.new_source == "answer = 6 * 7\nanswer"
     ran = recorded_actions(next(c for c in reread(nb_path).cells if c.id == new_id).metadata)
     assert [a.action for a in ran] == [CellActionKind.INSERTED, CellActionKind.RAN]

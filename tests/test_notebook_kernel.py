@@ -71,7 +71,7 @@ def test_without_a_notebook_the_history_is_read_and_cannot_be_edited(ip):
     text = read(t["read_notebook"])
     assert "Notebook read from history: the kernel's input history" in text
     count = ip.execution_count - 1
-    assert f"id=in-{count} code, In [{count}]" in text and "a_value + 1" in text and "[result] 42" in text
+    assert f"id=in-{count} code, In [{count}]" in text and "a_value + 1" in text and "[result]\n```\n42\n```" in text
     with pytest.raises(ConfigError, match="input history, which cannot be edited"):
         asyncio.run(t["edit_cell"].handler(cell_id=f"in-{count}", source="a_value"))
 
@@ -81,8 +81,8 @@ def test_the_last_error_names_the_cell_it_came_from(ip):
     ip.run_cell("helper()", store_history=True)
     failing = ip.execution_count - 1
     text = read(tools(ip.user_ns)["read_notebook"])
-    assert (f"Last error in the kernel: ZeroDivisionError: division by zero — from cell [{failing}] "
-            f"id=in-{failing}, In [{failing}].") in text
+    assert (f"Last error in the kernel, from cell [{failing}] id=in-{failing}, In [{failing}]:\n```\n"
+            "ZeroDivisionError: division by zero\n") in text
     assert "return 1 / 0" in text and "interactiveshell.py" not in text  # IPython's own frame left out
     assert f"id=in-{failing} code, In [{failing}], raised the last error" in text
 
@@ -128,3 +128,25 @@ def test_a_bad_notebook_argument_is_a_config_error(ip, tmp_path):
     missing = tools(ip.user_ns, notebook=tmp_path / "missing.ipynb")["read_notebook"]
     with pytest.raises(Exception, match="no notebook file at"):
         read(missing)
+
+
+def test_a_history_value_whose_repr_hangs_is_not_shown_and_the_read_returns(ip):
+    """``Out[n]``'s repr was made on the event loop with no limit: one hanging ``__repr__`` hung
+    read_notebook (and the kernel's loop) for good."""
+    import threading
+
+    class Hangs:
+        def __repr__(self):
+            while True:
+                pass
+
+    ip.run_cell("41 + 1", store_history=True)
+    count = ip.execution_count - 1
+    ip.user_ns["Out"][count] = Hangs()
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(read(tools(ip.user_ns)["read_notebook"])), daemon=True)
+    worker.start()
+    worker.join(60)  # the bound is 1 s a value; a hang never ends
+    ip.user_ns["Out"].pop(count, None)  # the shell is shared with later tests
+    assert done, "read_notebook did not return"
+    assert f"id=in-{count} code" in done[0] and "Hangs: not shown: its repr took longer than 1 s" in done[0]

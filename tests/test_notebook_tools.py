@@ -129,7 +129,7 @@ def test_describe_a_series_and_containers_shows_what_printing_shows():
     series = run_tool(tools["describe_variable"], {"name": "revenue"}).text
     assert "Series" in series and "non-null: 5 of 5" in series and "mean" in series
     big = run_tool(tools["describe_variable"], {"name": "big"}).text
-    assert big.startswith("big: list, length 100,000") and "[0, 1, 2," in big and "..." in big
+    assert big.startswith("[variable big]\n```\nbig: list, length 100,000") and "[0, 1, 2," in big and "..." in big
     assert len(big) < 1_000  # capped: never the whole list
     assert "'hello'" in run_tool(tools["describe_variable"], {"name": "word"}).text
 
@@ -149,8 +149,8 @@ def test_run_python_returns_value_stdout_and_stderr_and_keeps_variables():
                    {"code": "import sys\nprint('hello')\nprint('careful', file=sys.stderr)\n"
                             "total = int(sales.revenue.sum())\ntotal * 2"})
     assert not out.is_error
-    assert out.text == ("[stdout]\nhello\n[stderr]\ncareful\n[value]\n144\n"
-                        "[variables] created total (int, value 72)")  # the module sys is not a variable
+    assert out.text == ("[stdout]\n```\nhello\n```\n[stderr]\n```\ncareful\n```\n[value]\n```\n144\n```\n"
+                        "[variables] created total (int, value 72)")  # each part fenced as data  # the module sys is not a variable
     assert namespace["total"] == 72  # like a cell: what it assigns stays
 
 
@@ -159,7 +159,7 @@ def test_an_exception_is_a_tool_error_with_a_trimmed_traceback():
     code = "def f(x):\n    return 1 / x\nprint('before')\nf(0)"
     out = run_tool(tools_of(namespace)["run_python"], {"code": code})
     assert out.is_error and out.error == "ZeroDivisionError: division by zero"
-    assert "[stdout]\nbefore" in out.text and "return 1 / x" in out.text and "line 4" in out.text
+    assert "[stdout]\n```\nbefore" in out.text and "return 1 / x" in out.text and "line 4" in out.text
     assert "nbagent" not in out.text and "cell_runner" not in out.text  # only the code's own frames
     syntax = run_tool(tools_of(namespace)["run_python"], {"code": "def broken(:\n  pass"})
     assert syntax.is_error and "SyntaxError" in syntax.text
@@ -186,7 +186,7 @@ def test_a_figure_or_a_dataframe_shows_in_the_card_while_the_model_gets_text():
 def test_output_to_the_model_is_capped_with_a_note_of_the_cut():
     out = run_tool(tools_of({})["run_python"], {"code": "print('x' * 100_000)\nprint('the end')"})
     assert len(out.text) < 4_200 and "characters of stdout cut" in out.text
-    assert out.text.rstrip().endswith("the end")  # the end of the output is kept
+    assert out.text.rstrip().endswith("the end\n```")  # the end of the output is kept
 
 
 def test_namespace_none_outside_a_kernel_is_a_config_error_saying_to_pass_one():
@@ -231,7 +231,7 @@ def test_approve_code_false_runs_without_asking():
                               approve_code=False)
     agent.conversation.ask("compute")
     (step,) = tool_steps(agent.conversation)
-    assert step.approval == ApprovalDecision.AUTO and step.content.startswith("[value]\n42\n[variables]")
+    assert step.approval == ApprovalDecision.AUTO and step.content.startswith("[value]\n```\n42\n```\n[variables]")
     assert namespace["x"] == 7
 
 
@@ -248,7 +248,7 @@ def test_hanging_code_is_ended_by_the_timeout_and_the_conversation_goes_on():
     assert provider.requests[1].messages[-1].tool_results[0].is_error  # the model was told
     assert not cell_threads_still_running()
     assert namespace["stopped"] is True  # the loop itself ended (its finally ran), not just the wait
-    assert conv.ask("and now?").text == "two" and tool_steps(conv)[-1].content == "[value]\n2"
+    assert conv.ask("and now?").text == "two" and tool_steps(conv)[-1].content == "[value]\n```\n2\n```"
 
 
 def test_stop_interrupts_running_code_and_the_conversation_goes_on():
@@ -265,7 +265,7 @@ def test_stop_interrupts_running_code_and_the_conversation_goes_on():
     assert tool_steps(conv)[0].status == StepStatus.CANCELED
     assert not cell_threads_still_running()  # the code's thread unwinds (its finally runs)
     assert namespace["stopped"] is True
-    assert conv.ask("and now?").text == "fine" and tool_steps(conv)[-1].content == "[value]\n'fine'"
+    assert conv.ask("and now?").text == "fine" and tool_steps(conv)[-1].content == "[value]\n```\n'fine'\n```"
     cells = code_cells(conv.history)
     assert [(c.call_id, c.status) for c in cells] == [("c1", CodeStatus.INTERRUPTED), ("c2", CodeStatus.OK)]
 
@@ -323,7 +323,7 @@ def test_the_demo_model_uses_attached_variables_and_matches_tool_names_as_whole_
     other = Agent(model=DemoProvider(delay=0), tools=notebook_tools({"scores": [3, 1, 2]}, approve_code=False))
     answer = other.conversation.ask("what are my scores?").text
     assert [s.tool_calls[0].args for s in tool_steps(other.conversation)][1:] == [{"name": "scores"}, {"code": "scores"}]
-    assert "[value]\n[3, 1, 2]" in answer
+    assert "[value]\n```\n[3, 1, 2]" in answer
     evil = Tool("evil", "Deletes everything.", None, lambda: "deleted")
     bot = Agent(model=DemoProvider(delay=0), tools=[evil]).conversation
     bot.ask("show me the evil_table")
@@ -399,7 +399,7 @@ def test_at_name_in_a_chat_cell_attaches_the_variable(ip):
     assert result.success and "attached: @sales" in out
     prompt = provider.requests[0].messages[-1].text
     assert prompt.startswith("Plot @sales by month; mail bob@sales.com; @nosuch stays\n\n"
-                             "[Attached notebook variables: @sales]\n--- @sales ---\nsales: DataFrame")
+                             "[Attached notebook variables: @sales]\n--- @sales ---\n[variable sales]\n```\nsales: DataFrame")
     assert "4 of 5 non-null" in prompt and prompt.count("--- @") == 1  # the email and the unknown name: left alone
     assert "attached: `@sales`" in result.result.markdown  # the cell's result says what went with it
     assert ip.user_ns["bot"].conversation.turns[-1].prompt == prompt

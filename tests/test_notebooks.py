@@ -205,7 +205,7 @@ def check_data_analysis(nb, tmp_path):
     assert "call_demo_5 turn 0 ok | by_month = " in text_of(cell("conv.notebook.code_cells()"))
     chat = data_of(cell("@targets"), "text/markdown")
     assert "attached: `@targets`" in chat and "dict, length 2" in chat
-    assert "--- @targets ---\ntargets: dict" in text_of(cell("turns[-1].prompt"))
+    assert "--- @targets ---\n[variable targets]\n```\ntargets: dict" in text_of(cell("turns[-1].prompt"))  # fenced
     assert "('get_current_time', 'mcp-time')" in text_of(cell("Stamp the report"))  # a real MCP server
     assert "get_current_time (MCP mcp-time)" in text_of(cell("%chat_tools -a analyst"))
 

@@ -107,4 +107,5 @@ test("an @name attachment is split off the prompt and labelled as a chip", async
   assert.equal(attached[1].text, "targets: dict, length 2, 184 B\n{'Q1': 700, 'Q2': 800}");
   assert.deepEqual(splitAttachments("a plain [prompt]"), { text: "a plain [prompt]", attached: [] });
   assert.equal(attachmentLabel("x", "x: int, 28 B"), "📎 x · int");
+  assert.equal(attachmentLabel("t", "[variable t]\n```\nt: dict, length 2, 184 B\n{}\n```"), "📎 t · dict, length 2"); // fenced as data
 });

@@ -25,7 +25,7 @@ from collections.abc import AsyncGenerator, Callable
 
 from ..core.errors import ConfigError
 from ..core.messages import Message, ToolResultPart, ToolUsePart
-from ..core.text import clean_text
+from ..core.text import clean_text, strip_terminal_codes
 from ..core.steps import ApprovalDecision, Step, StepSource, StepStatus, StepTarget, StepType, ToolCall
 from .hooks import Block, Hooks, Policy, call_hook, check_policy
 from .tool_threads import DEFAULT_TOOL_TIMEOUT
@@ -95,7 +95,7 @@ class ToolRunner:
         call = self.pending_manual.get(call_id)
         if call is None:
             raise ConfigError(f"no tool call {call_id!r} is waiting for a result")
-        text = clean_text(format_result(result))
+        text = strip_terminal_codes(clean_text(format_result(result)))
         self.manual_results[call_id] = ToolResultPart(call_id, text, is_error, name=call.name)
         return text
 
@@ -380,7 +380,7 @@ class _CallRun:
     def result(self, text: str, is_error: bool, status: StepStatus, approval: ApprovalDecision,
                error: str = "", display: dict | None = None, changes: tuple = ()) -> None:
         now = time.time()
-        text = clean_text(text)
+        text, error = strip_terminal_codes(clean_text(text)), strip_terminal_codes(error)  # what any tool printed
         self.emit(content=text, status=status, error=error, finished_at=now, approval=approval,
                   run_seconds=now - self.started, display=display, changes=list(changes))
         self.queue.put_nowait(ToolResultPart(self.call.id, text, is_error, name=self.call.name))

@@ -8,15 +8,24 @@ and size. Every part's cost is estimated (about four characters a token); when t
 cells are not "read": ``edit_cell`` asks for them whole), then the last cells are left out, each
 cut saying how to see it. The last error the kernel raised (its exception, trimmed traceback and
 the cell it came from) comes first.
+
+What the notebook holds is data, never instructions: each source, output and error is fenced
+(``core.text.data_block``: a fence its text cannot close) under a line of ours saying what it is,
+and output text has its terminal codes removed and key-shaped text redacted
+(``variables.output_for_model``, the rule ``describe_variable`` follows). Sources are shown as
+written: ``edit_cell`` needs them whole.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.text import data_block
 from .notebook_doc import NotebookCell, NotebookSnapshot
-from .notebook_history import KernelError, strip_ansi
+from .notebook_history import KernelError
+from .variables import output_for_model
 
 DEFAULT_BUDGET_TOKENS = 6_000
 CHARS_PER_TOKEN = 4
@@ -26,6 +35,7 @@ TRACEBACK_MAX_LINES = 24
 SOURCE_CUT_LINES = 3  # a source cut to fit keeps this many first lines
 _IMAGE = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 _WIDGET = "application/vnd.jupyter.widget-view+json"
+_MIME = re.compile(r"[\w.+-]{1,60}/[\w.+-]{1,100}")
 
 
 def tokens(text: str) -> int:
@@ -62,16 +72,19 @@ def size_text(n: int) -> str:
     return f"{n} B"
 
 
-def output_summary(output: dict[str, Any]) -> str:
-    """One output as a model reads it: trimmed text, or one line naming a rich value's type and size."""
+def output_summary(output: dict[str, Any]) -> tuple[str, str | None]:
+    """One output as a model reads it: our label (its kind, a rich value's type and size) and its
+    text (None: it has none), trimmed, without terminal codes, keys redacted."""
     kind = output.get("output_type", "")
     if kind == "stream":
-        return f"[{output.get('name', 'stdout')}]\n" + trim_lines(strip_ansi(as_text(output.get("text"))))
+        name = output.get("name")
+        label = f"[{name}]" if name in ("stdout", "stderr") else "[stream]"
+        return label, trim_lines(output_for_model(as_text(output.get("text"))))
     if kind == "error":
-        lines = [strip_ansi(as_text(line)) for line in output.get("traceback") or []]
+        lines = [output_for_model(as_text(line)) for line in output.get("traceback") or []]
         body = trim_lines("\n".join(lines), TRACEBACK_MAX_LINES, TEXT_MAX_CHARS) if lines else ""
-        head = f"[error] {output.get('ename', 'Error')}: {as_text(output.get('evalue'))}"
-        return head + ("\n" + body if body else "")
+        head = f"{as_text(output.get('ename', 'Error'))}: {as_text(output.get('evalue'))}"[:TEXT_MAX_CHARS]
+        return "[error]", output_for_model(head) + ("\n" + body if body else "")
     raw = output.get("data")
     data: dict[str, Any] = raw if isinstance(raw, dict) else {}
     parts = []
@@ -79,17 +92,20 @@ def output_summary(output: dict[str, Any]) -> str:
         if mime == "text/plain":
             continue
         size = len(value) if isinstance(value, (str, list)) else len(str(value))
-        if mime in _IMAGE:
+        if not isinstance(mime, str) or not _MIME.fullmatch(mime):
+            parts.append(f"[an output of another type: {size_text(size)}]")
+        elif mime in _IMAGE:
             raw = size * 3 // 4 if mime != "image/svg+xml" else size
             parts.append(f"[{mime}: an image, {size_text(raw)}]")
         elif mime == _WIDGET:
             parts.append("[a widget]")
         else:
             parts.append(f"[{mime}: {size_text(size)}]")
-    if "text/plain" in data:
-        parts.append(trim_lines(as_text(data["text/plain"])))
     label = "[result]" if kind == "execute_result" else "[display]"
-    return label + " " + "\n".join(parts) if parts else label + " (empty)"
+    text = trim_lines(output_for_model(as_text(data["text/plain"]))) if "text/plain" in data else None
+    if not parts and text is None:
+        return label + " (empty)", None
+    return " ".join([label] + parts), text
 
 
 def last_output_error(cells: tuple[NotebookCell, ...]) -> tuple[NotebookCell, dict[str, Any]] | None:
@@ -104,11 +120,21 @@ def last_output_error(cells: tuple[NotebookCell, ...]) -> tuple[NotebookCell, di
 
 @dataclass
 class _Part:
-    text: str
-    cost: int
-    kind: str  # "output" | "source" | "head"
+    label: str  # our words: a header, an output's kind
+    kind: str = "head"  # "output" | "source" | "head"
     cell: NotebookCell | None = None
+    data: str | None = None  # the notebook's own text, fenced as data
+    info: str = ""  # the fence's label (the source's language)
+    note: str = ""  # our words after the data (what was cut)
+    cost: int = 0
     cut: bool = False
+
+    @property
+    def text(self) -> str:
+        pieces = [self.label] if self.label else []
+        if self.data is not None:
+            pieces.append(data_block(self.data, self.info))
+        return "\n".join(pieces + ([self.note] if self.note else []))
 
 
 @dataclass
@@ -145,22 +171,23 @@ def notebook_view(snapshot: NotebookSnapshot, where: str, options: ViewOptions,
     if fixed_by and error is not None:
         fixed = snapshot.cell(fixed_by)
         where_fixed = _where(fixed) if fixed is not None else f"cell {fixed_by}"
-        head.append(f"The kernel's last error ({error.exception}) is older than the clean run of {where_fixed} "
-                    "by run_cell; no newer error.")
+        head.append(f"The kernel's last error is older than the clean run of {where_fixed} by run_cell; no newer "
+                    "error. That error was:\n" + data_block(output_for_model(error.exception)))
     else:
         head.append(_error_text(snapshot, error, error_cell))
     head.append("Cells are named by id (positions [n] move when cells are added; ids do not): pass the id to "
                 "edit_cell, run_cell, or insert_cell(after=...).")
-    parts = [_Part("\n".join(h for h in head if h), 0, "head")]
+    parts = [_Part("\n".join(h for h in head if h))]
     keep = {snapshot.active_cell_id, error_cell.id if error_cell else None}
     for cell in cells:
-        parts.append(_Part(_cell_header(cell, snapshot, error_cell), 0, "head", cell))
-        parts.append(_Part(cell.source, tokens(cell.source), "source", cell))
+        parts.append(_Part(_cell_header(cell, snapshot, error_cell), cell=cell))
+        info = "python" if cell.cell_type == "code" else "markdown" if cell.cell_type == "markdown" else ""
+        parts.append(_Part("", "source", cell, cell.source, info))
         for n, output in enumerate(cell.outputs, 1):
-            parts.append(_Part(output_summary(output), 0, "output", cell))
-            parts[-1].text = f"out {n}: " + parts[-1].text
+            label, text = output_summary(output)
+            parts.append(_Part(f"out {n}: {label}", "output", cell, text))
     for p in parts:
-        p.cost = p.cost or tokens(p.text)
+        p.cost = tokens(p.text)
     _fit(parts, options.budget_tokens, keep)
     return _assemble(parts)
 
@@ -200,14 +227,16 @@ def _error_text(snapshot: NotebookSnapshot, error: KernelError | None, cell: Not
             if error.source and cell.source.rstrip() != error.source.rstrip():
                 where += " (the cell was edited since it raised)"
         count = f", In [{error.execution_count}]" if error.execution_count is not None else ""
-        return (f"Last error in the kernel: {error.exception} — from {where}{count}.\n"
-                + trim_lines(error.traceback, TRACEBACK_MAX_LINES))
+        trace = trim_lines(error.traceback, TRACEBACK_MAX_LINES)
+        return (f"Last error in the kernel, from {where}{count}:\n"
+                + data_block(output_for_model(error.exception + ("\n" + trace if trace else ""))))
     saved = last_output_error(snapshot.cells)
     if saved is None:
         return "No error: the kernel has raised none, and no saved output is an error."
     cell, output = saved
-    return (f"Last error in the saved outputs: {output.get('ename', 'Error')}: {as_text(output.get('evalue'))} "
-            f"— from cell [{cell.index + 1}] id={cell.id}.")
+    exception = f"{as_text(output.get('ename', 'Error'))}: {as_text(output.get('evalue'))}"[:TEXT_MAX_CHARS]
+    return (f"Last error in the saved outputs, from cell [{cell.index + 1}] id={cell.id}:\n"
+            + data_block(output_for_model(exception)))
 
 
 def _cell_header(cell: NotebookCell, snapshot: NotebookSnapshot, error_cell: NotebookCell | None) -> str:
@@ -233,7 +262,7 @@ def _fit(parts: list[_Part], budget: int, keep: set[str | None]) -> None:
             if kind == "source" and part.cell is not None and part.cell.id in keep and part.cost < budget // 2:
                 continue
             before = part.cost
-            part.text, part.cut = _cut_text(part), True
+            _cut(part)
             part.cost = tokens(part.text)
             total -= before - part.cost
     if total <= budget:
@@ -251,20 +280,23 @@ def _fit(parts: list[_Part], budget: int, keep: set[str | None]) -> None:
         start = first_left_out.index + 1 if first_left_out is not None else 0
         del parts[cut_at:]
         note = _Part(f"… cells from [{start}] on left out to stay within {budget:,} tokens: "
-                     f"read_notebook(start={start}) shows them.", 0, "head")
+                     f"read_notebook(start={start}) shows them.")
         note.cost = tokens(note.text)
         parts.append(note)
 
 
-def _cut_text(part: _Part) -> str:
+def _cut(part: _Part) -> None:
+    """``part`` cut to its first line (an output) or lines (a source), with a note saying so."""
+    part.cut = True
     if part.kind == "output":
-        first = part.text.split("\n", 1)[0]
-        return f"{first[:160]} … [output cut to fit the budget: about {part.cost:,} tokens]"
+        part.data = part.data.split("\n", 1)[0][:160] if part.data is not None else None
+        part.note = f"… [output cut to fit the budget: about {part.cost:,} tokens]"
+        return
     cell = part.cell
     assert cell is not None
-    head = "\n".join(part.text.splitlines()[:SOURCE_CUT_LINES])[:400]
-    return (f"{head}\n… [source cut to fit the budget: about {part.cost:,} tokens; "
-            f"read_notebook(cell_id={cell.id!r}) shows it whole, as edit_cell needs]")
+    part.data = "\n".join((part.data or "").splitlines()[:SOURCE_CUT_LINES])[:400]
+    part.note = (f"… [source cut to fit the budget: about {part.cost:,} tokens; "
+                 f"read_notebook(cell_id={cell.id!r}) shows it whole, as edit_cell needs]")
 
 
 def _assemble(parts: list[_Part]) -> NotebookView:

@@ -2,7 +2,8 @@
 notebook file's path, and the last error a cell raised.
 
 - ``HistoryBackend`` shows ``In[1]``, ``In[2]``, ... as cells (ids ``in-1``, ``in-2``; the value of
-  ``Out[n]`` as the cell's output). It cannot change anything: every write is a ``config`` error.
+  ``Out[n]`` as the cell's output, its repr made within ``OUT_SECONDS`` on a thread of its own). It
+  cannot change anything: every write is a ``config`` error.
 - ``kernel_notebook_path(namespace)`` is the ``.ipynb`` the kernel belongs to, when the front end
   said: VS Code sets ``__vsc_ipynb_file__`` in the namespace, Jupyter Server sets ``JPY_SESSION_NAME``
   in the kernel's environment (ipykernel copies it to ``__session__``).
@@ -17,20 +18,24 @@ from __future__ import annotations
 
 import linecache
 import os
-import re
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.text import strip_terminal_codes
+from .cell_runner import TimeLimitExceeded, call_with_time_limit
 from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource
+from .variables import capped_repr
 
 TRACEBACK_FRAMES = 6  # frames of a cell's traceback kept (the last ones)
 TRACEBACK_MAX_CHARS = 3_000
 OUT_MAX_CHARS = 2_000  # Out[n]'s repr, at most
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+OUT_SECONDS = 1.0  # one Out[n]'s repr is made in at most this (a hanging __repr__ is interrupted)
+OUT_TOTAL_SECONDS = 5.0  # ... and all of them
 READ_ONLY = ("this notebook is read from the kernel's input history, which cannot be edited: there is "
              "no live notebook (JupyterLab / Notebook 7 with the chat widget shown) and no notebook file "
              "for this kernel. Pass one: notebook_tools(notebook='analysis.ipynb')")
@@ -43,7 +48,8 @@ def ipython_shell() -> Any:
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+    """``text`` without terminal codes (``core.text.strip_terminal_codes``)."""
+    return strip_terminal_codes(text)
 
 
 class HistoryBackend:
@@ -62,11 +68,13 @@ class HistoryBackend:
         raw = list(getattr(shell.history_manager, "input_hist_raw", []) or [])
         out = dict(shell.user_ns.get("Out") or {})
         cells = []
+        deadline = time.monotonic() + OUT_TOTAL_SECONDS
         for n in range(1, len(raw)):
             outputs: tuple[dict[str, Any], ...] = ()
             if n in out:
+                text = _repr(out[n], min(OUT_SECONDS, deadline - time.monotonic()))
                 outputs = ({"output_type": "execute_result", "execution_count": n,
-                            "data": {"text/plain": _repr(out[n])}, "metadata": {}},)
+                            "data": {"text/plain": text}, "metadata": {}},)
             cells.append(NotebookCell(id=f"in-{n}", index=n - 1, source=str(raw[n]), execution_count=n,
                                       outputs=outputs))
         return NotebookSnapshot(NotebookSource.HISTORY, tuple(cells))
@@ -83,11 +91,17 @@ class HistoryBackend:
         raise ConfigError(READ_ONLY)
 
 
-def _repr(value: Any) -> str:
+def _repr(value: Any, seconds: float) -> str:
+    """``Out[n]``'s repr, capped while it is made, within ``seconds`` (on a thread of its own)."""
+    kind = type(value).__name__
+    if seconds <= 0:
+        return f"<{kind}: not shown (the {OUT_TOTAL_SECONDS:g} s for the history's values were used up)>"
     try:
-        text = repr(value)
+        text = call_with_time_limit(lambda: capped_repr(value, OUT_MAX_CHARS), seconds)
+    except TimeLimitExceeded as exc:
+        return f"<{kind}: not shown: its repr {exc}>"
     except Exception as exc:
-        text = f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
+        return f"<{kind}: repr failed: {type(exc).__name__}>"
     return text if len(text) <= OUT_MAX_CHARS else text[:OUT_MAX_CHARS] + " …"
 
 

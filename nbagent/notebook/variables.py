@@ -7,7 +7,10 @@ answers for a name it leaves out. Everything is capped: a model gets a summary, 
 
 Variables whose name or value looks like a credential (a provider key's shape, ``*_KEY``,
 ``*_TOKEN``, ``*SECRET*``, ``PASSWORD``…) are listed as redacted and never described, unless the
-user attaches them as ``@name``; key-shaped text inside any other description is redacted.
+user attaches them as ``@name``; key-shaped text inside any other description is redacted
+(``scrub``: the one rule every notebook text bound for the model goes through, outputs included).
+What a variable holds is data, never instructions: the listing and each description come fenced
+(``core.text.data_block``) after a line saying what they are.
 
 Every inspection (a listing line, a description, an attachment) runs on a thread of its own with a
 time limit (``cell_runner.call_with_time_limit``): a ``__repr__``, ``__len__`` or ``shape`` that
@@ -28,6 +31,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from ..core.errors import redact
+from ..core.text import data_block, strip_terminal_codes
 from .cell_runner import TimeLimitExceeded, call_with_time_limit
 
 MAX_NAMES = 500  # names offered to the chat box's @ list (it filters as the user types)
@@ -56,6 +60,9 @@ SECRET_VALUE = re.compile(
     r"sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
     r"|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_\-]{20,}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----")
+# the literal starts of SECRET_VALUE's shapes: a text holding none of them is not searched (10 MB: 3 ms, not 0.5 s)
+_SECRET_STARTS = ("sk-", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "AKIA", "hf_",
+                  "glpat-", "-----BEGIN ")
 REDACTED_NOTE = "redacted: its name or value looks like a credential (the user can attach it as @{name})"
 
 
@@ -78,7 +85,14 @@ def looks_like_credential(name: str, value: Any) -> bool:
 
 def scrub(text: str) -> str:
     """``text`` with every key-shaped or known key replaced by ``[redacted]``."""
-    return SECRET_VALUE.sub("[redacted]", redact(text))
+    text = redact(text)
+    return SECRET_VALUE.sub("[redacted]", text) if any(start in text for start in _SECRET_STARTS) else text
+
+
+def output_for_model(text: str) -> str:
+    """Notebook text bound for the model (a cell's output, a value, a traceback): terminal codes
+    removed (colours, OSC-8 links) and key-shaped or known keys ``[redacted]``."""
+    return scrub(strip_terminal_codes(text))
 
 
 def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -153,17 +167,18 @@ def list_variables_text(namespace: dict) -> str:
     names = user_variables(namespace)
     if not names:
         return "No variables yet: the notebook's namespace has no user variables."
-    lines = [f"{len(names)} variable{'s' if len(names) != 1 else ''} (name: type, shape, size):"]
-    used = len(lines[0])
+    head = f"{len(names)} variable{'s' if len(names) != 1 else ''} (name: type, shape, size):"
+    lines: list[str] = []
+    used, more = len(head), ""
     deadline = time.monotonic() + LIST_SECONDS
     for i, (name, value) in enumerate(sorted(names.items(), key=lambda kv: kv[0].lower())):
         if i >= LIST_MAX_NAMES or used + len(name) + 4 > LIST_MAX_CHARS:
-            lines.append(f"… and {len(names) - i} more not listed (ask describe_variable for one by name)")
+            more = f"\n… and {len(names) - i} more not listed (ask describe_variable for one by name)"
             break
         line = f"- {name}: {_listing_line(name, value, deadline)}"
         lines.append(line)
         used += len(line) + 1
-    return "\n".join(lines)
+    return head + "\n" + data_block("\n".join(lines)) + more
 
 
 def _listing_line(name: str, value: Any, deadline: float) -> str:
@@ -174,7 +189,8 @@ def _listing_line(name: str, value: Any, deadline: float) -> str:
     try:
         if call_with_time_limit(lambda: looks_like_credential(name, value), min(INSPECT_SECONDS, left)):
             return f"{kind}, {REDACTED_NOTE.format(name=name)}"
-        return scrub(call_with_time_limit(lambda: summary_line(value), min(INSPECT_SECONDS, left)))[:LIST_MAX_CHARS // 4]
+        line = call_with_time_limit(lambda: summary_line(value), min(INSPECT_SECONDS, left))
+        return output_for_model(" ".join(line.split()))[:LIST_MAX_CHARS // 4]  # one line, whatever a dtype's name holds
     except TimeLimitExceeded as exc:
         return f"{kind}, not inspected: looking at it {exc}"
     except Exception as exc:  # noqa: BLE001 - a hostile object must not break the listing
@@ -297,7 +313,8 @@ def describe_variable_text(namespace: dict, name: str, *, attached: bool = False
             raise PermissionError(f"{name!r} is {REDACTED_NOTE.format(name=name)}; it is never described "
                                   "to the model unless the user attaches it")
         text = cap(f"{name}: {summary_line(value)}\n{_body(value, max_chars)}", max_chars, "of the description")
-        return text if attached else scrub(text)
+        text = strip_terminal_codes(text) if attached else output_for_model(text)
+        return f"[variable {name}]\n" + data_block(text)
 
     try:
         return call_with_time_limit(describe, DESCRIBE_SECONDS if seconds is None else seconds)

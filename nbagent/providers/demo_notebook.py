@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from ..core.messages import Message, ToolResultPart, ToolUsePart
 from ..core.steps import ToolCall
+from ..core.text import data_block
 from .base import ToolSpec
 
 LIST, DESCRIBE, RUN = "list_variables", "describe_variable", "run_python"
@@ -36,7 +37,11 @@ SCRIPTED = "\n\n*(nbagent demo model: this answer is scripted.)*"
 READ_NB, EDIT, RUN_CELL = "read_notebook", "edit_cell", "run_cell"
 FIX_TOOLS = frozenset({READ_NB, EDIT, RUN_CELL})
 _FIX_WORDS = re.compile(r"\b(fix|repair|error|traceback|exception|fails?|failing|broken)\b", re.I)
-_LAST_ERROR = re.compile(r"^Last error in the (?:kernel|saved outputs): (.+?) — from cell \[(\d+)\] id=([\w-]+)", re.M)
+# read_notebook's head: "Last error in the kernel, from cell [3] id=x, In [4]:" then the error fenced
+_LAST_ERROR = re.compile(r"^Last error in the (?:kernel|saved outputs), from cell \[(\d+)\] id=([\w-]+)[^\n]*\n`{3,}\n(.+)",
+                         re.M)
+_DESCRIBED = re.compile(r"\A\[variable [^\]\n]*\]\n(`{3,})\n(.*)\n\1\Z", re.S)
+_FENCED = re.compile(r"\A(`{3,})[^\n`]*\n(.*)\n\1\Z", re.S)
 _CELL_HEAD = re.compile(r"^--- cell \[(\d+)\] id=([\w-]+) (\w+)[^\n]*---$", re.M)
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(?!=)", re.M)
 _STRINGS = re.compile(r"[\"']([A-Za-z_][\w ]{0,40})[\"']")
@@ -73,7 +78,7 @@ def notebook_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: st
         return None
     if result.is_error:
         return DemoMove(f"`{last.name}` failed; I will tell the user.",
-                        f"The `{last.name}` call did not work:\n\n```\n{_short(result.content, 600)}\n```" + SCRIPTED)
+                        f"The `{last.name}` call did not work:\n\n{data_block(_short(result.content, 600))}" + SCRIPTED)
     if last.name == LIST:
         return _describe_named(own_text(prompt), result.content, n)
     if last.name == DESCRIBE:
@@ -135,6 +140,8 @@ def _describe_named(prompt: str, listing: str, n: int) -> DemoMove:
 
 
 def _run_or_describe(name: str, description: str, prompt: str, tools: set[str], n: int) -> DemoMove:
+    described = _DESCRIBED.match(description.strip())  # describe_variable fences the description
+    description = described.group(2) if described else description
     if RUN not in tools:
         first = description.strip().splitlines()[0] if description.strip() else name
         return DemoMove(f"I know what `{name}` holds; no tool can run code, so I will summarise it.",
@@ -185,7 +192,7 @@ def _group_column(columns: list[str], prompt: str) -> str | None:
 def _report_run(code: str, result: str) -> DemoMove:
     return DemoMove("The code ran; I will report what it gave.",
                     f"The code ran in your kernel ({len(code.splitlines())} line(s); `%chat_code` puts it in "
-                    f"a new cell). It gave:\n\n```\n{_short(result, 800)}\n```"
+                    f"a new cell). It gave:\n\n{data_block(_short(result, 800))}"
                     + SCRIPTED)
 
 
@@ -214,7 +221,7 @@ def fix_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: str, n:
         return None
     if result.is_error:
         return DemoMove(f"`{last.name}` failed; I will tell the user why.",
-                        f"The `{last.name}` call did not work:\n\n```\n{_short(result.content, 600)}\n```" + SCRIPTED)
+                        f"The `{last.name}` call did not work:\n\n{data_block(_short(result.content, 600))}" + SCRIPTED)
     if last.name == READ_NB:
         return _propose_fix(result.content, n)
     if last.name == EDIT:
@@ -222,7 +229,7 @@ def fix_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: str, n:
         return DemoMove("The edit is in; running the cell shows whether the error is gone.",
                         "The cell is edited; now I run it.", ToolCall(f"call_demo_{n}", RUN_CELL, {"cell_id": cell_id}))
     return DemoMove("The fixed cell ran without an error; I will report what it gave.",
-                    f"Fixed: the cell runs clean now. It gave:\n\n```\n{_short(result.content, 600)}\n```\n\n"
+                    f"Fixed: the cell runs clean now. It gave:\n\n{data_block(_short(result.content, 600))}\n\n"
                     "Undo on the edit's card (or `conv.undo(call_id)`) puts the old source back." + SCRIPTED)
 
 
@@ -231,7 +238,7 @@ def _propose_fix(notebook: str, n: int) -> DemoMove:
     if found is None:
         return DemoMove("The notebook shows no error, so there is nothing to fix.",
                         "I read your notebook: no cell shows an error, and the kernel has raised none." + SCRIPTED)
-    error, position, cell_id = found.group(1), found.group(2), found.group(3)
+    position, cell_id, error = found.group(1), found.group(2), found.group(3)
     sources = _cell_sources(notebook)
     source = sources.get(cell_id)
     fixed = fixed_source(source, error, [s for c, s in sources.items() if c != cell_id]) if source else None
@@ -252,8 +259,9 @@ def _cell_sources(notebook: str) -> dict[str, str]:
     for head, following in zip(heads, heads[1:] + [None]):
         body = notebook[head.end() + 1: following.start() if following else len(notebook)]
         source = re.split(r"^out \d+: ", body, maxsplit=1, flags=re.M)[0].rstrip("\n")
-        if "[source cut to fit the budget" not in source:
-            out[head.group(2)] = source
+        fenced = _FENCED.match(source)  # the source is fenced as data
+        if fenced is not None and "[source cut to fit the budget" not in source:
+            out[head.group(2)] = fenced.group(2)
     return out
 
 

@@ -207,9 +207,11 @@ export function splitAttachments(prompt) {
 }
 
 /** "📎 sales · DataFrame 8×3": the name, its type and shape from the description's first line
- * ("sales: DataFrame, 8 rows × 3 columns (…)"). @param {string} name @param {string} text */
+ * ("sales: DataFrame, 8 rows × 3 columns (…)"), found below the "[variable sales]" line and the
+ * fence the description comes in. @param {string} name @param {string} text */
 export function attachmentLabel(name, text) {
-  const first = text.split("\n", 1)[0];
+  const lines = text.split("\n", 3);
+  const first = lines.find((line) => line.startsWith(`${name}: `)) || lines[0];
   const type = (first.startsWith(`${name}: `) ? first.slice(name.length + 2) : "").split(/[,(]/, 1)[0].trim();
   const shape = first.match(/(\d[\d,]*) rows × (\d[\d,]*) columns/);
   const length = first.match(/, length (\d+(?:,\d{3})*)/);
