@@ -35,7 +35,7 @@ from .notebook_context import DEFAULT_BUDGET_TOKENS, ViewOptions, notebook_view
 from .notebook_doc import NotebookBackend, NotebookCell, NotebookSnapshot
 from .notebook_history import last_kernel_error, watch_kernel_errors
 from .notebook_select import NotebookChoice, label_of
-from .provenance import CellAction, CellActionKind, code_hash, with_action
+from .provenance import CellAction, CellActionKind, acting_author, code_hash, with_action
 from .run_python import RunPythonTool, call_timeout
 
 READ_NOTEBOOK, EDIT_CELL, INSERT_CELL, RUN_CELL = "read_notebook", "edit_cell", "insert_cell", "run_cell"
@@ -130,7 +130,7 @@ def _action(kind: CellActionKind, source: str) -> CellAction:
     if ctx is None:
         return CellAction(kind, approved_by="caller", code_sha256=code_hash(source))
     return CellAction(kind, session_id=ctx.conversation_id, turn=ctx.turn, model=ctx.model, call_id=ctx.call_id,
-                      approved_by=ctx.decided_by, code_sha256=code_hash(source))
+                      approved_by=ctx.decided_by, code_sha256=code_hash(source), author=acting_author.get())
 
 
 async def _current(choice: NotebookChoice, fresh: bool = False) -> tuple[NotebookBackend, NotebookSnapshot]:

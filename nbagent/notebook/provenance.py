@@ -7,6 +7,7 @@ reopen in every front end and in ``nbformat``; ``nbagent.provenance(path)`` list
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import hashlib
 import time
@@ -27,6 +28,10 @@ class CellActionKind(str, enum.Enum):
         return self.value
 
 
+# who acts in this task: set by nbagent.serve while an outside client's call runs ("" for nbagent's agent)
+acting_author: contextvars.ContextVar[str] = contextvars.ContextVar("nbagent_author", default="")
+
+
 def code_hash(source: str) -> str:
     """The SHA-256 of a cell's source (hex), as recorded in ``CellAction.code_sha256``."""
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
@@ -44,10 +49,13 @@ class CellAction:
     approved_by: str = ""  # "user", "policy …", "approve_code=False", ...
     code_sha256: str = ""  # code_hash() of the cell's source after the action
     at: float = field(default_factory=time.time)  # when (seconds since the epoch)
+    author: str = ""  # an outside MCP client's name and version ("": nbagent's own agent; not written)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["action"] = self.action.value
+        if not self.author:
+            del data["author"]
         return data
 
     @classmethod
