@@ -24,7 +24,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import json
 import os
+import shlex
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -34,7 +37,7 @@ from .agent import Agent
 from .conversation import Conversation
 from .core.errors import ConfigError
 from .core.steps import ApprovalDecision, Step, StepStatus, ToolCall
-from .loop.mcp_server import ClientInfo, McpHttpServer
+from .loop.mcp_server import TOKEN_VARIABLE, ClientInfo, McpHttpServer
 from .providers.base import ToolSpec
 from .providers.relay import RelayProvider
 
@@ -138,6 +141,12 @@ class ServedNotebook:
     def running(self) -> bool:
         return self.http.running
 
+    def setup(self, name: str = "nbagent") -> str:
+        """Ready-to-paste lines that add this server to Claude Code, Codex, VS Code, Cursor and any
+        stdio-only client. None holds the token: they take it from its owner-only file or from
+        ``$NBAGENT_MCP_TOKEN`` (so a saved notebook output never carries it)."""
+        return setup_lines(self.url, str(self.http.token_path), name)
+
     def stop(self) -> None:
         """Stop serving: the port is free when this returns (idempotent)."""
         global _current
@@ -151,6 +160,37 @@ class ServedNotebook:
     def __repr__(self) -> str:  # never the token
         state = "serving" if self.running else "stopped"
         return f"ServedNotebook(url={self.url!r}, {state}, tools={sorted(self.agent.tools)})"
+
+
+def setup_lines(url: str, token_file: str, name: str = "nbagent") -> str:
+    """The clients' configuration for the server at ``url`` (see ``ServedNotebook.setup``)."""
+    var = TOKEN_VARIABLE
+    vscode = {"servers": {name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer ${{env:{var}}}"}}}}
+    cursor = {"mcpServers": {name: {"url": url, "headers": {"Authorization": f"Bearer ${{env:{var}}}"}}}}
+    return "\n".join([
+        f"nbagent serves this notebook's tools at {url}",
+        f"(its token is in {token_file}, readable by you only, and gone when the server stops)",
+        "",
+        "# first, in the shell you start your agent from:",
+        f'export {var}="$(cat {shlex.quote(token_file)})"',
+        "",
+        "# Claude Code:",
+        f'claude mcp add --transport http {name} {url} --header "Authorization: Bearer ${var}"',
+        "",
+        "# Codex (~/.codex/config.toml), or: codex mcp add " + name + f" --url {url} --bearer-token-env-var {var}",
+        f"[mcp_servers.{name}]",
+        f'url = "{url}"',
+        f'bearer_token_env_var = "{var}"',
+        "",
+        "# VS Code (.vscode/mcp.json):",
+        json.dumps(vscode, indent=2),
+        "",
+        "# Cursor (~/.cursor/mcp.json or .cursor/mcp.json):",
+        json.dumps(cursor, indent=2),
+        "",
+        "# a client that speaks stdio only (the token: $" + var + ", else the token file):",
+        f"{shlex.quote(sys.executable)} -m nbagent mcp --connect {url}",
+    ])
 
 
 def _result(conv: Conversation, call_id: str) -> tuple[str, bool]:

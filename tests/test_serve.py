@@ -195,3 +195,44 @@ def test_the_server_answers_initialize_with_its_name(served):
     reply = h.post(served.url, json=body, headers=headers, timeout=30)
     data = reply.text.split("data:", 1)[-1] if "text/event-stream" in reply.headers["content-type"] else reply.text
     assert json.loads(data)["result"]["serverInfo"]["name"] == "nbagent"
+
+
+def test_a_stdio_only_client_works_through_the_bridge_named_as_itself(served, notebook: Path):
+    import os
+    import sys
+
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    root = str(Path(nbagent.__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if k != "NBAGENT_MCP_TOKEN"}  # the token file is found
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+    params = StdioServerParameters(command=sys.executable, args=["-m", "nbagent", "mcp", "--connect", served.url],
+                                   env=env)
+
+    async def go():
+        info = types.Implementation(name="gemini-cli", version="0.9")
+        async with Client(stdio_client(params), client_info=info, mode="legacy") as c:
+            listed = await c.list_tools()
+            read = await c.call_tool("read_notebook", {})
+            edited = await c.call_tool("edit_cell", {"cell_id": "load", "source": "x = 2"})
+            return listed, read, edited
+
+    listed, read, edited = asyncio.run(go())
+    assert "edit_cell" in {t.name for t in listed.tools}
+    assert "print(x / 0)" in text(read) and not edited.is_error, text(edited)
+    actions = nbformat.read(str(notebook), as_version=4).cells[0].metadata["nbagent"]["actions"]
+    assert actions[-1]["author"] == "gemini-cli 0.9"
+
+
+def test_the_setup_lines_name_every_client_and_hold_no_token(served):
+    lines = served.setup()
+    assert "claude mcp add --transport http nbagent " + served.url in lines
+    assert "[mcp_servers.nbagent]" in lines and 'bearer_token_env_var = "NBAGENT_MCP_TOKEN"' in lines
+    assert '"servers"' in lines and '"mcpServers"' in lines and "-m nbagent mcp --connect " + served.url in lines
+    assert served.token not in lines
+    assert Path(served.http.token_path).read_text() == served.token
+    assert Path(served.http.token_path).stat().st_mode & 0o077 == 0
+    served.stop()
+    assert not Path(served.http.token_path).exists()

@@ -8,7 +8,9 @@ passes ``BearerGuard`` first:
 - an ``Origin`` header, when sent, must be a loopback origin, else 403 (no web page calls it);
 - ``Authorization: Bearer <token>`` must match the random token (``hmac.compare_digest``), else 401.
 
-The token lives in ``token`` only: no repr, log line or error message carries it. ``call_tool(client,
+The token lives in ``token`` and in ``token_path``, a file only its owner may read (like Jupyter's
+kernel connection files), removed at ``stop()``: the clients' setup lines and the stdio bridge read it
+from there, so no notebook output holds it; no repr, log line or error message carries it. ``call_tool(client,
 name, args)`` gets the client's ``Implementation`` (name and version from its ``initialize``) and
 returns ``(text, is_error)``; an error becomes an MCP tool result with ``isError`` set.
 """
@@ -17,11 +19,13 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import os
 import secrets
 import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 from collections.abc import Awaitable, Callable
@@ -47,6 +51,42 @@ class ClientInfo:
     def label(self) -> str:
         """``"Claude Code 2.1.0"``: the name, and the version when the client gave one."""
         return f"{self.name} {self.version}".strip()
+
+
+TOKEN_VARIABLE = "NBAGENT_MCP_TOKEN"  # where the clients' configurations and the stdio bridge take the token from
+
+
+def token_path(port: int) -> Path:
+    """Where the server on ``port`` keeps its token: Jupyter's runtime folder (else ~/.nbagent/run)."""
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        folder = Path(jupyter_runtime_dir())
+    except ImportError:
+        folder = Path.home() / ".nbagent" / "run"
+    return folder / f"nbagent-mcp-{port}.token"
+
+
+def write_token(path: Path, token: str) -> None:
+    """The token, in a file only this user may read (created so: never briefly readable by others)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(token)
+
+
+def read_token(url: str) -> str:
+    """The token for the server at ``url``: ``$NBAGENT_MCP_TOKEN``, else its token file."""
+    given = os.environ.get(TOKEN_VARIABLE, "").strip()
+    if given:
+        return given
+    port = urlsplit(url).port
+    path = token_path(port) if port else None
+    if path is None or not path.is_file():
+        raise ConfigError(f"no token for {url}: set ${TOKEN_VARIABLE}, or run this on the machine whose "
+                          "notebook serves it (its token file is gone when the server stops)")
+    return path.read_text(encoding="utf-8").strip()
 
 
 CallTool = Callable[[ClientInfo, str, dict], Awaitable[tuple[str, bool]]]
@@ -126,12 +166,14 @@ class McpHttpServer:
             raise ConfigError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}") from None
         self.port = int(self._socket.getsockname()[1])
         self.url = f"http://{LOOPBACK}:{self.port}{PATH}"
+        self.token_path = token_path(self.port)
         app = BearerGuard(self._mcp_app(instructions), self.token, lambda: self.port)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                         name="nbagent-serve", daemon=True)
         self._thread.start()
+        write_token(self.token_path, self.token)
         deadline = time.monotonic() + START_TIMEOUT
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
@@ -170,6 +212,7 @@ class McpHttpServer:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(STOP_TIMEOUT)
         self._socket.close()
+        self.token_path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:  # never the token
         return f"McpHttpServer(url={self.url!r}, running={self.running})"
