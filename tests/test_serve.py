@@ -236,3 +236,29 @@ def test_the_setup_lines_name_every_client_and_hold_no_token(served):
     assert Path(served.http.token_path).stat().st_mode & 0o077 == 0
     served.stop()
     assert not Path(served.http.token_path).exists()
+
+
+def test_the_magic_serves_prints_the_setup_says_where_and_stops(notebook: Path):
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbagent")
+
+    def cell(source: str) -> str:
+        with capture_output() as cap:
+            ip.run_cell(source)
+        return cap.stdout + cap.stderr
+
+    out = cell(f"%chat_serve {notebook}")
+    server = nbagent.served_notebook.serving()
+    try:
+        assert server is not None and f"claude mcp add --transport http nbagent {server.url}" in out
+        assert server.token not in out
+        again = cell(f"%chat_serve {notebook}")
+        assert "already serves" in again and server.url in again and "Traceback" not in again
+    finally:
+        stopped = cell("%chat_serve --stop")
+    assert f"stopped serving {server.url}" in stopped and not server.running
+    assert "no server runs" in cell("%chat_serve --stop")
