@@ -262,3 +262,55 @@ def test_the_magic_serves_prints_the_setup_says_where_and_stops(notebook: Path):
         stopped = cell("%chat_serve --stop")
     assert f"stopped serving {server.url}" in stopped and not server.running
     assert "no server runs" in cell("%chat_serve --stop")
+
+
+class LiveView:
+    """What the chat widget looks like to view_presence once a browser draws it (the browser tier
+    clicks the real buttons; here the test answers as the person would, on the agent's loop)."""
+
+    def __init__(self, conversation) -> None:
+        self.conversation, self.comm = conversation, object()
+
+
+def test_with_a_live_widget_calls_wait_for_the_person_and_a_denial_is_the_clients_error(notebook: Path):
+    import concurrent.futures
+
+    from nbagent.core.steps import ApprovalDecision, StepStatus
+    from nbagent.notebook import view_presence
+    from support.waiting import wait_for
+
+    server = nbagent.serve(notebook, namespace={})
+    view = LiveView(server.agent.conversation)
+    view_presence.register(view)
+    view_presence.view_seen(view)
+    conv = server.agent.conversation
+
+    def pending() -> list[str]:
+        return [c.id for s in conv.history if s.is_tool_run and s.status == StepStatus.WAITING_FOR_USER
+                and s.approval == ApprovalDecision.PENDING for c in s.tool_calls]
+
+    def answer(decide) -> None:
+        wait_for(pending, "a call waiting for approval")
+        call_id = pending()[0]
+        card = next(s for s in conv.history if s.is_tool_run and s.tool_calls[0].id == call_id)
+        assert card.preview is not None and ("+", "print(x / 1)") in card.preview.diff  # the diff before Approve
+        server.loop.call_soon_threadsafe(decide, call_id)
+
+    steps = [("read_notebook", {}), ("edit_cell", {"cell_id": "plot", "source": "print(x / 1)"}),
+             ("edit_cell", {"cell_id": "plot", "source": "print(x / 1)"})]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            results = pool.submit(call, server, steps)
+            answer(lambda cid: conv.deny(cid, reason="not this one"))
+            wait_for(lambda: not pending() and len(conv.tool_calls_df()) == 3, "the denial and the next call")
+            answer(conv.approve)
+            _, _, denied, approved = results.result(timeout=60)
+    finally:
+        server.stop()
+    assert denied.is_error and "not this one" in text(denied)
+    assert not approved.is_error, text(approved)
+    assert server.agent.model == "mcp:Claude Code 2.1.7"
+    cell = nbformat.read(str(notebook), as_version=4).cells[1]
+    assert cell.source == "print(x / 1)"
+    assert [(a["approved_by"], a["author"]) for a in cell.metadata["nbagent"]["actions"]] == [
+        ("user", "Claude Code 2.1.7")]
