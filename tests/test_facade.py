@@ -161,3 +161,15 @@ def test_agent_connects_from_its_settings_alone():
     built = connect(agent.provider, AgentSettings(model=agent.model, max_tokens=9, system="S"),
                     ToolWiring(tools=[add], policy="deny_all"))
     assert (built.max_tokens, built.chat_session.system, list(built.tools)) == (9, "S", ["add"])
+
+
+def test_serve_keeps_the_contracts_signature_and_stays_the_function():
+    import nbagent
+    import nbagent.served_notebook  # importing its module must not shadow the function
+
+    params = inspect.signature(nbagent.serve).parameters
+    assert list(params)[:5] == ["notebook", "namespace", "approve_code", "port", "save_to"]
+    assert params["notebook"].default is None and params["namespace"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert (params["namespace"].default, params["approve_code"].default, params["port"].default) == (None, True, 0)
+    assert callable(nbagent.serve) and "serve" in nbagent.__all__
+    assert callable(nbagent.served_notebook.ServedNotebook.stop)  # url and token: tests/test_serve.py
