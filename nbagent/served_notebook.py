@@ -103,6 +103,10 @@ class ServedNotebook:
                 for widget in self.widgets:
                     if getattr(widget, "comm", None) is not None and widget.conversation is not conv:
                         widget.rebind(conv)
+            for tool in self.agent.tools.values():  # each card says "MCP · <client>" (Step.tool_server)
+                tool.server = label
+            for widget in self.widgets:  # the chat's footer names the client the calls come from
+                widget.refresh_gauge()
             self.client = label
         return conv
 
