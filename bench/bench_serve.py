@@ -58,7 +58,8 @@ async def _served_ms(url: str, token: str) -> float:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+    timeout = httpx2.Timeout(30.0, read=300.0)  # a call may wait for the person's Approve
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as http:
         info = types.Implementation(name="bench", version="1")
         async with Client(streamable_http_client(url, http_client=http), client_info=info, mode="legacy") as c:
             await c.call_tool("read_notebook", {})  # warm

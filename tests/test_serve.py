@@ -52,7 +52,8 @@ async def _calls(url: str, token: str, steps: list[tuple[str, dict]], client: tu
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+    timeout = httpx2.Timeout(30.0, read=300.0)  # a call may wait for the person's Approve
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as http:
         info = types.Implementation(name=client[0], version=client[1])
         async with Client(streamable_http_client(url, http_client=http), client_info=info, mode="legacy") as c:
             results: list = [await c.list_tools()]
