@@ -1,7 +1,8 @@
 """An outside agent on the live notebook in real JupyterLab (Chromium): the official ``mcp`` client,
 as Claude Code would, reads the notebook ``nbagent.serve()`` serves, asks to fix the failing cell;
 the card in the page names the client and shows the diff; Deny is the client's error and changes
-nothing; Approve in the page changes the cell in the open notebook, recorded with the client as author.
+nothing; Approve in the page changes the cell in the open notebook, recorded with the client as author;
+the approved ``run_cell`` runs it in the kernel; the card's Undo puts the cell back.
 
 Run:  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q -m browser tests/test_serve_browser.py
 """
@@ -27,7 +28,7 @@ pytest.importorskip("playwright.sync_api", reason="playwright (python) is not in
 pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
 
 NOTEBOOKS = {
-    "served.ipynb": ["import nbagent, pathlib\nserved = nbagent.serve()\n"
+    "served.ipynb": ["import nbagent, pathlib\nx = 1\nserved = nbagent.serve()\n"
                      "pathlib.Path('served.txt').write_text(served.url + '\\n' + str(served.http.token_path))\n"
                      "served",
                      "x = 1",
@@ -74,7 +75,8 @@ def test_an_outside_agents_fix_waits_for_approve_in_the_page(lab, notebook, jupy
         cell_id = re.search(r"\[3\] id=(\S+)", _text(read)).group(1)
         denied = await c.call_tool("edit_cell", {"cell_id": cell_id, "source": "print(x / 2)"})
         fixed = await c.call_tool("edit_cell", {"cell_id": cell_id, "source": "print(x / 1)"})
-        return read, denied, fixed
+        ran = await c.call_tool("run_cell", {"cell_id": cell_id})
+        return read, denied, fixed, ran
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         results = pool.submit(lambda: asyncio.run(_session(url, token, work)))
@@ -87,13 +89,20 @@ def test_an_outside_agents_fix_waits_for_approve_in_the_page(lab, notebook, jupy
                               "c.textContent.includes('print(x / 1)'))", timeout=120_000)
         assert _cell_source(lab, 2) == "print(x / 0)"  # the denied edit changed nothing
         lab.click(f"{card} .nba-approve")
-        read, denied, fixed = results.result(timeout=120)
+        run_card = f"{chat} .nba-tool[data-status='waiting']:has(.nba-tool-name:text-is('run_cell'))"
+        lab.wait_for_selector(run_card, timeout=120_000)
+        lab.click(f"{run_card} .nba-approve")
+        read, denied, fixed, ran = results.result(timeout=120)
     assert "print(x / 0)" in _text(read)
     assert denied.is_error and not fixed.is_error, _text(fixed)
+    assert not ran.is_error and "1.0" in _text(ran), _text(ran)  # ran in the kernel, with its x
     lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.content.model.cells.get(2).sharedModel"
                           ".getSource() === 'print(x / 1)'", timeout=60_000)
     author = lab.evaluate("() => window.jupyterapp.shell.currentWidget.content.model.cells.get(2)"
                           ".getMetadata('nbagent').actions.at(-1).author")
     assert author == "Claude Code 2.1.7"
+    lab.locator(f"{chat} .nba-undo:visible").first.click()  # the edit's Undo, in the page
+    lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.content.model.cells.get(2).sharedModel"
+                          ".getSource() === 'print(x / 0)'", timeout=60_000)
     errs = [e for e in lab.errors if "nba" in e or "nbagent" in e or "widget" in e.lower()]
     assert not errs, errs
