@@ -1,7 +1,7 @@
 """An outside agent on the live notebook in real JupyterLab (Chromium): the official ``mcp`` client,
 as Claude Code would, reads the notebook ``nbagent.serve()`` serves, asks to fix the failing cell;
 the card in the page names the client and shows the diff; Deny is the client's error and changes
-nothing; Approve in the page changes the cell in the open notebook, recorded with the client as author;
+nothing; Approve in the page changes the cell in the open notebook, recorded with the client as author and badged with its name;
 the approved ``run_cell`` runs it in the kernel; the card's Undo puts the cell back.
 
 Run:  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q -m browser tests/test_serve_browser.py
@@ -101,6 +101,8 @@ def test_an_outside_agents_fix_waits_for_approve_in_the_page(lab, notebook, jupy
     author = lab.evaluate("() => window.jupyterapp.shell.currentWidget.content.model.cells.get(2)"
                           ".getMetadata('nbagent').actions.at(-1).author")
     assert author == "Claude Code 2.1.7"
+    lab.wait_for_function("() => [...document.querySelectorAll('.jp-Cell')].some(c => "
+                          "(c.dataset.nbaAgent || '').startsWith('written by Claude Code 2.1.7'))", timeout=60_000)
     lab.locator(f"{chat} .nba-undo:visible").first.click()  # the edit's Undo, in the page
     lab.wait_for_function("() => window.jupyterapp.shell.currentWidget.content.model.cells.get(2).sharedModel"
                           ".getSource() === 'print(x / 0)'", timeout=60_000)
