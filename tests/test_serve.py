@@ -318,3 +318,20 @@ def test_with_a_live_widget_calls_wait_for_the_person_and_a_denial_is_the_client
     assert cell.source == "print(x / 1)"
     assert [(a["approved_by"], a["author"]) for a in cell.metadata["nbagent"]["actions"]] == [
         ("user", "Claude Code 2.1.7")]
+
+
+def test_outside_the_courses_lesson_hours_a_call_is_the_clients_error_saying_when_it_opens(notebook: Path,
+                                                                                             tmp_path: Path,
+                                                                                             monkeypatch):
+    import datetime
+
+    later = datetime.datetime.now() + datetime.timedelta(hours=2)
+    window = f"{later:%H:%M}-{later + datetime.timedelta(hours=1):%H:%M}"
+    (tmp_path / "nbagent.toml").write_text(f'[policy]\nhours = ["{window}"]\n')
+    monkeypatch.setenv("NBAGENT_CONFIG", str(tmp_path / "nbagent.toml"))
+    server = nbagent.serve(notebook, namespace={}, approve_code=False)
+    try:
+        _, read = call(server, [("read_notebook", {})])
+    finally:
+        server.stop()
+    assert read.is_error and "lesson hours" in text(read) and "opens again" in text(read)
