@@ -325,8 +325,9 @@ def test_outside_the_courses_lesson_hours_a_call_is_the_clients_error_saying_whe
                                                                                              monkeypatch):
     import datetime
 
-    later = datetime.datetime.now() + datetime.timedelta(hours=2)
-    window = f"{later:%H:%M}-{later + datetime.timedelta(hours=1):%H:%M}"
+    now = datetime.datetime.now()
+    later, end = now + datetime.timedelta(hours=2), now + datetime.timedelta(hours=3)
+    window = f"{later:%H:%M}-{end:%H:%M}" if end.date() == now.date() else "00:00-00:01"  # never now
     (tmp_path / "nbagent.toml").write_text(f'[policy]\nhours = ["{window}"]\n')
     monkeypatch.setenv("NBAGENT_CONFIG", str(tmp_path / "nbagent.toml"))
     server = nbagent.serve(notebook, namespace={}, approve_code=False)
