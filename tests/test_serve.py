@@ -336,3 +336,37 @@ def test_outside_the_courses_lesson_hours_a_call_is_the_clients_error_saying_whe
     finally:
         server.stop()
     assert read.is_error and "lesson hours" in text(read) and "opens again" in text(read)
+
+
+def test_stop_ends_the_server_while_a_client_session_is_still_open(notebook: Path):
+    import threading
+
+    server = nbagent.serve(notebook, namespace={}, approve_code=False)
+    opened, release = threading.Event(), threading.Event()
+
+    async def hold(c):
+        await c.call_tool("list_variables", {})
+        opened.set()
+        await asyncio.get_running_loop().run_in_executor(None, release.wait)
+
+    async def session():
+        import httpx2
+        import mcp_types as types
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}) as http:
+            info = types.Implementation(name="holder", version="1")
+            async with Client(streamable_http_client(server.url, http_client=http), client_info=info,
+                              mode="legacy") as c:
+                await hold(c)
+
+    thread = threading.Thread(target=lambda: asyncio.run(session()), daemon=True)
+    thread.start()
+    try:
+        assert opened.wait(60)
+        server.stop()
+        assert not server.running  # its thread ended although the client had not hung up
+    finally:
+        release.set()
+        thread.join(60)

@@ -37,6 +37,7 @@ LOOPBACK = "127.0.0.1"
 PATH = "/mcp"
 START_TIMEOUT = 20.0  # seconds uvicorn may take to listen
 STOP_TIMEOUT = 10.0
+GRACE = 1.0  # seconds open requests (a client's event stream) get to end when the server stops
 SERVER_NAME = "nbagent"
 
 
@@ -168,7 +169,8 @@ class McpHttpServer:
         self.url = f"http://{LOOPBACK}:{self.port}{PATH}"
         self.token_path = token_path(self.port)
         app = BearerGuard(self._mcp_app(instructions), self.token, lambda: self.port)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=GRACE)  # an open client stream does not hold stop()
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                         name="nbagent-serve", daemon=True)
