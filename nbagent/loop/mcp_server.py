@@ -37,7 +37,7 @@ LOOPBACK = "127.0.0.1"
 PATH = "/mcp"
 START_TIMEOUT = 20.0  # seconds uvicorn may take to listen
 STOP_TIMEOUT = 10.0
-GRACE = 1.0  # seconds open requests (a client's event stream) get to end when the server stops
+GRACE = 1  # seconds open requests (a client's event stream) get to end when the server stops
 SERVER_NAME = "nbagent"
 
 
