@@ -69,6 +69,7 @@ _EXPORTS = {
     "Provider": "nbagent.providers.base",
     "RequestEstimate": "nbagent.analysis.estimate",
     "mcp_tools": "nbagent.loop.mcp",
+    "serve": "nbagent.served_notebook",
 }
 
 if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
@@ -130,6 +131,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .notebook.provenance_frame import provenance as provenance
     from .notebook.widget import ChatWidget as ChatWidget
     from .providers.base import Provider as Provider
+    from .served_notebook import serve as serve
     from .session_folder import session_browser as session_browser
 
 # what a user needs; the rest of _EXPORTS (types that values returned to users carry, for annotations)

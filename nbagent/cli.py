@@ -1,4 +1,4 @@
-"""``python -m nbagent``: doctor, install-model, sessions, export.
+"""``python -m nbagent``: doctor, install-model, sessions, export, mcp (the stdio bridge).
 
 Every subcommand prints plain text and exits 0, or prints ``nbagent: error: ...`` to stderr and
 exits 1 on an ``NbagentError`` (2 on bad arguments, as argparse does).
@@ -275,15 +275,33 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("session", help="a session file saved by conv.save()")
     exp.add_argument("--to", choices=["md", "html"], required=True, help="the transcript format")
     exp.add_argument("-o", "--output", help="where to write it (default: next to the session, .md or .html)")
+    add_mcp_parser(sub)
     return top
+
+
+def add_mcp_parser(sub: argparse._SubParsersAction) -> None:
+    """``mcp --connect URL``: the stdio bridge to a notebook nbagent.serve() serves."""
+    mcp = sub.add_parser("mcp", help="serve a notebook's tools (nbagent.serve(), %%chat_serve) over stdio, for "
+                         "MCP clients that speak stdio only")
+    mcp.add_argument("--connect", required=True, metavar="URL",
+                     help="the URL %%chat_serve printed; the token comes from $NBAGENT_MCP_TOKEN or the server's "
+                     "token file")
+
+
+def mcp_bridge(args: argparse.Namespace) -> str:
+    from .loop.mcp_bridge import run_bridge
+
+    return run_bridge(args.connect)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     commands = {"doctor": lambda a: doctor(), "install-model": install_model,
-                "sessions": lambda a: sessions_table(a.folder), "export": export}
+                "sessions": lambda a: sessions_table(a.folder), "export": export, "mcp": mcp_bridge}
     try:
-        print(commands[args.command](args))
+        out = commands[args.command](args)
+        if out:  # the stdio bridge's stdout is the protocol's: nothing after it
+            print(out)
     except NbagentError as exc:
         print(f"nbagent: error: {exc}", file=sys.stderr)
         return 1

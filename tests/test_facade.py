@@ -169,3 +169,15 @@ def test_agent_usage_is_exported_with_the_contract_signature():
     assert "agent_usage" in nbagent.__all__
     params = inspect.signature(nbagent.agent_usage).parameters
     assert next(iter(params.values())).kind is inspect.Parameter.VAR_POSITIONAL  # agent_usage(*paths)
+
+
+def test_serve_keeps_the_contracts_signature_and_stays_the_function():
+    import nbagent
+    import nbagent.served_notebook  # importing its module must not shadow the function
+
+    params = inspect.signature(nbagent.serve).parameters
+    assert list(params)[:5] == ["notebook", "namespace", "approve_code", "port", "save_to"]
+    assert params["notebook"].default is None and params["namespace"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert (params["namespace"].default, params["approve_code"].default, params["port"].default) == (None, True, 0)
+    assert callable(nbagent.serve) and "serve" in nbagent.__all__
+    assert callable(nbagent.served_notebook.ServedNotebook.stop)  # url and token: tests/test_serve.py

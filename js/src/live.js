@@ -195,7 +195,8 @@ export function agentLabel(metadata) {
   const actions = metadata && metadata.nbagent && Array.isArray(metadata.nbagent.actions) ? metadata.nbagent.actions : [];
   const last = actions.filter((/** @type {any} */ a) => a && a.action !== "ran").pop();
   if (!last) return "";
-  return `written by the agent, turn ${Number.isInteger(last.turn) && last.turn >= 0 ? last.turn : "?"}`;
+  const who = typeof last.author === "string" && last.author ? last.author : "the agent"; // an outside MCP client's name
+  return `written by ${who}, turn ${Number.isInteger(last.turn) && last.turn >= 0 ? last.turn : "?"}`;
 }
 
 /** Put the label on each rendered cell of `notebookNode` whose model cell records one.

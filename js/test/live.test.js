@@ -65,6 +65,8 @@ test("add_action appends to the cell's record once", () => {
   assert.equal(agentLabel(nb.cells[0].getMetadata()), "written by the agent, turn 0");
   assert.equal(agentLabel({ nbagent: { actions: [{ action: "ran", turn: 3 }] } }), ""); // ran, not written
   assert.equal(agentLabel({}), "");
+  assert.equal(agentLabel({ nbagent: { actions: [{ action: "edited", turn: 2, author: "Claude Code 2.1.7" }] } }),
+    "written by Claude Code 2.1.7, turn 2"); // an outside agent (nbagent.serve) names itself
 });
 
 test("add_action replaces a record that is a string or a list (#48.5)", () => {

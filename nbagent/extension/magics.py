@@ -20,7 +20,7 @@ widget and streams there instead (in a kernel the turn then runs in the backgrou
 Stop / Approve / Deny work; ``_`` is not set). The line magics work on the same agent:
 ``%chat_model``, ``%chat_tools``, ``%chat_system``, ``%chat_usage``, ``%chat_history``,
 ``%chat_save``, ``%chat_load``, ``%chat_reset``, ``%chat_export``, ``%chat_policy`` (the course
-policy in force: nbagent.toml), ``%chat_code`` (the code the
+policy in force: nbagent.toml), ``%chat_serve`` / ``%chat_serve --stop`` (outside agents over MCP: nbagent.serve), ``%chat_code`` (the code the
 agent ran, in place of that cell, under a ``%%chat_run`` line: Run All skips it until the user
 edits it, so agent code never runs twice unasked); ``%%chat?`` and
 ``%chat_model?`` show their options.
@@ -404,6 +404,36 @@ class ChatMagics(Magics):
             status = CourseLimits(policy, course_user(policy, "")).status()
             rules = find_rules(policy)
         print(policy_summary(policy, status, rules))
+
+    @magic_arguments()
+    @argument("notebook", nargs="?", metavar="PATH", help="an .ipynb to serve in file mode (default: the live "
+              "notebook this kernel runs)")
+    @argument("--stop", action="store_true", help="stop the server this kernel runs")
+    @argument("--port", type=int, default=0, metavar="N", help="the loopback port (default: a free one)")
+    @argument("--name", default="nbagent", metavar="NAME", help="the server's name in the printed setup lines")
+    @line_magic
+    @one_line_errors
+    def chat_serve(self, line: str):
+        """Serve this notebook's tools to outside agents (Claude Code, Codex, VS Code, Cursor) over
+        MCP on loopback, print the lines that add it to each, and show the chat where their calls
+        wait for Approve / Deny. ``--stop`` stops it."""
+        from ..served_notebook import serve, serving
+
+        args = parse_argstring(self.chat_serve, line)
+        if args.stop:
+            running = serving()
+            if running is None:
+                print("%chat_serve: no server runs in this kernel")
+                return
+            running.stop()
+            print(f"stopped serving {running.url}")
+            return
+        notebook = Path(_unquote(args.notebook)).expanduser() if args.notebook else None
+        served = serve(notebook, namespace=self.user_ns, port=args.port)
+        print(served.setup(args.name))
+        from IPython.display import display
+
+        display(served.widget())
 
 
 SHA_CHARS = 12  # hex digits of the code's SHA-256 on a %%chat_run line
