@@ -553,7 +553,8 @@ def test_load_sessions_glob(tmp_path):
     (tmp_path / "notes.txt").write_text("not a session")
     df = load_sessions(str(tmp_path / "*.json"))
     assert list(df.columns[:3]) == ["session_id", "path", "turn"]
-    assert tuple(df.columns[3:-1]) == USAGE_COLUMNS and df.columns[-1] == "user"
+    assert tuple(df.columns[3:-2]) == USAGE_COLUMNS and list(df.columns[-2:]) == ["user", "source"]
+    assert set(df["source"]) == {"nbagent"}
     assert len(df) == 6 and isinstance(df.index, pd.RangeIndex)
     assert isinstance(df["session_id"].dtype, pd.CategoricalDtype)
     assert df["session_id"].tolist() == ["conv-a"] * 5 + ["conv-b"]
