@@ -51,10 +51,14 @@ def notebook_file(cells: list[tuple[str, list[dict]]], kernel: bool) -> str:
         for i, (source, actions) in enumerate(cells)]})
 
 
+HOSTILE = "<img src=x onerror=window.pwned=1>"
 # the agent inserted cell 1 in turn 1 (recorded 0) and edited it in turn 2; the user has changed cell 2 since
 PROVENANCE = [("x = 1", []),
-              ("y = x + 1", [action("inserted", "y = x", 0), action("edited", "y = x + 1", 1)]),
-              ("z = y * 3  # changed by hand", [action("inserted", "z = y * 2", 1, author="claude-code")])]
+              ("y = x + 1  # café ✓", [action("inserted", "y = x", 0), action("edited", "y = x + 1  # café ✓", 1)]),
+              ("z = y * 3  # changed by hand", [action("inserted", "z = y * 2", 1, author="claude-code")]),
+              # a hostile or broken record (notebook content is untrusted): bad entries skipped, text shown as text
+              ("w = 0", [{"action": "<img src=x onerror=window.pwned=1>"}, "junk",
+                         {"action": "ran", "author": HOSTILE, "turn": "7", "model": 5, "code_sha256": None}])]
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +106,10 @@ def test_extension_loads_without_console_errors(lab):
     assert plugins, "the extension's plugin is not registered"
     assert lab.evaluate("() => window.jupyterapp.isPluginActivated('jupyter-nbagent:plugin')")
     assert lab.evaluate("() => window.jupyterapp.commands.hasCommand('nbagent:ask-about-error')")
+    # its shortcut is no other command's
+    taken = lab.evaluate("""() => window.jupyterapp.commands.keyBindings
+        .filter(b => b.keys.join(' ') === 'Accel Shift E').map(b => b.command)""")
+    assert taken == ["nbagent:ask-about-error"], taken
     assert not lab.console_errors, lab.console_errors
     assert not lab.errors, lab.errors
 
@@ -124,9 +132,11 @@ def badges(page, panel: str):
 
 def check_badges(page, panel: str) -> None:
     found = badges(page, panel)
-    expect(found).to_have_count(2)
+    expect(found).to_have_count(3)
     expect(found.nth(0)).to_have_text("🤖 edited by nbagent · turn 2 · demo")  # turns counted from 1
     expect(found.nth(1)).to_have_text("🤖 written by claude-code · turn 2 · demo · changed since")
+    expect(found.nth(2)).to_have_text(f"🤖 run by {HOSTILE}")
+    assert page.evaluate("() => window.pwned") is None and page.locator(f"{panel} .nba-prov img").count() == 0
     assert page.locator(f"{panel} .jp-Cell").nth(0).locator(".nba-prov").count() == 0
     # a button a screen reader names, opening the list of actions
     first = found.nth(0)
@@ -141,11 +151,35 @@ def check_badges(page, panel: str) -> None:
     expect(listing.nth(1)).to_contain_text("edited by nbagent · turn 2")
 
 
+AXE = ROOT / "js" / "node_modules" / "axe-core" / "axe.min.js"  # axe-core, a js/ dev dependency (offline)
+
+
+def axe_violations(page, selector: str) -> list:
+    """axe-core's WCAG 2 A/AA rules on the first element matching ``selector``, in JupyterLab's light
+    and dark themes: [(theme, rule id, impact, failure summary)]."""
+    assert AXE.exists(), "axe-core is missing: run `npm ci` in js/ (scripts/test.sh does)"
+    if not page.evaluate("() => !!window.axe"):
+        page.add_script_tag(path=str(AXE))
+    found = []
+    for theme in ("JupyterLab Dark", "JupyterLab Light"):
+        page.evaluate("async (t) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: t}); }",
+                      theme)
+        # JupyterLab sets the body's theme attribute once the theme's stylesheet has loaded
+        page.wait_for_function("(light) => document.body.dataset.jpThemeLight === light",
+                               arg=str(theme.endswith("Light")).lower())
+        found += [(theme, *v) for v in page.evaluate("""async (s) => {
+            const r = await window.axe.run(document.querySelector(s),
+                { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+            return r.violations.map(v => [v.id, v.impact, v.nodes[0].failureSummary]); }""", selector)]
+    return found
+
+
 def test_badge_shows_without_a_kernel_and_after_reopen(lab):
     for _ in range(2):  # open, close, open again
         panel = open_without_kernel(lab, "prov.ipynb")
         check_badges(lab, panel)
         assert lab.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session") is None
+        assert not axe_violations(lab, f"{panel} .nba-prov")  # the badge and its open list of actions
         lab.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
             w.context.model.dirty = false; w.dispose(); }""")
     assert not lab.console_errors, lab.console_errors
@@ -161,6 +195,7 @@ def ask_nbagent_flow(page, panel: str) -> None:
         assert page.locator(f"{panel} .nba-chat").count() == 0  # no chat in the notebook beforehand
         ask = page.locator(f"{panel} .jp-Cell").nth(1).locator(".nba-ask")
         expect(ask).to_have_attribute("aria-label", "Ask nbagent to fix this error")
+        assert not axe_violations(page, f"{panel} .nba-ask")
         ask.click()
         chat = page.locator(f"{panel} .jp-Cell").nth(2).locator(".nba-chat")
         expect(chat).to_be_visible()
@@ -171,6 +206,9 @@ def ask_nbagent_flow(page, panel: str) -> None:
         edit.locator(".nba-approve").click()
         page.wait_for_function("""(fixed) => window.jupyterapp.shell.currentWidget.content.model.cells.get(1)
             .sharedModel.getSource() === fixed""", arg=FIXED)
+        # the edit's record in the cell's metadata is drawn at once: the agent's first turn is turn 1
+        expect(page.locator(f"{panel} .jp-Cell").nth(1).locator(".nba-prov-badge")).to_have_text(
+            "🤖 edited by nbagent · turn 1 · demo")
     finally:
         expect.set_options(timeout=5_000)
 

@@ -152,10 +152,17 @@ async function askAboutError(app: JupyterFrontEnd, panel: NotebookPanel, cell: C
       CHAT_WAIT_MS);
     if (!input) return;
   }
+  const draft = input.value; // what the user was typing there comes back once the prompt is sent
   input.value = prompt;
   input.dispatchEvent(new Event('input', { bubbles: true }));
   input.focus();
   input.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', code: 'Enter', bubbles: true, cancelable: true }));
+  if (!draft) return;
+  const box = input;
+  if (await waitFor(() => (box.value === '' ? box : null), CHAT_WAIT_MS)) {
+    box.value = draft;
+    box.dispatchEvent(new Event('input', { bubbles: true }));
+  }
 }
 
 // --- wiring -----------------------------------------------------------------------------
