@@ -13,7 +13,7 @@ import { actionLine, codeHash, lastHashed, recordedActions, summary } from './pr
 
 const ASK = 'nbagent:ask-about-error';
 const ASK_LABEL = 'Ask nbagent to fix this error';
-const ASK_KEYS = ['Accel Shift E'];
+const ASK_KEYS = ['Accel Shift Y']; // free in JupyterLab 4.6 and Notebook 7.6 (Accel Shift E opens the debugger)
 /** The chat cell added below an error when the notebook shows no chat (the user's own agent is kept). */
 const CHAT_CELL = [
   '# added by Ask nbagent: the chat below fixes the error above',
@@ -44,6 +44,7 @@ async function drawBadge(cell: Cell): Promise<void> {
   if (!box) {
     box = document.createElement('div');
     box.className = 'nba-prov';
+    box.dataset.lmSuppressShortcuts = 'true'; // Enter / Space on the badge are the badge's, not the notebook's
     const button = document.createElement('button');
     button.type = 'button';
     button.className = 'nba-prov-badge';
@@ -53,6 +54,9 @@ async function drawBadge(cell: Cell): Promise<void> {
     list.id = `nba-prov-${++uid}`;
     list.hidden = true;
     button.setAttribute('aria-controls', list.id);
+    button.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' || e.key === ' ') e.stopPropagation(); // the button's own click follows
+    });
     button.addEventListener('click', (e) => {
       e.stopPropagation();
       list.hidden = !list.hidden;
