@@ -188,9 +188,10 @@ def test_badge_shows_without_a_kernel_and_after_reopen(lab):
     assert not lab.console_errors, lab.console_errors
 
 
-def ask_nbagent_flow(page, panel: str) -> None:
-    """Run the notebook's cells, press Ask nbagent on the error: a chat cell comes below it and its turn
-    proposes the fix (the demo model); approved, the cell holds the fixed code."""
+def ask_nbagent_flow(page, panel: str, *, shortcut: bool = False) -> None:
+    """Run the notebook's cells, press Ask nbagent on the error (its button, or with ``shortcut`` its keys
+    on the selected cell): a chat cell comes below it and its turn proposes the fix (the demo model);
+    approved, the cell holds the fixed code."""
     expect.set_options(timeout=LONG)
     try:
         run_cell(page, 0)
@@ -199,7 +200,11 @@ def ask_nbagent_flow(page, panel: str) -> None:
         ask = page.locator(f"{panel} .jp-Cell").nth(1).locator(".nba-ask")
         expect(ask).to_have_attribute("aria-label", "Ask nbagent to fix this error")
         assert not axe_violations(page, f"{panel} .nba-ask")
-        ask.click()
+        if shortcut:
+            page.locator(f"{panel} .jp-Cell").nth(1).locator(".jp-InputPrompt").click()  # selects it, command mode
+            page.keyboard.press("Control+Shift+Y")
+        else:
+            ask.click()
         chat = page.locator(f"{panel} .jp-Cell").nth(2).locator(".nba-chat")
         expect(chat).to_be_visible()
         expect(chat.locator(".nba-prompt").first).to_contain_text("fix the error in this cell")
@@ -245,7 +250,7 @@ def nb7(tmp_path_factory, request, extension_path, lab):
 def test_notebook7_badge_and_ask_nbagent(nb7):
     page, srv = nb7
     assert page.evaluate("() => window.jupyterapp.isPluginActivated('jupyter-nbagent:plugin')")
-    ask_nbagent_flow(page, ".jp-NotebookPanel")
+    ask_nbagent_flow(page, ".jp-NotebookPanel", shortcut=True)
     page.goto(f"{srv['base']}/notebooks/prov.ipynb?token={srv['token']}")
     wait_restored(page)
     check_badges(page, ".jp-NotebookPanel")
