@@ -69,7 +69,7 @@ async function drawBadge(cell: Cell): Promise<void> {
   const list = box.querySelector('.nba-prov-actions') as HTMLUListElement;
   const line = summary(actions) + (changed ? ' · changed since' : '');
   box.classList.toggle('nba-prov-changed', changed);
-  button.textContent = `🤖 ${line}`;
+  button.textContent = line;
   button.setAttribute('aria-label', `Cell provenance: ${line}. ${actions.length} recorded ` +
     `action${actions.length === 1 ? '' : 's'}; press to ${list.hidden ? 'show' : 'hide'} them`);
   list.replaceChildren(...actions.map((a) => {
@@ -94,23 +94,26 @@ function drawErrorButtons(cell: Cell, app: JupyterFrontEnd, panel: NotebookPanel
   const outputs = cell.model.outputs;
   area.widgets.forEach((child, i) => {
     const isError = i < outputs.length && outputs.get(i).type === 'error';
-    const existing = child.node.querySelector(':scope > .nba-ask');
+    const existing = child.node.querySelector(':scope > .nba-ask-row');
     if (!isError) {
       existing?.remove();
       return;
     }
     if (existing) return;
+    const row = document.createElement('div'); // a line of its own under the error
+    row.className = 'nba-ask-row';
     const button = document.createElement('button');
     button.type = 'button';
-    button.className = 'nba-ask jp-mod-styled';
-    button.textContent = '✨ Ask nbagent';
+    button.className = 'nba-ask';
+    button.textContent = 'Ask nbagent';
     button.title = `${ASK_LABEL} (${ASK_KEYS[0].replace('Accel', navigator.platform.startsWith('Mac') ? 'Cmd' : 'Ctrl')})`;
     button.setAttribute('aria-label', ASK_LABEL);
     button.addEventListener('click', (e) => {
       e.stopPropagation();
       void askAboutError(app, panel, cell);
     });
-    child.node.appendChild(button);
+    row.appendChild(button);
+    child.node.appendChild(row);
   });
 }
 
