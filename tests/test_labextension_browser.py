@@ -206,6 +206,11 @@ def ask_nbagent_flow(page, panel: str, *, shortcut: bool = False, shots: Path | 
             page.locator(f"{panel} .jp-Cell").nth(1).locator(".jp-InputPrompt").click()  # selects it, command mode
             page.keyboard.press("Control+Shift+Y")
         else:
+            # the cell's context menu has it too
+            page.locator(f"{panel} .jp-Cell").nth(1).locator(".jp-InputArea-editor").click(button="right")
+            expect(page.locator(".lm-Menu .lm-Menu-itemLabel", has_text="Ask nbagent to fix this error")).to_be_visible()
+            page.keyboard.press("Escape")
+            expect(page.locator(".lm-Menu")).to_have_count(0)
             if shots:  # README's picture (NBAGENT_SHOTS=docs)
                 shot(page, f"{panel} .jp-Cell:nth-child(2)", "labextension-error-button.png", shots)
             ask.click()
