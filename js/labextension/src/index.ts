@@ -176,30 +176,39 @@ async function askAboutError(app: JupyterFrontEnd, panel: NotebookPanel, cell: C
 
 function watchPanel(panel: NotebookPanel, app: JupyterFrontEnd): void {
   const seen = new WeakSet<Cell>();
+  const due = new Set<Cell>(); // cells to draw again at the next frame (all of them: null)
+  let all = false;
   let scheduled = false;
-  const refresh = () => {
-    if (scheduled || panel.isDisposed) return;
+  const draw = (cell: Cell | null) => {
+    if (panel.isDisposed) return;
+    if (cell) due.add(cell);
+    else all = true;
+    if (scheduled) return;
     scheduled = true;
     requestAnimationFrame(() => {
       scheduled = false;
+      const cells = all ? [...panel.content.widgets] : [...due];
+      all = false;
+      due.clear();
       if (panel.isDisposed) return;
-      for (const cell of panel.content.widgets) {
-        if (!seen.has(cell)) {
-          seen.add(cell);
-          cell.model.metadataChanged.connect(refresh);
-          cell.model.contentChanged.connect(refresh);
-          if (cell instanceof CodeCell) cell.outputArea.model.changed.connect(refresh);
+      for (const c of cells) {
+        if (c.isDisposed) continue;
+        if (!seen.has(c)) { // a cell's own changes draw only that cell
+          seen.add(c);
+          const again = () => draw(c);
+          c.model.metadataChanged.connect(again);
+          c.model.contentChanged.connect(again);
+          if (c instanceof CodeCell) c.outputArea.model.changed.connect(again);
         }
-        void drawBadge(cell);
-        drawErrorButtons(cell, app, panel);
+        void drawBadge(c);
+        drawErrorButtons(c, app, panel);
       }
     });
   };
   void panel.context.ready.then(() => {
-    panel.content.model?.cells.changed.connect(refresh);
-    refresh();
+    panel.content.model?.cells.changed.connect(() => draw(null));
+    draw(null);
   });
-  panel.content.modelContentChanged.connect(refresh);
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
