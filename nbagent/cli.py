@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
 }
 # where the chat widget can show (anywidget hosts it in each)
 FRONT_ENDS = [("jupyterlab", "jupyterlab"), ("notebook", "notebook"), ("marimo", "marimo"), ("ipykernel", "ipykernel")]
+LABEXTENSION = "jupyter-nbagent"  # the front-end extension's name (js/labextension/package.json)
 
 
 def key_variables() -> list[str]:
@@ -122,15 +124,48 @@ def usable_front_ends() -> list[str]:
     return [p.distribution for p in found if p.version and not front_end_needs(p)]
 
 
+def labextension_status() -> tuple[str, str]:
+    """Whether JupyterLab and Notebook 7 load nbagent's front-end extension (the wheel puts it in
+    share/jupyter/labextensions): ("active", its folder), ("disabled", where) or ("not installed", a hint)."""
+    try:
+        from jupyter_core.paths import jupyter_config_path, jupyter_path
+    except ImportError:
+        return "not installed", "no Jupyter here"
+    found = next((Path(d) / LABEXTENSION for d in jupyter_path("labextensions")
+                  if (Path(d) / LABEXTENSION / "package.json").is_file()), None)
+    if found is None:
+        return "not installed", f"pip install {DISTRIBUTION} in this environment adds it"
+    for folder in jupyter_config_path():  # the first page_config.json that names it decides, as in JupyterLab
+        page_config = Path(folder) / "labconfig" / "page_config.json"
+        try:
+            disabled = json.loads(page_config.read_text(encoding="utf-8")).get("disabledExtensions") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(disabled, list):
+            disabled = dict.fromkeys(disabled, True)
+        if isinstance(disabled, dict) and LABEXTENSION in disabled:
+            if disabled[LABEXTENSION]:
+                return "disabled", f"{page_config}; jupyter labextension enable {LABEXTENSION}"
+            break
+    return "active", str(found)
+
+
 def _doctor_front_ends() -> list[str]:
     lines = ["widget front ends:"]
+    hosts = []  # the front ends that load JupyterLab extensions: JupyterLab 4, Notebook 7
     for module, dist in FRONT_ENDS:
         found = package(module, dist)
         status = found.version or "not installed"
         if found.version and dist != "ipykernel":  # the kernel is no front end of its own
             needs = front_end_needs(found)
             status = f"{status:<9} chat widget: " + ("usable" if not needs else "needs " + "; ".join(needs))
+            major, minimum = found.version.split(".")[0], {"jupyterlab": 4, "notebook": 7}.get(dist)
+            if minimum and major.isdigit() and int(major) >= minimum:
+                hosts.append(dist)
         lines.append(_line(dist, status))
+    if hosts:
+        state, detail = labextension_status()
+        lines.append(_line("nbagent extension", f"{state} in {', '.join(hosts)} ({detail})"))
     return lines
 
 

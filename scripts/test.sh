@@ -53,6 +53,7 @@ if [ ! -x "$ccusage_dir/node_modules/.bin/ccusage" ] && [ "$(uname -sm)" = "Linu
 fi
 if [ -f js/package.json ]; then
   bash scripts/check_bundle.sh || status=1
+  bash scripts/check_labextension.sh || status=1  # the JupyterLab / Notebook 7 extension (js/labextension)
   (cd js && node --test test/) || status=1
 fi
 if [ $# -eq 0 ]; then

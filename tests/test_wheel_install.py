@@ -191,6 +191,12 @@ def test_the_built_wheel_installs_and_chats_offline_with_pip_check_clean(fresh):
         line = next(ln for ln in doctor.splitlines() if ln.split()[:1] == [front_end])
         assert line.endswith("chat widget: usable") and line.split()[1][0].isdigit(), line
     assert "offline chat in the widget: ready in jupyterlab, notebook, marimo" in doctor
+    # the prebuilt front-end extension came with the wheel (no Node.js): listed enabled, active in both
+    assert f"nbagent extension  active in jupyterlab, notebook ({fresh.path}" in doctor, doctor
+    jupyter_env = {**fresh.env, **{var: str(fresh.outside / var.lower()) for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR")}}
+    listed = _run([venv_bin(fresh.path) / "jupyter", "labextension", "list"], cwd=fresh.outside, env=jupyter_env)
+    line = next((ln for ln in (listed.stdout + listed.stderr).splitlines() if "jupyter-nbagent" in ln), "")
+    assert "enabled" in line and "OK" in line and "(python, jupyter-nbagent)" in line, listed.stdout + listed.stderr
     chat = _run([fresh.python, "-c", CHAT], cwd=fresh.outside, env=fresh.env).stdout
     local = chat.split("local: ")[1].splitlines()[0].split()
     assert "demo: " in chat and local[0].startswith("local") and local[-1] == "True", chat
@@ -228,6 +234,7 @@ def test_jupyterlab_from_the_venv_chats_offline_in_the_widget(fresh, tmp_path_fa
         output = page.locator(panel).locator(".jp-OutputArea-output").first.inner_text()
         assert output.startswith(f"from {fresh.path}"), output  # the kernel imports the installed copy
         _chat_offline(page, panel)
+        assert page.evaluate("() => window.jupyterapp.isPluginActivated('jupyter-nbagent:plugin')")
         assert page.errors == []
 
 
@@ -244,6 +251,7 @@ def test_notebook7_from_the_venv_chats_offline_in_the_widget(fresh, tmp_path_fac
         output = page.locator(panel).locator(".jp-OutputArea-output").first.inner_text()
         assert output.startswith(f"from {fresh.path}"), output  # the kernel imports the installed copy
         _chat_offline(page, panel)
+        assert page.evaluate("() => window.jupyterapp.isPluginActivated('jupyter-nbagent:plugin')")
         assert not [e for e in errors if any(w in e for w in ("blob:", "anywidget", "nbagent", "jupyter-widgets"))]
 
 

@@ -36,6 +36,7 @@ from .base import (
 _ARITH = re.compile(r"(-?\d+(?:\.\d+)?(?:\s*(?:[-+*/x×÷^]|\*\*)\s*\(?-?\d+(?:\.\d+)?\)?)+)")
 _CALC_WORDS = ("calc", "math", "arith", "add", "sum", "multiply", "evaluate", "compute")
 _WORD = re.compile(r"\S+\s*")
+_ATTACHMENTS = re.compile(r"^\[Attached notebook (?:variables|cells): ", re.M)
 
 
 class DemoProvider(Provider):
@@ -58,7 +59,8 @@ class DemoProvider(Provider):
         results = last.tool_results
         prompt = _last_prompt(request.messages)
         parts: list = []
-        call: ToolCall | None = None if results else _pick_call(prompt, request.tools, len(request.messages))
+        asked = _ATTACHMENTS.split(prompt, maxsplit=1)[0]  # the user's own words: no numbers from an attached cell
+        call: ToolCall | None = None if results else _pick_call(asked, request.tools, len(request.messages))
         move = None
         if call is None:
             n = len(request.messages)
