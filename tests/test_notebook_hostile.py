@@ -55,7 +55,7 @@ def test_run_cell_on_a_cell_with_a_malformed_record_runs_the_code_once_and_says_
     agent.conversation.ask("run c1")
     (run,) = tool_steps(agent.conversation, "run_cell")
     assert namespace["runs"] == [1]
-    assert run.status == StepStatus.DONE and run.content.startswith("[value]\n1"), run.content
+    assert run.status == StepStatus.DONE and run.content.startswith("[value]\n```\n1\n```"), run.content
     assert "could not be recorded" not in run.content
     cell = cell_of(path, "c1")
     assert [a.action for a in recorded_actions(cell.metadata)] == [CellActionKind.RAN]  # the bad record replaced
