@@ -194,7 +194,7 @@ export function agentLabel(metadata) {
   const actions = metadata && metadata.nbagent && Array.isArray(metadata.nbagent.actions) ? metadata.nbagent.actions : [];
   const last = actions.filter((/** @type {any} */ a) => a && a.action !== "ran").pop();
   if (!last) return "";
-  return `written by the agent, turn ${Number.isInteger(last.turn) && last.turn >= 0 ? last.turn : "?"}`;
+  return `written by the agent, turn ${Number.isInteger(last.turn) && last.turn >= 0 ? last.turn + 1 : "?"}`; // people count from 1
 }
 
 /** Put the label on each rendered cell of `notebookNode` whose model cell records one.
