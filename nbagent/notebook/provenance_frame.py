@@ -37,7 +37,7 @@ def _chat_run_action(source: str) -> CellAction | None:
     if match is None:
         return None
     args = dict(part.split("=", 1) for part in match["args"].split() if "=" in part)
-    turn = int(args["turn"]) if args.get("turn", "").lstrip("-").isdigit() else -1
+    turn = int(args["turn"]) - 1 if args.get("turn", "").isdigit() else -1  # the line counts turns from 1
     return CellAction(CellActionKind.INSERTED, turn=turn, call_id=args.get("call", "").split(",")[-1],
                       approved_by="%chat_code", at=float("nan"))
 
