@@ -225,3 +225,34 @@ def test_a_cell_whose_chat_shows_the_notice_does_not_print_it_too(tmp_path, monk
     assert said.category is RuntimeWarning and "/nbagent/" not in said.filename.replace("\\", "/")  # the cell's line
     assert not [w for w in shown if "cannot call tools" in str(w.message)]  # the chat says it
     assert ip.user_ns["chat"].notice.startswith("nbagent: the local model")
+
+
+async def test_a_turn_that_waits_for_the_server_to_start_says_so_on_its_model_step(tmp_path):
+    """#48 rough edges: the first local turn after a model switch waited 18 s for the server with
+    nothing on screen. While the server starts, the call's notice says so (the model step shows it),
+    then the usual wait for the first byte, cleared when the answer starts."""
+    import asyncio
+
+    from nbagent.core.messages import Message, TextPart
+    from nbagent.core.steps import Step
+    from nbagent.loop.model_step import fold_batch
+    from nbagent.providers.base import ModelRequest, Waiting
+
+    provider = LocalProvider(str(write_gguf(tmp_path / "tiny.gguf", SMOLLM2)))
+    up = asyncio.Event()
+
+    async def slow_start() -> None:  # the real start loads the GGUF (18 s on the run's laptop)
+        await up.wait()
+
+    provider.start = slow_start
+    batches = provider.stream_batches(ModelRequest("tiny", [Message("user", [TextPart("hi")])]))
+    first = await asyncio.wait_for(batches.__anext__(), 30)  # before the server is up
+    (starting,) = first
+    assert isinstance(starting, Waiting) and starting.notice.startswith("starting the local model tiny")
+    step = Step()
+    fold_batch(step, first, [], None)
+    assert step.notice.startswith("starting the local model tiny")  # the muted line on the model step
+    up.set()
+    after = await asyncio.wait_for(batches.__anext__(), 30)
+    assert [type(e) for e in after] == [Waiting] and after[0].notice.startswith(Waiting.PREFIX)  # cleared by the answer
+    await batches.aclose()
