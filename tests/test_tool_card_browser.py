@@ -64,13 +64,17 @@ def test_hidden_characters_are_shown_and_a_stopped_run_says_it_was_running(lab, 
     slow.wait_for()
     assert not slow.locator(".nba-tool-warning").is_visible()  # plain code: no warning
     slow.locator(".nba-approve").click()
-    page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='running']").wait_for()
+    running = page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='running']")
+    running.wait_for()
+    page.wait_for_function("(s) => /^[1-9][0-9.]* s$/.test(document.querySelector(s).textContent)",  # the clock ticks
+                           arg=f"{chat} .nba-tool[data-call-id='c2'] .nba-tool-dur")
     page.click(f"{chat} .nba-stop")
     stopped = page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='canceled']")
     stopped.wait_for()
     text = stopped.locator(".nba-tool-result").inner_text()
     assert "The user stopped this tool call while it ran (after" in text, text
     assert "before this tool call ran" not in text
+    assert stopped.locator(".nba-badge").inner_text().startswith("stopped after ")  # not "canceled": it ran
     page.wait_for_function("(s) => !document.querySelector(s).classList.contains('nba-is-running')", arg=chat)
     errors = [e for e in page.errors if "nba" in e or "nbagent" in e or "widget" in e.lower()]
     assert not errors, errors
