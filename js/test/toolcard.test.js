@@ -31,7 +31,8 @@ test("a refused stale edit says so once in the card, without the exception's cla
     content: `ToolError: [tool] ${STALE}` }, 0);
   const shown = visibleText(card.el);
   assert.equal(count(shown, "changed since read_notebook returned it"), 1, shown);
-  assert.doesNotMatch(shown, /ToolError|\[tool\]/);
+  assert.doesNotMatch(shown, /ToolError|\[tool\]|call read_notebook/); // the model's instruction is not the person's
+  assert.match(shown, /nothing was changed \(the agent is told to read the notebook again\)/);
   assert.match(shown, /Not applied/);
 });
 

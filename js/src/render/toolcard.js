@@ -152,7 +152,8 @@ export function runningSeconds(env, now) {
 /** What a tool error says to a person: without the exception's class and nbagent's kind tag
  * ("ToolError: [tool] cell … changed" reads "cell … changed"). @param {string} text */
 export function errorForPeople(text) {
-  return String(text || "").replace(/^[A-Za-z_][\w.]*(Error|Exception|Timeout): /, "").replace(/^\[[a-z_]+(?: \d+)?(?: [\w.-]+)?\] /, "");
+  return String(text || "").replace(/^[A-Za-z_][\w.]*(Error|Exception|Timeout): /, "").replace(/^\[[a-z_]+(?: \d+)?(?: [\w.-]+)?\] /, "")
+    .replace(/: call read_notebook\b[^\n]*$/, " (the agent is told to read the notebook again)"); // the model's instruction, said for people
 }
 
 /** The scrollable boxes of a card and how each is named to a screen reader. */
