@@ -50,6 +50,8 @@ _EXPORTS = {
     "ConfigError": "nbagent.core.errors",
     "BudgetExceeded": "nbagent.core.errors",
     "load_sessions": "nbagent.analysis.sessions",
+    "agent_usage": "nbagent.analysis.agent_usage",
+    "open_agent_log": "nbagent.agent_sessions",
     "list_sessions": "nbagent.analysis.session_list",
     "session_browser": "nbagent.session_folder",
     "class_summary": "nbagent.analysis.class_summary",
@@ -78,6 +80,8 @@ if TYPE_CHECKING:  # the lazy names, as type checkers (and IDEs) see them
     from .analysis.parquet import to_parquet as to_parquet
     from .analysis.session_list import list_sessions as list_sessions
     from .analysis.sessions import load_sessions as load_sessions
+    from .analysis.agent_usage import agent_usage as agent_usage
+    from .agent_sessions import open_agent_log as open_agent_log
     from .comparison import compare as compare
     from .conversation import Conversation as Conversation
     from .core.chat_session import ChatSession as ChatSession

@@ -123,7 +123,8 @@ class Agent:
     ``nbagent.mcp_tools(...)``), started and listed at the first turn; ``aclose()`` stops them.
     ``save_to=folder`` saves the conversation (with these settings, never a key) after every
     turn, one file per conversation; ``Agent.load(path)`` resumes it. ``user`` names who chats
-    (recorded in the file; ``list_sessions`` and ``load_sessions`` show it).
+    (recorded in the file; ``list_sessions`` and ``load_sessions`` show it; under a course policy it
+    is the person, not an argument: ``$JUPYTERHUB_USER``, the policy's ``user`` or the login name).
     Under a course policy (an ``nbagent.toml`` in the working folder or above, or
     ``$NBAGENT_CONFIG``) the arguments are checked against it and never loosen it (see
     ``nbagent/course.py``); ``rules="tutor"`` or a markdown file adds rules to the system prompt,
@@ -172,6 +173,7 @@ class Agent:
             cache_strategy=cache_strategy, include_reasoning=include_reasoning,
             response_format=schema_of(response_format), compaction_budget=compaction_budget,
             tool_timeout=tool_timeout)
+        self._settings = self._settings.checked_arguments()  # Agent(temperature="0.2"): a ConfigError naming it
         self._given_provider = model if isinstance(model, Provider) else None
         self.provider = model if isinstance(model, Provider) else provider_for(self._settings)
         self._wiring = ToolWiring(tools=self._tools(course, tools, notebook), policy=policy, hooks=hooks,

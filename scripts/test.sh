@@ -43,6 +43,14 @@ status=0
 # the linter (pyflakes, bugbear, pyupgrade, complexity <= 15) and the type checker, on nbagent/
 .venv/bin/ruff check nbagent || status=1
 .venv/bin/mypy || status=1
+# ccusage (npm), for the differential test of agent_usage() against its --json reports
+# (tests/test_agent_usage.py); its npm package pins a linux-x64 binary that was never published,
+# so the binary's own package is named with the version that exists
+ccusage_dir="${NBAGENT_CCUSAGE_DIR:-$HOME/.cache/nbagent/ccusage}"
+if [ ! -x "$ccusage_dir/node_modules/.bin/ccusage" ] && [ "$(uname -sm)" = "Linux x86_64" ]; then
+  npm install --no-audit --no-fund --loglevel=error --prefix "$ccusage_dir" \
+    ccusage@20.0.26 @ccusage/ccusage-linux-x64@20.0.24 >/dev/null || echo "ccusage not installed: its test skips"
+fi
 if [ -f js/package.json ]; then
   bash scripts/check_bundle.sh || status=1
   (cd js && node --test test/) || status=1

@@ -5,6 +5,7 @@ working folder or ``$NBAGENT_CONFIG``; time comes from a fake clock, never from 
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from nbagent import Agent, NbagentError, notebook_tools, tool
 from nbagent.core.course_policy import BudgetPeriod, find_policy, load_policy
 from nbagent.core.errors import BudgetExceeded, ConfigError
 from nbagent.core.session_file import read_session_head
+from nbagent.providers.base import Provider
 from nbagent.providers.demo import DemoProvider
 
 MONDAY_10 = datetime(2026, 12, 7, 10, 0)  # a Monday, in lesson hours
@@ -38,6 +40,7 @@ def course(tmp_path, monkeypatch):
     function writing the policy's ``[policy]`` lines."""
     monkeypatch.delenv("NBAGENT_CONFIG", raising=False)
     monkeypatch.delenv("NBAGENT_MODEL", raising=False)
+    monkeypatch.setenv("JUPYTERHUB_USER", "")  # "" says no one; restored after the test (``as_student`` sets it)
     root = tmp_path / "course"
     student = root / "week1"
     student.mkdir(parents=True)
@@ -51,6 +54,12 @@ def course(tmp_path, monkeypatch):
     return write
 
 
+def as_student(name: str) -> None:
+    """Chat as ``name`` from now on: under a policy the person is ``$JUPYTERHUB_USER``, not an argument
+    (the ``course`` fixture restores the variable)."""
+    os.environ["JUPYTERHUB_USER"] = name
+
+
 def at(agent: Agent, when: datetime) -> None:
     agent.course.limits.clock = lambda: when
 
@@ -58,7 +67,8 @@ def at(agent: Agent, when: datetime) -> None:
 def priced_session(user: str, started: datetime, prompt_tokens: int = 1_000_000) -> Path:
     """A saved session of ``user`` under the course: one turn answered by openai:gpt-4.1-mini
     (priced by the shared price data: $0.40 a million input tokens), started at ``started``."""
-    agent = Agent(model="demo", delay=0, user=user)
+    as_student(user)
+    agent = Agent(model="demo", delay=0)
     at(agent, started)
     agent.ask("an earlier lesson")
     record = agent.conversation.turns[0]
@@ -132,6 +142,43 @@ def test_a_model_outside_the_list_is_refused_naming_the_policy_file(course):
     assert Agent().model == "demo:demo"  # no model given: the first one the policy names
 
 
+def test_a_provider_object_calling_itself_demo_is_not_the_demo_model(course):
+    course('models = ["demo"]\n')
+
+    class Anything(RecordingDemo):  # a subclass may send anything anywhere
+        pass
+
+    class Lookalike(Provider):
+        name, model = "demo", "demo"
+
+        async def stream(self, request):
+            yield None
+
+    for impostor in (Anything(), Lookalike()):
+        with pytest.raises(ConfigError, match="not allowed by the course policy"):
+            Agent(model=impostor)
+    assert Agent(model=DemoProvider(delay=0)).ask("hi").text  # the demo model itself
+
+
+# --- a final policy --------------------------------------------------------------------------
+
+
+def test_a_final_teacher_policy_wins_over_a_students_own_file_below_it_and_nbagent_config(course, monkeypatch):
+    course('models = ["demo"]\nbudget_usd = 1.0\n')
+    mine = Path("nbagent.toml")  # the student's own, in the notebook's folder
+    mine.write_text("[policy]\nbudget_usd = 100.0\n", encoding="utf-8")
+    assert Agent(model="openai:gpt-4.1-mini", api_key="sk-test-key-0000000000").conversation.budget.usd == 100
+    teacher = course('models = ["demo"]\nbudget_usd = 1.0\nfinal = true\n')
+    agent = Agent(model="demo")
+    assert agent.course.policy.path == teacher and agent.conversation.budget.usd == 1.0
+    with pytest.raises(ConfigError, match="not allowed by the course policy"):
+        Agent(model="openai:gpt-4.1-mini", api_key="sk-test-key-0000000000")
+    monkeypatch.setenv("NBAGENT_CONFIG", str(mine.resolve()))
+    assert find_policy().path == teacher
+    mine.write_text("[policy]\nbudget_usd = \n", encoding="utf-8")  # the student's own, broken: never read
+    assert find_policy().path == teacher
+
+
 # --- run_code ------------------------------------------------------------------------------
 
 
@@ -176,7 +223,8 @@ def test_over_the_period_budget_the_turn_is_refused_before_any_request_until_the
     priced_session("bob", MONDAY_10, prompt_tokens=5_000_000)  # another student
     priced_session("ann", MONDAY_10, prompt_tokens=1_500_000)  # this week: $0.60
     provider = RecordingDemo()
-    agent = Agent(model=provider, user="ann", pricing={"gpt-4.1-mini": {"input": 0, "output": 0}})
+    as_student("ann")
+    agent = Agent(model=provider, pricing={"gpt-4.1-mini": {"input": 0, "output": 0}})
     at(agent, MONDAY_10)
     agent.ask("within the budget")  # $0.60 of $1.00 spent
     priced_session("ann", datetime(2026, 12, 9, 11, 0), prompt_tokens=1_000_000)  # Wednesday: $0.40 more
@@ -190,7 +238,8 @@ def test_over_the_period_budget_the_turn_is_refused_before_any_request_until_the
     assert "$1.00 of $1.00 this week" in message and str(path) in message and "00:00 on Mon 14 Dec" in message
     at(agent, datetime(2026, 12, 14, 9, 0))  # the next week
     assert agent.ask("a new week").text
-    bob = Agent(model="demo", user="bob")
+    as_student("bob")
+    bob = Agent(model="demo")
     at(bob, MONDAY_10)
     with pytest.raises(BudgetExceeded, match=r"\$2\.00 of \$1\.00"):
         bob.ask("bob spent his")
@@ -198,7 +247,8 @@ def test_over_the_period_budget_the_turn_is_refused_before_any_request_until_the
 
 def test_the_live_conversation_counts_once_though_it_is_saved_too(course):
     course('budget_usd = 1.0\nsave_to = "sessions"\n')
-    agent = Agent(model="demo", delay=0, user="ann")
+    as_student("ann")
+    agent = Agent(model="demo", delay=0)
     at(agent, MONDAY_10)
     agent.ask("first")
     record = agent.conversation.turns[0]
@@ -231,7 +281,8 @@ def test_out_of_lesson_hours_the_turn_is_refused_and_says_when_it_opens(course):
 
 def test_an_edit_of_the_hours_or_budget_applies_to_a_running_agent_and_a_broken_edit_keeps_the_last(course):
     path = course('hours = ["09:00-12:00"]\nsave_to = "sessions"\n')
-    agent = Agent(model="demo", delay=0, user="ann")
+    as_student("ann")
+    agent = Agent(model="demo", delay=0)
     at(agent, datetime(2026, 12, 7, 12, 30))
     with pytest.raises(BudgetExceeded, match="closed"):
         agent.ask("after class")
@@ -285,7 +336,8 @@ def test_sessions_go_to_the_policy_folder_and_record_the_policy_path_and_hash(co
     assert head.user == "student"
     assert head.settings.policy_file == str(path)
     assert head.settings.policy_hash == load_policy(path).content_hash
-    assert Agent(model="demo", user="ann").user == "ann"  # the policy's user is only the default
+    with pytest.warns(RuntimeWarning, match="you chat as 'student', not 'ann'"):
+        assert Agent(model="demo", user="ann").user == "student"  # under a policy, not an argument
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -372,7 +424,8 @@ def test_a_damaged_file_in_the_sessions_folder_spends_nothing(course):
     folder = course.root / "sessions"
     (folder / "broken.json").write_text('{"version": 3, "turns": [', encoding="utf-8")
     (folder / "notes.json").write_text('["not a session"]', encoding="utf-8")
-    agent = Agent(model="demo", delay=0, user="ann")
+    as_student("ann")
+    agent = Agent(model="demo", delay=0)
     at(agent, MONDAY_10)
     assert agent.course.limits.status().spent_usd == pytest.approx(0.4, abs=0.001)
     assert agent.ask("still fine").text
@@ -414,7 +467,8 @@ def test_chat_policy_with_an_agent_counts_its_live_spend_and_without_a_policy_sa
     course('budget_usd = 1.0\nsave_to = "sessions"\n')
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "nbagent")
-    agent = ip.user_ns["bot"] = Agent(model="demo", delay=0, user="ann")
+    as_student("ann")
+    agent = ip.user_ns["bot"] = Agent(model="demo", delay=0)
     agent.ask("first")
     record = agent.conversation.turns[0]
     record.model, record.provider = "gpt-4.1-mini", "openai"

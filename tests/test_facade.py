@@ -161,3 +161,11 @@ def test_agent_connects_from_its_settings_alone():
     built = connect(agent.provider, AgentSettings(model=agent.model, max_tokens=9, system="S"),
                     ToolWiring(tools=[add], policy="deny_all"))
     assert (built.max_tokens, built.chat_session.system, list(built.tools)) == (9, "S", ["add"])
+
+
+def test_agent_usage_is_exported_with_the_contract_signature():
+    import nbagent
+
+    assert "agent_usage" in nbagent.__all__
+    params = inspect.signature(nbagent.agent_usage).parameters
+    assert next(iter(params.values())).kind is inspect.Parameter.VAR_POSITIONAL  # agent_usage(*paths)

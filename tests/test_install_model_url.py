@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fault_server import FaultServer, drop_after, reply
+from support.fault_server import FaultServer, drop_after, reply, sse
 from nbagent.core.errors import NbagentError
 from nbagent.providers.local import find_default_model, local_runtime_available
 from nbagent.providers.model_files import install_model_file, model_url
@@ -146,3 +146,87 @@ def test_the_real_smollm2_file_served_on_loopback_installs_and_answers(models, f
             await provider.aclose()
 
     assert asyncio.run(ask()).strip()
+
+
+# --- #48.9: a given hash is always checked; full disks, killed downloads, credentials in URLs -----
+
+
+def test_a_given_sha256_is_checked_against_a_same_named_file_already_there(models, fault_server):
+    models.mkdir()
+    (models / "tiny.gguf").write_bytes(b"another model of the same name")
+    with pytest.raises(NbagentError) as err:  # refused with advice, nothing fetched, the file kept
+        install_model_file(f"{fault_server.url}/tiny.gguf", sha256=SHA)
+    assert err.value.kind == "io" and "does not match --sha256" in str(err.value) and "--force" in str(err.value)
+    assert fault_server.requests == [] and (models / "tiny.gguf").read_bytes() == b"another model of the same name"
+    done = cli(f"{fault_server.url}/tiny.gguf", "--sha256", SHA, env={"NBAGENT_MODEL_DIR": str(models)})
+    assert done.returncode == 1 and "--force" in done.stderr
+    (models / "tiny.gguf").write_bytes(BODY)  # the right file: kept, nothing fetched
+    again = install_model_file(f"{fault_server.url}/tiny.gguf", sha256=SHA)
+    assert not again.downloaded and fault_server.requests == []
+
+
+def test_a_full_disk_is_a_storage_error_and_leaves_nothing(tmp_path, monkeypatch, fault_server):
+    from support.small_disk import small_disk
+
+    with small_disk(tmp_path / "disk", size_kb=64) as disk:
+        monkeypatch.setenv("NBAGENT_MODEL_DIR", str(disk / "models"))
+        big = b"GGUF" + os.urandom(200_000)  # more than the disk holds
+        fault_server.push(reply(200, big))
+        with pytest.raises(NbagentError) as err:
+            install_model_file(f"{fault_server.url}/big.gguf", sha256=hashlib.sha256(big).hexdigest())
+        assert err.value.kind == "io" and "space" in str(err.value), err.value
+        assert "200,004" in str(err.value)  # the size it needed, said before anything was written
+        assert [p for p in disk.rglob("*") if p.is_file()] == []
+        fault_server.push(sse(big, chunk_size=16_384))  # no Content-Length: the disk fills mid-download
+        with pytest.raises(NbagentError) as err:
+            install_model_file(f"{fault_server.url}/big.gguf", sha256=hashlib.sha256(big).hexdigest())
+        assert err.value.kind == "io" and "no space left" in str(err.value), err.value
+        assert [p for p in disk.rglob("*") if p.is_file()] == []
+
+
+def test_a_download_bigger_than_its_content_length_or_the_cap_is_refused(models, fault_server):
+    fault_server.push(reply(200, BODY))
+    with pytest.raises(NbagentError) as err:
+        install_model_file(f"{fault_server.url}/tiny.gguf", sha256=SHA, max_bytes=1000)
+    assert err.value.kind == "io" and "1,000" in str(err.value)
+    assert not models.exists() or list(models.iterdir()) == []
+
+
+def test_a_killed_download_leaves_no_part_file_in_the_model_folder(models, fault_server):
+    from support.fault_server import stall_after
+
+    fault_server.push(stall_after(BODY[:2000], seconds=60))
+    script = ("import sys; from nbagent.providers.model_files import install_model_file; "
+              f"install_model_file({fault_server.url + '/tiny.gguf'!r}, sha256={SHA!r})")
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT),
+                                                                 "NBAGENT_MODEL_DIR": str(models)})
+    try:
+        from support.waiting import wait_for
+
+        wait_for(lambda: fault_server.requests, "the download to start")
+        wait_for(lambda: any(models.parent.rglob("*.part")), "the partial file to be written")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert not models.exists() or list(models.iterdir()) == []  # the model folder holds no .part
+    fault_server.push(reply(200, BODY))  # the next install cleans what the killed one left
+    install_model_file(f"{fault_server.url}/tiny.gguf", sha256=SHA)
+    assert sorted(p.name for p in models.iterdir()) == ["tiny.gguf"]
+    assert list(models.parent.rglob("*.part")) == []
+
+
+@pytest.mark.parametrize("secret_url", [
+    "{base}/tiny.gguf?token=hf_SecretToken0123456789abcdef",
+    "{user}/tiny.gguf",
+])
+def test_credentials_in_the_url_never_appear_in_messages(models, fault_server, secret_url):
+    base = fault_server.url
+    url = secret_url.format(base=base, user=base.replace("http://", "http://alice:pa55w0rd-secret@"))
+    fault_server.push(reply(404, "no"), reply(404, "no"), reply(200, BODY[:-1] + b"x"))
+    for args in ([], ["--sha256", SHA]):  # no hash published; a 404
+        done = cli(url, *args, env={"NBAGENT_MODEL_DIR": str(models)})
+        assert done.returncode == 1 and "127.0.0.1" in done.stderr
+        assert "hf_SecretToken" not in done.stderr + done.stdout and "pa55w0rd" not in done.stderr + done.stdout
+    with pytest.raises(NbagentError) as err:  # a hash mismatch names the URL too
+        install_model_file(url, sha256=SHA)
+    assert "127.0.0.1" in str(err.value) and "hf_SecretToken" not in str(err.value) and "pa55w0rd" not in str(err.value)

@@ -31,6 +31,7 @@ def expected_frame(paths: list[Path]):
         df.insert(0, "path", str(p))
         df.insert(0, "session_id", conv.conversation_id)
         df["user"] = ""  # Conversation.save records no user (Agent(user=..., save_to=...) does)
+        df["source"] = "nbagent"  # nbagent's own session (not another agent's log)
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
 

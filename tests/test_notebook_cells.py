@@ -386,3 +386,16 @@ def test_the_widget_gets_the_diff_with_the_waiting_step_before_approve(nb_path):
         "action": "edit", "cell_id": "broken", "position": 3, "old_source": "total + revnue",
         "new_source": "total + 2", "diff": [["-", "total + revnue"], ["+", "total + 2"]], "added": 1, "removed": 1,
         "notebook": f"file: {nb_path}", "problem": "", "cut": False}
+
+
+def test_the_card_of_an_insert_says_when_the_new_cell_is_markdown(nb_path):
+    agent, _ = agent_on(nb_path, read_call(),
+                        tool_call(("i1", "insert_cell", {"source": "## Notes", "cell_type": "markdown"})),
+                        tool_call(("i2", "insert_cell", {"source": "x = 1"})), text_call("ok"))
+    conv = agent.conversation
+    approving(conv)
+    conv.ask("add notes and code")
+    markdown, code_cell = tool_steps(conv, "insert_cell")
+    assert markdown.preview.action == "insert markdown" and code_cell.preview.action == "insert"  # #48.10
+    assert "insert markdown cell 4" in conv.to_markdown()
+    assert [c.cell_type for c in reread(nb_path).cells][3:] == ["markdown", "code"]

@@ -276,3 +276,32 @@ def test_without_the_otel_extra_the_error_says_what_to_install(tmp_path, monkeyp
     with pytest.raises(ConfigError) as info:
         nbagent.to_otel(path, endpoint="http://127.0.0.1:4318")
     assert 'pip install "jupyter-nbagent[otel]"' in str(info.value) and info.value.kind == "config"
+
+
+def test_a_huge_prompt_is_capped_in_its_span_and_every_request_stays_under_4_mb(tmp_path):
+    """A 3 MB prompt made a 3 MB attribute, and a session of them one request past what receivers
+    take (4 MB): each attribute is now capped, saying how much was cut, the message JSON stays
+    valid, and spans go in requests under the limit (#48.10)."""
+    from nbagent.analysis.otel_spans import MAX_ATTRIBUTE_CHARS
+
+    state = synthetic_state(5, 40)
+    huge = "tell me about this log: " + "é-line of a 3 MB paste\n" * 130_000  # ~3 MB of UTF-8
+    big = "tell me about this log: " + "é-line of a paste\n" * 4_000  # 72 KB: the other turns
+    for step in state.steps:
+        if step.content:  # prompts, answers and tool results
+            step.content = huge if step.turn == 0 else big
+    for record in state.turns:
+        record.prompt = huge if record.turn == 0 else big
+    path = save_conversation(state, tmp_path / "huge.json")
+    with OtlpReceiver() as receiver:
+        result = nbagent.to_otel(path, endpoint=receiver.url, include_content=True)
+    sizes = [r.ByteSize() for r in receiver.requests]
+    assert result.spans == len(receiver.spans()) and len(sizes) >= 2
+    assert max(sizes) < 4_000_000, sizes
+    strings = [v for s in receiver.spans() for v in s.attributes.values() if isinstance(v, str)]
+    assert max(len(v) for v in strings) <= MAX_ATTRIBUTE_CHARS + 60
+    inputs = [s.attributes["gen_ai.input.messages"] for s in receiver.spans() if "gen_ai.input.messages" in s.attributes]
+    assert len(inputs) == 40
+    for text in inputs:
+        content = json.loads(text)[0]["parts"][0]["content"]  # still JSON: the content was cut, not the JSON
+        assert content.startswith("tell me about this log: é-line") and content.endswith("more characters cut]")

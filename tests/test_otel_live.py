@@ -359,3 +359,24 @@ def test_bad_arguments_and_a_missing_extra_are_config_errors(monkeypatch):
         nbagent.trace_live(agent, endpoint="http://127.0.0.1:4318")
     assert 'pip install "jupyter-nbagent[otel]"' in str(info.value) and info.value.kind == "config"
     assert agent.ask("Say hello").text  # nothing was attached
+
+
+def test_live_spans_of_long_turns_are_sent_in_requests_under_4_mb():
+    """Turns that end close together go out in one batch (80 turns of 15 KB prompts and 25 KB answers:
+    5 MB of attributes); it is sent in requests under the 4 MB receivers take (#48.10)."""
+    from support.scripted import ScriptedProvider
+    from nbagent.providers.base import Finish, TextDelta
+    from nbagent.core.steps import FinishReason
+
+    answer = "a long answer, row by row: ü 1 2 3\n" * 700  # 25 KB
+    provider = ScriptedProvider([[TextDelta(answer), Finish(FinishReason.STOP)] for _ in range(80)],
+                                context_window=10_000_000)
+    agent = Agent(model=provider)
+    prompt = "summarise this paste: " + "ü-row of a csv paste, 1, 2, 3\n" * 500  # 15 KB
+    with OtlpReceiver() as receiver:
+        with nbagent.trace_live(agent, endpoint=receiver.url, include_content=True) as live:
+            for _ in range(80):
+                agent.ask(prompt)
+        sizes = [r.ByteSize() for r in receiver.requests]
+    assert live.failed_spans == 0 and len(receiver.spans()) == live.spans == 160
+    assert sum(sizes) > 4_000_000 and max(sizes) < 4_000_000, sizes

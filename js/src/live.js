@@ -88,7 +88,8 @@ export function applyRequest(shared, msg, where) {
     case "add_action": { // a CellAction appended to the cell's record (nbagent/notebook/provenance.py)
       const cell = shared.cells[indexOf(shared, msg.cell_id)];
       const metadata = JSON.parse(JSON.stringify(typeof cell.getMetadata === "function" ? cell.getMetadata() : cell.metadata || {}));
-      const record = metadata.nbagent && typeof metadata.nbagent === "object" ? metadata.nbagent : {};
+      const nbagent = metadata.nbagent; // a record that is a string or a list is replaced, never written into
+      const record = nbagent && typeof nbagent === "object" && !Array.isArray(nbagent) ? nbagent : {};
       const actions = Array.isArray(record.actions) ? record.actions : [];
       const same = (/** @type {any} */ a) => a && msg.action && a.call_id === msg.action.call_id && a.at === msg.action.at;
       if (actions.some(same)) return null; // two chat widgets of one kernel on the page: recorded once

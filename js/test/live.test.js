@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { applyRequest, cellRefs, resolveCellRefs, outputsText, agentLabel, Refused } from "../src/live.js";
 import { lineDiff } from "../src/diff.js";
-import { cellDiff } from "../src/render/toolcard.js";
+import { cellDiff, cellWhere } from "../src/render/toolcard.js";
 
 /** A YNotebook-like model: cells with ids, sources, metadata; insertCell / deleteCell / transact. */
 function notebook(sources) {
@@ -67,6 +67,17 @@ test("add_action appends to the cell's record once", () => {
   assert.equal(agentLabel({}), "");
 });
 
+test("add_action replaces a record that is a string or a list (#48.5)", () => {
+  const action = { action: "ran", turn: 1, call_id: "call_6", at: 2 };
+  for (const bad of ["spoofed", ["a", "list"], 7]) {
+    const nb = notebook(["x"]);
+    nb.cells[0].meta = { nbagent: bad, tags: ["keep"] };
+    applyRequest(nb, { op: "add_action", cell_id: "c1", action }, where());
+    const saved = JSON.parse(JSON.stringify(nb.cells[0].getMetadata())); // as the notebook file will hold it
+    assert.deepEqual(saved, { nbagent: { actions: [action] }, tags: ["keep"] });
+  }
+});
+
 test("@cell and @cell:N are found (an email is not) and resolved 1-based, an unknown number said so", () => {
   assert.deepEqual(cellRefs("fix @cell and compare @cell:2, not me@cell.org or @cell:2 again"),
     [{ ref: "@cell", number: null }, { ref: "@cell:2", number: 2 }]);
@@ -94,4 +105,13 @@ test("the cell tools' diff: removed and added lines around the kept ones", () =>
   assert.deepEqual(cellDiff({ name: "insert_cell", args: { source: "y" } }, null, "ignored").diff, [["+", "y"]]);
   const preview = { diff: [["-", "k"], ["+", "kernel's"]], problem: "stale", cut: false };
   assert.deepEqual(cellDiff(edit, { preview }, "x"), { diff: preview.diff, problem: "stale", cut: false }); // the kernel's wins
+});
+
+test("an insert_cell card says when the new cell is markdown (#48.10)", () => {
+  const env = { preview: { position: 3 } };
+  assert.equal(cellWhere({ name: "insert_cell", args: { source: "# Notes", cell_type: "markdown" } }, env), "new markdown cell (cell 3)");
+  assert.equal(cellWhere({ name: "insert_cell", args: JSON.stringify({ source: "x", cell_type: "raw" }) }, null), "new raw cell");
+  assert.equal(cellWhere({ name: "insert_cell", args: { source: "x = 1" } }, env), "new cell (cell 3)");
+  assert.equal(cellWhere({ name: "insert_cell", args: { source: "x", cell_type: "<b>odd</b>" } }, env), "new cell (cell 3)");
+  assert.equal(cellWhere({ name: "edit_cell", args: { cell_id: "c2", source: "y" } }, env), "cell c2 (cell 3)");
 });

@@ -9,6 +9,10 @@ or size changed since its last ``scan`` (the live ``class_view`` polls it). A fi
 The columns are declared once, in ``CLASS_COLUMNS`` (``analysis.columns.Column``): the DataFrame and
 the widget's JSON rows come from the same declarations.
 
+Who wrote a session: on POSIX a user name belongs to the login (file owner uid) that wrote its first
+session file; a file claiming that user written by another login (forged in a shared folder) is left
+out of the row and named in ``skipped``. ``spent_since(owner=uid)`` counts only that login's files.
+
 A student "asked for help" when the latest prompt of their latest session matches ``HELP_PATTERN``:
 it starts with ``/help`` or 🙋, or names ``@teacher`` anywhere (e.g. "@teacher my plot is empty").
 The prompt still goes to the model; the flag clears with the student's next prompt.
@@ -121,6 +125,17 @@ class _File:
     head: SessionHead | None = None
     costs: list[float] = field(default_factory=list)
     error: str = ""
+    owner: int = -1  # the file's owner uid (-1: unknown)
+    born: float = 0.0  # its st_ctime: a user cannot set it back
+
+
+OWNERS = hasattr(os, "geteuid")  # POSIX: files have owners (Windows: no owner check)
+
+
+def _name_owner(files: list[_File]) -> int:
+    """The login a user name belongs to: the owner of its first session file (by ``st_ctime``, which
+    no user can set back)."""
+    return min(files, key=lambda f: f.born).owner
 
 
 def _last_active(head: SessionHead) -> float:
@@ -172,8 +187,24 @@ class ClassFolder:
 
     @property
     def skipped(self) -> dict[str, str]:
-        """The files that could not be read, with why."""
-        return {p: f.error for p, f in self.files.items() if f.error}
+        """The files that could not be read, or are not counted (another login's file claiming a
+        user), with why."""
+        out = {p: f.error for p, f in self.files.items() if f.error}
+        for user, files in self._by_user().items():
+            owner = _name_owner(files)
+            for f in files:
+                if f.owner != owner:
+                    out[os.fspath(f.head.path) if f.head else ""] = (
+                        f"not counted: it says user {user!r} but was written by uid {f.owner}, and {user!r}'s "
+                        f"first session by uid {owner} (a session forged in a shared folder?)")
+        return out
+
+    def _by_user(self) -> dict[str, list[_File]]:
+        by_user: dict[str, list[_File]] = {}
+        for f in self.files.values():
+            if f.head is not None:
+                by_user.setdefault(f.head.user, []).append(f)
+        return by_user
 
     def scan(self) -> bool:
         """Read the files that are new or changed since the last scan; forget removed ones.
@@ -215,11 +246,12 @@ class ClassFolder:
     def _read(self, path: str, stamp: FileStat) -> _File:
         self.reads += 1
         try:
+            st = os.lstat(path)  # the owner of a link is who planted it, not its target's
             head = read_session_head(path)
             (costs,) = turn_costs([head], self.pricing)
         except (NbagentError, OSError, ValueError) as exc:  # half-written, corrupt, foreign: skipped
             return _File(stamp, error=str(exc) or type(exc).__name__)
-        return _File(stamp, head, list(costs))
+        return _File(stamp, head, list(costs), owner=st.st_uid if OWNERS else -1, born=st.st_ctime)
 
     def students(self, now: float | None = None) -> list[Student]:
         """One ``Student`` per user, sorted by user name."""
@@ -227,23 +259,24 @@ class ClassFolder:
         key = (self._version, start)
         if self._students is not None and self._students[0] == key:  # nothing changed: the same sums
             return list(self._students[1])
-        by_user: dict[str, list[_File]] = {}
-        for f in self.files.values():
-            if f.head is not None:
-                by_user.setdefault(f.head.user, []).append(f)
+        by_user = self._by_user()
         out = []
         for user in sorted(by_user):
-            out.append(self._student(user, by_user[user], start))
+            owner = _name_owner(by_user[user])  # a file another login wrote claiming this user is left out
+            out.append(self._student(user, [f for f in by_user[user] if f.owner == owner], start))
         self._students = (key, out)
         return list(out)
 
-    def spent_since(self, user: str, since: float, exclude: str = "") -> float:
+    def spent_since(self, user: str, since: float, exclude: str = "", owner: int = -1) -> float:
         """Dollars ``user``'s sessions (but the conversation ``exclude``) spent in turns started from
-        ``since`` (epoch seconds), as of the last ``scan``."""
+        ``since`` (epoch seconds), as of the last ``scan``; with ``owner`` (a uid), only the sessions
+        that login wrote."""
         total = 0.0
         for f in self.files.values():
             head = f.head
             if head is None or head.user != user or (exclude and head.conversation_id == exclude):
+                continue
+            if owner >= 0 and f.owner >= 0 and f.owner != owner:  # another login's file claiming this user
                 continue
             total += sum(cost for rec, cost in zip(head.turns, f.costs) if rec.started_at >= since)
         return total

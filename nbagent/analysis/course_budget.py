@@ -4,7 +4,9 @@ before every turn (see ``analysis/budget.py``, which asks :class:`CourseLimits` 
 The spend is summed from the sessions saved in the policy's ``save_to`` folder (every ``*.json`` in
 it whose settings name this user: their turns that started in the period, read as the teacher's
 ``class_summary`` reads them) plus the live conversation's turns in the period (its own saved file is
-skipped, by conversation id, so nothing counts twice). Turns are priced with the shared price data,
+skipped, by conversation id, so nothing counts twice). Only files this login wrote count (POSIX: the
+file's owner uid is the kernel's): a session another login saved claiming this user, forged in a shared
+folder, spends nothing of this user's budget. Turns are priced with the shared price data,
 never with ``Agent(pricing=...)`` (an argument cannot make a model free); turns without a known price
 count $0. Each file is read once per change (by its size and modification time), and so is the
 policy file: a teacher's edit of the hours or the budget applies to running agents from their next
@@ -27,7 +29,7 @@ from pathlib import Path
 from ..core.course_policy import CoursePolicy, load_policy
 from ..core.errors import BudgetExceeded, ConfigError, NbagentError
 from ..core.ledger import TurnRecord
-from .class_summary import ClassFolder
+from .class_summary import OWNERS, ClassFolder
 from .estimate import turn_cost, usd
 
 Clock = Callable[[], datetime]
@@ -95,7 +97,7 @@ class CourseLimits:
         if self._saved is None:
             self._saved = ClassFolder(folder)  # shared prices: an argument cannot make a model free
         self._saved.scan()
-        return self._saved.spent_since(self.user, since, exclude)
+        return self._saved.spent_since(self.user, since, exclude, owner=os.geteuid() if OWNERS else -1)
 
     def status(self, turns: Sequence[TurnRecord] = (), conversation_id: str = "",
                now: datetime | None = None) -> CourseStatus:

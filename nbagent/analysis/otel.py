@@ -13,17 +13,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..core.conversation_state import ConversationState
 from ..core.distribution import DISTRIBUTION, install_hint
 from ..core.errors import ConfigError, NetworkError, redact
-from .otel_spans import SpanKind, SpanOptions, SpanPlan, session_spans
+from .otel_spans import SpanKind, SpanOptions, SpanPlan, attributes_bytes, session_spans
 
 __all__ = ["to_otel", "OtelExport"]
 
-BATCH = 512  # spans per export call (one OTLP request each)
+BATCH = 512  # spans per export call (one OTLP request each) at most
+REQUEST_BYTES = 3_000_000  # and about this many bytes of attributes: receivers refuse requests over 4 MB
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
@@ -63,16 +64,34 @@ def to_otel(sessions: Any, *, exporter: Any = None, endpoint: str | None = None,
         turns += len(state.turns)
     try:
         resource, scope = sdk.resource(), sdk.scope()
-        for start in range(0, len(plans), BATCH):
-            batch = [sdk.span(p, resource, scope) for p in plans[start:start + BATCH]]
+        start = 0
+        for part in request_parts(plans, lambda p: p.attributes):
+            batch = [sdk.span(p, resource, scope) for p in part]
             if target.export(batch) != sdk.success:
                 where = f"the OTLP receiver at {_shown(endpoint)}" if owned and endpoint else "the span exporter"
                 raise NetworkError(f"{where} did not accept the spans ({start} of {len(plans)} were sent before); "
                                    "its log line above says why")
+            start += len(part)
     finally:
         if owned:
             target.shutdown()
     return OtelExport(count, turns, len(plans))
+
+
+def request_parts(spans: Sequence[Any], attributes: Callable[[Any], Mapping[str, Any]]) -> Iterator[list[Any]]:
+    """``spans`` in order, in parts of at most :data:`BATCH` spans and about :data:`REQUEST_BYTES` bytes
+    (a span is never split: its attributes are capped, ``otel_spans.MAX_ATTRIBUTE_CHARS``)."""
+    part: list[Any] = []
+    size = 0
+    for span in spans:
+        grows = attributes_bytes(attributes(span)) + 200  # ids, times, name, status
+        if part and (len(part) >= BATCH or size + grows > REQUEST_BYTES):
+            yield part
+            part, size = [], 0
+        part.append(span)
+        size += grows
+    if part:
+        yield part
 
 
 # --- sources ------------------------------------------------------------------------------
@@ -81,6 +100,7 @@ def to_otel(sessions: Any, *, exporter: Any = None, endpoint: str | None = None,
 def _states(sessions: Any) -> Iterator[tuple[ConversationState, str | None]]:
     """Each session as its state and saved path (None for a live conversation), in order."""
     from ..core.session_file import read_session
+    from .agent_logs.transcript import agent_log_state
     from .sessions import expand_paths
 
     single = isinstance(sessions, (str, os.PathLike, ConversationState)) or _is_conversation(sessions)
@@ -90,8 +110,8 @@ def _states(sessions: Any) -> Iterator[tuple[ConversationState, str | None]]:
         elif _is_conversation(item):
             yield item.plumbing.to_state(), None
         elif isinstance(item, (str, os.PathLike)):
-            for path in expand_paths(item):
-                yield read_session(path), str(path)
+            for path in expand_paths(item):  # another agent's log (*.jsonl) as its transcript
+                yield (read_session(path) if path.suffix == ".json" else agent_log_state(path)), str(path)
         else:
             raise ConfigError(f"to_otel takes session paths, a glob, a folder or Conversations, not "
                               f"{type(item).__name__}")

@@ -31,7 +31,7 @@ from ..core.conversation_state import ConversationEvent
 from ..core.errors import ConfigError, redact
 from ..core.ledger import TurnRecord
 from ..core.steps import Step
-from .otel import OtelSdk, chosen_exporter, epoch_ns, otel_version
+from .otel import OtelSdk, chosen_exporter, epoch_ns, otel_version, request_parts
 from .otel_spans import SpanOptions, SpanPlan, turn_spans
 
 __all__ = ["trace_live", "LiveTrace"]
@@ -326,9 +326,13 @@ class _WatchedExporter:
         self.last_error = ""
 
     def export(self, spans: Any) -> Any:
+        result, why = self.success, ""
         try:
-            result = self.exporter.export(spans)
-            why = "" if result == self.success else "the receiver did not accept them (the exporter's log says why)"
+            for part in request_parts(spans, lambda span: span.attributes or {}):  # each request under 4 MB
+                result = self.exporter.export(part)
+                if result != self.success:
+                    why = "the receiver did not accept them (the exporter's log says why)"
+                    break
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
         if not why:

@@ -49,6 +49,7 @@ TURN_COLUMNS = ("cost_usd", "price_source", "cache_hit_ratio", "cache_saved_usd"
                 "cache_bust_cause", "context_tokens", "context_window", "context_fill", "ttft_s",
                 "output_tokens_per_s")
 ERROR_CHARS = 300
+MAX_ATTRIBUTE_CHARS = 32_000  # a string attribute (a prompt, an answer, a tool result) longer than this is cut, saying so
 
 
 class SpanKind(str, Enum):
@@ -229,7 +230,7 @@ class _TurnSpans:
         if step.status is StepStatus.CANCELED:
             attrs["nbagent.status"] = "canceled"
         if self.include_content:
-            parts: list[dict[str, Any]] = [{"type": "reasoning", "content": step.thinking}] if step.thinking else []
+            parts: list[dict[str, Any]] = [{"type": "reasoning", "content": _safe(step.thinking)}] if step.thinking else []
             parts += [_text(step.content)] if step.content else []
             parts += [{"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.args} for c in step.tool_calls]
             attrs["gen_ai.output.messages"] = _messages("assistant", parts, step.finish_reason)
@@ -258,7 +259,7 @@ class _TurnSpans:
             attrs["nbagent.tool.server"] = step.tool_server
         if self.include_content:
             attrs["gen_ai.tool.call.arguments"] = json.dumps(call.args if call else {}, ensure_ascii=False,
-                                                             default=str)
+                                                             default=str)  # capped as a whole in _clean
             attrs["gen_ai.tool.call.result"] = step.content
         error = None
         if step.status in (StepStatus.ERROR, StepStatus.TERMINAL_ERROR) or step.error:
@@ -273,16 +274,17 @@ class _TurnSpans:
                         step.created_at, max(end, step.created_at), self._clean(attrs), error)
 
     def _clean(self, attrs: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-        """The attributes with every string UTF-8 safe and redacted, and no NaN (a missing figure is left out)."""
+        """The attributes with every string UTF-8 safe, redacted and at most :data:`MAX_ATTRIBUTE_CHARS` long
+        (saying how much was cut), and no NaN (a missing figure is left out)."""
         clean = self.options.clean
         out: dict[str, AttributeValue] = {}
         for k, v in attrs.items():
             if isinstance(v, float) and math.isnan(v):
                 continue
             if isinstance(v, str):
-                v = clean(v)
+                v = cap(clean(v), MAX_ATTRIBUTE_CHARS - 50)  # redacted first: no half key is left
             elif isinstance(v, list):
-                v = [clean(x) for x in v]
+                v = [cap(clean(x), MAX_ATTRIBUTE_CHARS - 50) for x in v]
             out[k] = v
         return out
 
@@ -317,14 +319,48 @@ def _reason(reason: FinishReason) -> str:
 
 
 def _text(text: str) -> dict:
-    return {"type": "text", "content": text}
+    return {"type": "text", "content": _safe(text)}
+
+
+def _safe(text: str) -> str:
+    """A message part's text, redacted before :func:`_messages` may cut it (no half key is left)."""
+    return redact(clean_text(text))
+
+
+def attributes_bytes(attributes: Mapping[str, Any]) -> int:
+    """About how many bytes ``attributes`` take in an OTLP request (UTF-8 strings, 8 per number)."""
+    size = 0
+    for key, value in attributes.items():
+        size += len(key) + 8
+        if isinstance(value, str):
+            size += len(value.encode("utf-8", "surrogatepass"))
+        elif isinstance(value, (list, tuple)):
+            size += sum(len(str(v).encode("utf-8", "surrogatepass")) + 4 for v in value)
+        else:
+            size += 8
+    return size
 
 
 def _messages(role: str, parts: list[dict], finish: FinishReason | None = None) -> str:
+    """The GenAI message JSON, at most :data:`MAX_ATTRIBUTE_CHARS` long: the longest texts are cut
+    (saying how much) so that the JSON stays whole."""
     message: dict[str, Any] = {"role": role, "parts": parts}
     if finish is not None and role == "assistant":
         message["finish_reason"] = _reason(finish)
-    return json.dumps([message], ensure_ascii=False, default=str)
+    texts = [p for p in parts if isinstance(p.get("content"), str)]
+    whole = {id(p): p["content"] for p in texts}
+    out = json.dumps([message], ensure_ascii=False, default=str)
+    for _ in range(8):  # a round cuts about the excess (escapes counted); a second one what is left
+        over = len(out) - (MAX_ATTRIBUTE_CHARS - 100)
+        if over <= 0 or not texts:
+            break
+        longest = max(texts, key=lambda p: len(p["content"]))
+        text = longest["content"]
+        written = len(json.dumps(text, ensure_ascii=False))  # escapes (a newline is two characters) count
+        keep = max(int(len(text) * (written - over) / written) - 40, 0)  # 40: the marker saying what was cut
+        longest["content"] = cap(whole[id(longest)], keep)
+        out = json.dumps([message], ensure_ascii=False, default=str)
+    return out
 
 
 def _error_text(error: str, fallback: str) -> str:

@@ -7,7 +7,8 @@ directory scan), takes the rows of unchanged files from the index and reads only
 new or changed ones; files gone from the folder leave the index when it is written again. The
 index is a cache, never the truth: a missing, damaged or foreign index (another format version,
 or one made with other prices) is rebuilt from the files, and a folder that cannot be written is
-listed without one. Rows are
+listed without one. A link, a FIFO, a device or a file over ``MAX_INDEX_BYTES`` at the index's name
+is not read (opened without blocking, checked first). Rows are
 kept for listings at the sessions' own prices (``pricing=None``); other prices read every head.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from ..core.chat_session import atomic_write_json
+from ..core.chat_session import atomic_write_json, read_small_file
 from ..core.errors import NbagentError
 
 __all__ = ["INDEX_NAME", "FileStat", "SessionIndex", "folder_stats"]
@@ -29,6 +30,7 @@ __all__ = ["INDEX_NAME", "FileStat", "SessionIndex", "folder_stats"]
 INDEX_NAME = ".nbagent-sessions.index"  # not a *.json: never listed as a session
 INDEX_FORMAT = "nbagent.session_index"
 INDEX_VERSION = 2  # 2: entries are lists
+MAX_INDEX_BYTES = 64 * 2**20  # ~150,000 sessions' rows; a larger index is not read (the files are)
 
 FileStat = tuple[int, int, int, int]  # the file's mtime_ns and size, its journal's (0, 0 when none)
 
@@ -67,10 +69,10 @@ class SessionIndex:
         self._load()
 
     def _load(self) -> None:
-        try:
-            with open(self.folder / INDEX_NAME, "rb") as f:
-                doc = json.loads(f.read())
-        except (OSError, ValueError, RecursionError):
+        try:  # a planted FIFO, device or huge file is never waited on or read whole: no index
+            data, _ = read_small_file(self.folder / INDEX_NAME, MAX_INDEX_BYTES, follow=False)
+            doc = json.loads(data)
+        except (OSError, ValueError, RecursionError, NbagentError):
             return
         if (not isinstance(doc, dict) or doc.get("format") != INDEX_FORMAT or doc.get("version") != INDEX_VERSION
                 or doc.get("prices") != self.version or not isinstance(doc.get("entries"), dict)):

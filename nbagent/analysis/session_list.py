@@ -124,11 +124,12 @@ def _rows(paths: list[Path], pricing: Mapping | None) -> list[SessionRow]:
             if stat is not None:
                 found[i] = indexes[folder].row(name, stat, functools.partial(_indexed_row, os.fspath(paths[i])))
     made = [i for i, row in enumerate(found) if row is None]
+    logs = _agent_heads([paths[i] for i in made])
     heads: list[SessionHead] = []
     head_at: list[int] = []
     for i in made:
         try:
-            heads.append(read_session_head(paths[i]))
+            heads.append(logs.get(paths[i]) or read_session_head(paths[i]))
             head_at.append(i)
         except NbagentError as exc:
             found[i] = SessionRow(path=os.fspath(paths[i]), error=str(exc))
@@ -145,10 +146,28 @@ def _rows(paths: list[Path], pricing: Mapping | None) -> list[SessionRow]:
     return [r for r in found if r is not None]
 
 
+def _agent_heads(paths: list[Path]) -> dict[Path, SessionHead]:
+    """The heads of the other agents' logs among ``paths`` (``agent_logs``; read together, so a
+    message two logs hold counts once); a file none can read is left to the session reader."""
+    from .agent_logs.ledgers import agent_ledgers, as_head
+
+    logs = [p for p in paths if Path(p).suffix != ".json"]
+    try:
+        return {p: as_head(ledger) for p, ledger in agent_ledgers(logs).items()}
+    except NbagentError:  # one unreadable log: each read alone, the bad one named in its row
+        out = {}
+        for p in logs:
+            try:
+                out.update({q: as_head(ledger) for q, ledger in agent_ledgers([p]).items()})
+            except NbagentError:
+                continue
+        return out
+
+
 def listed_rows(folder_or_glob: Any, pricing: Mapping | None = None) -> list[SessionRow]:
     """The rows of :func:`list_sessions` as :class:`SessionRow` values, newest first, without
     pandas frames (what the session browser sends to the page)."""
-    paths = expand_paths(folder_or_glob)
+    paths = expand_paths(folder_or_glob, logs=True)
     with gc_paused():
         rows = _rows(paths, pricing)
     return sorted(rows, key=_newest_first)
@@ -166,14 +185,15 @@ def _indexed_row(path: str, values: list) -> SessionRow:
 def list_sessions(folder_or_glob: Any, pricing: Mapping | None = None):
     """A DataFrame of saved conversations, newest first (see the module docstring).
 
-    ``folder_or_glob`` is a folder (its ``*.json``), a glob pattern, a path or a list of those.
+    ``folder_or_glob`` is a folder (its ``*.json``, and ``*.jsonl``: Claude Code and Codex session
+    logs, recognised by content), a glob pattern, a path or a list of those.
     Columns: path, title (the first prompt, trimmed), created, updated (UTC timestamps), model,
     models, turns, tokens, cost_usd, user, budget_usd, out_of_budget (what is left of the budget
     would not pay for another turn like the last, or a turn was stopped by it), conversation_id,
     error (why a file could not be read; "" when it could).
     """
     pd = require_pandas()
-    paths = expand_paths(folder_or_glob)
+    paths = expand_paths(folder_or_glob, logs=True)
     with gc_paused():
         rows = _rows(paths, pricing)
     from .literal_frame import literal_frame

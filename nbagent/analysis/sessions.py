@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping, Sequence
 
 from ..core.ledger import TurnRecord
-from ..core.session_file import gc_paused, ledger_arrays, ledger_columns, read_session_ledger
+from ..core.session_file import SessionLedger, gc_paused, ledger_arrays, ledger_columns, read_session_ledger
 from ..core.steps import Step
 from .columns import HISTORY, HISTORY_INDEX, TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column
 from .tables import ArrowTurnTable, Table, TurnTable
@@ -51,9 +51,10 @@ def export_frames(steps: Sequence[Step], records: Sequence[TurnRecord], pricing:
 _GLOB_CHARS = frozenset("*?[")
 
 
-def expand_paths(paths_or_glob: Any) -> list[Path]:
-    """Session files named by a path, a glob pattern, a directory (its ``*.json``) or a list of those
-    (in order, each once). A name that exists is taken literally before any glob (``run[1].json``)."""
+def expand_paths(paths_or_glob: Any, logs: bool = False) -> list[Path]:
+    """Session files named by a path, a glob pattern, a directory (its ``*.json``; ``logs``: and its
+    ``*.jsonl``, other agents' logs) or a list of those (in order, each once). A name that exists is
+    taken literally before any glob (``run[1].json``)."""
     items = [paths_or_glob] if isinstance(paths_or_glob, (str, os.PathLike)) else list(paths_or_glob)
     out: list[tuple[Path, str | None]] = []  # each path and its real path when already known
     for item in items:
@@ -63,7 +64,7 @@ def expand_paths(paths_or_glob: Any) -> list[Path]:
         elif _GLOB_CHARS.intersection(text) and not os.path.isdir(text):
             out.extend((Path(p), None) for p in sorted(glob.glob(text, recursive=True)) if os.path.isfile(p))
         elif os.path.isdir(text):
-            out.extend(_folder_files(text))
+            out.extend(_folder_files(text, (".json", ".jsonl") if logs else (".json",)))
         else:
             out.append((Path(text), None))
     seen: set[str] = set()
@@ -76,24 +77,27 @@ def expand_paths(paths_or_glob: Any) -> list[Path]:
     return unique
 
 
-def _folder_files(folder: str) -> list[tuple[Path, str | None]]:
-    """A folder's ``*.json`` by name, with the real path of each that is not a link (one scan)."""
+def _folder_files(folder: str, suffixes: tuple[str, ...]) -> list[tuple[Path, str | None]]:
+    """A folder's files ending in ``suffixes`` by name, with the real path of each that is not a link (one scan)."""
     real = os.path.realpath(folder)
     with os.scandir(folder) as it:
-        found = sorted((e.name, e.is_symlink()) for e in it if e.name.endswith(".json"))
+        found = sorted((e.name, e.is_symlink()) for e in it if e.name.endswith(suffixes))
     return [(Path(folder, name), None if link else os.path.join(real, name)) for name, link in found]
 
 
 @dataclass
 class Ledgers:
     """The turns of many saved sessions as one usage table (``table``, in file order), and for each
-    session its conversation id, path, user and number of turns."""
+    session its conversation id, path, user, number of turns and source (``"nbagent"``, or the
+    agent whose log it is: ``agent_logs``)."""
 
     table: TurnTable
     ids: list[str]
     paths: list[str]
     users: list[str]
     lengths: list[int]
+    sources: list[str] = field(default_factory=list)
+    projects: list[str] = field(default_factory=list)  # an agent log's project or working folder ("": none)
 
     def per_row(self, values: Sequence[Any]) -> Any:
         """A value per session repeated over its rows (a numpy object array)."""
@@ -107,30 +111,42 @@ class Ledgers:
 def read_ledgers(paths_or_glob: Any, pricing: Mapping | None = None) -> Ledgers:
     """The ledgers of the sessions ``paths_or_glob`` names (see :func:`load_sessions`), decoded
     into columns without a record per turn (``core/turn_columns.py``)."""
-    return ledgers_of(expand_paths(paths_or_glob), pricing)
+    return ledgers_of(expand_paths(paths_or_glob, logs=True), pricing)
 
 
 def ledgers_of(paths: Sequence[Path], pricing: Mapping | None = None, arrow: bool = False) -> Ledgers:
     """:func:`read_ledgers` of session files already found (``expand_paths``); ``arrow``: the table
     over Arrow arrays (:class:`ArrowTurnTable`, for ``to_parquet``) when the ledgers allow."""
     with gc_paused():  # tens of thousands of dicts: the collector would rescan them over and over
-        heads = [read_session_ledger(path) for path in paths]
+        heads = session_ledgers(paths)
         arrays = ledger_arrays(heads) if arrow else None
         table = TurnTable(ledger_columns(heads), pricing) if arrays is None else ArrowTurnTable(arrays, pricing)
         out = Ledgers(table, [h.conversation_id for h in heads],
-                      [str(h.path) for h in heads], [h.user for h in heads], [len(h.turns) for h in heads])
+                      [str(h.path) for h in heads], [h.user for h in heads], [len(h.turns) for h in heads],
+                      [getattr(h, "source", "nbagent") for h in heads], [getattr(h, "project", "") for h in heads])
         del heads  # the parsed ledgers, freed before the collector resumes (it would scan them once more)
     return out
+
+
+def session_ledgers(paths: Sequence[Path]) -> list[SessionLedger]:
+    """The ledger of each file: an agent's log when a reader recognises it (``agent_logs``, an
+    ``AgentLedger`` with its ``source`` and ``project``; a ``*.json`` is nbagent's), else nbagent's
+    saved session."""
+    from .agent_logs.ledgers import agent_ledgers
+
+    agents = agent_ledgers([p for p in paths if p.suffix != ".json"])
+    return [agents[p] if p in agents else read_session_ledger(p) for p in paths]
 
 
 def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     """One usage DataFrame across saved sessions.
 
     ``paths_or_glob`` is a path, a glob pattern (``"sessions/*.json"``,
-    ``"**/*.json"``), a directory (its ``*.json``) or a list of those. Rows
+    ``"**/*.json"``), a directory (its ``*.json`` and ``*.jsonl``) or a list of those. Rows
     are the turns of every session's ``turns`` ledger, with ``session_id``
     (the conversation id), ``path`` and ``turn`` first, and ``user`` (``Agent(user=...)``, ""
-    when not recorded) last. A pattern that
+    when not recorded) and ``source`` last. Claude Code and Codex session logs are read too,
+    recognised by content (``agent_logs``): a row per model call, ``source`` naming the agent. A pattern that
     matches nothing gives an empty frame; a missing or corrupt file raises
     ``StorageError`` naming it.
 
@@ -139,11 +155,16 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
     in about a sixth of the time ``json.loads`` takes to parse them; damage in a file's steps shows
     only when ``Conversation.load`` reads it.
     """
+    with gc_paused():  # the paths, ledgers and columns of thousands of files: freed before the collector resumes
+        return usage_frame(read_ledgers(paths_or_glob, pricing))
+
+
+def usage_frame(ledgers: Ledgers):
+    """:func:`load_sessions`'s frame of ledgers read."""
     import numpy as np
 
     pd = require_pandas()
-    with gc_paused():  # the paths, ledgers and columns of thousands of files: freed before the collector resumes
-        ledgers = read_ledgers(paths_or_glob, pricing)
+    with gc_paused():
         df = build_frame(ledgers.table, USAGE_INDEX, USAGE)
         turn = df.index.to_numpy()
         df = df.reset_index(drop=True)
@@ -154,5 +175,6 @@ def load_sessions(paths_or_glob: Any, pricing: Mapping | None = None):
         codes = np.repeat(np.asarray([code[i] for i in ledgers.ids], dtype=np.int32), ledgers.lengths)
         df.insert(0, "session_id", pd.Categorical.from_codes(codes, categories=categories))
         df["user"] = pd.array(ledgers.per_row(ledgers.users), dtype="string")
+        df["source"] = pd.Categorical(ledgers.per_row(ledgers.sources))
         del ledgers
     return df

@@ -219,6 +219,39 @@ def open_session_fd(path: str | os.PathLike) -> tuple[int, int]:
         raise
 
 
+def read_small_file(path: str | os.PathLike, limit: int, *, follow: bool = True) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file of at most ``limit`` bytes, and its ``fstat``: opened without blocking
+    (a FIFO never waits for a writer), checked before reading (a device or a directory is refused,
+    never read), and never read past ``limit`` (a file growing meanwhile included). ``follow=False``
+    refuses a symbolic link at ``path``. ``OSError`` when it cannot be opened; ``StorageError``
+    naming it otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow and os.path.islink(path):
+            raise StorageError(f"{path} is a symbolic link") from None
+        raise exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StorageError(f"{path} is not a regular file")
+        if info.st_size > limit:
+            raise StorageError(f"{path} is {info.st_size:,} bytes, over the {limit:,} bytes nbagent reads of it")
+        parts: list[bytes] = []
+        total = 0
+        while part := os.read(fd, min(1 << 20, limit + 1 - total)):  # by chunks: no buffer of ``limit`` bytes
+            parts.append(part)
+            total += len(part)
+            if total > limit:
+                raise StorageError(f"{path} grew past the {limit:,} bytes nbagent reads of it")
+        return b"".join(parts), info
+    finally:
+        os.close(fd)
+
+
 def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file; any failure is ``NbagentError(kind="io")`` naming the file."""
     try:

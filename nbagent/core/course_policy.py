@@ -1,7 +1,8 @@
 """The course policy: a teacher's ``nbagent.toml`` that every ``Agent`` under its folder obeys.
 
-``find_policy()`` takes ``$NBAGENT_CONFIG`` when set, else the first ``nbagent.toml`` found walking up
-from the working folder (a notebook's kernel starts in the notebook's folder). Its ``[policy]`` table
+``find_policy()`` takes the topmost ``nbagent.toml`` above the working folder that says ``final = true``,
+else ``$NBAGENT_CONFIG`` when set, else the first ``nbagent.toml`` found walking up from the working
+folder (a notebook's kernel starts in the notebook's folder). Its ``[policy]`` table
 has these keys, all optional::
 
     [policy]
@@ -13,6 +14,7 @@ has these keys, all optional::
     save_to = "sessions"               # where sessions are saved, relative to this file
     user = "student"                   # the user name when Agent(user=...) gives none
     rules = "AGENTS.md"                # a markdown file added to the system prompt, or "tutor"
+    final = true                       # no nbagent.toml below (nor $NBAGENT_CONFIG) replaces this one
 
 This module is pure data: parsing (a bad file or key is a ``ConfigError`` naming both), the checks
 (``allows_model``, ``is_open``, ``next_opening``, ``period_start``, ``next_reset``) and nothing else. The
@@ -30,11 +32,13 @@ from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .chat_session import read_small_file
+from .errors import ConfigError, StorageError
 
 POLICY_FILE = "nbagent.toml"
 CONFIG_VARIABLE = "NBAGENT_CONFIG"
-KEYS = ("models", "run_code", "budget_usd", "budget_period", "hours", "save_to", "user", "rules")
+MAX_POLICY_BYTES = 1 << 20  # a policy is a few lines; a larger file is refused unread
+KEYS = ("models", "run_code", "budget_usd", "budget_period", "hours", "save_to", "user", "rules", "final")
 _HOURS = re.compile(r"^\s*(?:([A-Za-z][A-Za-z,\s-]*?)\s+)?(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
 EVERY_DAY = frozenset(range(7))
@@ -88,6 +92,7 @@ class CoursePolicy:
     save_to: Path | None = None  # absolute (written relative to the file)
     user: str = ""
     rules: str | None = None  # as written: "tutor", or a file relative to the policy's folder
+    final: bool = False  # no nbagent.toml below this one (nor $NBAGENT_CONFIG) replaces it
 
     @property
     def folder(self) -> Path:
@@ -129,30 +134,36 @@ class CoursePolicy:
 
 
 def find_policy(start: Path | None = None) -> CoursePolicy | None:
-    """The policy in force: ``$NBAGENT_CONFIG``, else the nearest ``nbagent.toml`` from ``start``
-    (default: the working folder) up to the root; None when there is none."""
+    """The policy in force: the topmost ``nbagent.toml`` from ``start`` (default: the working folder) up
+    to the root that says ``final = true``; else ``$NBAGENT_CONFIG``; else the nearest ``nbagent.toml``;
+    None when there is none. The files on the way up are read top first: one that does not parse is a
+    ``ConfigError`` (it may be the teacher's final one), one below a final one is never read."""
+    here = Path.cwd() if start is None else Path(start)
+    here = here.expanduser().resolve()
+    found = [c for c in (f / POLICY_FILE for f in (here, *here.parents)) if c.is_file()]
+    policies = []
+    for candidate in reversed(found):  # top first: a final one wins before anything below it is read
+        policies.append(load_policy(candidate))
+        if policies[-1].final:
+            return policies[-1]
     named = os.environ.get(CONFIG_VARIABLE, "").strip()
     if named:
         path = Path(named).expanduser()
         if not path.is_file():
             raise ConfigError(f"${CONFIG_VARIABLE} names {path}, which is not a file")
         return load_policy(path)
-    here = Path.cwd() if start is None else Path(start)
-    here = here.expanduser().resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / POLICY_FILE
-        if candidate.is_file():
-            return load_policy(candidate)
-    return None
+    return policies[-1] if policies else None
 
 
 def load_policy(path: str | os.PathLike) -> CoursePolicy:
     """Parse a policy file; a bad file or key is a ``ConfigError`` naming the file (and the key)."""
     path = Path(path).expanduser().resolve()
-    try:
-        data = path.read_bytes()
+    try:  # a FIFO or a device at its name is never waited on or read whole
+        data, _ = read_small_file(path, MAX_POLICY_BYTES)
     except OSError as exc:
         raise ConfigError(f"course policy {path}: cannot be read ({exc.strerror or exc})") from None
+    except StorageError as exc:
+        raise ConfigError(f"course policy {path}: cannot be read ({exc.message})") from None
     import tomllib  # only when there is a policy file (an Agent without one never parses TOML)
 
     try:
@@ -266,5 +277,5 @@ def _text(value: Any, where: _Where) -> str:
     return value.strip()
 
 
-_PARSERS = {"models": _models, "run_code": _bool, "budget_usd": _budget, "budget_period": _period,
+_PARSERS = {"final": _bool, "models": _models, "run_code": _bool, "budget_usd": _budget, "budget_period": _period,
             "hours": _hours, "save_to": _save_to, "user": _text, "rules": _text}

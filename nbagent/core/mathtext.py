@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MathPiece", "escape_dollars", "math_markdown", "split_math"]
+__all__ = ["MathPiece", "disarm_tex", "escape_dollars", "math_at", "math_html", "math_markdown", "split_math"]
 
 # the patterns of js/src/mathtext.js (INLINE), tried in this order at each "$" or "\"
 _PATTERNS = [
@@ -23,6 +23,16 @@ _PATTERNS = [
     (re.compile(r"\$(?!\s)((?:\\.|[^$\\\n])+?)(?<!\s)\$(?!\d)"), False),
 ]
 MathPiece = tuple[str, "bool | None"]  # (text, None) or (tex, displayed)
+
+
+def math_at(text: str, i: int) -> tuple[str, bool, int] | None:
+    """The math that starts at ``text[i]`` (a ``$`` or ``\\``): its TeX, whether it is displayed, and
+    the index after it; None when none starts there."""
+    for pattern, display in _PATTERNS:
+        m = pattern.match(text, i)
+        if m and m.group(1).strip():
+            return m.group(1).strip(), display, m.end()
+    return None
 
 
 def split_math(text: str) -> list[MathPiece]:
@@ -97,3 +107,74 @@ def math_markdown(tex: str, display: bool) -> str:
 def escape_dollars(text: str) -> str:
     """Markdown showing ``text``'s dollars as dollars, never as math delimiters."""
     return text.replace("$", "\\\\$")
+
+
+# --- TeX as MathML, for HTML pages (the widget's Temml does the same in the browser) ---------
+
+# MathML elements and presentation attributes kept; anything else is dropped (an element for its text)
+_MATHML_TAGS = frozenset("""math mrow mi mn mo ms mtext mspace msub msup msubsup mfrac msqrt mroot mstyle merror
+    mpadded mphantom menclose mover munder munderover mtable mtr mtd mlabeledtr mmultiscripts mprescripts none
+    semantics annotation""".split())
+_MATHML_ATTRIBUTES = frozenset("""display displaystyle scriptlevel mathvariant mathsize mathcolor mathbackground
+    stretchy fence separator lspace rspace largeop movablelimits symmetric accent accentunder columnalign rowalign
+    columnspacing rowspacing columnlines rowlines frame width height depth linethickness notation encoding minsize
+    maxsize form voffset align""".split())
+_MATHML_NS = "{http://www.w3.org/1998/Math/MathML}"
+
+
+def math_html(tex: str, display: bool) -> str:
+    """TeX as MathML for an HTML page: disarmed first (:func:`disarm_tex`), converted by latex2mathml
+    (the ``html`` extra), then kept to MathML elements and attributes with links only to http(s), mailto
+    and ``#name``; no script can come of it. TeX latex2mathml cannot read, or no latex2mathml, shows the
+    disarmed TeX as ``<code class="math">``."""
+    from html import escape
+
+    safe = disarm_tex(tex)
+    try:
+        from latex2mathml.converter import convert
+
+        return _clean_mathml(convert(_urls_as_links(safe), display="block" if display else "inline"))
+    except ImportError:
+        pass
+    except Exception:  # noqa: BLE001 - latex2mathml raises many kinds on TeX it cannot read
+        pass
+    return f'<code class="math">{escape(safe, quote=False)}</code>'
+
+
+def _urls_as_links(tex: str) -> str:
+    r"""``\url{x}`` (latex2mathml has no ``\url``) as ``\href{x}{\texttt{x}}``; the target was judged already."""
+    return _URL.sub(lambda m: "\\href{" + m.group(1) + "}{\\texttt{" + m.group(1) + "}}", tex)
+
+
+_URL = re.compile(r"\\url(?![A-Za-z])\s*\{([^{}]*)\}")
+
+
+def _clean_mathml(mathml: str) -> str:
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(mathml)  # latex2mathml's output; a \text{<b>} in it is parsed as an element, then dropped
+    return "".join(_element_html(root))
+
+
+def _element_html(node) -> list[str]:
+    from html import escape
+
+    tag = node.tag.removeprefix(_MATHML_NS)
+    out: list[str] = []
+    if tag not in _MATHML_TAGS:  # an element that came from text: its text, shown as text
+        out.append(escape("".join(node.itertext()), quote=False))
+    else:
+        attrs = [f' {name}="{escape(value, quote=True)}"' for name, value in sorted(node.attrib.items())
+                 if name in _MATHML_ATTRIBUTES]
+        target = node.attrib.get("href")
+        if target is not None and _SAFE_TARGET.match(_INVISIBLE.sub("", target)) and not _INVISIBLE.search(target):
+            attrs.append(f' href="{escape(target, quote=True)}"')
+        if tag == "math":
+            attrs.insert(0, ' xmlns="http://www.w3.org/1998/Math/MathML"')
+        out.append(f"<{tag}{''.join(attrs)}>")
+        out.append(escape(node.text or "", quote=False))
+        for child in node:
+            out += _element_html(child)
+        out.append(f"</{tag}>")
+    out.append(escape(node.tail or "", quote=False))
+    return out

@@ -310,17 +310,40 @@ def _head_of(fd: int, length: int, keys: frozenset[str] | None) -> dict:
     end = _read_at(fd, max(length - 64, 0), 64) if size and len(data) == size else data
     if not end.rstrip(b" \t\n\r").endswith(b"}"):
         raise ValueError("the file does not end with '}' (cut short?)")
+    head, data = _head_in(fd, data, size, keys)
+    if keys is not None and "turns" in keys:  # the ledger read; the rest of the file may hold another
+        _one_ledger(data + _read_at(fd, len(data), 0) if len(data) < length else data)
+    return head
+
+
+def _head_in(fd: int, data: bytes, size: int, keys: frozenset[str] | None) -> tuple[dict, bytes]:
+    """The head and the file's start read for it."""
     if keys is not None and "turns" in keys and data.isascii():  # ASCII: the bytes are the text, valid UTF-8
         head = _ascii_head(data, keys)
         if head is not None:
-            return head
+            return head, data
     while size and len(data) == size:
         try:  # the prefix up to its last ',' (never inside a multi-byte character)
-            return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys, prefix=True)
+            return _object_head(data[: data.rfind(b",") + 1].decode("utf-8"), keys, prefix=True), data
         except (ValueError, IndexError):  # the entries run past the prefix: read more
             data += _read_at(fd, size, size * 7)
             size *= 8
-    return _object_head(data.decode("utf-8"), keys)
+    return _object_head(data.decode("utf-8"), keys), data
+
+
+def _one_ledger(data: bytes) -> None:
+    """:class:`DuplicateKey` when the file ``data`` has a second top-level ``turns`` key past the ledger read
+    (``Conversation.load`` refuses such a file; a head read alone would never see it). The file is
+    searched, not parsed: a key ``turns`` is written ``"turns"`` or with ``\\u`` escapes of its
+    letters (``\\u006…`` / ``\\u007…``, which nbagent never writes); only when ``"turns"`` comes
+    twice or a letter is escaped is the whole file parsed, to tell a nested ``turns`` from a second ledger."""
+    first = data.find(b'"turns"')
+    if data.find(b'"turns"', first + 1) < 0 and all(data.find(n) < 0 for n in _ESCAPED_LETTERS):
+        return
+    _unique_head(data.decode("utf-8", "replace"))
+
+
+_ESCAPED_LETTERS = (b"\\u006", b"\\u007")  # "\\u0061"…"\\u007a": letters written as escapes
 
 
 def _read_at(fd: int, offset: int, size: int) -> bytes:

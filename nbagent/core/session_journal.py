@@ -13,7 +13,9 @@ The journal's first line names the file state it extends (``base``: the file's `
 a journal left over from a rewrite that crashed before removing it no longer matches and is
 ignored (its turns are in the file). Every entry places its lists by absolute position, so reading
 ``file + journal`` (:func:`apply_journal`) gives the same document a whole save would have written.
-A last line cut short by a crash is dropped with a warning; the entries before it load.
+A last line cut short by a crash is dropped with a warning; the entries before it load. An entry
+that goes back before the last turn saved (no writer makes one) is dropped with a warning, never
+applied: it would roll the session back.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Sequence
 
-from .chat_session import CHAT_SESSION_FORMAT, CHAT_SESSION_VERSION
+from . import chat_session
+from .chat_session import CHAT_SESSION_FORMAT, CHAT_SESSION_VERSION, read_small_file
 from .conversation_state import ConversationEvent, ConversationState
 from .errors import NbagentError, StorageError
 from .messages import edit_count
@@ -54,19 +58,30 @@ def read_journal(path: str | os.PathLike, base_saved_at: Any) -> list[dict]:
     """The complete entries of ``path``'s journal that extend a file saved at ``base_saved_at``.
 
     No journal, or one written for another state of the file: ``[]``. A line that does not parse
-    (a crash cut the last one short) ends the entries read, with a ``RuntimeWarning``.
+    (a crash cut the last one short) ends the entries read, with a ``RuntimeWarning``. A journal
+    nbagent did not write — a link, a FIFO, a device, a directory, one over the session size limit,
+    or one owned by another user than the session file (someone else's file in a shared folder) —
+    is ignored with a ``RuntimeWarning``: opened without blocking and checked before it is read.
     """
     folder, name = os.path.split(os.fspath(path))
     journal = os.path.join(folder, f".{name}.journal")
-    if not os.access(journal, os.F_OK):  # most files have none: cheaper than an open that fails
+    if not os.path.lexists(journal):  # most files have none: cheaper than an open that fails
         return []
+    why = ""
     try:
-        with open(journal, "rb") as f:
-            data = f.read()
+        data, info = read_small_file(journal, chat_session.MAX_FILE_BYTES, follow=False)
+        if info.st_uid != os.stat(path).st_uid:  # (0 for both where there are no owners)
+            why = f"it belongs to uid {info.st_uid}, not to the session file's owner"
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise StorageError(f"cannot read {journal_path(path)}: {exc.strerror or exc}") from None
+    except StorageError as exc:
+        why = str(exc)
+    if why:  # nbagent writes journals as plain files of the session's owner, never as links
+        warnings.warn(f"nbagent: the journal beside {path} is ignored, the file is read without it: {why}",
+                      RuntimeWarning, stacklevel=4)
+        return []
     jpath = journal_path(path)
     lines = data.split(b"\n")
     tail = lines.pop()  # after the last newline: b"" unless the last write was cut short
@@ -121,6 +136,7 @@ def apply_journal(doc: dict, entries: list[dict]) -> dict:
             new_starts, new_compactions, new_trimmed = _list(e["turn_starts"]), _list(e["compactions"]), int(e["trimmed"])
             if end is not None and not base <= steps_at <= end:
                 raise ValueError(f"its steps start at {steps_at}, outside {base}..{end}")
+            _check_forward(turns, turns_at, starts, steps_at)
             chat = doc.get("chat_session")
             if "chat_session" in e and "chat_session" in doc:  # (a head read has no wire messages)
                 chat = _chat_session(chat, e["chat_session"])
@@ -153,6 +169,13 @@ def apply_journal(doc: dict, entries: list[dict]) -> dict:
     doc["turn_starts"] = [i - trimmed for i in starts[bisect.bisect_left(starts, trimmed):]]
     doc["compactions"] = [i - trimmed for i in compactions[bisect.bisect_left(compactions, trimmed):]]
     return doc
+
+
+def _check_forward(turns: Any, turns_at: int, starts: list[int], steps_at: int) -> None:
+    """A ``ValueError`` when an entry starts before the last turn saved (a writer's entry rewrites only
+    that turn and what follows it): applying it would roll the session back."""
+    if isinstance(turns, list) and turns_at < len(turns) - 1 or starts and steps_at < starts[-1]:
+        raise ValueError("it goes back before the last turn saved: it would roll the session back")
 
 
 def _list(value: Any) -> list:
@@ -363,10 +386,16 @@ def _now() -> float:
     return time.time()
 
 
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a link planted at the journal's name is refused, never written through
+_NON_BLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO without a reader fails at once, never waits
+
+
 def _append(path: Path, data: bytes) -> None:
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_FOLLOW | _NON_BLOCK, 0o644)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device planted at its name
+                raise StorageError(f"cannot write {path}: it is not a regular file")
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]

@@ -13,11 +13,19 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .chat_session import read_small_file
+from .errors import NbagentError
+
 __all__ = ["LockHolder", "SessionLock", "Unlockable", "lock_holder", "lock_path"]
+
+HOLDER_BYTES = 4096  # a lock file holds one small JSON object: nothing past this is read
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a link planted at the lock's name is refused, never written through
+_NON_BLOCK = getattr(os, "O_NONBLOCK", 0)
 
 try:
     import fcntl
@@ -69,10 +77,12 @@ class SessionLock:
         for _ in range(10):  # the lock file replaced between open and lock: open it again
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | _NO_FOLLOW | _NON_BLOCK, 0o644)
             except OSError as exc:
                 raise Unlockable(exc.errno, f"cannot make {lock}: {exc.strerror or exc}") from None
             try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted at its name: never written
+                    raise OSError(0, "it is not a regular file")
                 if not _try_lock(fd):
                     os.close(fd)
                     return None
@@ -113,10 +123,11 @@ class SessionLock:
 
 def lock_holder(path: str | os.PathLike) -> LockHolder:
     """Who holds the lock of session file ``path`` (an empty holder when unknown)."""
-    try:
-        raw = json.loads(lock_path(path).read_text(encoding="utf-8") or "{}")
+    try:  # a planted FIFO, device or huge file is never waited on or read whole
+        data, _ = read_small_file(lock_path(path), HOLDER_BYTES, follow=False)
+        raw = json.loads(data.decode("utf-8") or "{}")
         return LockHolder(int(raw.get("pid") or 0), str(raw.get("host") or ""), float(raw.get("since") or 0))
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, NbagentError):
         return LockHolder()
 
 

@@ -14,11 +14,14 @@ not look like secrets, a ``base_url`` without user:password and query string.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
+
+from .errors import ConfigError
 
 POLICY_NAMES = ("allow_all", "ask", "deny_all")
 _SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|cookie|credential|header", re.IGNORECASE)
@@ -80,6 +83,24 @@ class AgentSettings:
         out._check()
         return out
 
+    def checked_arguments(self) -> AgentSettings:
+        """This value with numpy-style numbers as Python's (``np.int64(100)`` is ``100``), or
+        ``ConfigError`` naming the first argument of the wrong type (``Agent(budget_usd="5")``)."""
+        plain: dict[str, Any] = {}
+        for name in ("temperature", "tool_timeout", "budget_usd", "max_tokens", "compaction_budget",
+                     "max_tool_iterations"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+                plain[name] = int(value)
+            elif isinstance(value, numbers.Real) and not isinstance(value, (bool, int, float)):
+                plain[name] = float(value)
+        out = replace(self, **plain) if plain else self
+        try:
+            out._check()
+        except TypeError as exc:
+            raise ConfigError(f"Agent(...): {exc}") from None
+        return out
+
     def _check(self) -> None:
         _want(self.model, str, "model")
         _want(self.user, str, "user")
@@ -102,16 +123,16 @@ class AgentSettings:
 
 def _want(value: Any, kind: Any, name: str) -> None:
     if isinstance(value, bool) and kind in (int, (int, type(None))):
-        raise TypeError(f"settings field {name!r} must be an integer, got a bool")
+        raise TypeError(f"{name} must be an integer, not a bool")
     if not isinstance(value, kind):
-        raise TypeError(f"settings field {name!r} has the wrong type ({type(value).__name__})")
+        raise TypeError(f"{name} has the wrong type ({type(value).__name__}: {value!r:.40})")
 
 
 def _want_number(value: Any, name: str) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f"settings field {name!r} must be a number, got {value!r:.40}")
+        raise TypeError(f"{name} must be a number, not {value!r:.40}")
 
 
 def savable_options(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -234,7 +234,7 @@ class CellPreview:
     before the call waits for Approve so its card can show the diff: the cell, its source before
     and after, and the line diff between them (``(" " | "-" | "+", line)`` pairs, old to new)."""
 
-    action: str  # "edit" | "insert" | "run"
+    action: str  # "edit" | "insert" ("insert markdown" / "insert raw" for such a new cell) | "run"
     cell_id: str = ""  # the cell edited or run; an insert: the cell it goes after ("" at the end)
     position: int = 0  # 1-based, as the user counts cells: the cell's, or the new cell's place
     old_source: str = ""  # the cell's source now ("" for an insert)

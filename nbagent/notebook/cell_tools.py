@@ -35,7 +35,7 @@ from .notebook_context import DEFAULT_BUDGET_TOKENS, ViewOptions, notebook_view
 from .notebook_doc import NotebookBackend, NotebookCell, NotebookSnapshot
 from .notebook_history import last_kernel_error, watch_kernel_errors
 from .notebook_select import NotebookChoice, label_of
-from .provenance import CellAction, CellActionKind, code_hash, with_action
+from .provenance import CellAction, CellActionKind, acting_author, code_hash, with_action
 from .run_python import RunPythonTool, call_timeout
 
 READ_NOTEBOOK, EDIT_CELL, INSERT_CELL, RUN_CELL = "read_notebook", "edit_cell", "insert_cell", "run_cell"
@@ -130,7 +130,7 @@ def _action(kind: CellActionKind, source: str) -> CellAction:
     if ctx is None:
         return CellAction(kind, approved_by="caller", code_sha256=code_hash(source))
     return CellAction(kind, session_id=ctx.conversation_id, turn=ctx.turn, model=ctx.model, call_id=ctx.call_id,
-                      approved_by=ctx.decided_by, code_sha256=code_hash(source))
+                      approved_by=ctx.decided_by, code_sha256=code_hash(source), author=acting_author.get())
 
 
 async def _current(choice: NotebookChoice, fresh: bool = False) -> tuple[NotebookBackend, NotebookSnapshot]:
@@ -268,7 +268,9 @@ class InsertCellTool(Tool):
         if isinstance(after, str) and cell is None:
             problem = f"no cell has id {after!r} to insert after"
         position = cell.index + 2 if cell is not None else len(snapshot.cells) + 1
-        return cell_preview("insert", anchor or "", position, "", str(args.get("source", "")), label_of(backend),
+        kind = args.get("cell_type")  # the card and transcript say "insert markdown" for a markdown cell
+        action = f"insert {kind}" if kind in ("markdown", "raw") else "insert"
+        return cell_preview(action, anchor or "", position, "", str(args.get("source", "")), label_of(backend),
                             problem)
 
     async def execute(self, source: str, after: str | None = None, cell_type: str = "code") -> str:
@@ -320,6 +322,7 @@ class RunCellTool(RunPythonTool):
         shown = self.memory.previewed.pop(call_id, None)
         if shown is not None and shown != cell.source:
             raise ToolError(f"{_where(cell)} changed after its code was shown for approval; nothing ran")
+        metadata = with_action(cell.metadata, _action(CellActionKind.RAN, cell.source))  # before: it never fails after
         result = await run_cell(cell.source, self.namespace, timeout=call_timeout())
         error = last_kernel_error()
         if result.error is None and not result.timed_out and not result.interrupted and error is not None:
@@ -327,9 +330,8 @@ class RunCellTool(RunPythonTool):
             if error.source.rstrip() in earlier | {cell.source.rstrip()}:  # this cell raised it, and runs clean now
                 self.memory.fixed = (error.key, cell_id)
         try:
-            metadata = with_action(cell.metadata, _action(CellActionKind.RAN, cell.source))
             await backend.set_source(cell_id, cell.source, expected_source=cell.source, metadata=metadata)
-        except NbagentError as exc:  # the run happened; only its record failed
+        except Exception as exc:  # the run happened: only its record failed, and a failed call would be run again
             result.stderr += f"\n(nbagent: the run could not be recorded in the cell's metadata: {exc})"
         return result
 

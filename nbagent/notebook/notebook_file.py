@@ -6,6 +6,10 @@ stamp of it (modification time, size and SHA-256 of its bytes). Each write (``se
 ``insert``, ``delete``) first checks that the file on disk still has that stamp -- else a
 ``ToolError`` saying to read the notebook again -- then writes the whole notebook to a temporary file
 beside it and renames it over the file (``core/atomic_file.py``), and takes the new stamp.
+A notebook opened through a symlink is written where the link points (the link stays; replacing
+it would leave the real notebook with the old source), and ``read_notebook`` names both.
+A file that is JSON but no notebook (a list, a cell that is a string, nesting too deep to read) is
+a ``StorageError``, as a file that is not JSON is.
 A read-only file (or folder) is a ``StorageError`` before anything is written. Notebooks older than
 nbformat 4.5 have no cell ids: they are given ids by position (``cell-1``, ``cell-2``, ...;
 ``normalized`` says so) until the first write saves them. Outputs are handed over as stored; the
@@ -74,8 +78,14 @@ class FileBackend:
 
     @property
     def label(self) -> str:
-        """Where the cells come from, as ``read_notebook`` names it."""
-        return f"file: {self.path}"
+        """Where the cells come from, as ``read_notebook`` names it (a link: also where edits go)."""
+        target = self.target()
+        return f"file: {self.path}" + (f" (a link to {target})" if target != self.path else "")
+
+    def target(self) -> Path:
+        """The file edits are written to: ``path``, or the file a symlink at ``path`` points to (the
+        link stays a link; replacing it would leave the real notebook unedited)."""
+        return Path(os.path.realpath(self.path)) if self.path.is_symlink() else self.path
 
     async def read(self) -> NotebookSnapshot:
         return await asyncio.to_thread(self._read)
@@ -93,8 +103,13 @@ class FileBackend:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # nbformat warns about what it repairs
                 nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
-        except (ValueError, UnicodeDecodeError, KeyError, TypeError) as exc:
-            raise StorageError(f"{self.path} is not a notebook nbformat can read: {exc}") from None
+            problem = _not_a_notebook(nb)
+        except RecursionError:
+            problem = "its JSON is nested too deeply"
+        except Exception as exc:  # nbformat fails on bad JSON in many ways (a list, a str cell)
+            problem = f"nbformat cannot read it ({type(exc).__name__}: {exc})"
+        if problem:
+            raise StorageError(f"{self.path} is not a notebook: {problem}") from None
         self.normalized = _give_ids(nb)
         self._nb = nb
         self._stamp = FileStamp(info.st_mtime_ns, len(raw), hashlib.sha256(raw).hexdigest())
@@ -122,12 +137,12 @@ class FileBackend:
         return await asyncio.to_thread(self._set_source, cell_id, source, expected_source, metadata)
 
     def _set_source(self, cell_id: str, source: str, expected: str, metadata: dict[str, Any] | None) -> NotebookCell:
-        nb = self._writable()
+        nb, target = self._writable()
         index, cell = self._find(nb, cell_id, expected)
         cell.source = source
         if metadata is not None:
             cell.metadata = _nbformat().from_dict(copy.deepcopy(metadata))
-        self._write(nb)
+        self._write(nb, target)
         return _cell(cell, index)
 
     async def insert(self, source: str, *, after: str | None = None, cell_type: str = "code",
@@ -136,7 +151,7 @@ class FileBackend:
 
     def _insert(self, source: str, after: str | None, cell_type: str, metadata: dict[str, Any] | None) -> NotebookCell:
         v4 = _nbformat().v4
-        nb = self._writable()
+        nb, target = self._writable()
         makers = {"code": v4.new_code_cell, "markdown": v4.new_markdown_cell, "raw": v4.new_raw_cell}
         if cell_type not in makers:
             raise ToolError(f"unknown cell type {cell_type!r}: use code, markdown or raw")
@@ -150,36 +165,37 @@ class FileBackend:
                 raise ToolError(f"no cell with id {after!r} in {self.path} to insert after; "
                                 "call read_notebook for the cells' ids")
         nb.cells.insert(index, cell)
-        self._write(nb)
+        self._write(nb, target)
         return _cell(cell, index)
 
     async def delete(self, cell_id: str, *, expected_source: str) -> None:
         await asyncio.to_thread(self._delete, cell_id, expected_source)
 
     def _delete(self, cell_id: str, expected: str) -> None:
-        nb = self._writable()
+        nb, target = self._writable()
         index, _ = self._find(nb, cell_id, expected)
         del nb.cells[index]
-        self._write(nb)
+        self._write(nb, target)
 
     # --- the checks before a write ----------------------------------------------------------
 
-    def _writable(self) -> Any:
-        """The notebook as last read, if the file on disk is still that one and may be written."""
+    def _writable(self) -> tuple[Any, Path]:
+        """The notebook as last read and the file to write, if that file is still the one read and may be written."""
         if self._nb is None or self._stamp is None:
             raise ToolError(f"{self.path} was not read yet: call read_notebook first")
+        target = self.target()
         try:
-            now = file_stamp(self.path)
+            now = file_stamp(target)
         except OSError as exc:
             raise StorageError(f"cannot read {self.path}: {exc.strerror or exc}; nothing was changed") from None
         if now != self._stamp:
             raise ToolError(f"{self.path} changed on disk since it was read (saved by the notebook's "
                             "front end or another program); nothing was changed: call read_notebook "
                             "again, then retry")
-        if _read_only(self.path):
-            raise StorageError(f"{self.path} is read-only; nothing was changed (make it writable, or "
+        if _read_only(target):
+            raise StorageError(f"{target} is read-only; nothing was changed (make it writable, or "
                                "work on a copy: notebook_tools(notebook='copy.ipynb'))")
-        return copy.deepcopy(self._nb)  # a failed write leaves the notebook as read
+        return copy.deepcopy(self._nb), target  # a failed write leaves the notebook as read
 
     def _find(self, nb: Any, cell_id: str, expected: str) -> tuple[int, Any]:
         for i, c in enumerate(nb.cells):
@@ -191,21 +207,35 @@ class FileBackend:
         raise ToolError(f"no cell with id {cell_id!r} in {self.path} (deleted?); nothing was changed: "
                         "call read_notebook for the cells' ids")
 
-    def _write(self, nb: Any) -> None:
+    def _write(self, nb: Any, target: Path) -> None:
         nbformat = _nbformat()
         nb.nbformat, nb.nbformat_minor = 4, max(int(nb.get("nbformat_minor", 5)), 5)  # ids need 4.5
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             text = nbformat.writes(nb)
         text = text if text.endswith("\n") else text + "\n"
-        mode = stat.S_IMODE(self.path.stat().st_mode)
+        mode = stat.S_IMODE(target.stat().st_mode)
 
         def write(tmp: Path) -> None:
             tmp.write_text(text, encoding="utf-8")
             os.chmod(tmp, mode)  # the file keeps its permissions (a temporary file starts at 0600)
 
-        atomic_write(self.path, write)
-        self._nb, self._stamp, self.normalized = nb, file_stamp(self.path), False
+        atomic_write(target, write)
+        self._nb, self._stamp, self.normalized = nb, file_stamp(target), False
+
+
+def _not_a_notebook(nb: Any) -> str:
+    """What keeps nbformat's reading of a file from being a notebook the tools can use ("": nothing)."""
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        return f"its cells are {type(cells).__name__}, not a list"
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            return f"cell {i + 1} is a JSON {type(cell).__name__}, not a cell"
+        if cell.get("cell_type") not in ("code", "markdown", "raw") or not isinstance(cell.get("source"), str):
+            return f"cell {i + 1} has no cell_type code, markdown or raw, or no source"
+    json.dumps(nb)  # RecursionError for metadata nested too deeply to write back
+    return ""
 
 
 def _read_only(path: Path) -> bool:

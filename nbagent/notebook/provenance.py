@@ -3,12 +3,17 @@
 Each cell the agent inserted, edited or ran carries ``metadata["nbagent"]["actions"]``: one
 ``CellAction`` per action, oldest first. The record is plain JSON, so it survives save, close and
 reopen in every front end and in ``nbformat``; ``nbagent.provenance(path)`` lists it as a DataFrame.
+Anyone who can write the notebook can write this record, so it is read as untrusted: an entry that
+is no action is skipped, a bad field gets its unknown value, and a record that cannot be read is
+replaced when the next action is added -- never an error, above all not after a cell's code ran.
 """
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import hashlib
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,9 +32,22 @@ class CellActionKind(str, enum.Enum):
         return self.value
 
 
+# who acts in this task: set by nbagent.serve while an outside client's call runs ("" for nbagent's agent)
+acting_author: contextvars.ContextVar[str] = contextvars.ContextVar("nbagent_author", default="")
+
+
 def code_hash(source: str) -> str:
     """The SHA-256 of a cell's source (hex), as recorded in ``CellAction.code_sha256``."""
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+AUTHOR = "nbagent"  # provenance()'s author of an action whose record names none (nbagent's own agent)
+UNKNOWN_AUTHOR = "unknown"  # the author of a record whose author field cannot be read
+_TEXT_FIELDS = ("session_id", "model", "call_id", "approved_by", "code_sha256")
+_MAX_TURN = 2**31 - 1
+_TIME_RANGE = (-9.2e9, 9.2e9)  # seconds since the epoch a pandas Timestamp can hold (1678-2261)
+_MAX_AUTHOR = 200  # characters
+_KINDS = frozenset(k.value for k in CellActionKind)
 
 
 @dataclass(frozen=True)
@@ -38,41 +56,78 @@ class CellAction:
 
     action: CellActionKind
     session_id: str = ""  # the conversation's id
-    turn: int = -1  # the turn number as conv.turns and the widget count it
+    turn: int = -1  # the turn number as conv.turns and the widget count it (-1: unknown)
     model: str = ""
     call_id: str = ""  # the tool call (or "" for a user's "Insert as cell below" / %chat_code)
     approved_by: str = ""  # "user", "policy …", "approve_code=False", ...
     code_sha256: str = ""  # code_hash() of the cell's source after the action
-    at: float = field(default_factory=time.time)  # when (seconds since the epoch)
+    at: float = field(default_factory=time.time)  # when (seconds since the epoch; NaN: unknown)
+    author: str = ""  # an outside MCP client's name and version ("": nbagent's own agent; not written)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["action"] = self.action.value
+        data["at"] = self.at if math.isfinite(self.at) else None  # JSON has no NaN
+        if not self.author:
+            del data["author"]
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CellAction:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        known["action"] = CellActionKind(known.get("action", "edited"))
-        return cls(**known)
+    def from_json(cls, data: Any) -> CellAction:
+        """A recorded action, read as untrusted: a field of the wrong type or out of range gets its
+        unknown value ("", -1, NaN, ``UNKNOWN_AUTHOR``); ``ValueError`` when ``data`` is no action record."""
+        if not isinstance(data, dict):
+            raise ValueError(f"an action record is an object, not {type(data).__name__}")
+        kind = data.get("action", CellActionKind.EDITED.value)
+        if not isinstance(kind, str) or kind not in _KINDS:
+            raise ValueError(f"unknown action {kind!r}")
+        texts = {name: value for name in _TEXT_FIELDS if isinstance(value := data.get(name), str)}
+        return cls(CellActionKind(kind), **texts, turn=_turn(data.get("turn")), at=_time(data.get("at")),
+                   author=_author(data.get("author")))
 
 
-def recorded_actions(metadata: dict[str, Any] | None) -> list[CellAction]:
-    """The actions recorded in one cell's metadata (unreadable entries are skipped)."""
-    entries = ((metadata or {}).get(METADATA_KEY) or {}).get("actions") or []
+def _turn(value: Any) -> int:
+    """A recorded turn number, or -1 (unknown) for anything else (a bool, a string, one past int32)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= _MAX_TURN
+    return value if ok else -1
+
+
+def _time(value: Any) -> float:
+    """A recorded time a pandas Timestamp can hold, or NaN (unknown)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _TIME_RANGE[0] <= value <= _TIME_RANGE[1]
+    return float(value) if ok else math.nan
+
+
+def _author(value: Any) -> str:
+    """A recorded author made fit to show: "" (nbagent's own agent) when none is recorded; a name's
+    unprintable characters (line breaks, bidirectional controls) become spaces, cut at 200
+    characters; anything else (a number, a list, only blanks) is ``UNKNOWN_AUTHOR``."""
+    if value is None:
+        return ""
+    text = "".join(c if c.isprintable() else " " for c in value[:_MAX_AUTHOR]) if isinstance(value, str) else ""
+    return " ".join(text.split()) or UNKNOWN_AUTHOR
+
+
+def recorded_actions(metadata: Any) -> list[CellAction]:
+    """The actions recorded in one cell's metadata, read as untrusted: a record that is not an
+    object, or an entry that is no action, is skipped; a bad field gets its unknown value."""
+    record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    entries = record.get("actions") if isinstance(record, dict) else None
     actions = []
     for entry in entries if isinstance(entries, list) else []:
         try:
             actions.append(CellAction.from_json(entry))
-        except (TypeError, ValueError, AttributeError):
+        except ValueError:
             continue
     return actions
 
 
-def with_action(metadata: dict[str, Any] | None, action: CellAction) -> dict[str, Any]:
-    """A copy of a cell's metadata with ``action`` appended to its record."""
-    updated = dict(metadata or {})
-    record = dict(updated.get(METADATA_KEY) or {})
+def with_action(metadata: Any, action: CellAction) -> dict[str, Any]:
+    """A copy of a cell's metadata with ``action`` appended to its record (a record that cannot be
+    read is replaced; the readable actions are kept, written back valid)."""
+    updated = dict(metadata) if isinstance(metadata, dict) else {}
+    record = updated.get(METADATA_KEY)
+    record = dict(record) if isinstance(record, dict) else {}
     record["actions"] = [a.to_json() for a in recorded_actions(updated)] + [action.to_json()]
     updated[METADATA_KEY] = record
     return updated

@@ -1,5 +1,9 @@
 """The HTML transcript: one self-contained page (inline CSS, no scripts, no fetches).
 
+Math (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``, the widget's rule) becomes MathML, as the
+widget shows it: :func:`~nbagent.core.mathtext.math_html` (latex2mathml, links checked, nothing but
+MathML kept).
+
 Model text is rendered by markdown-it-py (CommonMark with GFM tables and strikethrough; the
 ``html`` extra) with raw HTML off, so every ``<`` in model text comes out as ``&lt;``; when
 markdown-it-py is not installed a small renderer built on :func:`html.escape` does headings,
@@ -16,6 +20,7 @@ import re
 from html import escape
 from typing import Any
 
+from ..core.mathtext import math_at, math_html, split_math
 from ..core.safe_markdown import safe_url
 from .transcript_items import Answer, Call, Diff, Failure, Note, Prompt, Result, Thinking, TranscriptItem, Waiting
 
@@ -123,7 +128,28 @@ def _markdown_it() -> Any:
     parser.add_render_rule("image", _image)
     parser.add_render_rule("heading_open", _heading)
     parser.add_render_rule("heading_close", _heading)
+    parser.inline.ruler.before("escape", "math", _math_rule)  # before "\(" is read as an escaped "("
+    parser.add_render_rule("math", _math)
     return parser
+
+
+def _math_rule(state: Any, silent: bool) -> bool:
+    """Math (``core/mathtext.py``'s rule, the widget's) starting here, as one ``math`` token."""
+    if state.src[state.pos] not in "$\\":
+        return False
+    found = math_at(state.src, state.pos)
+    if found is None or found[2] > state.posMax:
+        return False
+    tex, display, end = found
+    if not silent:
+        token = state.push("math", "math", 0)
+        token.content, token.meta = tex, {"display": display}
+    state.pos = end
+    return True
+
+
+def _math(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
+    return math_html(tokens[idx].content, bool(tokens[idx].meta.get("display")))
 
 
 def _link_open(renderer: Any, tokens: list, idx: int, options: Any, env: dict) -> str:
@@ -215,11 +241,17 @@ def _inline(text: str) -> str:
     """Inline markdown of one line: code spans first (nothing inside them is formatted)."""
     parts, last = [], 0
     for m in _CODE.finditer(text):
-        parts.append(_format(escape(text[last:m.start()])))
+        parts.append(_prose(text[last:m.start()]))
         parts.append("<code>" + escape(m.group(2).strip() or m.group(2)) + "</code>")
         last = m.end()
-    parts.append(_format(escape(text[last:])))
+    parts.append(_prose(text[last:]))
     return "".join(parts)
+
+
+def _prose(text: str) -> str:
+    """Text outside code spans: math as MathML, the rest formatted."""
+    return "".join(_format(escape(piece)) if display is None else math_html(piece, display)
+                   for piece, display in split_math(text))
 
 
 def _format(escaped: str) -> str:

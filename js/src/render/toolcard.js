@@ -40,6 +40,16 @@ export function cellDiff(call, env, old) {
   return { diff: lineDiff(call.name === "insert_cell" ? "" : old ?? "", source), problem: "", cut: false };
 }
 
+/** Which cell a cell tool's card is about: "new markdown cell (cell 3)", "cell c2 (cell 2)".
+ * @param {any} call @param {any} env */
+export function cellWhere(call, env) {
+  const args = argsOf(call);
+  const position = env && env.preview && env.preview.position ? ` (cell ${env.preview.position})` : "";
+  if (call.name !== "insert_cell") return `cell ${String(args.cell_id || "?")}${position}`;
+  const type = args.cell_type === "markdown" || args.cell_type === "raw" ? `${args.cell_type} ` : ""; // else code
+  return `new ${type}cell${position}`;
+}
+
 /** Tools whose call carries code: tool name -> the argument holding it and its language. */
 export const CODE_TOOLS = { run_python: { arg: "code", language: "python" } };
 
@@ -324,8 +334,7 @@ export class ToolCard {
     }
     const { diff, problem, cut } = cellDiff(call, env, this.oldSource);
     const added = diff.filter((/** @type {any} */ d) => d[0] === "+").length, removed = diff.filter((/** @type {any} */ d) => d[0] === "-").length;
-    const position = env && env.preview && env.preview.position ? ` (cell ${env.preview.position})` : "";
-    const where = call.name === "insert_cell" ? `new cell${position}` : `cell ${String(args.cell_id || "?")}${position}`;
+    const where = cellWhere(call, env);
     const rows = diff.map((/** @type {any} */ [op, line]) => h("div", { class: `nba-diff-line ${op === "+" ? "nba-diff-add" : op === "-" ? "nba-diff-del" : "nba-diff-ctx"}`,
       text: `${op === "+" ? "+" : op === "-" ? "-" : " "} ${line}` }));
     this.diffBox.replaceChildren(h("div", { class: "nba-diff-head", text: `${where}: +${added} −${removed}${cut ? " (cut)" : ""}` }),

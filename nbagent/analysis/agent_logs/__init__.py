@@ -1,0 +1,1 @@
+"""Other coding agents' session logs (Claude Code, Codex) read into nbagent's usage records."""

@@ -1,0 +1,300 @@
+"""Other coding agents' session logs in nbagent's usage frames (issue #46).
+
+The logs are in ``tests/fixtures/agent_logs`` (README there: ccusage's own test fixtures, and logs
+written in the formats Claude Code and Codex write, with streamed duplicates, a subagent that
+replays its parent's message, cumulative-only counts and damaged lines). The expected totals below
+are ccusage 20.0.26's on the same folders; ``test_totals_equal_ccusage`` recomputes them with
+ccusage itself where it is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pd = pytest.importorskip("pandas")
+
+import nbagent  # noqa: E402
+from nbagent.analysis.agent_logs import readers  # noqa: E402
+
+LOGS = Path(__file__).resolve().parent / "fixtures" / "agent_logs"
+CLAUDE, CODEX = LOGS / "claude", LOGS / "codex"
+RECORDED = LOGS / "recorded"  # written by the real Claude Code 2.1.197 and Codex 0.171.0 (record.sh there)
+SESSION = "4f1c2a9e-7b3d-4c55-9a0e-2d6f8b1c3e70"
+CCUSAGE_CACHE = Path(os.environ.get("NBAGENT_CCUSAGE_DIR", Path.home() / ".cache" / "nbagent" / "ccusage"))
+
+
+def days(df) -> dict:
+    """Per source and UTC day: ccusage's token kinds (input without cache reads and writes)."""
+    df = df.assign(day=df.started.dt.strftime("%Y-%m-%d"))
+    out = {}
+    for (source, day), g in df.groupby(["source", "day"], observed=True):
+        out[(str(source), day)] = {
+            "input": int(g.input_tokens.sum() - g.cached_tokens.sum() - g.cache_write_tokens.sum()),
+            "cache_read": int(g.cached_tokens.sum()), "cache_write": int(g.cache_write_tokens.sum()),
+            "output": int(g.output_tokens.sum() + g.thinking_tokens.sum()), "cost": round(g.cost_usd.sum(), 6)}
+    return out
+
+
+# ccusage 20.0.26 `claude daily --json` / `codex daily --json` (--timezone UTC --offline) on the fixtures
+CCUSAGE_DAYS = {
+    ("claude-code", "2026-01-12"): {"input": 2473, "cache_read": 46060, "cache_write": 5540, "output": 475,
+                                    "cost": 0.043637},
+    ("claude-code", "2026-01-13"): {"input": 900, "cache_read": 0, "cache_write": 2000, "output": 220,
+                                    "cost": 0.0225},
+    ("codex", "2026-01-12"): {"input": 6784, "cache_read": 6016, "cache_write": 0, "output": 260, "cost": 0.011832},
+    ("codex", "2026-01-13"): {"input": 700, "cache_read": 6400, "cache_write": 0, "output": 400, "cost": 0.007945},
+}
+
+
+def test_claude_code_and_codex_logs_give_ccusages_totals_per_day():
+    df = nbagent.agent_usage(CLAUDE, CODEX)
+    assert days(df) == CCUSAGE_DAYS
+    assert set(df.source) == {"claude-code", "codex"}
+    assert set(df.project) == {"/home/ada/proj/shop", "/home/ada/proj/api"}  # the working folder each ran in
+
+
+def test_logs_the_real_tools_wrote_give_ccusages_totals():
+    df = nbagent.agent_usage(RECORDED / "claude", RECORDED / "codex")
+    totals = {source: {k: sum(v[k] for (s, _), v in days(df).items() if s == source) for k in CCUSAGE_DAYS[
+        ("codex", "2026-01-12")]} for source in ("claude-code", "codex")}
+    # ccusage 20.0.26 `claude daily --json` / `codex daily --json` totals on the same folders
+    assert totals["claude-code"] == {"input": 418, "cache_read": 8000, "cache_write": 0, "output": 98,
+                                     "cost": pytest.approx(0.005124)}
+    assert totals["codex"] == {"input": 383, "cache_read": 5632, "cache_write": 0, "output": 115,
+                               "cost": pytest.approx(0.00233275, abs=1e-6)}
+    assert df.attrs["skipped"] == {} and df.attrs["refused"] == {}
+    claude = df[df.source == "claude-code"]
+    assert claude.session_id.nunique() == 1  # the subagent's call is its parent session's
+    assert claude.tool_calls.sum() == 2  # Agent, then Bash
+    assert set(df.prompt) == {"Write hello into note.txt and show it", "Say in one line what note.txt should hold"}
+
+
+def test_a_streamed_message_written_three_times_is_one_call_and_a_subagents_replay_is_dropped():
+    df = nbagent.load_sessions(str(CLAUDE / "**" / "*.jsonl"))
+    sonnet = df[df.model == "claude-sonnet-4-5-20250929"]
+    # msg_01A (three records), msg_01B (and its replay in the subagent's log), msg_01C
+    assert len(sonnet) == 3
+    assert sonnet.output_tokens.tolist() == [310, 95, 12]
+    assert sonnet.input_tokens.iloc[0] == 4 + 11800 + 5120  # every input token: fresh, cache reads, cache writes
+    assert sonnet.tool_calls.tolist() == [1, 1, 0]  # Read, then Task: the tool_use blocks of each message
+    # the subagent's own calls are its parent session's
+    assert set(df.session_id) == {SESSION}
+    assert (df.model == "claude-haiku-4-5-20251001").sum() == 2
+    assert (df.source == "claude-code").all()
+
+
+def test_codex_counts_from_last_usage_or_the_difference_of_totals():
+    df = nbagent.load_sessions(CODEX / "sessions" / "2026" / "01" / "12")  # a folder: its *.json and *.jsonl
+    assert df.input_tokens.tolist() == [6200, 6600, 7100]  # last usage; 12800 - 6200; last usage
+    assert df.cached_tokens.tolist() == [0, 6016, 6400]
+    assert (df.output_tokens + df.thinking_tokens).tolist() == [180, 80, 400]
+    assert df.thinking_tokens.tolist() == [128, 22, 256]
+    assert df.model.tolist() == ["gpt-5.1-codex", "gpt-5.1-codex", "gpt-5.2-codex"]
+    assert df.prompt.tolist() == ["List the endpoints", "List the endpoints", "Add a POST"]
+    assert df.tool_calls.tolist() == [1, 0, 0]
+    assert (df.source == "codex").all() and df.cost_usd.notna().all()
+
+
+def test_bad_lines_are_skipped_and_counted_per_file():
+    df = nbagent.agent_usage(LOGS / "claude", LOGS / "codex")
+    skipped = {Path(k).name: v for k, v in df.attrs["skipped"].items()}
+    assert skipped[f"{SESSION}.jsonl"] == {"corrupt line": 1, "unknown record type": 1, "unknown version": 1,
+                                           "torn last line": 1}
+    assert next(v for k, v in skipped.items() if k.startswith("rollout-")) == {"corrupt line": 1}
+
+
+def test_hostile_folder_names_what_it_refuses_and_reads_the_rest(tmp_path):
+    root = tmp_path / "claude" / "projects" / "p"
+    shutil.copytree(CLAUDE / "projects" / "-home-ada-proj-shop", root)
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_bytes((CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl").read_bytes())
+    (root / "link-out.jsonl").symlink_to(outside)
+    (root / "loop").symlink_to(root)  # a link to a folder: never followed
+    (root / "self.jsonl").symlink_to(root / "self.jsonl")  # a symlink loop
+    os.mkfifo(root / "pipe.jsonl")  # reading it would block: refused without opening it for long
+    (root / "empty.jsonl").write_bytes(b"")
+    df = nbagent.agent_usage(tmp_path / "claude")
+    refused = {Path(k).name: v for k, v in df.attrs["refused"].items()}
+    assert refused.keys() == {"link-out.jsonl", "loop", "self.jsonl", "pipe.jsonl"}
+    assert "not a regular file" in refused["pipe.jsonl"]
+    assert days(df) == {k: v for k, v in CCUSAGE_DAYS.items() if k[0] == "claude-code"}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file without read permission")
+def test_an_unreadable_file_is_named_and_skipped(tmp_path):
+    shutil.copytree(CODEX, tmp_path / "codex")
+    locked = tmp_path / "codex" / "sessions" / "locked.jsonl"
+    locked.write_bytes(b"{}\n")
+    locked.chmod(0)
+    df = nbagent.agent_usage(tmp_path / "codex")
+    assert str(locked) in df.attrs["refused"]
+    assert len(df) == 3
+
+
+def test_a_line_being_appended_is_read_once_whole(tmp_path):
+    folder = tmp_path / "codex" / "sessions"
+    folder.mkdir(parents=True)
+    log = folder / "rollout-x.jsonl"
+    lines = (CODEX / "sessions" / "2026" / "01" / "12").glob("*.jsonl").__next__().read_bytes().splitlines(True)
+    log.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])  # the writer is half way through the last line
+    first = nbagent.agent_usage(tmp_path / "codex")
+    assert len(first) == 2 and first.attrs["skipped"][str(log)] == {"corrupt line": 1, "torn last line": 1}
+    with open(log, "ab") as f:
+        f.write(lines[-1][40:])
+    second = nbagent.agent_usage(tmp_path / "codex")
+    assert len(second) == 3 and second.attrs["skipped"][str(log)] == {"corrupt line": 1}
+
+
+def test_a_second_call_reads_only_the_files_that_changed(tmp_path, monkeypatch):
+    shutil.copytree(CLAUDE, tmp_path / "claude")
+    shutil.copytree(CODEX, tmp_path / "codex")
+    nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex")
+    parsed: list[str] = []
+    real = readers.parse_log
+    monkeypatch.setattr(readers, "parse_log", lambda path, data: parsed.append(path.name) or real(path, data))
+    again = nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex")
+    assert parsed == [] and days(again) == CCUSAGE_DAYS
+    from nbagent.analysis.pricing import reset_prices, set_price
+
+    set_price("claude-opus-4-5-20251101", input=0, output=0)  # prices apply to the files kept in memory too
+    try:
+        assert nbagent.agent_usage(tmp_path / "claude").cost_usd.sum() == pytest.approx(0.043637)
+    finally:
+        reset_prices("claude-opus-4-5-20251101")
+    sub = next((tmp_path / "claude").rglob("agent-7e1.jsonl"))
+    with open(sub, "ab") as f:
+        f.write(json.dumps({"type": "future-record-kind", "sessionId": SESSION}).encode() + b"\n")
+    third = nbagent.agent_usage(tmp_path / "claude", tmp_path / "codex")
+    assert parsed == ["agent-7e1.jsonl"] and days(third) == CCUSAGE_DAYS
+
+
+def test_no_argument_reads_the_standard_folders_of_each_tool(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    shutil.copytree(CLAUDE, tmp_path / "a")
+    shutil.copytree(LOGS / "ccusage" / "claude", tmp_path / "b")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", f"{tmp_path / 'a'}, {tmp_path / 'b' / 'projects'}")  # ccusage's list
+    monkeypatch.setenv("CODEX_HOME", str(CODEX))
+    df = nbagent.agent_usage()
+    assert set(df.session_id) == {SESSION, "session-alpha", "session-beta", "019b8a2c-5d1e-7f30-a4b2-6c9d0e1f2a3b"}
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+    monkeypatch.delenv("CODEX_HOME")
+    shutil.copytree(CLAUDE, tmp_path / ".claude")
+    assert set(nbagent.agent_usage().session_id) == {SESSION}
+
+
+def test_nbagent_sessions_join_the_same_frame(tmp_path):
+    agent = nbagent.Agent(model="demo")
+    agent.ask("Hello")
+    agent.conversation.save(tmp_path / "s.json")
+    (tmp_path / "settings.json").write_text('{"theme": "dark"}')  # another tool's JSON: not a session
+    df = nbagent.agent_usage(CODEX, sessions=tmp_path)
+    assert df.source.value_counts().to_dict() == {"codex": 3, "nbagent": 1}
+    assert df.attrs["refused"] == {}
+
+
+def test_to_parquet_reads_agent_logs(tmp_path):
+    pytest.importorskip("pyarrow")
+    out = nbagent.to_parquet(str(CODEX / "**" / "*.jsonl"), tmp_path / "u.parquet")
+    back = pd.read_parquet(out)
+    assert back.input_tokens.tolist() == [6200, 6600, 7100]
+
+
+def ccusage_binary() -> str | None:
+    found = shutil.which("ccusage")
+    local = CCUSAGE_CACHE / "node_modules" / ".bin" / "ccusage"
+    return found or (str(local) if local.exists() else None)
+
+
+def ccusage_days(args: list[str], env: dict[str, str], source: str) -> dict:
+    out = subprocess.run([ccusage_binary(), *args, "daily", "--json", "--offline", "--timezone", "UTC"],
+                         env=env, capture_output=True, text=True, timeout=60, check=True).stdout
+    rows = {}
+    for r in json.loads(out)["daily"]:
+        rows[(source, r["date"])] = {"input": r["inputTokens"], "cache_read": r["cacheReadTokens"],
+                                     "cache_write": r["cacheCreationTokens"], "output": r["outputTokens"],
+                                     "cost": round(r.get("totalCost", r.get("costUSD", 0.0)), 6)}
+    return rows
+
+
+@pytest.mark.skipif(ccusage_binary() is None, reason=(
+    "ccusage is not installed: npm install --prefix ~/.cache/nbagent/ccusage ccusage@20 "
+    "@ccusage/ccusage-linux-x64 (or put ccusage on PATH)"))
+@pytest.mark.parametrize("folders", [(CLAUDE, CODEX), (LOGS / "ccusage" / "claude", LOGS / "ccusage" / "codex"),
+                                     (RECORDED / "claude", RECORDED / "codex")])
+def test_totals_equal_ccusage(folders, tmp_path):
+    claude, codex = folders
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(claude),
+           "CODEX_HOME": str(codex)}
+    want = {**ccusage_days(["claude"], env, "claude-code"), **ccusage_days(["codex"], env, "codex")}
+    got = days(nbagent.agent_usage(claude, codex))
+    if claude.parent.name == "ccusage":  # ccusage's fixtures: its costs come from the logs' own costUSD
+        for rows in (got, want):
+            for row in rows.values():
+                row.pop("cost")
+    assert got == want
+
+
+def test_list_sessions_lists_agent_logs_with_their_usage(tmp_path):
+    shutil.copytree(RECORDED, tmp_path / "recorded")
+    (tmp_path / "recorded" / "claude" / "projects" / "broken.jsonl").write_bytes(b"not a log\n")
+    listed = nbagent.list_sessions(str(tmp_path / "recorded" / "**" / "*.jsonl"))
+    usage = nbagent.agent_usage(tmp_path / "recorded")
+    assert len(listed) == 4  # the main Claude Code log, its subagent's, the Codex rollout, the broken file
+    broken = listed[listed.path.str.endswith("broken.jsonl")]
+    assert "not valid JSON" in broken.error.iloc[0] or "corrupt" in broken.error.iloc[0]
+    good = listed[listed.error == ""]
+    assert set(good.title) == {"Write hello into note.txt and show it", "Say in one line what note.txt should hold"}
+    assert good.cost_usd.sum() == pytest.approx(usage.cost_usd.sum())
+    assert good.turns.sum() == len(usage)
+
+
+def test_a_claude_code_log_opens_as_a_read_only_conversation():
+    conv = nbagent.open_agent_log(CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl")
+    history = conv.history_df()
+    assert history.source.tolist()[:3] == ["USER", "MODEL", "SYSTEM"]  # prompt, answer with a call, its result
+    assert history.thinking.iloc[1] == "Look at money.py"  # the three records of one message are one step
+    calls = conv.tool_calls_df()
+    assert calls.name.tolist() == ["Read", "Task"]
+    assert calls.result_preview.tolist() == ["def total(xs): return round(sum(xs), 2)", "cart.py:12"]
+    assert conv.compaction_indices == [6]  # the step after the last answer of the first day
+    usage = conv.usage_df()
+    assert usage.prompt.tolist() == ["Why is the cart total off by a cent?", "Now add a test"]
+    own = nbagent.load_sessions(CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl")
+    assert usage.input_tokens.sum() == own.input_tokens.sum() and usage.cost_usd.sum() == pytest.approx(
+        own.cost_usd.sum())  # the same calls counted once
+    assert usage.cache_saved_usd.sum() > 0
+    with pytest.raises(nbagent.NbagentError):
+        conv.ask("more?")  # read-only: no connection
+
+
+@pytest.mark.parametrize("log", [next((CODEX / "sessions").rglob("*.jsonl")), next((RECORDED / "codex").rglob("*.jsonl"))],
+                         ids=["written", "recorded"])
+def test_a_codex_log_opens_as_a_read_only_conversation(log):
+    conv = nbagent.open_agent_log(log)
+    own = nbagent.load_sessions(log)
+    usage = conv.usage_df()
+    assert usage.input_tokens.sum() == own.input_tokens.sum()
+    assert (usage.output_tokens + usage.thinking_tokens).sum() == (own.output_tokens + own.thinking_tokens).sum()
+    assert usage.cost_usd.sum() == pytest.approx(own.cost_usd.sum())
+    calls = conv.tool_calls_df()
+    assert len(calls) == 1 and calls.result_preview.iloc[0]  # the shell call paired with its output
+    assert usage.prompt.iloc[0] in ("List the endpoints", "Write hello into note.txt and show it")
+
+
+def test_to_otel_sends_agent_logs_as_spans():
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    nbagent.to_otel(str(RECORDED / "**" / "*.jsonl"), exporter=exporter)
+    spans = exporter.get_finished_spans()
+    tokens = sum(s.attributes.get("gen_ai.usage.input_tokens", 0) for s in spans if s.name.startswith("chat"))
+    assert tokens == nbagent.agent_usage(RECORDED).input_tokens.sum()
+    assert {s.attributes.get("gen_ai.tool.name") for s in spans} >= {"Bash", "exec_command"}
