@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { installFakeDom, allElements, visibleText } from "./support/fake_dom.js";
 
 const document = installFakeDom();
-const { ToolCard, badgeText, runningSeconds } = await import("../src/render/toolcard.js");
+const { ToolCard, badgeText, runningSeconds, errorForPeople } = await import("../src/render/toolcard.js");
 
 const EDIT = { id: "e1", name: "edit_cell", args: { cell_id: "broken", source: "total + 2" } };
 const STALE = "cell [3] id=broken changed since read_notebook returned it (the user edited it?); nothing was changed: " +
@@ -34,6 +34,12 @@ test("a refused stale edit says so once in the card, without the exception's cla
   assert.doesNotMatch(shown, /ToolError|\[tool\]|call read_notebook/); // the model's instruction is not the person's
   assert.match(shown, /nothing was changed \(the agent is told to read the notebook again\)/);
   assert.match(shown, /Not applied/);
+});
+
+test("a Python error keeps its class; only nbagent's own class and kind tag go", () => {
+  assert.equal(errorForPeople("ZeroDivisionError: division by zero"), "ZeroDivisionError: division by zero");
+  assert.equal(errorForPeople("ToolError: [tool] no cell has id 'x'"), "no cell has id 'x'");
+  assert.equal(errorForPeople("[io] cannot write x"), "cannot write x");
 });
 
 test("a tool stopped while it ran says for how long; one canceled before it ran says canceled", () => {

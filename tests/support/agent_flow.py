@@ -112,7 +112,7 @@ def insert_below(page, nb, card):
     expect(new).to_be_in_viewport()
     page.wait_for_function("(s) => document.querySelectorAll(s + ' .jp-Notebook .jp-Cell')[1].contains(document.activeElement)",
                            arg=nb, polling=100, timeout=10_000)
-    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 0")
+    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 1")
     actions = page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.model.cells.get(1)
         .sharedModel.getMetadata().nbagent.actions""")
     assert [(a["action"], a["turn"], a["approved_by"]) for a in actions] == [("inserted", 0, "user")]

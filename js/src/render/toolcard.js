@@ -159,10 +159,13 @@ export function runningSeconds(env, now) {
   return typeof start === "number" ? Math.max(0, now - start) : null;
 }
 
-/** What a tool error says to a person: without the exception's class and nbagent's kind tag
+/** nbagent's own error as a tool's text starts: its class and kind tag ("ToolError: [tool] ", "[io] "). */
+const NBAGENT_ERROR = /^(?:[A-Za-z]+Error: )?\[(?:auth|rate_limit|invalid_request|context_length|server|network|timeout|protocol|tool|io|config|budget)(?: \d+)?(?: [\w.-]+)?\] /;
+
+/** What a tool error says to a person: without nbagent's exception class and kind tag
  * ("ToolError: [tool] cell … changed" reads "cell … changed"). @param {string} text */
 export function errorForPeople(text) {
-  return String(text || "").replace(/^[A-Za-z_][\w.]*(Error|Exception|Timeout): /, "").replace(/^\[[a-z_]+(?: \d+)?(?: [\w.-]+)?\] /, "")
+  return String(text || "").replace(NBAGENT_ERROR, "") // a Python error's own class ("ZeroDivisionError: …") stays
     .replace(/: call read_notebook\b[^\n]*$/, " (the agent is told to read the notebook again)"); // the model's instruction, said for people
 }
 
