@@ -173,7 +173,12 @@ class ClassViewUI {
     this.usage.textContent = detailLine(this.students.get(user) || row, reply.usage || []);
     const box = this.turns, before = { top: box.scrollTop, height: box.scrollHeight, client: box.clientHeight };
     showTranscript(box, reply.turns || []);
-    box.scrollTop = followScroll(again, before, box.scrollHeight);
+    const top = followScroll(again, before, box.scrollHeight);
+    box.scrollTop = top;
+    if (top === box.scrollHeight) { // to the end: again once turns scrolled into view have their real height
+      const toEnd = () => { if (this.selected === user) box.scrollTop = box.scrollHeight; };
+      requestAnimationFrame(() => { toEnd(); requestAnimationFrame(toEnd); });
+    }
   }
 
   dispose() {
