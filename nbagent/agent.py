@@ -191,12 +191,17 @@ class Agent:
         self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook)
         self._adopt(self._conversation)
 
+    def _chat_says(self, notice: str) -> bool:
+        """Whether this agent's chat widget shows ``notice`` (then a cell need not print it too)."""
+        widget = getattr(self, "_widget", None)
+        return widget is not None and widget.notice == notice
+
     def _tools(self, course: CoursePolicy | None, tools: Any, notebook: bool) -> Any:
         """The tools the provider gets, saying (``tools_notice``) when they cannot reach the model."""
         tools = self._replay_tools(tools)
         # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
         tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
-        self.tools_notice = _tools_notice(self.provider, tools)
+        self.tools_notice = _tools_notice(self.provider, tools, self._chat_says)
         return tools
 
     def _apply_rules(self, rules: Rules | None, system: str | None, resumed: bool) -> None:
@@ -438,7 +443,7 @@ class Agent:
         self._given_provider = model if isinstance(model, Provider) else None
         if (provider.name, provider.model) != old:
             neutral_history(self._connection.chat_session)
-        said, self.tools_notice = self.tools_notice, _tools_notice(provider, self.tools)  # warned again if so
+        said, self.tools_notice = self.tools_notice, _tools_notice(provider, self.tools, self._chat_says)  # warned again if so
         if self._widget is not None:  # the chat names the model the next turn goes to
             if self._widget.notice in ("", said):  # a course's "closed" / "over budget" stays
                 self._widget.notice = self.tools_notice
@@ -533,15 +538,17 @@ class Agent:
         return f"Agent(model={self.model!r}, tools={tools}, turns={self._conversation.turn_count})"
 
 
-def _tools_notice(provider: Provider, tools: Any) -> str:
-    """Why ``tools`` never reach the model (a local model whose template takes none), warned once; ""."""
+def _tools_notice(provider: Provider, tools: Any, told: Callable[[str], bool]) -> str:
+    """Why ``tools`` never reach the model (a local model whose template takes none), warned once at the
+    user's line (in a cell: unless the cell's chat shows it, ``told``); ""."""
     if provider.name != "local":
         return ""
     from .providers.local import tools_notice
+    from .providers.user_warning import warn_user
 
     notice = tools_notice(provider, tools)
     if notice:
-        warnings.warn(notice, RuntimeWarning, stacklevel=3)
+        warn_user(notice, lambda: told(notice))
     return notice
 
 

@@ -5,8 +5,9 @@ papermill and ``nbconvert --execute`` display it, but no browser draws it: noteb
 
 ``ApprovalWatch(conversation, wait)`` is a listener. When a call starts waiting it says so on
 stderr within ``NOTICE_DELAY`` (the call's name and id, and how to answer: ``conv.approve(id)`` /
-``conv.deny(id)``); when ``wait`` seconds pass with no answer it interrupts the turn, and ``error``
-holds the ``ConfigError`` the caller raises. ``wait=None`` only tells. ``answerable()``, when given,
+``conv.deny(id)``); when ``wait`` seconds pass with no answer it cancels the call saying that nobody
+answered in time (``decided_by`` ``"approval_wait"``), then interrupts the turn, and ``error`` holds the
+``ConfigError`` the caller raises. ``wait=None`` only tells. ``answerable()``, when given,
 is asked each time: once it is true (a view of the widget came alive) the call is left to the person.
 """
 
@@ -17,13 +18,15 @@ import threading
 from typing import Any
 from collections.abc import Callable
 
-from .core.errors import ConfigError
+from .core.errors import ConfigError, NbagentError
 from .core.steps import ApprovalDecision, Step, StepStatus, ToolCall
+from .loop.tool_runner import UNANSWERED
 
 APPROVAL_WAIT = 30.0  # seconds a blocking ask() waits for an approval (Conversation.approval_wait)
 NOTICE_DELAY = 0.3  # a call answered at once (a listener, %%chat's denial) is not announced
 BLOCKING = "a blocking ask() cannot be answered from the widget, whose buttons wait until the cell ends"
 NO_WIDGET = "no chat widget is shown for this conversation"
+UNANSWERED_RESULT = "Nobody answered the approval request within {:g} s (conv.approval_wait); the call did not run."
 NO_VIEW = ("its chat widget is displayed but no live view shows it (nbclient, papermill or nbconvert run the "
            "notebook without a browser), so nobody can press Approve")
 
@@ -40,6 +43,7 @@ class ApprovalWatch:
         self.error: ConfigError | None = None
         self.lock = threading.Lock()
         self.waiting: dict[str, list[threading.Timer]] = {}
+        self.expired: set[str] = set()  # calls canceled for want of an answer: the turn ends once they are closed
 
     def __call__(self, event: str, payload: Any) -> None:
         if event != "step" or not isinstance(payload, Step) or not payload.is_tool_run:
@@ -50,6 +54,9 @@ class ApprovalWatch:
                 self._start(call)
             else:
                 self._answered(call.id)
+                if call.id in self.expired:
+                    self.expired.discard(call.id)
+                    self.conversation.interrupt()
 
     def _start(self, call: ToolCall) -> None:
         with self.lock:
@@ -98,7 +105,12 @@ class ApprovalWatch:
             f"answered it ({self.why}); the turn was ended. Approve from another thread with "
             f"conv.approve({call.id!r}), run the turn with `await conv.chat_to_completion(...)` where a "
             "browser draws the widget (JupyterLab, Notebook, VS Code), set conv.approval_wait (seconds; None waits forever), or use policy='allow_all'")
-        self.conversation.interrupt()
+        self.expired.add(call.id)
+        try:  # the call says that nobody answered (not that the user interrupted); the turn ends when it is closed
+            self.conversation.deny(call.id, UNANSWERED_RESULT.format(self.wait), by=UNANSWERED)
+        except NbagentError:  # answered in the meantime after all
+            self.expired.discard(call.id)
+            self.error = None
 
     def __enter__(self) -> ApprovalWatch:
         """Watch the conversation's steps until the ``with`` block ends."""

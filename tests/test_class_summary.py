@@ -232,3 +232,22 @@ def test_the_class_view_sends_only_changed_rows_and_opens_a_students_latest_sess
         assert change is not None and change.rows == [] and "broken.json" in change.notice
     finally:
         view.close()
+
+
+def test_the_opened_session_costs_what_the_row_says(tmp_path):
+    """#48 rough edges: the class view priced the row with the view's prices (the demo at 100 $/M here)
+    and the opened session with none, so the detail said $0 beside the row's $0.149."""
+    student(tmp_path, "ana", "What is 12 * 7?", "Explain a for loop")
+    view = ClassView(tmp_path, interval=3600, pricing=PRICES)
+    sent: list = []
+    view.send = lambda content, buffers=None: sent.append(json.loads(json.dumps(content)))
+    try:
+        (row,) = view.rows
+        assert row["cost_usd"] > 0
+        deliver(view, Open(id="o1", path=row["latest_session"]))
+        opened = sent[-1]
+        assert opened["ok"]
+        assert sum(u["cost"] for u in opened["usage"]) == pytest.approx(row["cost_usd"])  # the detail line
+        assert sum(t["record"]["cost"] for t in opened["turns"]) == pytest.approx(row["cost_usd"])  # each turn's footer
+    finally:
+        view.close()

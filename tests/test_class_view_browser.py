@@ -112,6 +112,10 @@ def test_the_teachers_view_follows_two_students_and_opens_a_transcript(lab, note
         # the open transcript follows the student's next turn
         ana.ask("What is 2 + 2?")
         lab.wait_for_function("(s) => document.querySelectorAll(s + ' .nbb-transcript .nba-turn').length === 3", arg=view)
+        lab.wait_for_function("""(s) => { const box = document.querySelector(s + ' .nbb-transcript');
+            const turns = box.querySelectorAll('.nba-turn'), last = turns[turns.length - 1].getBoundingClientRect();
+            const seen = box.getBoundingClientRect(); return last.top < seen.bottom && last.bottom > seen.top; }""",
+                              arg=view)  # the new turn is in view (#48: it came in below the visible part)
         wait_turns(lab, {"ana": 3, "ben": 2})
         # over budget and failing turns are marked too
         lab.wait_for_selector(f"{view} .nbc-row.nbc-over-budget[data-user='ana']")

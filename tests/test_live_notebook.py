@@ -178,7 +178,7 @@ def test_provenance_lists_every_recorded_action_of_a_saved_notebook(tmp_path):
     nb.cells = [nbformat.v4.new_code_cell("print('mine')"),
                 nbformat.v4.new_code_cell("x = 1", metadata=with_action({}, inserted)),
                 nbformat.v4.new_code_cell("y = 3  # the user's change", metadata=with_action(with_action({}, inserted), edited)),
-                nbformat.v4.new_code_cell("%%chat_run call=call_demo_5 turn=0 sha=abc\n# run by the agent (turn 0, call_demo_5)\nz = 1")]
+                nbformat.v4.new_code_cell("%%chat_run call=call_demo_5 turn=1 sha=abc\n# run by the agent (turn 1, call_demo_5)\nz = 1")]
     path = tmp_path / "work.ipynb"
     nbformat.write(nb, str(path))
     df = nbagent.provenance(path)

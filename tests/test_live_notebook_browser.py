@@ -68,15 +68,15 @@ def run_all_twice(page, nb) -> None:
     magic = before.index("%chat_code -a agent")
     run_all(page)
     expect(cell(page, nb, magic).locator(".jp-OutputArea-output")).to_contain_text(
-        "this cell now holds 1 piece of code the agent ran (turn 0)", timeout=120_000)
+        "this cell now holds 1 piece of code the agent ran (turn 1)", timeout=120_000)
     page.wait_for_function("(i) => window.jupyterapp.shell.currentWidget.content.model.cells.get(i)"
                            ".sharedModel.getSource().startsWith('%%chat_run')", arg=magic, timeout=60_000)
     after = sources(page)
     assert len(after) == len(before)  # replaced, not added
-    assert after[magic].split("\n", 1)[1].startswith("# run by the agent (turn 0, call_demo_5)\nby_month = sales.groupby(")
+    assert after[magic].split("\n", 1)[1].startswith("# run by the agent (turn 1, call_demo_5)\nby_month = sales.groupby(")
     run_all(page)
     out = cell(page, nb, magic).locator(".jp-OutputArea-output")
-    expect(out).to_contain_text("⏸ not run: code the agent ran in turn 0 (call_demo_5)", timeout=120_000)
+    expect(out).to_contain_text("⏸ not run: code the agent ran in turn 1 (call_demo_5)", timeout=120_000)
     again = sources(page)
     assert len(again) == len(before) and sum(s.startswith("%%chat_run") for s in again) == 1
     assert "by_month = sales.groupby(" not in "".join(s for i, s in enumerate(again) if i != magic)  # one copy

@@ -361,12 +361,12 @@ def test_chat_code_puts_the_code_the_agent_ran_into_the_next_cell(ip):
     ip.user_ns["bot"] = agent
     agent.conversation.ask("go")
     result, out = run(ip, "%chat_code -a bot")
-    assert [c.turn for c in agent.conversation.notebook.code_cells()] == [0, 0]  # the same number as the cell says
-    head, body = ip.rl_next_input.split("\n", 1)
-    assert head.startswith("%%chat_run call=b turn=0 sha=") and body == "# run by the agent (turn 0, b)\nn + 1"
-    assert result.success and "this cell now holds 1 piece of code the agent ran (turn 0)" in out
+    assert [c.turn for c in agent.conversation.notebook.code_cells()] == [0, 0]  # 0-based, as conv.turns
+    head, body = ip.rl_next_input.split("\n", 1)  # what a person reads counts turns from 1 (#43.6)
+    assert head.startswith("%%chat_run call=b turn=1 sha=") and body == "# run by the agent (turn 1, b)\nn + 1"
+    assert result.success and "this cell now holds 1 piece of code the agent ran (turn 1)" in out
     run(ip, "%chat_code -a bot -n 2")
-    assert ip.rl_next_input.split("\n", 1)[1] == "# run by the agent (turn 0, a)\nn = 1\n\n# run by the agent (turn 0, b)\nn + 1"
+    assert ip.rl_next_input.split("\n", 1)[1] == "# run by the agent (turn 1, a)\nn = 1\n\n# run by the agent (turn 1, b)\nn + 1"
     result, out = run(ip, "%chat_code -a bot -n 0")
     assert "-n must be at least 1" in out
 
@@ -383,7 +383,7 @@ def test_agent_code_runs_again_only_once_the_user_edits_it(ip):
     cell = ip.rl_next_input
     for _ in range(2):  # Run All, twice
         result, out = run(ip, cell)
-        assert result.success and out.startswith("⏸ not run: code the agent ran in turn 0 (a)")
+        assert result.success and out.startswith("⏸ not run: code the agent ran in turn 1 (a)")
     assert ip.user_ns["hits"] == 1
     result, out = run(ip, cell + "\nprint('mine', hits)")  # the user's edit
     assert result.success and "mine 2" in out and ip.user_ns["hits"] == 2

@@ -201,7 +201,7 @@ def check_data_analysis(nb, tmp_path):
     assert "Jan    200" in turn and "scripted" in turn  # then ran, and the model saw the result
     assert "Apr    150" in text_of(cell("by_month"))  # what the code defined is the notebook's
     assert data_of(cell("card.display"), "image/png")  # the card's figure
-    assert "this cell now holds 1 piece of code the agent ran (turn 0)" in text_of(cell("%chat_code"))
+    assert "this cell now holds 1 piece of code the agent ran (turn 1)" in text_of(cell("%chat_code"))
     assert "call_demo_5 turn 0 ok | by_month = " in text_of(cell("conv.notebook.code_cells()"))
     chat = data_of(cell("@targets"), "text/markdown")
     assert "attached: `@targets`" in chat and "dict, length 2" in chat

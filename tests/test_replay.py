@@ -271,3 +271,31 @@ async def test_stop_while_the_notice_waits_ends_the_turn(tmp_path):
     replay.conversation.interrupt()
     resp = await task
     assert resp.finish_reason.value == "INTERRUPTED" and replay.provider.status.mismatch is None
+
+
+# --- #48 rough edges: what the chat calls a replay -------------------------------------------------
+
+
+def test_the_chat_names_a_replay_readably_and_draws_no_model_switch_between_its_turns(tmp_path):
+    """The chat showed the session file's path as the model and, at each new turn, a divider
+    "Model switched: replay:demo → replay:lesson7/….json" (the running turn's model is the file until
+    the recorded model's answer comes)."""
+    pytest.importorskip("anywidget")
+    from nbagent.notebook.widget_usage import current_model
+    from nbagent.notebook.widget_wire import record_dict
+
+    lesson = Agent(model="demo", delay=0, save_to=tmp_path / "lesson7")
+    lesson.ask("Hello")
+    lesson.ask("What is 2 + 2?")
+    replay = Agent(model=f"replay:{lesson.session_path}", speed=None)
+    conv = replay.conversation
+    shown: list[tuple[int, str]] = []  # (turn, the model the chat's record says), at every step
+    conv.plumbing.add_listener(lambda event, _: shown.append((conv.turns[-1].turn, record_dict(conv.turns[-1])["model"]))
+                               if event == "step" and conv.turns else None)
+    for prompt in ("Hello", "What is 2 + 2?", "one more"):  # the third is past the recording's end
+        replay.ask(prompt)
+    labels = {model for _, model in shown}
+    assert not any(".json" in m or "/" in m for m in labels), labels  # never the path
+    assert labels <= {"", "demo"}, labels  # unknown until the recorded answer says, then the recorded model
+    assert [record_dict(t)["model"] for t in conv.turns] == ["demo", "demo", "demo"]  # no switch anywhere
+    assert current_model(conv) == f"replay of {Path(lesson.session_path).stem}"  # the gauge's label

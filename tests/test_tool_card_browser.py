@@ -32,8 +32,18 @@ AGENT_CELL = (
     " tool_call(('c2', 'run_python', {'code': SLOW})), text_call('never')]), notebook=True)\n"
     "agent"
 )
+LONG_CELL = (  # a result longer than its box, and a quick one
+    "from nbagent import Agent, tool\n"
+    "from support.scripted import ScriptedProvider, text_call, tool_call\n"
+    "@tool\ndef report() -> str:\n    \"A long report.\"\n    return '\\n'.join(f'line {i}' for i in range(300))\n"
+    "@tool\ndef now() -> str:\n    \"The time.\"\n    return '12:00'\n"
+    "agent = Agent(model=ScriptedProvider([tool_call(('r1', 'report', {}), ('n1', 'now', {})), text_call('done')]),"
+    " tools=[report, now])\n"
+    "agent"
+)
 NOTEBOOK = "card.ipynb"
-NOTEBOOKS = {NOTEBOOK: [AGENT_CELL]}
+NOTEBOOKS = {NOTEBOOK: [AGENT_CELL], "long.ipynb": [LONG_CELL]}
+AXE = Path(__file__).resolve().parents[1] / "js" / "node_modules" / "axe-core" / "axe.min.js"  # a js/ dev dependency
 
 
 def test_hidden_characters_are_shown_and_a_stopped_run_says_it_was_running(lab, notebook):
@@ -64,13 +74,40 @@ def test_hidden_characters_are_shown_and_a_stopped_run_says_it_was_running(lab, 
     slow.wait_for()
     assert not slow.locator(".nba-tool-warning").is_visible()  # plain code: no warning
     slow.locator(".nba-approve").click()
-    page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='running']").wait_for()
+    running = page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='running']")
+    running.wait_for()
+    page.wait_for_function("(s) => /^[1-9][0-9.]* s$/.test(document.querySelector(s).textContent)",  # the clock ticks
+                           arg=f"{chat} .nba-tool[data-call-id='c2'] .nba-tool-dur")
     page.click(f"{chat} .nba-stop")
     stopped = page.locator(f"{chat} .nba-tool[data-call-id='c2'][data-status='canceled']")
     stopped.wait_for()
     text = stopped.locator(".nba-tool-result").inner_text()
     assert "The user stopped this tool call while it ran (after" in text, text
     assert "before this tool call ran" not in text
+    assert stopped.locator(".nba-badge").inner_text().startswith("stopped after ")  # not "canceled": it ran
     page.wait_for_function("(s) => !document.querySelector(s).classList.contains('nba-is-running')", arg=chat)
     errors = [e for e in page.errors if "nba" in e or "nbagent" in e or "widget" in e.lower()]
     assert not errors, errors
+
+
+def test_a_result_box_that_scrolls_can_be_reached_by_keyboard(lab, notebook):
+    """#48 rough edges: axe's scrollable-region-focusable failed on a long tool result (the box scrolled
+    but could not be focused); a box that fits its text adds no Tab stop."""
+    page, nb = lab, notebook("long.ipynb")
+    run_cell(page, 0)
+    chat = f"{nb} .nba-chat"
+    page.wait_for_selector(chat)
+    page.fill(f"{chat} .nba-input", "report")
+    page.press(f"{chat} .nba-input", "Enter")
+    page.locator(f"{chat} .nba-tool[data-call-id='n1'][data-status='done']").wait_for()
+    long_box = page.locator(f"{chat} .nba-tool[data-call-id='r1'] .nba-tool-out")
+    long_box.wait_for()
+    page.wait_for_function("(s) => document.querySelector(s).getAttribute('tabindex') === '0'",
+                           arg=f"{chat} .nba-tool[data-call-id='r1'] .nba-tool-out")
+    assert long_box.get_attribute("aria-label") == "Result of report"
+    assert page.locator(f"{chat} .nba-tool[data-call-id='n1'] .nba-tool-out").get_attribute("tabindex") is None
+    assert AXE.exists(), "axe-core is missing: run `npm ci` in js/"
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate("""async (s) => (await window.axe.run(document.querySelector(s),
+        { runOnly: { type: 'rule', values: ['scrollable-region-focusable'] } })).violations.map(v => v.id)""", chat)
+    assert found == [], found

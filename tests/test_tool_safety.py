@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from nbagent import Agent, Conversation, StepStatus, tool
+from nbagent import Agent, Conversation, FinishReason, StepStatus, tool
+from nbagent.core.steps import ApprovalDecision
 from nbagent.loop import tool_threads
 from nbagent.loop.tool_schema import validate_value
 from support.scripted import ScriptedProvider, text_call, tool_call
@@ -150,6 +151,30 @@ def test_a_blocking_ask_waiting_for_approval_in_a_script_says_so_and_ends_with_a
     assert "conv.approve('call_demo_1')" in done.stderr
     assert ("ConfigError: [config] policy='ask': tool call 'calculator' (call_demo_1) waited 2 s for approval "
             "and nothing answered it") in done.stderr
+
+
+async def test_a_call_nobody_approved_in_time_says_so_not_that_the_user_interrupted():
+    """#48 rough edges: the approval timeout ended the call with "The user interrupted the turn
+    before this tool call ran." although nobody did; the card, the model's result and the audit say
+    that nobody answered within approval_wait."""
+    from nbagent import ConfigError
+
+    @tool
+    def calculator(expression: str) -> float:
+        """Evaluate an arithmetic expression."""
+        return 84.0
+
+    agent = Agent(model="demo", tools=[calculator], policy="ask")
+    conv = agent.conversation
+    conv.approval_wait = 0.5
+    with pytest.raises(ConfigError, match="waited 0.5 s for approval and nothing answered it"):
+        await conv.chat_to_completion("What is 12 * 7?")
+    (step,) = finished_tool_steps(conv)
+    assert "interrupted" not in step.content and "The user" not in step.content
+    assert step.content == "Nobody answered the approval request within 0.5 s (conv.approval_wait); the call did not run."
+    assert step.decided_by == "approval_wait" and step.approval == ApprovalDecision.CANCELED
+    assert conv.turns[-1].finish_reason == FinishReason.INTERRUPTED  # the turn still ends there
+    assert conv.approvals_df()["decided_by"].tolist() == ["approval_wait"]
 
 
 def test_the_default_wait_is_at_most_30_s_and_an_answer_from_another_thread_still_works():

@@ -64,3 +64,16 @@ def test_the_fingerprint_never_copies_large_data():
     big[0, 0] = 1.0  # in place, same shape: not seen (documented)
     assert changes(before, fingerprints({"big": big})) == ()
     assert changes(before, fingerprints({"big": big[:10]}))[0].size == "shape 10×2000, dtype float64"
+
+
+def test_a_numpy_scalar_reads_as_its_value_not_an_empty_shape():
+    """#48 rough edges: ``total = df.revenue.sum()`` read "shape , dtype int64" on the card's variables line."""
+    conv = agent_running({}, "import numpy as np\ntotal = np.int64(42)\nmean = np.float32(1.5)\n"
+                             "grid = np.zeros((2, 3))").conversation
+    conv.ask("go")
+    (step,) = [s for s in conv.history if s.is_tool_run]
+    sizes = {c.name: c.size for c in step.changes}
+    assert sizes["total"] == "value 42, dtype int64"
+    assert sizes["mean"] == "value 1.5, dtype float32"
+    assert sizes["grid"] == "shape 2×3, dtype float64"  # arrays keep their shape
+    assert not any(s.startswith("shape ,") for s in sizes.values())

@@ -196,7 +196,7 @@ export function agentLabel(metadata) {
   const last = actions.filter((/** @type {any} */ a) => a && a.action !== "ran").pop();
   if (!last) return "";
   const who = typeof last.author === "string" && last.author ? last.author : "the agent"; // an outside MCP client's name
-  return `written by ${who}, turn ${Number.isInteger(last.turn) && last.turn >= 0 ? last.turn : "?"}`;
+  return `written by ${who}, turn ${Number.isInteger(last.turn) && last.turn >= 0 ? last.turn + 1 : "?"}`; // people count from 1
 }
 
 /** Put the label on each rendered cell of `notebookNode` whose model cell records one.

@@ -62,11 +62,11 @@ test("add_action appends to the cell's record once", () => {
   applyRequest(nb, { op: "add_action", cell_id: "c1", action }, where());
   applyRequest(nb, { op: "add_action", cell_id: "c1", action }, where()); // a second chat widget on the page
   assert.deepEqual(nb.cells[0].getMetadata().nbagent.actions, [action]);
-  assert.equal(agentLabel(nb.cells[0].getMetadata()), "written by the agent, turn 0");
+  assert.equal(agentLabel(nb.cells[0].getMetadata()), "written by the agent, turn 1"); // conv.turns counts from 0, people from 1
   assert.equal(agentLabel({ nbagent: { actions: [{ action: "ran", turn: 3 }] } }), ""); // ran, not written
   assert.equal(agentLabel({}), "");
   assert.equal(agentLabel({ nbagent: { actions: [{ action: "edited", turn: 2, author: "Claude Code 2.1.7" }] } }),
-    "written by Claude Code 2.1.7, turn 2"); // an outside agent (nbagent.serve) names itself
+    "written by Claude Code 2.1.7, turn 3"); // an outside agent (nbagent.serve) names itself; recorded turn 2 is the third
 });
 
 test("add_action replaces a record that is a string or a list (#48.5)", () => {

@@ -336,7 +336,7 @@ class ChatMagics(Magics):
         self.ip.set_next_input(source, replace=True)
         record_chat_code(self.ip, conv, chosen, source)
         pieces = f"{len(chosen)} piece{'s' if len(chosen) != 1 else ''}"
-        print(f"this cell now holds {pieces} of code the agent ran (turn {chosen[-1].turn}); "
+        print(f"this cell now holds {pieces} of code the agent ran (turn {chosen[-1].turn + 1}); "
               "Run All skips it until you edit it")
 
     @cell_magic
@@ -441,16 +441,16 @@ SHA_CHARS = 12  # hex digits of the code's SHA-256 on a %%chat_run line
 
 def code_cell_source(cell) -> str:
     """A piece of the agent's code for the notebook: a comment saying where it came from (the turn
-    as ``conv.turns`` and ``conv.notebook.code_cells()`` count it), then the code."""
+    as people count it, from 1: ``conv.turns`` and ``code_cells()`` count from 0), then the code."""
     how = "" if cell.status.value == "ok" else f", {cell.status.value}"
-    return f"# run by the agent (turn {cell.turn}, {cell.call_id}{how})\n{cell.code.rstrip()}"
+    return f"# run by the agent (turn {cell.turn + 1}, {cell.call_id}{how})\n{cell.code.rstrip()}"
 
 
 def agent_code_cell(cells: list) -> str:
-    """The cell ``%chat_code`` writes: a ``%%chat_run`` line (calls, turn, hash), then the code."""
+    """The cell ``%chat_code`` writes: a ``%%chat_run`` line (calls, turn from 1, hash), then the code."""
     body = "\n\n".join(code_cell_source(c) for c in cells)
     calls = ",".join(c.call_id for c in cells)
-    return f"%%chat_run call={calls} turn={cells[-1].turn} sha={code_hash(body.strip())[:SHA_CHARS]}\n{body}"
+    return f"%%chat_run call={calls} turn={cells[-1].turn + 1} sha={code_hash(body.strip())[:SHA_CHARS]}\n{body}"
 
 
 def record_chat_code(ip: Any, conv: Any, cells: list, source: str) -> None:

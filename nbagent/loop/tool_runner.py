@@ -11,7 +11,8 @@ buttons), ``"policy allow_all"`` / ``"policy deny_all"`` / ``"policy <function>"
 ``"hook <function>"`` (a ``pre_tool_use`` hook blocked it), ``"caller"`` (a
 manual result; the conversation stamps its time), ``"interrupt"`` (the turn was
 interrupted before a decision) and ``"loop"`` (the loop did not run it: token
-limit, tool-call limit, a model error).
+limit, tool-call limit, a model error) and ``"approval_wait"`` (nobody answered the approval request in
+time: the call is canceled with the reason given, not told that the user interrupted).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .tools import Tool, ToolCallContext, format_result, reset_current_call, set
 CANCELED_RESULT = "The user interrupted the turn before this tool call ran."
 STOPPED_RESULT = "The user stopped this tool call while it ran (after {:.1f} s); it did not finish."
 USER, CALLER, INTERRUPT, LOOP = "user", "caller", "interrupt", "loop"  # decided_by values
+UNANSWERED = "approval_wait"  # decided_by of a call nobody approved in time (deny(..., by=UNANSWERED))
 DENIED_RESULT = "The user denied this tool call."
 POLICY_DENIED_RESULT = "This tool call was denied by {}."  # the policy: "policy deny_all", "policy <function>"
 _END = object()
@@ -179,6 +181,9 @@ class ToolRunner:
             run.result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
             return
         allow, reason = decision[:2]
+        if not allow and by == UNANSWERED:  # nobody answered: canceled, the reason says why (no one denied it)
+            run.result(str(reason or CANCELED_RESULT), True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
+            return
         if not allow:
             run.result(_denied_text(approval, by, reason), True, StepStatus.DONE, approval)
             return

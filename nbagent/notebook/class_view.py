@@ -144,7 +144,20 @@ class ClassView(anywidget.AnyWidget):
         if not request.path or not any(r["latest_session"] == request.path for r in self.rows):
             raise InvalidRequest(f"{request.path!r} is not a session this view lists")
         turns, usage = session_turns(request.path)
+        costs = self._turn_costs(request.path)
+        for row, turn in zip(usage, turns):
+            if row.get("turn") in costs:
+                row["cost"] = costs[row["turn"]]
+                if turn.get("record"):
+                    turn["record"]["cost"] = costs[row["turn"]]
         return Opened(request.path, turns, usage)
+
+    def _turn_costs(self, path: str) -> dict[int, float]:
+        """Each turn's cost as the student's row counts it (the view's prices, else the session's own)."""
+        listed = self.summary.files.get(path)
+        if listed is None or listed.head is None:
+            return {}
+        return {rec.turn: cost for rec, cost in zip(listed.head.turns, listed.costs)}
 
     def _asset(self, request: BrowserAsset) -> AssetCode:
         code = asset_code(request.name)

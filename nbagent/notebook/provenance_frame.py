@@ -38,7 +38,7 @@ def _chat_run_action(source: str) -> CellAction | None:
     if match is None:
         return None
     args = dict(part.split("=", 1) for part in match["args"].split() if "=" in part)
-    turn = int(args["turn"]) if re.fullmatch(r"[0-9]{1,9}", args.get("turn", "")) else -1  # else unknown
+    turn = int(args["turn"]) - 1 if re.fullmatch(r"[0-9]{1,9}", args.get("turn", "")) else -1  # the line counts from 1
     return CellAction(CellActionKind.INSERTED, turn=turn, call_id=args.get("call", "").split(",")[-1],
                       approved_by="%chat_code", at=float("nan"))
 

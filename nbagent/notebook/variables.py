@@ -229,6 +229,9 @@ def _shape(value: Any) -> str:
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple) and len(shape) > MAX_DIMS:
         return f"{len(shape):,} dimensions"
+    if shape == () and hasattr(value, "dtype"):  # a numpy scalar or a 0-d array: its value, not an empty shape
+        item = value.item() if hasattr(value, "item") else value
+        return f"value {reprlib.repr(item)}, dtype {value.dtype}"
     if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
         if len(shape) == 2 and _pandas(value):
             return f"{shape[0]:,} rows × {shape[1]:,} columns"

@@ -12,13 +12,16 @@ refreshed when a turn starts or ends or the agent switches model, never per toke
 
 from __future__ import annotations
 
+from ..providers.replay import is_recording_path, replay_label
 from .conversation_view import ConversationView
 
 
 def model_label(provider: str, model: str) -> str:
     """A model as the chat names it: ``provider:model``, or the model alone where the provider
-    adds nothing (``demo``, not ``demo:demo``)."""
+    adds nothing (``demo``, not ``demo:demo``); a replay by its recording's name, not its path."""
     provider, model = str(provider or ""), str(model or "")
+    if provider == "replay" and is_recording_path(model):
+        return replay_label(model)
     return model if not provider or provider in (model, "mock") or model.startswith(provider + ":") else f"{provider}:{model}"
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from collections.abc import Mapping
 
 from ..core.ledger import TurnRecord
-from ..core.steps import Step, Wire, field_roles
+from ..core.steps import Step, TurnStatus, Wire, field_roles
+from ..providers.replay import is_recording_path, replay_label
 from ..core.usage import UsageMetadata
 
 # made from the fields' declared roles (core/steps.py): what the compact dict keeps at its default,
@@ -40,6 +41,8 @@ def step_dict(step: Step) -> dict:
 def record_dict(rec: TurnRecord, pricing: Mapping | None = None) -> dict:
     """A turn record with the derived figures the footer shows (cost when known)."""
     d = rec.to_dict()
+    if rec.provider == "replay" and is_recording_path(rec.model):  # the recording's path, until its answer names the model
+        d["model"] = "" if rec.status == TurnStatus.RUNNING else replay_label(rec.model)
     d["usage"] = rec.usage.to_dict(compact=True)  # a missing count is 0
     d.update(duration=_rounded(rec.duration, 4), ttft=_rounded(rec.time_to_first_token, 4),
              tps=_rounded(rec.output_tokens_per_s, 1))

@@ -52,7 +52,7 @@ from collections.abc import AsyncIterator
 
 from ..core.distribution import install_hint
 from ..core.errors import ConfigError, NbagentError
-from .base import NOTICES, Event, ModelRequest, TextDelta, ToolSpec, Usage
+from .base import NOTICES, Event, ModelRequest, TextDelta, ToolSpec, Usage, Waiting
 from .model_files import user_model_file
 from .local_server import (SERVERS, STARTUP_TIMEOUT, LlamaServer, ServerSpec, default_threads, running_servers,
                            stop_all_servers, wait_answering)
@@ -95,6 +95,17 @@ TOOLS_NOTICE = (
     "model=\"local:/path/file.gguf\") or an API model (\"openai:…\", \"anthropic:…\", \"gemini:…\")."
 )
 _DEFAULT_NAMES = {"", "local", "smollm2", "local:smollm2", "default"}
+STARTING_EVERY = 1.0  # seconds between "starting the local model" notices while the server loads
+
+
+class ServerStarting(Waiting):
+    """The call waits for the local server to start (the first turn, or the first after a switch):
+    ``host`` is the model file; the model step shows ``notice`` until the usual wait replaces it."""
+
+    @property
+    def notice(self) -> str:
+        """One line for the user, e.g. "starting the local model qwen.gguf (12 s; up to 180 s)"."""
+        return f"starting the local model {self.host} ({self.waited_s:.0f} s; up to {self.limit_s:g} s)"
 
 
 # --- what is installed -----------------------------------------------------------
@@ -413,7 +424,29 @@ class LocalProvider(OpenAIProvider):
     def _set_timings(self, timings: dict) -> None:
         self.last_timings = timings
 
+    def _server_up(self) -> bool:
+        server = self._server
+        return server is not None and server.alive() and self._lease is not None and self._lease.alive
+
+    async def _start_saying_so(self) -> AsyncIterator[list[Event]]:
+        """Start the server, saying so every ``STARTING_EVERY`` seconds while it loads (nothing when it is up)."""
+        if self._server_up():
+            return
+        loop = asyncio.get_running_loop()
+        began, starting = loop.time(), asyncio.ensure_future(self.start())
+        try:
+            while not starting.done():
+                yield [ServerStarting(loop.time() - began, self._spec.startup_timeout, self.model_path.name)]
+                await asyncio.wait({starting}, timeout=STARTING_EVERY)
+            await starting
+        finally:
+            if not starting.done():  # stopped while it loads: the server goes on starting for the next call
+                starting.cancel()
+        yield [Waiting(0.0, self.first_byte_timeout, self.model_path.name)]  # the answer's start clears it
+
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Event]]:
+        async for notice in self._start_saying_so():
+            yield notice
         await self.start()
         if request.system is None and self.system_prompt:
             request = replace(request, system=self.system_prompt)

@@ -16,6 +16,10 @@ answer does not use up the recorded turn: the next prompt is compared with the s
 It streams at once (no ``next_step()``) and gets no tools unless ``rerun_tools=True`` (the stand-in
 tools only know the recording).
 Nothing is random, and nothing touches the network unless a live model does.
+
+Each answer names the model that recorded it; an answer past the recording's end (or a recorded call
+that names none) the last recorded model, so a chat draws no model switch between replayed turns.
+``replay_label(path)`` is how a chat names the replay itself ("replay of lesson-7"), never the path.
 """
 
 from __future__ import annotations
@@ -140,6 +144,16 @@ class ReplayStatus:
 NO_LIVE = "no live model: make the agent with live=\"demo\" (or another model) to answer live"
 
 
+def is_recording_path(model: str) -> bool:
+    """Whether a replay's model string is the recording's path (not a recorded model's name)."""
+    return str(model).lower().endswith(".json")
+
+
+def replay_label(path: str) -> str:
+    """A replay as a person reads it: the recording's name, not its path ("replay of lesson-7")."""
+    return f"replay of {Path(str(path)).stem or str(path)}"
+
+
 def same_prompt(a: str, b: str) -> bool:
     """Whether two prompts are the same, whitespace and case aside."""
     return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
@@ -194,6 +208,7 @@ class ReplayProvider(Provider):
         self.on_mismatch = _on_mismatch(on_mismatch, self.step, self.live)
         self.steps = sum(len(t.calls) for t in self.recording.turns)
         self._played = 0  # recorded model calls played
+        self._last_model = ""  # the model of the last recorded call played (answers past the end name it)
         self._turn = -1
         self._call = 0
         self._live_turn = False  # the running turn is answered live
@@ -347,8 +362,13 @@ class ReplayProvider(Provider):
             parts.append(ToolUsePart(tc.id, tc.name, dict(tc.args)))
         if call.usage is not None:
             yield Usage(UsageMetadata(**call.usage.to_dict()), raw={"replay": True})
+        self._last_model = call.model or self._last_model
         yield Finish(call.finish_reason, call.finish_reason.value.lower(), Message("assistant", parts),
-                     model=call.model or self.model)
+                     model=call.model or self._last_model or self._first_model() or self.model)
+
+    def _first_model(self) -> str:
+        """The first model the recording names ("" for none)."""
+        return next((c.model for t in self.recording.turns for c in t.calls if c.model), "")
 
     async def _pause(self, piece: str) -> None:
         if self.speed is None:

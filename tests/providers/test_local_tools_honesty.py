@@ -188,3 +188,71 @@ def test_switching_to_a_local_model_without_tools_says_so_and_back_clears_it(tmp
     with pytest.warns(RuntimeWarning, match="cannot call tools"):
         agent.set_model(f"local:{plain}")
     assert widget.notice == "Error: the last turn failed"
+
+
+def test_the_warning_names_the_users_line_not_nbagents_files(tmp_path, monkeypatch):
+    """#48 rough edges: the warning printed ``…/nbagent/agent.py:177: RuntimeWarning`` and nbagent's own
+    source line under it."""
+    monkeypatch.delenv("NBAGENT_MODEL", raising=False)
+    gguf = write_gguf(tmp_path / "tiny.gguf", SMOLLM2)
+    with pytest.warns(RuntimeWarning, match="cannot call tools") as caught:
+        Agent(model=f"local:{gguf}", tools=[tool_free])
+    (warning,) = caught
+    assert warning.filename == __file__  # this line, the caller's
+
+
+def test_a_cell_whose_chat_shows_the_notice_does_not_print_it_too(tmp_path, monkeypatch):
+    """In a cell, the warning waits for the cell's end: printed once when no chat says it, left out
+    when the agent's chat shown by that cell does (the cell said it twice)."""
+    pytest.importorskip("anywidget")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    monkeypatch.delenv("NBAGENT_MODEL", raising=False)
+    gguf = write_gguf(tmp_path / "tiny.gguf", SMOLLM2)
+    ip = InteractiveShell.instance()
+    ip.user_ns.update(Agent=Agent, tool_free=tool_free, gguf=str(gguf))
+    with warnings.catch_warnings(record=True) as plain:
+        warnings.simplefilter("always")
+        with capture_output():
+            ip.run_cell("agent = Agent(model=f'local:{gguf}', tools=[tool_free])")
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        with capture_output():
+            ip.run_cell("agent = Agent(model=f'local:{gguf}', tools=[tool_free])\n"
+                        "agent.provider.prestart = lambda: None\nchat = agent.widget()")
+    (said,) = [w for w in plain if "cannot call tools" in str(w.message)]
+    assert said.category is RuntimeWarning and "/nbagent/" not in said.filename.replace("\\", "/")  # the cell's line
+    assert not [w for w in shown if "cannot call tools" in str(w.message)]  # the chat says it
+    assert ip.user_ns["chat"].notice.startswith("nbagent: the local model")
+
+
+async def test_a_turn_that_waits_for_the_server_to_start_says_so_on_its_model_step(tmp_path):
+    """#48 rough edges: the first local turn after a model switch waited 18 s for the server with
+    nothing on screen. While the server starts, the call's notice says so (the model step shows it),
+    then the usual wait for the first byte, cleared when the answer starts."""
+    import asyncio
+
+    from nbagent.core.messages import Message, TextPart
+    from nbagent.core.steps import Step
+    from nbagent.loop.model_step import fold_batch
+    from nbagent.providers.base import ModelRequest, Waiting
+
+    provider = LocalProvider(str(write_gguf(tmp_path / "tiny.gguf", SMOLLM2)))
+    up = asyncio.Event()
+
+    async def slow_start() -> None:  # the real start loads the GGUF (18 s on the run's laptop)
+        await up.wait()
+
+    provider.start = slow_start
+    batches = provider.stream_batches(ModelRequest("tiny", [Message("user", [TextPart("hi")])]))
+    first = await asyncio.wait_for(batches.__anext__(), 30)  # before the server is up
+    (starting,) = first
+    assert isinstance(starting, Waiting) and starting.notice.startswith("starting the local model tiny")
+    step = Step()
+    fold_batch(step, first, [], None)
+    assert step.notice.startswith("starting the local model tiny")  # the muted line on the model step
+    up.set()
+    after = await asyncio.wait_for(batches.__anext__(), 30)
+    assert [type(e) for e in after] == [Waiting] and after[0].notice.startswith(Waiting.PREFIX)  # cleared by the answer
+    await batches.aclose()

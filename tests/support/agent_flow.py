@@ -8,7 +8,7 @@ chip in the bubble, "📎 sales · DataFrame 6×3", opens it); the
 demo model asks to run a group-by and a bar chart: the ``run_python`` card shows the code
 highlighted with Approve. Approving runs it in the kernel; its figure shows in the card, then the
 answer. *Insert as cell below* puts the code in a new cell under the chat's cell, marked "written
-by the agent, turn 0" (its metadata records the action; the cell is selected, in view, its editor
+by the agent, turn 1" (its metadata records the action; the cell is selected, in view, its editor
 focused), and ``%chat_code -a agent`` run as a cell
 replaces itself with that code under a ``%%chat_run`` line (running it again runs nothing). The
 kernel holds the prompt with the attached variable.
@@ -112,7 +112,7 @@ def insert_below(page, nb, card):
     expect(new).to_be_in_viewport()
     page.wait_for_function("(s) => document.querySelectorAll(s + ' .jp-Notebook .jp-Cell')[1].contains(document.activeElement)",
                            arg=nb, polling=100, timeout=10_000)
-    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 0")
+    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 1")
     actions = page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.model.cells.get(1)
         .sharedModel.getMetadata().nbagent.actions""")
     assert [(a["action"], a["turn"], a["approved_by"]) for a in actions] == [("inserted", 0, "user")]
@@ -134,12 +134,12 @@ def chat_code_replaces_its_cell(page, nb, index):
     run_cell(page, index - 1)  # %load_ext nbagent
     run_cell(page, index)
     expect(cell(page, nb, index).locator(".jp-OutputArea-output")).to_contain_text(
-        "this cell now holds 1 piece of code the agent ran (turn 0)")
+        "this cell now holds 1 piece of code the agent ran (turn 1)")
     expect(cell(page, nb, index).locator(".cm-content")).to_contain_text(CODE, use_inner_text=True)
     expect(cell(page, nb, index).locator(".cm-content")).to_contain_text("%%chat_run call=", use_inner_text=True)
     expect(page.locator(f"{nb} .jp-Notebook .jp-Cell")).to_have_count(count)  # no copy added
     run_cell(page, index)
-    expect(cell(page, nb, index).locator(".jp-OutputArea-output")).to_contain_text("⏸ not run: code the agent ran in turn 0")
+    expect(cell(page, nb, index).locator(".jp-OutputArea-output")).to_contain_text("⏸ not run: code the agent ran in turn 1")
 
 
 def agent_flow(page, nb, tmp_path, label):

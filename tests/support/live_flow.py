@@ -5,7 +5,7 @@ and Notebook 7): the kernel reads and edits the notebook open in the page throug
 The notebook: cell 1 shows a chat widget, cell 2 raises ZeroDivisionError, cell 3 is the scratch
 cell the test runs kernel code in. The user types an unsaved edit into cell 2; the kernel's read
 has it and the traceback; an edit naming the source it read changes the live cell and marks it
-"written by the agent, turn 0"; putting the old source back (what Undo does) restores it; a cell
+"written by the agent, turn 1"; putting the old source back (what Undo does) restores it; a cell
 the user edited after the read is refused and keeps the user's text; the provenance metadata is in
 the saved file (``nbagent.provenance``) and is still there after the notebook is closed and
 reopened. A kernel blocked in a cell cannot hear the page: a request from there is a clear error.
@@ -102,7 +102,7 @@ def _flow(page, nb, root) -> None:
     assert kernel_await(page, nb, f"live.set_source(c.id, {FIXED!r}, expected_source=c.source, metadata={meta})"
                         ).strip().endswith("ok")
     expect(cell(page, nb, 1).locator(".cm-content")).to_have_text(FIXED, use_inner_text=True)
-    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 0")
+    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 1")
 
     # a cell the user edited after the read is refused, and keeps the user's text
     type_at_end(page, nb, 1, "  # mine")
@@ -146,4 +146,4 @@ def reopened_keeps_provenance(page, nb_selector_after_reopen, root) -> None:  # 
     assert [a["call_id"] for a in actions] == ["call_fix"]
     run_cell(page, 0)
     expect(page.locator(f"{nb} .nba-chat")).to_be_visible(timeout=LONG)
-    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 0", timeout=LONG)
+    expect(cell(page, nb, 1)).to_have_attribute("data-nba-agent", "written by the agent, turn 1", timeout=LONG)

@@ -27,6 +27,22 @@ export function flags(r, period) {
   return out;
 }
 
+/** Where the opened session scrolls to after it is drawn: a first open shows its latest turn; when
+ * the student's new turn comes, a teacher at the end (following) is taken to it, one reading further up
+ * stays where they read. @param {boolean} again @param {{top: number, height: number, client: number}} before
+ * the box's scroll before the redraw @param {number} height its scrollHeight after */
+export function followScroll(again, before, height) {
+  const following = before.height - before.top - before.client < 40;
+  return !again || following ? height : before.top;
+}
+
+/** The opened session's line: its usage, and the student's total where the row counts more sessions.
+ * @param {StudentRow} row @param {any[]} usage */
+export function detailLine(row, usage) {
+  const all = row.sessions > 1 && row.cost_usd != null ? ` · all ${fmtInt(row.sessions)} sessions: ${fmtCost(row.cost_usd)}` : "";
+  return `latest session: ${usageLine(usage)}${all}`;
+}
+
 class ClassViewUI {
   /** @param {any} model @param {HTMLElement} el */
   constructor(model, el) {
@@ -154,10 +170,15 @@ class ClassViewUI {
     this.status.classList.toggle("nbb-error", !reply.ok);
     if (!reply.ok) { this.status.textContent = reply.error; return; }
     this.status.textContent = "";
-    this.usage.textContent = usageLine(reply.usage || []);
-    const top = this.turns.scrollTop;
-    showTranscript(this.turns, reply.turns || []);
-    this.turns.scrollTop = again ? top : 0;
+    this.usage.textContent = detailLine(this.students.get(user) || row, reply.usage || []);
+    const box = this.turns, before = { top: box.scrollTop, height: box.scrollHeight, client: box.clientHeight };
+    showTranscript(box, reply.turns || []);
+    const top = followScroll(again, before, box.scrollHeight);
+    box.scrollTop = top;
+    if (top === box.scrollHeight) { // to the end: again once turns scrolled into view have their real height
+      const toEnd = () => { if (this.selected === user) box.scrollTop = box.scrollHeight; };
+      requestAnimationFrame(() => { toEnd(); requestAnimationFrame(toEnd); });
+    }
   }
 
   dispose() {

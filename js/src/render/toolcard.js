@@ -128,10 +128,50 @@ export function richResult(display) {
   return null;
 }
 
+/** How often a running tool's elapsed time is redrawn (ms). */
+export const TICK_MS = 200;
+
 const STATUS = {
   requested: "requested", waiting: "waiting for approval", manual: "waiting for a result", running: "running",
   done: "done", error: "error", denied: "denied", canceled: "canceled",
 };
+
+/** Seconds as a badge says them: "420 ms", "2.7 s", "1 min 5 s". @param {number} s */
+function shortSeconds(s) {
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+}
+
+/** The badge's words: the status, or for a tool stopped while it ran, for how long it ran
+ * ("stopped after 2.7 s"; a call canceled before it ran stays "canceled"). @param {any} env */
+export function badgeText(env) {
+  const status = toolStatus(env);
+  const ran = status === "canceled" && env.approval && env.approval !== "canceled" && typeof env.run_seconds === "number";
+  return ran ? `stopped after ${shortSeconds(env.run_seconds)}` : STATUS[status];
+}
+
+/** How long a running tool has run at `now` (seconds since its approval, else since it was asked),
+ * or null when it is not running. @param {any} env @param {number} now seconds since the epoch */
+export function runningSeconds(env, now) {
+  if (toolStatus(env) !== "running") return null;
+  const start = typeof env.decided_at === "number" ? env.decided_at : env.created_at;
+  return typeof start === "number" ? Math.max(0, now - start) : null;
+}
+
+/** nbagent's own error as a tool's text starts: its class and kind tag ("ToolError: [tool] ", "[io] "). */
+const NBAGENT_ERROR = /^(?:[A-Za-z]+Error: )?\[(?:auth|rate_limit|invalid_request|context_length|server|network|timeout|protocol|tool|io|config|budget)(?: \d+)?(?: [\w.-]+)?\] /;
+
+/** What a tool error says to a person: without nbagent's exception class and kind tag
+ * ("ToolError: [tool] cell … changed" reads "cell … changed"). @param {string} text */
+export function errorForPeople(text) {
+  return String(text || "").replace(NBAGENT_ERROR, "") // a Python error's own class ("ZeroDivisionError: …") stays
+    .replace(/: call read_notebook\b[^\n]*$/, " (the agent is told to read the notebook again)"); // the model's instruction, said for people
+}
+
+/** The scrollable boxes of a card and how each is named to a screen reader. */
+const SCROLLERS = [[".nba-tool-out", "Result of"], [".nba-tool-error", "Error of"], [".nba-tool-table", "Table returned by"],
+  [".nba-tool-args", "Arguments of"], [".nba-diff-body", "Diff of"], ["pre", "Code of"]];
 
 /** The card's status from the tool step (or none yet). @param {any} env */
 export function toolStatus(env) {
@@ -190,6 +230,9 @@ export class ToolCard {
     this.writtenBy = h("div", { class: "nba-written-by" });
     this.turnNo = -1;
     this.warning = h("div", { class: "nba-tool-warning", role: "alert" }); // hidden characters in the call
+    this.name = String(call.name || "tool");
+    this.ticker = /** @type {any} */ (null); // the elapsed-time clock while the tool runs
+    this.shown = false; // the card has been on the page
     this.el = h("div", { class: "nba-tool", "data-call-id": this.callId },
       h("div", { class: "nba-tool-head" }, h("span", { class: "nba-tool-icon", text: "⚙" }),
         h("code", { class: "nba-tool-name", text: call.name || "tool" }), this.server, this.badge, this.dur),
@@ -204,6 +247,47 @@ export class ToolCard {
     const active = document.activeElement;
     if (!chat || this.approve.disabled || this.actions.style.display === "none") return;
     if (!active || active === document.body || chat.contains(active)) this.approve.focus();
+  }
+
+  /** A cell edit was just applied: Undo gets the keyboard, when the keyboard was on this card
+   * (Approve, hidden once pressed, dropped it) or nowhere. */
+  focusUndo() {
+    const active = document.activeElement;
+    if (this.undoBtn.style.display === "none" || this.undoBtn.disabled) return;
+    if (!active || active === document.body || this.el.contains(active)) this.undoBtn.focus();
+  }
+
+  /** Each box of the card that scrolls gets a Tab stop and a name (axe: scrollable-region-focusable);
+   * one that fits its content gets neither Tab stop nor role. */
+  markScrollers() {
+    for (const [selector, label] of SCROLLERS) {
+      for (const el of /** @type {HTMLElement[]} */ ([...this.el.querySelectorAll(selector)])) {
+        if (el.dataset.scroller) continue;
+        const scrolls = el.scrollHeight > el.clientHeight + 1 || el.scrollWidth > el.clientWidth + 1;
+        if (!scrolls) continue;
+        el.dataset.scroller = "1";
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("role", "region");
+        el.setAttribute("aria-label", `${label} ${this.name}`);
+      }
+    }
+  }
+
+  /** The duration: ticking while the tool runs, the run's length once it ended. @param {any} env */
+  showDuration(env) {
+    const tick = () => {
+      const running = runningSeconds(env, Date.now() / 1000);
+      if (running != null) this.dur.textContent = shortSeconds(running);
+      if (this.el.isConnected) this.shown = true;
+      return running != null && !(this.shown && this.el.isConnected === false); // a card taken off the page stops its clock
+    };
+    if (this.ticker) { clearInterval(this.ticker); this.ticker = null; }
+    if (tick()) {
+      this.ticker = setInterval(() => { if (!tick()) { clearInterval(this.ticker); this.ticker = null; } }, TICK_MS);
+      return;
+    }
+    const secs = (env && env.run_seconds) ?? (env && env.finished_at && env.created_at ? env.finished_at - env.created_at : null);
+    this.dur.textContent = fmtSeconds(secs);
   }
 
   /** @param {import("../protocol").ChatRequest_approve | import("../protocol").ChatRequest_deny} msg */
@@ -257,7 +341,7 @@ export class ToolCard {
     const rows = diff.map((/** @type {any} */ [op, line]) => h("div", { class: `nba-diff-line ${op === "+" ? "nba-diff-add" : op === "-" ? "nba-diff-del" : "nba-diff-ctx"}`,
       text: `${op === "+" ? "+" : op === "-" ? "-" : " "} ${line}` }));
     this.diffBox.replaceChildren(h("div", { class: "nba-diff-head", text: `${where}: +${added} −${removed}${cut ? " (cut)" : ""}` }),
-      h("pre", { class: "nba-diff-body" }, ...rows), ...(problem ? [h("div", { class: "nba-diff-problem", text: problem })] : []));
+      h("pre", { class: "nba-diff-body" }, ...rows), ...(problem ? [h("div", { class: "nba-diff-problem", text: errorForPeople(problem) })] : []));
   }
 
   /** @param {any} call */
@@ -271,7 +355,7 @@ export class ToolCard {
       showCode(this.codeEl, code.code, code.language, markHidden);
     }
     const rest = code ? code.rest : this.isCell ? {} : call.args ?? {}; // a cell tool's source shows as its diff
-    const empty = code && !Object.keys(rest).length;
+    const empty = (code || this.isCell) && !Object.keys(rest).length;
     const shown = empty ? "" : pretty(rest);
     this.args.innerHTML = markHidden(escapeHtml(shown));
     this.args.style.display = empty ? "none" : "";
@@ -290,25 +374,32 @@ export class ToolCard {
     this.showArgs(call);
     this.showDiff(call, env);
     const applied = this.isCell && status === "done";
+    const wasLive = ["requested", "waiting", "running"].includes(this.el.dataset.status || "");
     this.undoBtn.style.display = applied ? "" : "none";
-    this.writtenBy.textContent = applied ? `written by the agent, turn ${turnNo >= 0 ? turnNo : "?"}` : "";
+    this.undoBtn.setAttribute("aria-label", call.name === "insert_cell" ? "Undo the insertion of the new cell"
+      : `Undo the edit of cell ${String(argsOf(call).cell_id || "?")}`);
+    if (applied && wasLive) requestAnimationFrame(() => this.focusUndo());
+    this.writtenBy.textContent = applied ? `written by the agent, turn ${turnNo >= 0 ? turnNo + 1 : "?"}` : ""; // people count from 1
     /** @type {HTMLElement} */ (this.writtenBy.parentElement).style.display = applied ? "" : "none";
     this.server.textContent = env && env.tool_server ? `MCP · ${env.tool_server}` : "";
-    this.badge.textContent = STATUS[status];
+    this.badge.textContent = badgeText(env);
     this.badge.className = `nba-badge nba-st-${status}`;
     const waiting = status === "waiting";
     this.actions.style.display = waiting ? "" : "none";
     if (waiting) this.approve.disabled = this.deny.disabled = false;
     if (waiting && this.el.dataset.status !== "waiting") requestAnimationFrame(() => this.focusApprove());
     this.el.dataset.status = status;
-    const secs = (env && env.run_seconds) ?? (env && env.finished_at && env.created_at ? env.finished_at - env.created_at : null);
-    this.dur.textContent = fmtSeconds(secs);
+    this.showDuration(env);
     this.result.replaceChildren();
     if (env && (env.error || (env.content && status !== "waiting"))) {
       const isErr = !!env.error || status === "error";
       const rich = isErr ? null : richResult(env.display);
-      const text = h("pre", { class: isErr ? "nba-tool-error" : "nba-tool-out", text: env.error || pretty(env.content) });
-      this.result.append(h("div", { class: "nba-tool-label", text: isErr ? "Error" : status === "denied" ? "Denied" : "Result" }));
+      const said = isErr ? errorForPeople(env.error || env.content) : pretty(env.content);
+      const problem = this.diffBox.querySelector(".nba-diff-problem");
+      if (isErr && problem && errorForPeople(problem.textContent || "") === said) problem.remove(); // said once, below
+      const text = h("pre", { class: isErr ? "nba-tool-error" : "nba-tool-out", text: said });
+      const label = isErr ? (this.isCell ? "Not applied" : "Error") : status === "denied" ? "Denied" : "Result";
+      this.result.append(h("div", { class: "nba-tool-label", text: label }));
       if (rich) this.result.append(rich, h("details", { class: "nba-tool-text" }, h("summary", { text: "Text the model got" }), text));
       else this.result.append(text);
       const full = isErr && env.error && typeof env.content === "string" ? env.content.trim() : "";
@@ -320,5 +411,6 @@ export class ToolCard {
     }
     const changes = env && Array.isArray(env.changes) ? env.changes : [];
     if (changes.length) this.result.append(changesList(changes));
+    requestAnimationFrame(() => this.markScrollers());
   }
 }
