@@ -12,7 +12,7 @@ refreshed when a turn starts or ends or the agent switches model, never per toke
 
 from __future__ import annotations
 
-from ..providers.replay import is_recording_path, replay_label
+from ..providers.recordings import is_recording_path, replay_label
 from .conversation_view import ConversationView
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, TurnStatus, Wire, field_roles
-from ..providers.replay import is_recording_path, replay_label
+from ..providers.recordings import is_recording_path, replay_label
 from ..core.usage import UsageMetadata
 
 # made from the fields' declared roles (core/steps.py): what the compact dict keeps at its default,

@@ -19,7 +19,7 @@ Nothing is random, and nothing touches the network unless a live model does.
 
 Each answer names the model that recorded it; an answer past the recording's end (or a recorded call
 that names none) the last recorded model, so a chat draws no model switch between replayed turns.
-``replay_label(path)`` is how a chat names the replay itself ("replay of lesson-7"), never the path.
+``recordings.replay_label(path)`` is how a chat names the replay itself ("replay of lesson-7"), never the path.
 """
 
 from __future__ import annotations
@@ -142,16 +142,6 @@ class ReplayStatus:
 
 
 NO_LIVE = "no live model: make the agent with live=\"demo\" (or another model) to answer live"
-
-
-def is_recording_path(model: str) -> bool:
-    """Whether a replay's model string is the recording's path (not a recorded model's name)."""
-    return str(model).lower().endswith(".json")
-
-
-def replay_label(path: str) -> str:
-    """A replay as a person reads it: the recording's name, not its path ("replay of lesson-7")."""
-    return f"replay of {Path(str(path)).stem or str(path)}"
 
 
 def same_prompt(a: str, b: str) -> bool:
