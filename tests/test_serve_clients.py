@@ -1,0 +1,134 @@
+"""Real outside agents fix the error in a served notebook (``nbagent.serve()``), through the lines
+``serve`` prints and nbagent's tools, and provenance names them.
+
+- Claude Code (npm ``@anthropic-ai/claude-code``, installed by scripts/test.sh into
+  ``~/.cache/nbagent/claude-code``), headless (``claude -p``) against a scripted Anthropic API on
+  loopback, registered with exactly the ``export`` and ``claude mcp add`` lines ``served.setup()`` prints.
+- pydantic-ai's MCP client (``MCPToolset`` over streamable HTTP) with its scripted ``FunctionModel``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("mcp")
+
+import nbagent  # noqa: E402
+from tests.support.scripted_anthropic import ScriptedAnthropic  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+CLAUDE_CODE_DIR = Path(os.environ.get("NBAGENT_CLAUDE_CODE_DIR", Path.home() / ".cache" / "nbagent" / "claude-code"))
+BROKEN, FIXED = "total = sum(values) / len(valeus)", "total = sum(values) / len(values)"
+
+
+def claude_binary() -> str | None:
+    cached = CLAUDE_CODE_DIR / "node_modules" / ".bin" / "claude"
+    return str(cached) if cached.is_file() else shutil.which("claude")
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    for cid, source in [("data", "values = [1, 2, 3]"), ("mean", BROKEN)]:
+        cell = nbformat.v4.new_code_cell(source)
+        cell.id = cid
+        nb.cells.append(cell)
+    nb.cells[1].outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="name 'valeus' is not defined",
+                                                  traceback=["NameError: name 'valeus' is not defined"])]
+    path = tmp_path / "analysis.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+@pytest.fixture
+def served(notebook: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # the token file, away from the user's
+    server = nbagent.serve(notebook, namespace={}, approve_code=False, save_to=tmp_path / "sessions")
+    yield server
+    server.stop()
+
+
+def printed(setup: str, start: str) -> str:
+    """The one line of ``served.setup()`` that starts with ``start``."""
+    [line] = [line for line in setup.splitlines() if line.startswith(start)]
+    return line
+
+
+def test_claude_code_registered_with_the_printed_lines_fixes_the_error(served, notebook: Path, tmp_path: Path):
+    claude = claude_binary()
+    if claude is None:
+        pytest.skip(f"Claude Code is not installed (scripts/test.sh installs it into {CLAUDE_CODE_DIR})")
+    tool = "mcp__nbagent__{}".format
+    model = ScriptedAnthropic([(tool("read_notebook"), {}),
+                               (tool("edit_cell"), {"cell_id": "mean", "source": FIXED}),
+                               "I fixed the typo in cell `mean`: `valeus` is now `values`."])
+    work, home = tmp_path / "project", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    env = {"PATH": f"{Path(claude).parent}{os.pathsep}{os.environ['PATH']}", "HOME": str(home),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "ANTHROPIC_BASE_URL": model.url,
+           "ANTHROPIC_API_KEY": "sk-scripted-not-a-key", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+           "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    setup = served.setup()
+    # exactly what a user pastes: the export line, then the Claude Code line
+    script = "\n".join(["set -e", printed(setup, "export "), printed(setup, "claude mcp add "),
+                        'claude -p "fix the error in the notebook" --allowedTools mcp__nbagent '
+                        "--model claude-sonnet-4-5-20250929"])
+    try:
+        run = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=100)
+    finally:
+        model.close()
+    assert run.returncode == 0, run.stderr + run.stdout
+    assert "I fixed the typo" in run.stdout
+    results = model.tool_results()
+    assert len(results) == 2 and BROKEN in results[0], results  # it read the notebook through nbagent's tool
+    assert nbformat.read(str(notebook), as_version=4).cells[1].source == FIXED
+    frame = nbagent.provenance(notebook)
+    [author] = list(frame["author"])
+    version = subprocess.run([claude, "--version"], env=env, capture_output=True, text=True, timeout=60).stdout.split()[0]
+    assert author == f"claude-code {version}"  # its clientInfo: cards, badges and provenance name it
+    assert list(frame["action"]) == ["edited"]
+
+
+def test_pydantic_ais_mcp_client_with_a_scripted_model_fixes_the_error(served, notebook: Path):
+    pytest.importorskip("pydantic_ai.mcp")
+    from pydantic_ai import Agent
+    from pydantic_ai.mcp import MCPToolset
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    seen: list[str] = []
+
+    def scripted(messages: list, info: AgentInfo) -> ModelResponse:
+        returned = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        seen[:] = [str(p.content) for p in returned]
+        if not returned:
+            assert {"read_notebook", "edit_cell"} <= {t.name for t in info.function_tools}
+            return ModelResponse(parts=[ToolCallPart("read_notebook", {})])
+        if len(returned) == 1:
+            return ModelResponse(parts=[ToolCallPart("edit_cell", {"cell_id": "mean", "source": FIXED})])
+        return ModelResponse(parts=[TextPart("Fixed: `valeus` was a typo for `values`.")])
+
+    toolset = MCPToolset(served.url, headers={"Authorization": f"Bearer {served.token}"})
+    agent = Agent(FunctionModel(scripted), toolsets=[toolset])
+
+    async def go():
+        async with agent:
+            return await agent.run("fix the error in the notebook")
+
+    result = asyncio.run(go())
+    assert result.output.startswith("Fixed")
+    assert BROKEN in seen[0]  # it read the notebook through nbagent's tool
+    assert nbformat.read(str(notebook), as_version=4).cells[1].source == FIXED
+    import fastmcp
+
+    # pydantic-ai introduces itself as the FastMCP client it is built on (MCPToolset(client_info=...) renames it)
+    assert list(nbagent.provenance(notebook)["author"]) == [f"fastmcp {fastmcp.__version__}"]
