@@ -94,7 +94,8 @@ def test_claude_code_registered_with_the_printed_lines_fixes_the_error(served, n
     frame = nbagent.provenance(notebook)
     [author] = list(frame["author"])
     version = subprocess.run([claude, "--version"], env=env, capture_output=True, text=True, timeout=60).stdout.split()[0]
-    assert author == f"claude-code {version}"  # its clientInfo: cards, badges and provenance name it
+    # its clientInfo's title (name "claude-code", title "Claude Code"): what cards, badges and provenance show
+    assert author == f"Claude Code {version}"
     assert list(frame["action"]) == ["edited"]
 
 

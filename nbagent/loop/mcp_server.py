@@ -11,7 +11,7 @@ passes ``BearerGuard`` first:
 The token lives in ``token`` and in ``token_path``, a file only its owner may read (like Jupyter's
 kernel connection files), removed at ``stop()``: the clients' setup lines and the stdio bridge read it
 from there, so no notebook output holds it; no repr, log line or error message carries it. ``call_tool(client,
-name, args)`` gets the client's ``Implementation`` (name and version from its ``initialize``) and
+name, args)`` gets the client (its title, else its name, and version from its ``initialize``) and
 returns ``(text, is_error)``; an error becomes an MCP tool result with ``isError`` set.
 """
 
@@ -43,7 +43,7 @@ SERVER_NAME = "nbagent"
 
 @dataclass(frozen=True)
 class ClientInfo:
-    """Who called: the MCP client as it introduced itself in ``initialize``."""
+    """Who called: the MCP client as it introduced itself in ``initialize`` (its title, else its name)."""
 
     name: str = "mcp-client"
     version: str = ""
@@ -221,9 +221,11 @@ class McpHttpServer:
 
 
 def _client_of(ctx: Any) -> ClientInfo:
+    """The client's display name (its ``title`` when it sends one: Claude Code sends name "claude-code",
+    title "Claude Code"), else its ``name``, and its version."""
     params = getattr(getattr(ctx, "session", None), "client_params", None)
     info = getattr(params, "client_info", None)
-    name = str(getattr(info, "name", "") or "").strip()[:80]
+    name = str(getattr(info, "title", "") or getattr(info, "name", "") or "").strip()[:80]
     version = str(getattr(info, "version", "") or "").strip()[:40]
     return ClientInfo(name or "mcp-client", version)
 
