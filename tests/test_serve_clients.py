@@ -48,10 +48,14 @@ def notebook(tmp_path: Path) -> Path:
     return path
 
 
+def serve_in_tmp(notebook: Path, tmp_path: Path, monkeypatch, approve_code: bool):
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # the token file, away from the user's
+    return nbagent.serve(notebook, namespace={}, approve_code=approve_code, save_to=tmp_path / "sessions")
+
+
 @pytest.fixture
 def served(notebook: Path, tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # the token file, away from the user's
-    server = nbagent.serve(notebook, namespace={}, approve_code=False, save_to=tmp_path / "sessions")
+    server = serve_in_tmp(notebook, tmp_path, monkeypatch, approve_code=False)
     yield server
     server.stop()
 
@@ -62,14 +66,16 @@ def printed(setup: str, start: str) -> str:
     return line
 
 
-def test_claude_code_registered_with_the_printed_lines_fixes_the_error(served, notebook: Path, tmp_path: Path):
+def run_claude_code(served, tmp_path: Path, answer: str) -> tuple[subprocess.CompletedProcess, list[str], str]:
+    """Claude Code registered with the lines ``served`` prints, asked headless to fix the error; a scripted
+    model has it call read_notebook, then edit_cell with the fix, then answer ``answer``. Returns the run, the
+    tool results it sent the model, and its version."""
     claude = claude_binary()
     if claude is None:
         pytest.skip(f"Claude Code is not installed (scripts/test.sh installs it into {CLAUDE_CODE_DIR})")
     tool = "mcp__nbagent__{}".format
     model = ScriptedAnthropic([(tool("read_notebook"), {}),
-                               (tool("edit_cell"), {"cell_id": "mean", "source": FIXED}),
-                               "I fixed the typo in cell `mean`: `valeus` is now `values`."])
+                               (tool("edit_cell"), {"cell_id": "mean", "source": FIXED}), answer])
     work, home = tmp_path / "project", tmp_path / "home"
     work.mkdir()
     home.mkdir()
@@ -87,16 +93,30 @@ def test_claude_code_registered_with_the_printed_lines_fixes_the_error(served, n
     finally:
         model.close()
     assert run.returncode == 0, run.stderr + run.stdout
-    assert "I fixed the typo" in run.stdout
-    results = model.tool_results()
+    assert answer in run.stdout
+    version = subprocess.run([claude, "--version"], env=env, capture_output=True, text=True, timeout=60).stdout.split()[0]
+    return run, model.tool_results(), version
+
+
+def test_claude_code_registered_with_the_printed_lines_fixes_the_error(served, notebook: Path, tmp_path: Path):
+    _, results, version = run_claude_code(served, tmp_path, "I fixed the typo: `valeus` is now `values`.")
     assert len(results) == 2 and BROKEN in results[0], results  # it read the notebook through nbagent's tool
     assert nbformat.read(str(notebook), as_version=4).cells[1].source == FIXED
     frame = nbagent.provenance(notebook)
-    [author] = list(frame["author"])
-    version = subprocess.run([claude, "--version"], env=env, capture_output=True, text=True, timeout=60).stdout.split()[0]
     # its clientInfo's title (name "claude-code", title "Claude Code"): what cards, badges and provenance show
-    assert author == f"Claude Code {version}"
+    assert list(frame["author"]) == [f"Claude Code {version}"]
     assert list(frame["action"]) == ["edited"]
+
+
+def test_claude_code_gets_an_error_at_once_when_nobody_can_approve(notebook: Path, tmp_path: Path, monkeypatch):
+    served = serve_in_tmp(notebook, tmp_path, monkeypatch, approve_code=True)  # no chat widget shown
+    try:
+        _, results, _ = run_claude_code(served, tmp_path, "I could not edit the notebook.")
+    finally:
+        served.stop()
+    assert len(results) == 2 and "nobody can press Approve" in results[1], results
+    assert nbformat.read(str(notebook), as_version=4).cells[1].source == BROKEN
+    assert nbagent.provenance(notebook).empty
 
 
 def test_pydantic_ais_mcp_client_with_a_scripted_model_fixes_the_error(served, notebook: Path):
