@@ -21,17 +21,22 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("mcp")
 
 import nbagent  # noqa: E402
-from tests.support.scripted_anthropic import ScriptedAnthropic  # noqa: E402
+from tests.support.scripted_model_api import ScriptedModelApi  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
 CLAUDE_CODE_DIR = Path(os.environ.get("NBAGENT_CLAUDE_CODE_DIR", Path.home() / ".cache" / "nbagent" / "claude-code"))
+CODEX_DIR = Path(os.environ.get("NBAGENT_CODEX_DIR", Path.home() / ".cache" / "nbagent" / "codex"))
 BROKEN, FIXED = "total = sum(values) / len(valeus)", "total = sum(values) / len(values)"
 
 
-def claude_binary() -> str | None:
-    cached = CLAUDE_CODE_DIR / "node_modules" / ".bin" / "claude"
-    return str(cached) if cached.is_file() else shutil.which("claude")
+def installed(folder: Path, command: str) -> str:
+    """The command from its scripts/test.sh install folder, else on PATH; the test skips without it."""
+    cached = folder / "node_modules" / ".bin" / command
+    found = str(cached) if cached.is_file() else shutil.which(command)
+    if found is None:
+        pytest.skip(f"{command} is not installed (scripts/test.sh installs it into {folder})")
+    return found
 
 
 @pytest.fixture
@@ -70,11 +75,9 @@ def run_claude_code(served, tmp_path: Path, answer: str) -> tuple[subprocess.Com
     """Claude Code registered with the lines ``served`` prints, asked headless to fix the error; a scripted
     model has it call read_notebook, then edit_cell with the fix, then answer ``answer``. Returns the run, the
     tool results it sent the model, and its version."""
-    claude = claude_binary()
-    if claude is None:
-        pytest.skip(f"Claude Code is not installed (scripts/test.sh installs it into {CLAUDE_CODE_DIR})")
+    claude = installed(CLAUDE_CODE_DIR, "claude")
     tool = "mcp__nbagent__{}".format
-    model = ScriptedAnthropic([(tool("read_notebook"), {}),
+    model = ScriptedModelApi([(tool("read_notebook"), {}),
                                (tool("edit_cell"), {"cell_id": "mean", "source": FIXED}), answer])
     work, home = tmp_path / "project", tmp_path / "home"
     work.mkdir()
@@ -117,6 +120,52 @@ def test_claude_code_gets_an_error_at_once_when_nobody_can_approve(notebook: Pat
     assert len(results) == 2 and "nobody can press Approve" in results[1], results
     assert nbformat.read(str(notebook), as_version=4).cells[1].source == BROKEN
     assert nbagent.provenance(notebook).empty
+
+
+def test_codex_configured_with_the_printed_block_fixes_the_error(served, notebook: Path, tmp_path: Path):
+    codex = installed(CODEX_DIR, "codex")
+    tool = "mcp__nbagent__{}".format  # Codex offers the server's tools as the namespace mcp__nbagent
+    model = ScriptedModelApi([(tool("read_notebook"), {}), (tool("edit_cell"), {"cell_id": "mean", "source": FIXED}),
+                              "I fixed the typo: `valeus` is now `values`."])
+    work, home, codex_home = tmp_path / "project", tmp_path / "home", tmp_path / "codex"
+    for folder in (work, home, codex_home):
+        folder.mkdir()
+    setup = served.setup()
+    block = setup.split("\n# Codex", 1)[1].split("\n\n", 1)[0].split("\n", 1)[1]  # the printed TOML, as is
+    (codex_home / "config.toml").write_text("\n".join([
+        'model = "gpt-5.1-codex"', 'model_provider = "scripted"', "[model_providers.scripted]", 'name = "scripted"',
+        f'base_url = "{model.url}/v1"', 'wire_api = "responses"', 'env_key = "SCRIPTED_KEY"', "[analytics]",
+        "enabled = false", block, ""]), encoding="utf-8")
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(codex_home), "SCRIPTED_KEY": "sk-not-a-key"}
+    script = "\n".join(["set -e", printed(setup, "export "),
+                        f'{codex} exec --skip-git-repo-check "fix the error in the notebook" </dev/null'])
+    try:
+        run = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=100)
+    finally:
+        model.close()
+    assert run.returncode == 0, run.stderr + run.stdout
+    results = model.tool_results()
+    assert len(results) == 2 and BROKEN in results[0], results + [run.stderr[-2000:]]
+    assert nbformat.read(str(notebook), as_version=4).cells[1].source == FIXED
+    version = subprocess.run([codex, "--version"], env=env, capture_output=True, text=True, timeout=60).stdout.split()[-1]
+    assert list(nbagent.provenance(notebook)["author"]) == [f"Codex {version}"]
+
+
+def test_only_the_reading_tools_are_listed_read_only(served):
+    """MCP's readOnlyHint: Codex runs those without asking; edits and code wait for the client's own prompt."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def listed():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}) as http:
+            async with Client(streamable_http_client(served.url, http_client=http), mode="legacy") as client:
+                return (await client.list_tools()).tools
+
+    hints = {tool.name: tool.annotations.read_only_hint for tool in asyncio.run(listed())}
+    assert {name for name, read_only in hints.items() if read_only} == {"read_notebook", "list_variables",
+                                                                      "describe_variable"}
+    assert {"edit_cell", "insert_cell", "run_cell", "run_python"} <= set(hints)
 
 
 def test_pydantic_ais_mcp_client_with_a_scripted_model_fixes_the_error(served, notebook: Path):
