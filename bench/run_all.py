@@ -210,6 +210,13 @@ def autosave_turns(n: int, tmp: Path) -> dict:
                f"{result['wall_ms']:.1f} ms wall per turn")
 
 
+def served(quick: bool) -> list[dict]:
+    """One read_notebook called over MCP through nbagent.serve() vs the same call direct (bench_serve.py)."""
+    import bench_serve
+
+    return bench_serve.rows(quick)
+
+
 def first_token(quick: bool) -> list[dict]:
     """Enter -> the model's first text in the DOM, in JupyterLab (bench_first_token.py)."""
     import bench_first_token
@@ -248,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
                     large / small <= 6, f"{small * 1000:.0f} ms and {large * 1000:.0f} ms"))
     for part in (frames, frames_at_scale, first_display, lambda q: sessions(q, tmp), lambda q: sessions_at_scale(q, tmp),
                  lambda q: duckdb_query(q, tmp), widget, transcript, memory, lambda q: turns(q, tmp), local_start,
-                 otel_live,
+                 otel_live, served,
                  *([browser, first_token] if args.browser else [])):
         try:
             rows += part(args.quick)

@@ -37,8 +37,7 @@ from .agent import Agent
 from .conversation import Conversation
 from .core.errors import ConfigError
 from .core.steps import ApprovalDecision, Step, StepStatus, ToolCall
-from .loop.mcp_server import TOKEN_VARIABLE, ClientInfo, McpHttpServer
-from .providers.base import ToolSpec
+from .loop.mcp_server import TOKEN_VARIABLE, ClientInfo, McpHttpServer, ServedTool
 from .providers.relay import RelayProvider
 
 NO_ONE_TO_APPROVE = ("needs the user's approval in the notebook, and no chat widget for outside agents is shown "
@@ -66,8 +65,8 @@ class ServedNotebook:
 
     # --- what the clients see ---------------------------------------------------------------
 
-    def _specs(self) -> list[ToolSpec]:
-        return [tool.spec for tool in self.agent.tools.values()]
+    def _specs(self) -> list[ServedTool]:  # read-only: what a course without code keeps (no runs_code)
+        return [ServedTool(tool.spec, not getattr(tool, "runs_code", False)) for tool in self.agent.tools.values()]
 
     async def _call(self, client: ClientInfo, name: str, args: dict) -> tuple[str, bool]:
         """One ``tools/call``, run as a turn on the agent's loop (the kernel's in Jupyter)."""
@@ -185,6 +184,7 @@ def setup_lines(url: str, token_file: str, name: str = "nbagent") -> str:
         f"[mcp_servers.{name}]",
         f'url = "{url}"',
         f'bearer_token_env_var = "{var}"',
+        'default_tools_approval_mode = "approve"  # the notebook asks, with the diff (else Codex asks first)',
         "",
         "# VS Code (.vscode/mcp.json):",
         json.dumps(vscode, indent=2),

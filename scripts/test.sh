@@ -51,6 +51,18 @@ if [ ! -x "$ccusage_dir/node_modules/.bin/ccusage" ] && [ "$(uname -sm)" = "Linu
   npm install --no-audit --no-fund --loglevel=error --prefix "$ccusage_dir" \
     ccusage@20.0.26 @ccusage/ccusage-linux-x64@20.0.24 >/dev/null || echo "ccusage not installed: its test skips"
 fi
+# Claude Code and Codex (npm), run headless against a scripted model on loopback by tests/test_serve_clients.py:
+# they prove the setup lines nbagent.serve() prints (about 4 s and 7 s to install, 235 and 424 MB, once)
+claude_dir="${NBAGENT_CLAUDE_CODE_DIR:-$HOME/.cache/nbagent/claude-code}"
+if [ ! -x "$claude_dir/node_modules/.bin/claude" ]; then
+  npm install --no-audit --no-fund --loglevel=error --prefix "$claude_dir" \
+    @anthropic-ai/claude-code@2.1.197 >/dev/null || echo "Claude Code not installed: its test skips"
+fi
+codex_dir="${NBAGENT_CODEX_DIR:-$HOME/.cache/nbagent/codex}"
+if [ ! -x "$codex_dir/node_modules/.bin/codex" ]; then
+  npm install --no-audit --no-fund --loglevel=error --prefix "$codex_dir" \
+    @openai/codex@0.171.0 >/dev/null || echo "Codex not installed: its test skips"
+fi
 if [ -f js/package.json ]; then
   bash scripts/check_bundle.sh || status=1
   bash scripts/check_labextension.sh || status=1  # the JupyterLab / Notebook 7 extension (js/labextension)

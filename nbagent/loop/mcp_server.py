@@ -1,8 +1,8 @@
 """An MCP server over streamable HTTP on loopback, guarded by a bearer token (for ``nbagent.serve``).
 
-``McpHttpServer(list_tools, call_tool, port=0)`` runs the official ``mcp`` SDK's low-level ``Server``
-under uvicorn on a daemon thread, bound to 127.0.0.1 (a free port by default). Every HTTP request
-passes ``BearerGuard`` first:
+``McpHttpServer(list_tools, call_tool, port=0)`` (``list_tools`` gives a ``ServedTool`` each) runs the
+official ``mcp`` SDK's low-level ``Server`` under uvicorn on a daemon thread, bound to 127.0.0.1 (a free
+port by default). Every HTTP request passes ``BearerGuard`` first:
 
 - its ``Host`` must name this loopback address and port, else 421 (no DNS rebinding);
 - an ``Origin`` header, when sent, must be a loopback origin, else 403 (no web page calls it);
@@ -11,7 +11,7 @@ passes ``BearerGuard`` first:
 The token lives in ``token`` and in ``token_path``, a file only its owner may read (like Jupyter's
 kernel connection files), removed at ``stop()``: the clients' setup lines and the stdio bridge read it
 from there, so no notebook output holds it; no repr, log line or error message carries it. ``call_tool(client,
-name, args)`` gets the client's ``Implementation`` (name and version from its ``initialize``) and
+name, args)`` gets the client (its title, else its name, and version from its ``initialize``) and
 returns ``(text, is_error)``; an error becomes an MCP tool result with ``isError`` set.
 """
 
@@ -43,7 +43,7 @@ SERVER_NAME = "nbagent"
 
 @dataclass(frozen=True)
 class ClientInfo:
-    """Who called: the MCP client as it introduced itself in ``initialize``."""
+    """Who called: the MCP client as it introduced itself in ``initialize`` (its title, else its name)."""
 
     name: str = "mcp-client"
     version: str = ""
@@ -52,6 +52,15 @@ class ClientInfo:
     def label(self) -> str:
         """``"Claude Code 2.1.0"``: the name, and the version when the client gave one."""
         return f"{self.name} {self.version}".strip()
+
+
+@dataclass(frozen=True)
+class ServedTool:
+    """A tool as listed to clients: its spec, and whether it only reads (MCP's ``readOnlyHint``: Codex
+    then calls it without asking; a tool that edits or runs code is left to the client's own prompt)."""
+
+    spec: ToolSpec
+    read_only: bool
 
 
 TOKEN_VARIABLE = "NBAGENT_MCP_TOKEN"  # where the clients' configurations and the stdio bridge take the token from
@@ -152,7 +161,7 @@ def _loopback_origin(origin: str) -> bool:
 class McpHttpServer:
     """The running server: ``url``, ``token``, ``port``, ``stop()``."""
 
-    def __init__(self, list_tools: Callable[[], list[ToolSpec]], call_tool: CallTool, *, port: int = 0,
+    def __init__(self, list_tools: Callable[[], list[ServedTool]], call_tool: CallTool, *, port: int = 0,
                  host: str = LOOPBACK, instructions: str = "") -> None:
         require_loopback(host)
         import uvicorn
@@ -190,8 +199,9 @@ class McpHttpServer:
 
         async def list_tools(ctx: Any, params: Any) -> Any:
             return types.ListToolsResult(tools=[
-                types.Tool(name=s.name, description=s.description, input_schema=s.input_schema)
-                for s in self.list_tools()])
+                types.Tool(name=t.spec.name, description=t.spec.description, input_schema=t.spec.input_schema,
+                           annotations=types.ToolAnnotations(read_only_hint=t.read_only))
+                for t in self.list_tools()])
 
         async def call_tool(ctx: Any, params: Any) -> Any:
             text, is_error = await self.call_tool(_client_of(ctx), params.name, dict(params.arguments or {}))
@@ -221,9 +231,11 @@ class McpHttpServer:
 
 
 def _client_of(ctx: Any) -> ClientInfo:
+    """The client's display name (its ``title`` when it sends one: Claude Code sends name "claude-code",
+    title "Claude Code"), else its ``name``, and its version."""
     params = getattr(getattr(ctx, "session", None), "client_params", None)
     info = getattr(params, "client_info", None)
-    name = str(getattr(info, "name", "") or "").strip()[:80]
+    name = str(getattr(info, "title", "") or getattr(info, "name", "") or "").strip()[:80]
     version = str(getattr(info, "version", "") or "").strip()[:40]
     return ClientInfo(name or "mcp-client", version)
 
