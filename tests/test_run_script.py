@@ -1,5 +1,5 @@
 """``scripts/run.sh`` run again, as a user runs it after the first time: in a copy of the checkout
-(scripts, pyproject.toml, notebooks/) whose ``.venv`` is this checkout's, already set up by
+(scripts, pyproject.toml, notebooks/, the built extension's manifest) whose ``.venv`` is this checkout's, already set up by
 ``scripts/setup.sh``. It skips the install, copies the example notebooks into my-notebooks/ (keeping a
 copy the user already has), leaves notebooks/ as git has them, and starts a JupyterLab whose news
 toast is off (the setting the front end reads, asked from the running server).
@@ -37,6 +37,8 @@ def checkout_copy(tmp: Path) -> Path:
     shutil.copytree(ROOT / "scripts", repo / "scripts")
     shutil.copytree(ROOT / "notebooks", repo / "notebooks")
     shutil.copy(ROOT / "pyproject.toml", repo)
+    (repo / "nbagent" / "labextension").mkdir(parents=True)  # setup.sh hashes the built extension's manifest
+    shutil.copy(ROOT / "nbagent" / "labextension" / "package.json", repo / "nbagent" / "labextension")
     (repo / ".venv").symlink_to(ROOT / ".venv")
     return repo
 
