@@ -22,7 +22,6 @@ from .core.errors import ConfigError, NbagentError
 from .core.steps import ApprovalDecision, Step, StepStatus, ToolCall
 from .loop.tool_runner import UNANSWERED
 
-APPROVAL_WAIT = 30.0  # seconds a blocking ask() waits for an approval (Conversation.approval_wait)
 NOTICE_DELAY = 0.3  # a call answered at once (a listener, %%chat's denial) is not announced
 BLOCKING = "a blocking ask() cannot be answered from the widget, whose buttons wait until the cell ends"
 NO_WIDGET = "no chat widget is shown for this conversation"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the tests in tiers.
 #
-#   scripts/test.sh --fast [pytest args]   ruff and mypy on nbagent/, then the fast tier: every test not
+#   scripts/test.sh --fast [pytest args]   ruff and mypy on nbagent/, the widget bundle check and the JS
+#                                          tests (when node is installed), then the fast tier: every test not
 #                                          marked browser, notebook, wheel or local_model (unit, provider,
 #                                          recorded-fixture, loopback-server tests), in parallel
 #                                          (pytest-xdist) with the 15 slowest listed.
@@ -24,6 +25,10 @@ if [ "${1:-}" = "--fast" ]; then
   status=0
   .venv/bin/ruff check nbagent || status=1
   .venv/bin/mypy || status=1
+  if command -v node >/dev/null 2>&1; then  # the JS half too: the widget bundle matches js/, its tests pass
+    bash scripts/check_bundle.sh || status=1
+    (cd js && node --test test/ >/tmp/nbagent-js-tests.log 2>&1) || { tail -40 /tmp/nbagent-js-tests.log; status=1; }
+  fi
   .venv/bin/python -m pytest -q -n auto --durations=15 -m "$FAST_TIER" "$@" || status=$?
   exit $status
 fi

@@ -25,7 +25,6 @@ from ..core.mathtext import escape_dollars
 if TYPE_CHECKING:
     from .pricing import Price
 
-OVERFLOW_FILL = 0.9  # the gauge turns amber from here; over 1.0 it is red
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,6 @@ class ErrorKind(str, enum.Enum):
         return self.value
 
 
-KINDS = tuple(k.value for k in ErrorKind)
 
 # environment variables holding API keys, scrubbed from every message: each wire's spec registers its
 # own when the provider registry first reads the specs (the pattern below catches the usual key shapes

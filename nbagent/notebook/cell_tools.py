@@ -39,7 +39,6 @@ from .provenance import CellAction, CellActionKind, acting_author, code_hash, wi
 from .run_python import RunPythonTool, call_timeout
 
 READ_NOTEBOOK, EDIT_CELL, INSERT_CELL, RUN_CELL = "read_notebook", "edit_cell", "insert_cell", "run_cell"
-CELL_TOOLS = frozenset({EDIT_CELL, INSERT_CELL, RUN_CELL})
 UNDO_BY = "user (undo)"  # CellAction.approved_by of the edit an undo makes
 READ_DOC = ("Read the user's notebook: every cell in order with its id, its position [n] as the user "
             "counts, type, execution count, source and a short summary of its outputs, and the last "
