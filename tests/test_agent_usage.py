@@ -212,33 +212,124 @@ def ccusage_binary() -> str | None:
     return found or (str(local) if local.exists() else None)
 
 
-def ccusage_days(args: list[str], env: dict[str, str], source: str) -> dict:
-    out = subprocess.run([ccusage_binary(), *args, "daily", "--json", "--offline", "--timezone", "UTC"],
+REPORTS = {"daily": ("daily", "date", "%Y-%m-%d"), "monthly": ("monthly", "month", "%Y-%m"),
+           "session": ("sessions", "sessionId", None)}
+
+
+def tokens(row: dict, cost) -> dict:
+    """ccusage's token kinds of one JSON row (its ``inputTokens`` leave cache reads and writes out)."""
+    return {"input": row["inputTokens"], "cache_read": row["cacheReadTokens"],
+            "cache_write": row["cacheCreationTokens"], "output": row["outputTokens"],
+            "cost": None if cost is None else round(cost, 6)}
+
+
+def add(rows: dict, key: tuple, values: dict) -> None:
+    old = rows.setdefault(key, dict.fromkeys(values, 0))
+    for k, v in values.items():
+        old[k] = None if v is None else round(old[k] + v, 6)
+
+
+def ccusage_report(tool: str, report: str, env: dict[str, str]) -> dict:
+    """ccusage's ``<tool> <report> --json`` as {(source, period or session, model or ""): token kinds}:
+    each row's totals and its per-model breakdown (Claude Code: ``modelBreakdowns``, with their costs;
+    Codex: ``models``, without). A Claude fast-mode model ccusage names ``<model>-fast`` is the model's."""
+    out = subprocess.run([ccusage_binary(), tool, report, "--json", "--offline", "--timezone", "UTC"],
                          env=env, capture_output=True, text=True, timeout=60, check=True).stdout
-    rows = {}
-    for r in json.loads(out)["daily"]:
-        rows[(source, r["date"])] = {"input": r["inputTokens"], "cache_read": r["cacheReadTokens"],
-                                     "cache_write": r["cacheCreationTokens"], "output": r["outputTokens"],
-                                     "cost": round(r.get("totalCost", r.get("costUSD", 0.0)), 6)}
+    source = "claude-code" if tool == "claude" else "codex"
+    listed, key_field, _ = REPORTS[report]
+    rows: dict = {}
+    for r in json.loads(out)[listed]:
+        key = r[key_field]
+        add(rows, (source, key, ""), tokens(r, r.get("totalCost", r.get("costUSD"))))
+        for m in r.get("modelBreakdowns", []):
+            add(rows, (source, key, m["modelName"].removesuffix("-fast")), tokens(m, m["cost"]))
+        for name, m in r.get("models", {}).items():
+            add(rows, (source, key, name), tokens(m, None))
     return rows
 
 
-@pytest.mark.skipif(ccusage_binary() is None, reason=(
+def nbagent_report(df, report: str, codex_home: Path) -> dict:
+    """:func:`ccusage_report`'s rows from nbagent's frame. A Codex session is ccusage's: its log's path
+    under ``sessions/`` (nbagent's ``session_id`` is the id Codex writes in it, one per file)."""
+    _, _, period = REPORTS[report]
+    if period is not None:
+        key = df.started.dt.strftime(period)
+    else:
+        sessions = str(codex_home / "sessions") + os.sep
+        key = [p.removeprefix(sessions).removesuffix(".jsonl") if s == "codex" else str(i)
+               for p, s, i in zip(df.path, df.source, df.session_id)]
+    df = df.assign(key=key, cost=df.cost_usd)
+    rows: dict = {}
+    for (source, k, model), g in df.groupby(["source", "key", "model"], observed=True):
+        values = {"input": int(g.input_tokens.sum() - g.cached_tokens.sum() - g.cache_write_tokens.sum()),
+                  "cache_read": int(g.cached_tokens.sum()), "cache_write": int(g.cache_write_tokens.sum()),
+                  "output": int(g.output_tokens.sum() + g.thinking_tokens.sum()), "cost": float(g.cost.sum())}
+        add(rows, (str(source), k, ""), values)
+        add(rows, (str(source), k, str(model)), {**values, "cost": None if source == "codex" else values["cost"]})
+    return rows
+
+
+def without_replay(want: dict, daily: dict) -> dict:
+    """``want`` without what ccusage counts twice. ccusage 20.0.24's ``monthly`` and ``session``
+    reports count a subagent's replay of its parent's message that its ``daily`` report (and nbagent)
+    count once: where its Claude Code totals exceed its daily ones, the excess must be exactly the
+    written fixture's replay of msg_01B (January 2026, in the subagent's session), taken out there."""
+    kinds = ("input", "cache_read", "cache_write", "output", "cost")
+
+    def total(rows: dict) -> dict:
+        return {k: sum(v[k] for key, v in rows.items() if key[0] == "claude-code" and key[2] == "") for k in kinds}
+
+    excess = {k: round(total(want)[k] - total(daily)[k], 6) for k in kinds}
+    if any(excess.values()):
+        assert {k: excess[k] for k in kinds[:4]} == {"input": 6, "cache_read": 16920, "cache_write": 420,
+                                                     "output": 95}
+        for key, row in want.items():
+            if key[0] == "claude-code" and key[1] in ("2026-01", SESSION) and key[2] in (
+                    "", "claude-sonnet-4-5-20250929"):
+                for k in kinds:
+                    row[k] = round(row[k] - excess[k], 6)
+    return {key: row for key, row in want.items() if any(row.values())}
+
+
+needs_ccusage = pytest.mark.skipif(ccusage_binary() is None, reason=(
     "ccusage is not installed: npm install --prefix ~/.cache/nbagent/ccusage ccusage@20 "
     "@ccusage/ccusage-linux-x64 (or put ccusage on PATH)"))
+
+
+@needs_ccusage
+@pytest.mark.parametrize("report", list(REPORTS))
 @pytest.mark.parametrize("folders", [(CLAUDE, CODEX), (LOGS / "ccusage" / "claude", LOGS / "ccusage" / "codex"),
-                                     (RECORDED / "claude", RECORDED / "codex")])
-def test_totals_equal_ccusage(folders, tmp_path):
+                                     (RECORDED / "claude", RECORDED / "codex")], ids=["written", "ccusage", "recorded"])
+def test_totals_equal_ccusage(folders, report, tmp_path):
+    """Per day, month and session, and per model within each: every token kind, and the cost where
+    both price alike (not ccusage's own fixtures, whose lines carry a ``costUSD`` ccusage uses)."""
     claude, codex = folders
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(claude),
            "CODEX_HOME": str(codex)}
-    want = {**ccusage_days(["claude"], env, "claude-code"), **ccusage_days(["codex"], env, "codex")}
-    got = days(nbagent.agent_usage(claude, codex))
-    if claude.parent.name == "ccusage":  # ccusage's fixtures: its costs come from the logs' own costUSD
+    want = {**ccusage_report("claude", report, env), **ccusage_report("codex", report, env)}
+    got = nbagent_report(nbagent.agent_usage(claude, codex), report, codex)
+    if report != "daily":
+        want = without_replay(want, ccusage_report("claude", "daily", env))
+    if claude.parent.name == "ccusage":
         for rows in (got, want):
             for row in rows.values():
                 row.pop("cost")
     assert got == want
+
+
+@needs_ccusage
+def test_a_claude_code_session_is_its_files_as_ccusage_groups_them(tmp_path):
+    """A log whose name is not the session its records name (renamed, or resumed into a new file) is
+    the session its path names, as in ccusage's session report; its subagent's stays its folder's."""
+    shutil.copytree(CLAUDE, tmp_path / "claude")
+    folder = tmp_path / "claude" / "projects" / "-home-ada-proj-shop"
+    other = "0c2d9b1e-5a4f-4e3d-8c7b-6a5f4e3d2c1b"
+    (folder / f"{SESSION}.jsonl").rename(folder / f"{other}.jsonl")
+    df = nbagent.agent_usage(tmp_path / "claude")
+    assert set(df.session_id) == {SESSION, other}
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+    want = without_replay(ccusage_report("claude", "session", env), ccusage_report("claude", "daily", env))
+    assert nbagent_report(df, "session", tmp_path) == want
 
 
 def test_list_sessions_lists_agent_logs_with_their_usage(tmp_path):
