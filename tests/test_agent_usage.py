@@ -355,6 +355,8 @@ def test_a_claude_code_log_opens_as_a_read_only_conversation():
     assert calls.name.tolist() == ["Read", "Task"]
     assert calls.result_preview.tolist() == ["def total(xs): return round(sum(xs), 2)", "cart.py:12"]
     assert conv.compaction_indices == [6]  # the step after the last answer of the first day
+    compaction = history.iloc[6]
+    assert compaction.type == "COMPACTION" and compaction.content.startswith("This session is being continued")
     usage = conv.usage_df()
     assert usage.prompt.tolist() == ["Why is the cart total off by a cent?", "Now add a test"]
     own = nbagent.load_sessions(CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl")
@@ -376,7 +378,37 @@ def test_a_codex_log_opens_as_a_read_only_conversation(log):
     assert usage.cost_usd.sum() == pytest.approx(own.cost_usd.sum())
     calls = conv.tool_calls_df()
     assert len(calls) == 1 and calls.result_preview.iloc[0]  # the shell call paired with its output
+    if log.is_relative_to(CODEX):  # a `compacted` record: a compaction holding its summary
+        history = conv.history_df()
+        assert history[history.type == "COMPACTION"].content.tolist() == ["Summary: the API lists items with GET /items."]
     assert usage.prompt.iloc[0] in ("List the endpoints", "Write hello into note.txt and show it")
+
+
+def test_a_subagents_calls_and_steps_are_marked(tmp_path):
+    df = nbagent.agent_usage(CLAUDE, RECORDED / "claude")
+    marked = df[df.subagent]
+    assert marked.path.str.contains("/subagents/").all() and len(marked) == 3  # two written, one recorded
+    assert marked.model.tolist().count("claude-haiku-4-5-20251001") == 2 and not df[~df.subagent].path.str.contains(
+        "/subagents/").any()
+    main = CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl"
+    assert not nbagent.open_agent_log(main).history_df().subagent.any()
+    assert nbagent.open_agent_log(next(CLAUDE.rglob("agent-7e1.jsonl"))).history_df().subagent.all()
+    # a Codex subagent's log: its own session_meta names a subagent source (its parent's follows it)
+    rollout = tmp_path / "codex" / "sessions" / "rollout-2026-01-14T09-00-00-sub.jsonl"
+    rollout.parent.mkdir(parents=True)
+    lines = [{"timestamp": "2026-01-14T09:00:00.000Z", "type": "session_meta",
+              "payload": {"id": "sub-1", "source": {"subagent": "review"}, "cwd": "/home/ada/proj/api"}},
+             {"timestamp": "2026-01-14T09:00:00.000Z", "type": "session_meta", "payload": {"id": "parent-1"}},
+             {"timestamp": "2026-01-14T09:00:01.000Z", "type": "turn_context", "payload": {"model": "gpt-5.1-codex"}},
+             {"timestamp": "2026-01-14T09:00:02.000Z", "type": "response_item",
+              "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}},
+             {"timestamp": "2026-01-14T09:00:03.000Z", "type": "event_msg", "payload": {"type": "token_count", "info": {
+                 "last_token_usage": {"input_tokens": 500, "cached_input_tokens": 0, "output_tokens": 20,
+                                      "reasoning_output_tokens": 0, "total_tokens": 520}}}}]
+    rollout.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    codex = nbagent.agent_usage(tmp_path / "codex", CODEX)
+    assert codex.set_index("session_id").subagent.to_dict() == {"sub-1": True, "019b8a2c-5d1e-7f30-a4b2-6c9d0e1f2a3b": False}
+    assert nbagent.open_agent_log(rollout).history_df().subagent.all()
 
 
 def test_to_otel_sends_agent_logs_as_spans():

@@ -11,7 +11,7 @@ from ..core.chat_session import open_session_fd
 from ..core.errors import StorageError
 from .agent_logs.folders import Found, log_files, standard_folders
 from .agent_logs.readers import read_log
-from .sessions import ledgers_of, usage_frame
+from .sessions import Ledgers, ledgers_of, usage_frame
 
 NBAGENT_MARK = b"nbagent.session"  # in the head of every session file nbagent saves
 HEAD_BYTES = 4096
@@ -25,8 +25,8 @@ def agent_usage(*paths: str | os.PathLike, sessions: str | os.PathLike | Sequenc
     of nbagent sessions, or any folder below them); none: every agent's standard folders here
     (``CLAUDE_CONFIG_DIR`` or ``~/.config/claude`` and ``~/.claude``; ``CODEX_HOME`` or ``~/.codex``).
     ``sessions``: folders of nbagent's own saved sessions to add. The frame is ``load_sessions``'s
-    with ``source`` (``"nbagent"``, ``"claude-code"``, ``"codex"``) and ``project`` (the project or
-    working folder); costs from genai-prices, as for nbagent's sessions. ``attrs["skipped"]`` maps each
+    with ``source`` (``"nbagent"``, ``"claude-code"``, ``"codex"``), ``project`` (the project or
+    working folder) and ``subagent`` (a subagent's call: a Claude Code sidechain, a Codex subagent's log); costs from genai-prices, as for nbagent's sessions. ``attrs["skipped"]`` maps each
     file with lines left out to their count by reason; ``attrs["refused"]`` each file not read to
     why (a FIFO, a link out of its folder, an unreadable file). A second call reads only the files
     that changed.
@@ -41,9 +41,19 @@ def agent_usage(*paths: str | os.PathLike, sessions: str | os.PathLike | Sequenc
     df = usage_frame(ledgers)
     df.insert(df.columns.get_loc("source") + 1, "project",
               pd.array(ledgers.per_row(ledgers.projects), dtype="string"))
+    df.insert(df.columns.get_loc("project") + 1, "subagent", _subagent(ledgers))
     df.attrs["skipped"] = _skipped(readable)
     df.attrs["refused"] = dict(found.refused)
     return df
+
+
+def _subagent(ledgers: Ledgers) -> Any:
+    """Each row: a subagent's call (a Claude Code sidechain, a Codex subagent's log)."""
+    import numpy as np
+
+    parts = [np.asarray(flags if flags is not None else [False] * n, dtype=bool)
+             for flags, n in zip(ledgers.subagents, ledgers.lengths)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
 
 def _readable(found: Found) -> list[Path]:
