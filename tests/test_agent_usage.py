@@ -411,6 +411,34 @@ def test_a_subagents_calls_and_steps_are_marked(tmp_path):
     assert nbagent.open_agent_log(rollout).history_df().subagent.all()
 
 
+def test_a_progress_line_on_stderr_when_asked_and_none_by_default_in_tests(capsys):
+    nbagent.agent_usage(LOGS)  # "auto": stderr is not a terminal here and no kernel watches
+    assert capsys.readouterr() == ("", "")
+    nbagent.agent_usage(LOGS, progress=True)
+    err = capsys.readouterr().err
+    files = len(list(LOGS.rglob("*.json*")))
+    assert err.startswith("\rReading agent logs: 1/") and err.endswith(f"{files}/{files} files, 0.1 MB 100%\n")
+    with pytest.raises(nbagent.NbagentError):
+        nbagent.agent_usage(LOGS, progress="yes")
+
+
+@pytest.mark.notebook
+def test_in_a_notebook_the_progress_is_one_display_updated_in_place():
+    manager = pytest.importorskip("ipykernel.inprocess.manager").InProcessKernelManager()
+    manager.start_kernel()
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.execute(f"import nbagent; nbagent.agent_usage({str(LOGS)!r}, progress=True)")
+        shown = [m for m in client.iopub_channel.get_msgs() if m["msg_type"] in ("display_data", "update_display_data")]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel()
+    assert [m["msg_type"] for m in shown] == ["display_data", "update_display_data"]
+    assert len({m["content"]["transient"]["display_id"] for m in shown}) == 1
+    assert shown[-1]["content"]["data"]["text/plain"].endswith("files, 0.1 MB 100%")
+
+
 def test_to_otel_sends_agent_logs_as_spans():
     pytest.importorskip("opentelemetry.sdk")
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
