@@ -151,6 +151,35 @@ def test_a_line_being_appended_is_read_once_whole(tmp_path):
     assert len(second) == 3 and second.attrs["skipped"][str(log)] == {"corrupt line": 1}
 
 
+def test_a_200_mb_line_is_skipped_and_counted_without_holding_the_file_twice(tmp_path):
+    import tracemalloc
+
+    folder = tmp_path / "claude" / "projects" / "p"
+    shutil.copytree(CLAUDE / "projects" / "-home-ada-proj-shop", folder)
+    log = folder / f"{SESSION}.jsonl"
+    head, rest = log.read_bytes().split(b"\n", 1)
+    size = 200 << 20
+    with open(log, "wb") as f:  # a tool result of 200 MB on the second line, the log's own lines around it
+        f.write(head + b"\n")
+        f.write(b'{"type":"user","sessionId":"' + SESSION.encode() + b'","message":{"role":"user","content":"')
+        for _ in range(size >> 20):
+            f.write(b"x" * (1 << 20))
+        f.write(b'"}}\n' + rest)
+    nbagent.agent_usage(CLAUDE)  # what the read imports, imported before memory is traced
+    tracemalloc.start()
+    try:
+        readers.read_log(log)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    df = nbagent.agent_usage(tmp_path / "claude")  # the log as read above (unchanged: not read again)
+    assert df.attrs["skipped"][str(log)]["line over 64 MiB"] == 1
+    assert days(df) == {k: v for k, v in CCUSAGE_DAYS.items() if k[0] == "claude-code"}  # the rest all read
+    assert peak < 1.25 * log.stat().st_size  # the file once, not its line copied again
+    assert nbagent.open_agent_log(log).usage_df().prompt.tolist() == ["Why is the cart total off by a cent?",
+                                                                      "Now add a test"]
+
+
 def test_a_second_call_reads_only_the_files_that_changed(tmp_path, monkeypatch):
     shutil.copytree(CLAUDE, tmp_path / "claude")
     shutil.copytree(CODEX, tmp_path / "codex")

@@ -67,8 +67,20 @@ class Torn:
 TORN = Torn()
 
 
+MAX_LINE_BYTES = 64 << 20  # a longer line (a huge tool output) is skipped and counted, never parsed
+
+
+class TooLong:
+    """The value of a line over :data:`MAX_LINE_BYTES`."""
+
+
+TOO_LONG = TooLong()
+
+
 def unreadable(record: object) -> str:
     """Why a line that is not a JSON object is skipped."""
+    if record is TOO_LONG:
+        return f"line over {MAX_LINE_BYTES >> 20} MiB"
     return "torn last line" if record is TORN else "corrupt line"
 
 

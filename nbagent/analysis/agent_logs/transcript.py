@@ -17,12 +17,11 @@ from typing import Any
 
 from ...core.conversation_state import ConversationState
 from ...core.ledger import TurnRecord
-from ...core.session_file import fast_loads
 from ...core.steps import (Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, TurnStatus,
                            UsageMetadata)
 from . import claude_code, codex
 from .log import AgentLog, iso_seconds
-from .readers import read_log
+from .readers import log_records, read_log
 
 
 def agent_log_state(path: str | Path) -> ConversationState:
@@ -33,15 +32,10 @@ def agent_log_state(path: str | Path) -> ConversationState:
         from ...core.errors import StorageError
 
         raise StorageError(f"{path} is not a Claude Code or Codex session log")
-    loads = fast_loads() or json.loads
     builder: _Builder = _Builder() if log.source == claude_code.SOURCE else _CodexBuilder(log)
     builder.provider = claude_code.PROVIDER if log.source == claude_code.SOURCE else codex.PROVIDER
     builder.subagent = log.source == codex.SOURCE and log.subagent
-    for line in path.read_bytes().splitlines():
-        try:
-            record = loads(line)
-        except (ValueError, RecursionError):
-            continue
+    for line, record in log_records(path):
         message = record.get("message") if isinstance(record, dict) else None
         if log.source == claude_code.SOURCE and isinstance(message, dict) and "usage" in message and isinstance(
                 claude_code.call_of(line, record, message), str):
