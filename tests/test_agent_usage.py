@@ -180,6 +180,36 @@ def test_a_200_mb_line_is_skipped_and_counted_without_holding_the_file_twice(tmp
                                                                       "Now add a test"]
 
 
+def test_a_log_appended_while_it_is_read_never_counts_a_torn_record(tmp_path):
+    import threading
+
+    log = tmp_path / "codex" / "sessions" / "rollout-2026-01-14T09-00-00-live.jsonl"
+    log.parent.mkdir(parents=True)
+    meta = {"timestamp": "2026-01-14T09:00:00.000Z", "type": "session_meta", "payload": {"id": "live"}}
+    log.write_text(json.dumps(meta) + "\n")
+    lines = 3000
+
+    def write() -> None:  # each count written in two halves, so a read may well stop between them
+        with open(log, "ab", buffering=0) as f:
+            for n in range(lines):
+                record = json.dumps({"timestamp": f"2026-01-14T09:{n // 60 % 60:02d}:{n % 60:02d}.000Z",
+                                     "type": "event_msg", "payload": {"type": "token_count", "info": {
+                                         "last_token_usage": {"input_tokens": 100, "output_tokens": 1}}}}).encode()
+                f.write(record[:50])
+                f.write(record[50:] + b"\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    reads = []
+    while writer.is_alive() or len(reads) < 2:
+        df = nbagent.agent_usage(tmp_path / "codex")
+        reads.append(len(df))
+        assert set(df.attrs["skipped"].get(str(log), {})) <= {"torn last line"}
+        assert (df.input_tokens == 100).all() and (df.output_tokens + df.thinking_tokens == 1).all()
+    writer.join()
+    assert reads == sorted(reads) and reads[-1] == lines
+
+
 def test_a_second_call_reads_only_the_files_that_changed(tmp_path, monkeypatch):
     shutil.copytree(CLAUDE, tmp_path / "claude")
     shutil.copytree(CODEX, tmp_path / "codex")
