@@ -151,6 +151,65 @@ def test_a_line_being_appended_is_read_once_whole(tmp_path):
     assert len(second) == 3 and second.attrs["skipped"][str(log)] == {"corrupt line": 1}
 
 
+def test_a_200_mb_line_is_skipped_and_counted_without_holding_the_file_twice(tmp_path):
+    import tracemalloc
+
+    folder = tmp_path / "claude" / "projects" / "p"
+    shutil.copytree(CLAUDE / "projects" / "-home-ada-proj-shop", folder)
+    log = folder / f"{SESSION}.jsonl"
+    head, rest = log.read_bytes().split(b"\n", 1)
+    size = 200 << 20
+    with open(log, "wb") as f:  # a tool result of 200 MB on the second line, the log's own lines around it
+        f.write(head + b"\n")
+        f.write(b'{"type":"user","sessionId":"' + SESSION.encode() + b'","message":{"role":"user","content":"')
+        for _ in range(size >> 20):
+            f.write(b"x" * (1 << 20))
+        f.write(b'"}}\n' + rest)
+    nbagent.agent_usage(CLAUDE)  # what the read imports, imported before memory is traced
+    tracemalloc.start()
+    try:
+        readers.read_log(log)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    df = nbagent.agent_usage(tmp_path / "claude")  # the log as read above (unchanged: not read again)
+    assert df.attrs["skipped"][str(log)]["line over 64 MiB"] == 1
+    assert days(df) == {k: v for k, v in CCUSAGE_DAYS.items() if k[0] == "claude-code"}  # the rest all read
+    assert peak < 1.25 * log.stat().st_size  # the file once, not its line copied again
+    assert nbagent.open_agent_log(log).usage_df().prompt.tolist() == ["Why is the cart total off by a cent?",
+                                                                      "Now add a test"]
+
+
+def test_a_log_appended_while_it_is_read_never_counts_a_torn_record(tmp_path):
+    import threading
+
+    log = tmp_path / "codex" / "sessions" / "rollout-2026-01-14T09-00-00-live.jsonl"
+    log.parent.mkdir(parents=True)
+    meta = {"timestamp": "2026-01-14T09:00:00.000Z", "type": "session_meta", "payload": {"id": "live"}}
+    log.write_text(json.dumps(meta) + "\n")
+    lines = 3000
+
+    def write() -> None:  # each count written in two halves, so a read may well stop between them
+        with open(log, "ab", buffering=0) as f:
+            for n in range(lines):
+                record = json.dumps({"timestamp": f"2026-01-14T09:{n // 60 % 60:02d}:{n % 60:02d}.000Z",
+                                     "type": "event_msg", "payload": {"type": "token_count", "info": {
+                                         "last_token_usage": {"input_tokens": 100, "output_tokens": 1}}}}).encode()
+                f.write(record[:50])
+                f.write(record[50:] + b"\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    reads = []
+    while writer.is_alive() or len(reads) < 2:
+        df = nbagent.agent_usage(tmp_path / "codex")
+        reads.append(len(df))
+        assert set(df.attrs["skipped"].get(str(log), {})) <= {"torn last line"}
+        assert (df.input_tokens == 100).all() and (df.output_tokens + df.thinking_tokens == 1).all()
+    writer.join()
+    assert reads == sorted(reads) and reads[-1] == lines
+
+
 def test_a_second_call_reads_only_the_files_that_changed(tmp_path, monkeypatch):
     shutil.copytree(CLAUDE, tmp_path / "claude")
     shutil.copytree(CODEX, tmp_path / "codex")
@@ -212,33 +271,124 @@ def ccusage_binary() -> str | None:
     return found or (str(local) if local.exists() else None)
 
 
-def ccusage_days(args: list[str], env: dict[str, str], source: str) -> dict:
-    out = subprocess.run([ccusage_binary(), *args, "daily", "--json", "--offline", "--timezone", "UTC"],
+REPORTS = {"daily": ("daily", "date", "%Y-%m-%d"), "monthly": ("monthly", "month", "%Y-%m"),
+           "session": ("sessions", "sessionId", None)}
+
+
+def tokens(row: dict, cost) -> dict:
+    """ccusage's token kinds of one JSON row (its ``inputTokens`` leave cache reads and writes out)."""
+    return {"input": row["inputTokens"], "cache_read": row["cacheReadTokens"],
+            "cache_write": row["cacheCreationTokens"], "output": row["outputTokens"],
+            "cost": None if cost is None else round(cost, 6)}
+
+
+def add(rows: dict, key: tuple, values: dict) -> None:
+    old = rows.setdefault(key, dict.fromkeys(values, 0))
+    for k, v in values.items():
+        old[k] = None if v is None else round(old[k] + v, 6)
+
+
+def ccusage_report(tool: str, report: str, env: dict[str, str]) -> dict:
+    """ccusage's ``<tool> <report> --json`` as {(source, period or session, model or ""): token kinds}:
+    each row's totals and its per-model breakdown (Claude Code: ``modelBreakdowns``, with their costs;
+    Codex: ``models``, without). A Claude fast-mode model ccusage names ``<model>-fast`` is the model's."""
+    out = subprocess.run([ccusage_binary(), tool, report, "--json", "--offline", "--timezone", "UTC"],
                          env=env, capture_output=True, text=True, timeout=60, check=True).stdout
-    rows = {}
-    for r in json.loads(out)["daily"]:
-        rows[(source, r["date"])] = {"input": r["inputTokens"], "cache_read": r["cacheReadTokens"],
-                                     "cache_write": r["cacheCreationTokens"], "output": r["outputTokens"],
-                                     "cost": round(r.get("totalCost", r.get("costUSD", 0.0)), 6)}
+    source = "claude-code" if tool == "claude" else "codex"
+    listed, key_field, _ = REPORTS[report]
+    rows: dict = {}
+    for r in json.loads(out)[listed]:
+        key = r[key_field]
+        add(rows, (source, key, ""), tokens(r, r.get("totalCost", r.get("costUSD"))))
+        for m in r.get("modelBreakdowns", []):
+            add(rows, (source, key, m["modelName"].removesuffix("-fast")), tokens(m, m["cost"]))
+        for name, m in r.get("models", {}).items():
+            add(rows, (source, key, name), tokens(m, None))
     return rows
 
 
-@pytest.mark.skipif(ccusage_binary() is None, reason=(
+def nbagent_report(df, report: str, codex_home: Path) -> dict:
+    """:func:`ccusage_report`'s rows from nbagent's frame. A Codex session is ccusage's: its log's path
+    under ``sessions/`` (nbagent's ``session_id`` is the id Codex writes in it, one per file)."""
+    _, _, period = REPORTS[report]
+    if period is not None:
+        key = df.started.dt.strftime(period)
+    else:
+        sessions = str(codex_home / "sessions") + os.sep
+        key = [p.removeprefix(sessions).removesuffix(".jsonl") if s == "codex" else str(i)
+               for p, s, i in zip(df.path, df.source, df.session_id)]
+    df = df.assign(key=key, cost=df.cost_usd)
+    rows: dict = {}
+    for (source, k, model), g in df.groupby(["source", "key", "model"], observed=True):
+        values = {"input": int(g.input_tokens.sum() - g.cached_tokens.sum() - g.cache_write_tokens.sum()),
+                  "cache_read": int(g.cached_tokens.sum()), "cache_write": int(g.cache_write_tokens.sum()),
+                  "output": int(g.output_tokens.sum() + g.thinking_tokens.sum()), "cost": float(g.cost.sum())}
+        add(rows, (str(source), k, ""), values)
+        add(rows, (str(source), k, str(model)), {**values, "cost": None if source == "codex" else values["cost"]})
+    return rows
+
+
+def without_replay(want: dict, daily: dict) -> dict:
+    """``want`` without what ccusage counts twice. ccusage 20.0.24's ``monthly`` and ``session``
+    reports count a subagent's replay of its parent's message that its ``daily`` report (and nbagent)
+    count once: where its Claude Code totals exceed its daily ones, the excess must be exactly the
+    written fixture's replay of msg_01B (January 2026, in the subagent's session), taken out there."""
+    kinds = ("input", "cache_read", "cache_write", "output", "cost")
+
+    def total(rows: dict) -> dict:
+        return {k: sum(v[k] for key, v in rows.items() if key[0] == "claude-code" and key[2] == "") for k in kinds}
+
+    excess = {k: round(total(want)[k] - total(daily)[k], 6) for k in kinds}
+    if any(excess.values()):
+        assert {k: excess[k] for k in kinds[:4]} == {"input": 6, "cache_read": 16920, "cache_write": 420,
+                                                     "output": 95}
+        for key, row in want.items():
+            if key[0] == "claude-code" and key[1] in ("2026-01", SESSION) and key[2] in (
+                    "", "claude-sonnet-4-5-20250929"):
+                for k in kinds:
+                    row[k] = round(row[k] - excess[k], 6)
+    return {key: row for key, row in want.items() if any(row.values())}
+
+
+needs_ccusage = pytest.mark.skipif(ccusage_binary() is None, reason=(
     "ccusage is not installed: npm install --prefix ~/.cache/nbagent/ccusage ccusage@20 "
     "@ccusage/ccusage-linux-x64 (or put ccusage on PATH)"))
+
+
+@needs_ccusage
+@pytest.mark.parametrize("report", list(REPORTS))
 @pytest.mark.parametrize("folders", [(CLAUDE, CODEX), (LOGS / "ccusage" / "claude", LOGS / "ccusage" / "codex"),
-                                     (RECORDED / "claude", RECORDED / "codex")])
-def test_totals_equal_ccusage(folders, tmp_path):
+                                     (RECORDED / "claude", RECORDED / "codex")], ids=["written", "ccusage", "recorded"])
+def test_totals_equal_ccusage(folders, report, tmp_path):
+    """Per day, month and session, and per model within each: every token kind, and the cost where
+    both price alike (not ccusage's own fixtures, whose lines carry a ``costUSD`` ccusage uses)."""
     claude, codex = folders
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(claude),
            "CODEX_HOME": str(codex)}
-    want = {**ccusage_days(["claude"], env, "claude-code"), **ccusage_days(["codex"], env, "codex")}
-    got = days(nbagent.agent_usage(claude, codex))
-    if claude.parent.name == "ccusage":  # ccusage's fixtures: its costs come from the logs' own costUSD
+    want = {**ccusage_report("claude", report, env), **ccusage_report("codex", report, env)}
+    got = nbagent_report(nbagent.agent_usage(claude, codex), report, codex)
+    if report != "daily":
+        want = without_replay(want, ccusage_report("claude", "daily", env))
+    if claude.parent.name == "ccusage":
         for rows in (got, want):
             for row in rows.values():
                 row.pop("cost")
     assert got == want
+
+
+@needs_ccusage
+def test_a_claude_code_session_is_its_files_as_ccusage_groups_them(tmp_path):
+    """A log whose name is not the session its records name (renamed, or resumed into a new file) is
+    the session its path names, as in ccusage's session report; its subagent's stays its folder's."""
+    shutil.copytree(CLAUDE, tmp_path / "claude")
+    folder = tmp_path / "claude" / "projects" / "-home-ada-proj-shop"
+    other = "0c2d9b1e-5a4f-4e3d-8c7b-6a5f4e3d2c1b"
+    (folder / f"{SESSION}.jsonl").rename(folder / f"{other}.jsonl")
+    df = nbagent.agent_usage(tmp_path / "claude")
+    assert set(df.session_id) == {SESSION, other}
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+    want = without_replay(ccusage_report("claude", "session", env), ccusage_report("claude", "daily", env))
+    assert nbagent_report(df, "session", tmp_path) == want
 
 
 def test_list_sessions_lists_agent_logs_with_their_usage(tmp_path):
@@ -264,6 +414,8 @@ def test_a_claude_code_log_opens_as_a_read_only_conversation():
     assert calls.name.tolist() == ["Read", "Task"]
     assert calls.result_preview.tolist() == ["def total(xs): return round(sum(xs), 2)", "cart.py:12"]
     assert conv.compaction_indices == [6]  # the step after the last answer of the first day
+    compaction = history.iloc[6]
+    assert compaction.type == "COMPACTION" and compaction.content.startswith("This session is being continued")
     usage = conv.usage_df()
     assert usage.prompt.tolist() == ["Why is the cart total off by a cent?", "Now add a test"]
     own = nbagent.load_sessions(CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl")
@@ -285,7 +437,65 @@ def test_a_codex_log_opens_as_a_read_only_conversation(log):
     assert usage.cost_usd.sum() == pytest.approx(own.cost_usd.sum())
     calls = conv.tool_calls_df()
     assert len(calls) == 1 and calls.result_preview.iloc[0]  # the shell call paired with its output
+    if log.is_relative_to(CODEX):  # a `compacted` record: a compaction holding its summary
+        history = conv.history_df()
+        assert history[history.type == "COMPACTION"].content.tolist() == ["Summary: the API lists items with GET /items."]
     assert usage.prompt.iloc[0] in ("List the endpoints", "Write hello into note.txt and show it")
+
+
+def test_a_subagents_calls_and_steps_are_marked(tmp_path):
+    df = nbagent.agent_usage(CLAUDE, RECORDED / "claude")
+    marked = df[df.subagent]
+    assert marked.path.str.contains("/subagents/").all() and len(marked) == 3  # two written, one recorded
+    assert marked.model.tolist().count("claude-haiku-4-5-20251001") == 2 and not df[~df.subagent].path.str.contains(
+        "/subagents/").any()
+    main = CLAUDE / "projects" / "-home-ada-proj-shop" / f"{SESSION}.jsonl"
+    assert not nbagent.open_agent_log(main).history_df().subagent.any()
+    assert nbagent.open_agent_log(next(CLAUDE.rglob("agent-7e1.jsonl"))).history_df().subagent.all()
+    # a Codex subagent's log: its own session_meta names a subagent source (its parent's follows it)
+    rollout = tmp_path / "codex" / "sessions" / "rollout-2026-01-14T09-00-00-sub.jsonl"
+    rollout.parent.mkdir(parents=True)
+    lines = [{"timestamp": "2026-01-14T09:00:00.000Z", "type": "session_meta",
+              "payload": {"id": "sub-1", "source": {"subagent": "review"}, "cwd": "/home/ada/proj/api"}},
+             {"timestamp": "2026-01-14T09:00:00.000Z", "type": "session_meta", "payload": {"id": "parent-1"}},
+             {"timestamp": "2026-01-14T09:00:01.000Z", "type": "turn_context", "payload": {"model": "gpt-5.1-codex"}},
+             {"timestamp": "2026-01-14T09:00:02.000Z", "type": "response_item",
+              "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}},
+             {"timestamp": "2026-01-14T09:00:03.000Z", "type": "event_msg", "payload": {"type": "token_count", "info": {
+                 "last_token_usage": {"input_tokens": 500, "cached_input_tokens": 0, "output_tokens": 20,
+                                      "reasoning_output_tokens": 0, "total_tokens": 520}}}}]
+    rollout.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    codex = nbagent.agent_usage(tmp_path / "codex", CODEX)
+    assert codex.set_index("session_id").subagent.to_dict() == {"sub-1": True, "019b8a2c-5d1e-7f30-a4b2-6c9d0e1f2a3b": False}
+    assert nbagent.open_agent_log(rollout).history_df().subagent.all()
+
+
+def test_a_progress_line_on_stderr_when_asked_and_none_by_default_in_tests(capsys):
+    nbagent.agent_usage(LOGS)  # "auto": stderr is not a terminal here and no kernel watches
+    assert capsys.readouterr() == ("", "")
+    nbagent.agent_usage(LOGS, progress=True)
+    err = capsys.readouterr().err
+    files = len(list(LOGS.rglob("*.json*")))
+    assert err.startswith("\rReading agent logs: 1/") and err.endswith(f"{files}/{files} files, 0.1 MB 100%\n")
+    with pytest.raises(nbagent.NbagentError):
+        nbagent.agent_usage(LOGS, progress="yes")
+
+
+@pytest.mark.notebook
+def test_in_a_notebook_the_progress_is_one_display_updated_in_place():
+    manager = pytest.importorskip("ipykernel.inprocess.manager").InProcessKernelManager()
+    manager.start_kernel()
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.execute(f"import nbagent; nbagent.agent_usage({str(LOGS)!r}, progress=True)")
+        shown = [m for m in client.iopub_channel.get_msgs() if m["msg_type"] in ("display_data", "update_display_data")]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel()
+    assert [m["msg_type"] for m in shown] == ["display_data", "update_display_data"]
+    assert len({m["content"]["transient"]["display_id"] for m in shown}) == 1
+    assert shown[-1]["content"]["data"]["text/plain"].endswith("files, 0.1 MB 100%")
 
 
 def test_to_otel_sends_agent_logs_as_spans():

@@ -221,6 +221,8 @@ HISTORY = (
     Column("created", Kind.TIME, _created, "created_at"),
     Column("finished", Kind.TIME, _step_finished, "finished_at, NaT while running"),
     Column("duration_s", Kind.FLOAT, lambda t: _step_finished(t) - _created(t), "finished - created"),
+    Column("subagent", Kind.BOOL, lambda t: [s.subagent for s in t.objs],
+           "a subagent's step (another agent's log: a Claude Code sidechain, a Codex subagent)"),
 )
 # every Step attribute the history columns read, read together (see Table)
 HISTORY_READS = {"step_index": Form.INTS, "turn": Form.INTS, **dict.fromkeys(STEP_FEW, Form.CODED),

@@ -98,6 +98,7 @@ class Ledgers:
     lengths: list[int]
     sources: list[str] = field(default_factory=list)
     projects: list[str] = field(default_factory=list)  # an agent log's project or working folder ("": none)
+    subagents: list[Any] = field(default_factory=list)  # an agent log's turns: each a subagent's (None: none)
 
     def per_row(self, values: Sequence[Any]) -> Any:
         """A value per session repeated over its rows (a numpy object array)."""
@@ -123,7 +124,8 @@ def ledgers_of(paths: Sequence[Path], pricing: Mapping | None = None, arrow: boo
         table = TurnTable(ledger_columns(heads), pricing) if arrays is None else ArrowTurnTable(arrays, pricing)
         out = Ledgers(table, [h.conversation_id for h in heads],
                       [str(h.path) for h in heads], [h.user for h in heads], [len(h.turns) for h in heads],
-                      [getattr(h, "source", "nbagent") for h in heads], [getattr(h, "project", "") for h in heads])
+                      [getattr(h, "source", "nbagent") for h in heads], [getattr(h, "project", "") for h in heads],
+                      [getattr(h, "subagent", None) for h in heads])
         del heads  # the parsed ledgers, freed before the collector resumes (it would scan them once more)
     return out
 

@@ -375,6 +375,8 @@ class Step:
     preview: CellPreview | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=True, shape=_present)
     # code runs: the variables it changed
     changes: list[VariableChange] = _field(list, Wire.STRUCTURAL, shown=True, transcript=True, shape=len)
+    # another agent's log read (agent_logs): a subagent's step (a Claude Code sidechain, a Codex subagent)
+    subagent: bool = _field(False, Wire.KERNEL, saved=False)
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed

@@ -6,6 +6,8 @@ may replay its parent's messages. They are counted once as ccusage 20 counts the
 (``adapter/claude``): by ``message.id`` + ``requestId``, a sidechain copy of a message yielding
 to the main one, else the copy with more tokens. A line ccusage would not count (its ``version``
 not ``x.y.z``, an empty id or model, a ``null`` id, model or token field) is skipped and counted.
+A log's session is ccusage's: by its path under ``projects/`` (``<project>/<session>.jsonl``, a
+subagent's ``<project>/<session>/subagents/*.jsonl``), else the ``sessionId`` its records name.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
         log.calls.append(call)
     for call in log.calls:
         call.tool_calls = tools[call.message_id or ""] if call.message_id else call.tool_calls
-    log.session_id = log.session_id or _session_of(path)
+    if "projects" in path.parts[:-1] or not log.session_id:
+        log.session_id = _session_of(path)  # ccusage's session: the file's, whatever its records name
     return log
 
 
@@ -196,7 +199,8 @@ def _project_of(path: Path) -> str:
 
 
 def _session_of(path: Path) -> str:
-    """ccusage's session of a file whose records name none: the session folder, or the file's stem."""
+    """ccusage's session of a file: under ``projects/``, the session folder (a subagent's log is its
+    parent's) or the file's stem, which Claude Code names by the session's id."""
     relative = _parts(path)
     if len(relative) >= 4 and relative[-2] == "subagents":
         return relative[-3]

@@ -7,6 +7,7 @@ model is the payload's or the latest ``turn_context``'s, ``gpt-5`` before any na
 subagent's log (``thread_spawn`` in its first 16 KiB) whose first two counts fall in the same
 second starts with a replay of its parent's counts: those are skipped, as ccusage skips them.
 Codex's ``input_tokens`` already include the cached ones; its ``output_tokens`` the reasoning ones.
+A log whose ``session_meta`` has a ``source.subagent`` (``thread_spawn``, ``review``...) is a subagent's.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def read(path: Path, records: Iterable[tuple[bytes, Any]]) -> AgentLog:
         if kind not in KNOWN_TYPES:
             log.skipped["unknown record type"] += 1
         elif kind == "session_meta":
+            if not log.session_id:  # the log's own (a subagent's log names its parent's after)
+                source = payload.get("source")
+                log.subagent = isinstance(source, dict) and "subagent" in source
             log.session_id = log.session_id or _text(payload.get("id"))
             log.project = log.project or _text(payload.get("cwd"))
         elif kind == "turn_context":
@@ -96,7 +100,7 @@ def _calls(counts: list[tuple[str, dict, str, str, int]], subagent: bool, log: A
         calls.append(AgentCall(at, model or FALLBACK_MODEL, PROVIDER, input_tokens=raw["input_tokens"],
                                cached_tokens=cached, cache_write_tokens=written,
                                output_tokens=raw["output_tokens"] - thinking, thinking_tokens=thinking,
-                               tool_calls=tools, prompt=prompt))
+                               tool_calls=tools, prompt=prompt, sidechain=log.subagent))
     return calls
 
 

@@ -20,6 +20,7 @@ class AgentLedger(SessionLedger):
     source: str = ""
     project: str = ""
     skipped: Counter = field(default_factory=Counter)
+    subagent: list[bool] = field(default_factory=list)  # each turn (model call): a subagent's
 
 
 def as_ledger(log: AgentLog) -> AgentLedger:
@@ -27,7 +28,8 @@ def as_ledger(log: AgentLog) -> AgentLedger:
         log.turns = [call.turn_dict(n) for n, call in enumerate(log.calls)]
     turns = log.turns
     model = log.calls[-1].model if log.calls else ""
-    return AgentLedger(log.path, log.session_id, None, None, turns, model, log.source, log.project, log.skipped)
+    return AgentLedger(log.path, log.session_id, None, None, turns, model, log.source, log.project, log.skipped,
+                       [call.sidechain for call in log.calls])
 
 
 def agent_ledgers(paths: Sequence[Path]) -> dict[Path, AgentLedger]:

@@ -26,7 +26,7 @@ class AgentCall:
     prompt: str = ""
     message_id: str | None = None  # Claude Code: counted once per (message id, request id)
     request_id: str | None = None
-    sidechain: bool = False  # a subagent's (or /btw aside's) call
+    sidechain: bool = False  # a subagent's call (a Claude Code sidechain or /btw aside, a Codex subagent)
     fast: bool = False  # Claude Code's fast mode ("speed": "fast")
 
     @property
@@ -56,6 +56,7 @@ class AgentLog:
     project: str  # the project folder (Claude Code) or working folder (Codex)
     calls: list[AgentCall] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
+    subagent: bool = False  # the whole log is a subagent's (Codex; Claude Code marks each record)
     turns: list | None = field(default=None, repr=False, compare=False)  # the calls as ledger turns, once made
 
 
@@ -66,8 +67,20 @@ class Torn:
 TORN = Torn()
 
 
+MAX_LINE_BYTES = 64 << 20  # a longer line (a huge tool output) is skipped and counted, never parsed
+
+
+class TooLong:
+    """The value of a line over :data:`MAX_LINE_BYTES`."""
+
+
+TOO_LONG = TooLong()
+
+
 def unreadable(record: object) -> str:
     """Why a line that is not a JSON object is skipped."""
+    if record is TOO_LONG:
+        return f"line over {MAX_LINE_BYTES >> 20} MiB"
     return "torn last line" if record is TORN else "corrupt line"
 
 

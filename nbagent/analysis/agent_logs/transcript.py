@@ -3,7 +3,9 @@
 A prompt starts a turn; one model call makes one model step with its text, thinking, tool calls and
 usage (Claude Code: the records of one streamed message; Codex: the items before a token count, with
 the count the usage frames take from it); each tool result is a tool run paired with its call by id;
-a ``compact_boundary`` (``compacted``) is a compaction. The turn records sum their model steps' usage.
+a ``compact_boundary`` (``compacted``) is a compaction, holding the summary Claude Code writes after it
+(``isCompactSummary``; not a prompt). A subagent's step (a Claude Code sidechain record, any step of
+a Codex subagent's log) is marked ``subagent``. The turn records sum their model steps' usage.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from typing import Any
 
 from ...core.conversation_state import ConversationState
 from ...core.ledger import TurnRecord
-from ...core.session_file import fast_loads
 from ...core.steps import (Step, StepSource, StepStatus, StepTarget, StepType, ToolCall, TurnStatus,
                            UsageMetadata)
 from . import claude_code, codex
 from .log import AgentLog, iso_seconds
-from .readers import read_log
+from .readers import log_records, read_log
 
 
 def agent_log_state(path: str | Path) -> ConversationState:
@@ -31,14 +32,10 @@ def agent_log_state(path: str | Path) -> ConversationState:
         from ...core.errors import StorageError
 
         raise StorageError(f"{path} is not a Claude Code or Codex session log")
-    loads = fast_loads() or json.loads
     builder: _Builder = _Builder() if log.source == claude_code.SOURCE else _CodexBuilder(log)
     builder.provider = claude_code.PROVIDER if log.source == claude_code.SOURCE else codex.PROVIDER
-    for line in path.read_bytes().splitlines():
-        try:
-            record = loads(line)
-        except (ValueError, RecursionError):
-            continue
+    builder.subagent = log.source == codex.SOURCE and log.subagent
+    for line, record in log_records(path):
         message = record.get("message") if isinstance(record, dict) else None
         if log.source == claude_code.SOURCE and isinstance(message, dict) and "usage" in message and isinstance(
                 claude_code.call_of(line, record, message), str):
@@ -61,12 +58,16 @@ class _Builder:
         self.names: dict[str, str] = {}  # tool call id -> tool name
         self.last_text = ""
         self.provider = ""
+        self.subagent = False  # the record being read is a subagent's
 
     def add(self, record: dict) -> None:
         kind, message = record.get("type"), record.get("message")
         at = iso_seconds(record.get("timestamp")) or 0.0
+        self.subagent = record.get("isSidechain") is True
         if kind == "system" and record.get("subtype") == "compact_boundary":
             self._compaction(str(record.get("content") or ""), at)
+        elif record.get("isCompactSummary") and isinstance(message, dict):
+            self._summary(_text(message.get("content")), at)
         elif not isinstance(message, dict) or record.get("isMeta"):
             return
         elif kind == "user":
@@ -78,6 +79,14 @@ class _Builder:
         self.compactions.append(len(self.steps))
         self._push(Step(type=StepType.COMPACTION, source=StepSource.SYSTEM, target=StepTarget.ENVIRONMENT,
                         status=StepStatus.DONE, content=content, created_at=at, finished_at=at))
+
+    def _summary(self, summary: str, at: float) -> None:
+        """The summary a compaction left: the open compaction's content (a compaction of its own without one)."""
+        last = self.steps[-1] if self.steps else None
+        if last is None or last.type != StepType.COMPACTION:
+            self._compaction("", at)
+            last = self.steps[-1]
+        last.content = summary
 
     def _prompt(self, prompt: str, at: float) -> None:
         self.turn += 1
@@ -133,6 +142,7 @@ class _Builder:
         step.usage_metadata = _usage(message.get("usage")) or step.usage_metadata
 
     def _push(self, step: Step) -> None:
+        step.subagent = self.subagent
         step.turn = max(self.turn, 0)
         step.step_index = len(self.steps)
         self.steps.append(step)
