@@ -387,6 +387,9 @@ def _problem(check: Any) -> str:
 
 
 def _stale(backend: NotebookBackend) -> str:
+    unwritable = getattr(backend, "unwritable", "")  # live_notebook.LiveUnreachable: nothing will be written
+    if isinstance(unwritable, str) and unwritable:
+        return unwritable
     changed = getattr(backend, "changed_on_disk", None)
     if callable(changed) and changed():
         return "the notebook file changed on disk since it was read: call read_notebook again"

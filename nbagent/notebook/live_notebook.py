@@ -47,15 +47,18 @@ import uuid
 import weakref
 from typing import Any
 
-from ..core.errors import ConfigError, NbagentError, ProtocolError
+from ..core.errors import ConfigError, NbagentError, ProtocolError, ToolError
 from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource
 from .protocol import CellProvenance, Handlers, NotebookAnswer, ProvenanceRequest, UndoDone, UndoRequest
 from .provenance import CellAction, CellActionKind, code_hash, with_action
 
 REQUEST_TIMEOUT = 5.0  # seconds a view has to answer
 RUN_TIMEOUT = 600.0  # seconds a cell the page runs has to end, when the call has no time limit of its own
-__all__ = ["LiveNotebook", "NoLiveView", "REQUEST_TIMEOUT", "RUN_TIMEOUT", "current_live_backend", "live_backends",
-           "serve"]
+UNREACHABLE = ("the live notebook cannot be reached now: a cell is running, and the page cannot answer the kernel "
+               "until it ends. Nothing was written: the notebook is open in a front end, and a write to its file "
+               "would land behind the open editor. Ask again once the cell has finished, or from the chat box.")
+__all__ = ["LiveNotebook", "LiveUnreachable", "NoLiveView", "REQUEST_TIMEOUT", "RUN_TIMEOUT", "UNREACHABLE",
+           "current_live_backend", "live_backends", "serve"]
 
 
 class NoLiveView(ConfigError):
@@ -157,6 +160,41 @@ def _cell(data: Any) -> NotebookCell:
                         source=str(data.get("source", "")), execution_count=count if isinstance(count, int) else None,
                         outputs=tuple(o for o in data.get("outputs") or [] if isinstance(o, dict)),
                         metadata=dict(data.get("metadata") or {}))
+
+
+class LiveUnreachable:
+    """The notebook's file (or the kernel's history) while its open live view cannot be reached (a
+    cell blocks): read as usual, every write refused with ``UNREACHABLE`` (a ``ToolError``), so
+    nothing lands behind the open editor. ``unwritable`` says so to an approval card beforehand."""
+
+    unwritable = UNREACHABLE
+
+    def __init__(self, offline: Any) -> None:
+        self.offline = offline
+        self.source = offline.source
+
+    def __getattr__(self, name: str) -> Any:  # label, cached, changed_on_disk… of the file
+        return getattr(self.offline, name)
+
+    def __repr__(self) -> str:
+        return f"LiveUnreachable({self.offline!r})"
+
+    async def read(self) -> NotebookSnapshot:
+        return await self.offline.read()
+
+    async def set_source(self, cell_id: str, source: str, *, expected_source: str,
+                         metadata: dict[str, Any] | None = None) -> NotebookCell:
+        raise ToolError(UNREACHABLE)
+
+    async def insert(self, source: str, *, after: str | None = None, cell_type: str = "code",
+                     metadata: dict[str, Any] | None = None) -> NotebookCell:
+        raise ToolError(UNREACHABLE)
+
+    async def delete(self, cell_id: str, *, expected_source: str) -> None:
+        raise ToolError(UNREACHABLE)
+
+    async def set_metadata(self, cell_id: str, metadata: dict[str, Any]) -> None:
+        raise ToolError(UNREACHABLE)
 
 
 class LiveNotebook:
