@@ -20,8 +20,9 @@ The three writers ask for approval like ``run_python`` (unless ``approve_code=Fa
 waits, each call's ``preview`` gives its card a ``CellPreview``: the cell, its position, the old
 and new source and their line diff. Each applied action adds a ``CellAction`` (conversation,
 turn, model, call id, who approved, code hash) to the cell's metadata through the backend.
-``CellMemory.undo(call_id)`` (``conv.undo``) puts an edited cell's previous source back, or
-deletes an inserted cell, only while the cell still holds what the agent wrote.
+``CellMemory.undo(call_id)`` (``conv.undo``) puts an edited cell's previous source back (and takes
+the edit's record, and the runs of what it wrote, out of the metadata), or deletes an inserted
+cell, only while the cell still holds what the agent wrote.
 """
 
 from __future__ import annotations
@@ -40,13 +41,12 @@ from .notebook_context import DEFAULT_BUDGET_TOKENS, ViewOptions, notebook_view,
 from .notebook_doc import NotebookBackend, NotebookCell, NotebookSnapshot, NotebookSource
 from .notebook_history import last_kernel_error, watch_kernel_errors
 from .notebook_select import NotebookChoice, label_of
-from .provenance import CellAction, CellActionKind, acting_author, code_hash, with_action
+from .provenance import METADATA_KEY, CellAction, CellActionKind, acting_author, code_hash, recorded_actions, with_action
 from .run_python import RunPythonTool, call_timeout
 from .variables import cap, output_for_model
 
 READ_NOTEBOOK, EDIT_CELL, INSERT_CELL, RUN_CELL = "read_notebook", "edit_cell", "insert_cell", "run_cell"
 CELL_TOOLS = frozenset({EDIT_CELL, INSERT_CELL, RUN_CELL})
-UNDO_BY = "user (undo)"  # CellAction.approved_by of the edit an undo makes
 READ_DOC = ("Read the user's notebook: every cell in order with its id, its position [n] as the user "
             "counts, type, execution count, source and a short summary of its outputs, and the last "
             "error the kernel raised with the cell it came from. Read a cell before editing it. Sources, "
@@ -117,14 +117,32 @@ class CellMemory:
             await record.backend.delete(cell.id, expected_source=cell.source)
             done = f"Undid {call_id}: deleted the inserted cell {cell.id} (it was [{cell.index + 1}])."
         else:
-            action = CellAction(CellActionKind.EDITED, session_id=record.conversation_id, call_id=call_id,
-                                approved_by=UNDO_BY, code_sha256=code_hash(record.before))
             await record.backend.set_source(cell.id, record.before, expected_source=cell.source,
-                                            metadata=with_action(cell.metadata, action))
+                                            metadata=without_call(cell.metadata, call_id, record.after))
             done = f"Undid {call_id}: cell [{cell.index + 1}] id={cell.id} has its previous source again."
         record.undone = True
         self.forget(record.conversation_id, record.cell_id)
         return done
+
+
+def without_call(metadata: Any, call_id: str, written: str) -> dict[str, Any]:
+    """A copy of a cell's metadata without the undone call's record: its own action and the runs
+    of the source it wrote after it are dropped (the cell is as before it: no badge says the agent
+    wrote it, and nothing is recorded with an unknown turn). A record left empty is removed."""
+    updated = dict(metadata) if isinstance(metadata, dict) else {}
+    actions = recorded_actions(updated)
+    at = next((i for i, a in enumerate(actions) if a.call_id == call_id), len(actions))
+    written_hash = code_hash(written)
+    kept = actions[:at] + [a for a in actions[at + 1:]
+                           if not (a.action == CellActionKind.RAN and a.code_sha256 == written_hash)]
+    record = updated.get(METADATA_KEY)
+    record = dict(record) if isinstance(record, dict) else {}
+    record["actions"] = [a.to_json() for a in kept]
+    if kept or set(record) != {"actions"}:
+        updated[METADATA_KEY] = record
+    else:
+        updated.pop(METADATA_KEY, None)
+    return updated
 
 
 def _context() -> tuple[str, str]:
