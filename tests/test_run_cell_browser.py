@@ -1,7 +1,8 @@
 """Issue 43 item 2 in a real browser (JupyterLab 4 and Notebook 7) with the offline demo model:
 "fix the error in the cell above" ends with the fixed cell *run in the notebook*, as the user would
 run it: its old KeyError replaced by the new value, a higher execution count, in the page and in the
-saved file; the run_cell card shows the code it is about to run, and its result is the cell's outputs.
+saved file; the run_cell card shows the code it is about to run, and its result is the cell's outputs;
+Undo on the edit's card then takes the source, the provenance badge and the agent's record away.
 
 Run:  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q tests/test_run_cell_browser.py
 """
@@ -95,6 +96,18 @@ def run_flow(page, root: Path, nb: str) -> None:
         assert saved["execution_count"] == after
         texts = ["".join(o.get("data", {}).get("text/plain", "")) for o in saved["outputs"]]
         assert any("255" in t for t in texts) and not any(o["output_type"] == "error" for o in saved["outputs"]), saved["outputs"]
+
+        # Undo on the edit's card: the source, and no badge nor label saying the agent wrote it
+        badge = broken.locator(".nba-prov-badge")
+        extension = page.evaluate("() => window.jupyterapp.hasPlugin('jupyter-nbagent:provenance')"
+                                  " || [...window.jupyterapp.listPlugins()].some(p => p.startsWith('jupyter-nbagent'))")
+        if extension:
+            expect(badge).to_contain_text("edited by nbagent")
+        card("edit_cell").locator(".nba-undo").click()
+        page.wait_for_function(f"() => {MODEL}.cells.get(1).sharedModel.getSource().includes('revnue')")
+        expect(broken.locator(".nba-prov")).to_have_count(0)
+        expect(broken).not_to_have_attribute("data-nba-agent", "written by the agent, turn 1")
+        assert "nbagent" not in page.evaluate(f"() => {MODEL}.cells.get(1).sharedModel.getMetadata()")
     finally:
         expect.set_options(timeout=5_000)
 

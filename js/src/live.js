@@ -47,6 +47,16 @@ function checkSource(cell, expected) {
   }
 }
 
+/** Replace a cell's whole metadata: the shared model's setMetadata(object) only sets keys, so the
+ * keys the new metadata lacks (an undone edit's `nbagent` record) are deleted first.
+ * @param {any} cell @param {any} metadata */
+function replaceMetadata(cell, metadata) {
+  if (typeof cell.deleteMetadata === "function" && typeof cell.getMetadata === "function") {
+    for (const key of Object.keys(cell.getMetadata() || {})) if (!(key in metadata)) cell.deleteMetadata(key);
+  }
+  cell.setMetadata(metadata);
+}
+
 /** Apply one kernel request to the notebook; the answer's `result`.
  * @param {any} shared @param {any} msg @param {{chatIndex: () => number, activeId: () => string|null, path: string, kernel?: () => any}} where */
 export function applyRequest(shared, msg, where) {
@@ -62,7 +72,7 @@ export function applyRequest(shared, msg, where) {
       checkSource(cell, msg.expected_source);
       shared.transact(() => {
         cell.setSource(String(msg.source ?? ""));
-        if (msg.metadata && typeof msg.metadata === "object") cell.setMetadata(msg.metadata);
+        if (msg.metadata && typeof msg.metadata === "object") replaceMetadata(cell, msg.metadata);
       });
       return cellJson(cell, index);
     }
@@ -82,7 +92,7 @@ export function applyRequest(shared, msg, where) {
     }
     case "set_metadata": {
       const cell = shared.cells[indexOf(shared, msg.cell_id)];
-      cell.setMetadata(msg.metadata || {});
+      shared.transact(() => replaceMetadata(cell, msg.metadata || {}));
       return null;
     }
     case "add_action": { // a CellAction appended to the cell's record (nbagent/notebook/provenance.py)

@@ -168,3 +168,16 @@ test("an error output comes back with the run; clear_output(wait) empties the ou
   assert.equal(done.status, "error");
   assert.equal(nb.cells[0].execution_count, 7);
 });
+
+test("an edit whose metadata drops a key (an undo taking the agent's record away) deletes it from the shared cell", () => {
+  const nb = notebook(["x = 2"]);
+  const c = nb.cells[0];
+  c.meta = { tags: ["keep"], nbagent: { actions: [{ action: "edited", turn: 0 }] } };
+  c.setMetadata = function (m) { this.meta = { ...this.meta, ...m }; }; // YCell's setMetadata(object) only sets keys
+  c.deleteMetadata = function (k) { const m = { ...this.meta }; delete m[k]; this.meta = m; };
+  applyRequest(nb, { op: "set_source", cell_id: "c1", source: "x = 1", expected_source: "x = 2", metadata: { tags: ["keep"] } }, where());
+  assert.deepEqual(c.getMetadata(), { tags: ["keep"] });
+  c.meta = { nbagent: {}, other: 1 };
+  applyRequest(nb, { op: "set_metadata", cell_id: "c1", metadata: { other: 2 } }, where());
+  assert.deepEqual(c.getMetadata(), { other: 2 });
+});
