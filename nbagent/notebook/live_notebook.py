@@ -272,9 +272,15 @@ class LiveNotebook:
         """Have the page run the cell as the user would (its outputs and execution count replaced,
         in the kernel's queue) and wait for the end of it: the cell after its run and the kernel's
         status. Only while the kernel can run it: not from inside a running cell (it would queue
-        behind the cell that waits for it). Past ``timeout`` (default ``RUN_TIMEOUT``): ``NoLiveView``."""
+        behind the cell that waits for it). No answer within ``timeout`` (plus the request's own
+        timeout; default ``RUN_TIMEOUT``) is a ``ToolError`` saying the cell may still run in the page."""
         wait = RUN_TIMEOUT if timeout is None else timeout + self.timeout
-        data = await self.request("run", wait=wait, cell_id=cell_id, expected_source=expected_source)
+        try:
+            data = await self.request("run", wait=wait, cell_id=cell_id, expected_source=expected_source)
+        except NoLiveView:  # the page may have started it: never run it again elsewhere
+            raise ToolError(f"no answer from the page within {wait:g} s: the cell may still be running there (its "
+                            "outputs show in the notebook when it ends; the kernel's interrupt stops it). "
+                            "It was not run again in the kernel") from None
         status = data.get("status") if isinstance(data, dict) else None
         return _cell(data), status if isinstance(status, str) else "ok"
 
