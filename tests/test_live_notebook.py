@@ -213,3 +213,10 @@ def test_provenance_of_old_notebooks_and_bad_paths(tmp_path):
 
 def test_the_live_notebook_messages_are_declared_in_the_protocol():
     assert {"notebook", "provenance", "undo"} <= set(CHAT.requests) and {"notebook", "provenance", "undo"} <= set(CHAT.events)
+
+
+async def test_a_run_the_page_never_answers_says_the_cell_may_still_run_there_and_is_not_run_again():
+    live = LiveNotebook(Widget(), timeout=0.1)
+    with pytest.raises(NbagentError, match="may still be running there") as err:
+        await live.run("b", expected_source="x", timeout=0.1)
+    assert err.value.kind == "tool" and "not run again in the kernel" in str(err.value) and not live._pending

@@ -113,6 +113,43 @@ def test_the_live_notebook_wins_when_there_is_one_but_not_while_a_cell_runs(ip, 
     ip.user_ns.pop("the_tool")
 
 
+def test_from_a_running_cell_an_edit_never_lands_in_the_file_behind_the_open_editor(ip, monkeypatch, tmp_path):
+    """A blocking cell (``%%chat``, ``conv.ask()``) while the notebook is open in a front end: the
+    page cannot answer, so the file is read, and an edit or insert is refused: nothing written."""
+    from nbagent.notebook.live_notebook import UNREACHABLE
+
+    path = tmp_path / "open.ipynb"
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell("y = 2", id="only")]), str(path))
+    before = path.read_bytes()
+    ip.user_ns["__vsc_ipynb_file__"] = str(path)
+    monkeypatch.setattr(notebook_select, "live_backend", lambda: MemoryNotebook())
+    t = tools(ip.user_ns, approve_code=False)
+    ip.user_ns["the_tools"] = t
+    ip.run_cell("import asyncio\n"
+                "async def go():\n"
+                "    t = the_tools\n"
+                "    read = await t['read_notebook'].handler()\n"
+                "    preview = await t['edit_cell'].preview({'cell_id': 'only', 'source': 'y = 3'})\n"
+                "    try:\n"
+                "        await t['edit_cell'].handler(cell_id='only', source='y = 3')\n"
+                "    except Exception as exc:\n"
+                "        edit = exc\n"
+                "    try:\n"
+                "        await t['insert_cell'].handler(source='z = 1')\n"
+                "    except Exception as exc:\n"
+                "        insert = exc\n"
+                "    return read, preview, edit, insert\n"
+                "from_a_cell = asyncio.run(go())", store_history=True)
+    read_text, preview, edit, insert = ip.user_ns.pop("from_a_cell")
+    ip.user_ns.pop("the_tools")
+    assert f"Notebook read from file: {path}" in read_text and "y = 2" in read_text  # reading is fine
+    assert preview.problem == UNREACHABLE  # the card says it before anyone approves
+    for refused in (edit, insert):
+        assert getattr(refused, "kind", None) == "tool" and "live notebook cannot be reached now" in str(refused)
+        assert "Nothing was written" in str(refused)
+    assert path.read_bytes() == before
+
+
 def test_a_live_notebook_that_does_not_answer_falls_back_and_says_so(ip, monkeypatch):
     monkeypatch.setattr(notebook_select, "live_backend", lambda: MemoryNotebook(fail=True))
     text = read(tools(ip.user_ns)["read_notebook"])

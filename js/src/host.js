@@ -89,7 +89,8 @@ export function notebookHost(model) {
     async answer(node, msg) {
       const chat = await chatIndex(node);
       const nb = notebookNode(node);
-      const result = applyRequest(shared, msg, { chatIndex: () => chat, path: String(manager.context.path || ""),
+      const kernel = () => { const session = manager.context.sessionContext && manager.context.sessionContext.session; return session ? session.kernel : null; };
+      const result = await applyRequest(shared, msg, { chatIndex: () => chat, path: String(manager.context.path || ""), kernel,
         activeId: () => { const i = activeIndex(nb, chat); return i >= 0 && shared.cells[i] ? shared.cells[i].id : null; } });
       if (nb) markAgentCells(shared, nb);
       return result;

@@ -47,8 +47,18 @@ function checkSource(cell, expected) {
   }
 }
 
+/** Replace a cell's whole metadata: the shared model's setMetadata(object) only sets keys, so the
+ * keys the new metadata lacks (an undone edit's `nbagent` record) are deleted first.
+ * @param {any} cell @param {any} metadata */
+function replaceMetadata(cell, metadata) {
+  if (typeof cell.deleteMetadata === "function" && typeof cell.getMetadata === "function") {
+    for (const key of Object.keys(cell.getMetadata() || {})) if (!(key in metadata)) cell.deleteMetadata(key);
+  }
+  cell.setMetadata(metadata);
+}
+
 /** Apply one kernel request to the notebook; the answer's `result`.
- * @param {any} shared @param {any} msg @param {{chatIndex: () => number, activeId: () => string|null, path: string}} where */
+ * @param {any} shared @param {any} msg @param {{chatIndex: () => number, activeId: () => string|null, path: string, kernel?: () => any}} where */
 export function applyRequest(shared, msg, where) {
   switch (msg.op) {
     case "read": {
@@ -62,7 +72,7 @@ export function applyRequest(shared, msg, where) {
       checkSource(cell, msg.expected_source);
       shared.transact(() => {
         cell.setSource(String(msg.source ?? ""));
-        if (msg.metadata && typeof msg.metadata === "object") cell.setMetadata(msg.metadata);
+        if (msg.metadata && typeof msg.metadata === "object") replaceMetadata(cell, msg.metadata);
       });
       return cellJson(cell, index);
     }
@@ -82,7 +92,7 @@ export function applyRequest(shared, msg, where) {
     }
     case "set_metadata": {
       const cell = shared.cells[indexOf(shared, msg.cell_id)];
-      cell.setMetadata(msg.metadata || {});
+      shared.transact(() => replaceMetadata(cell, msg.metadata || {}));
       return null;
     }
     case "add_action": { // a CellAction appended to the cell's record (nbagent/notebook/provenance.py)
@@ -98,9 +108,73 @@ export function applyRequest(shared, msg, where) {
       cell.setMetadata(metadata);
       return null;
     }
+    case "run": // the cell executed by the page, as if the user ran it: its answer comes when it ends
+      return runCell(shared, msg, where.kernel ? where.kernel() : null);
     default:
       throw new Refused(`unknown notebook request ${JSON.stringify(msg.op)}`, "protocol");
   }
+}
+
+// --- running a cell as the user would --------------------------------------------------------
+
+/** One iopub message folded into a cell's outputs (nbformat JSON), as an output area does:
+ * stream text joins the stream before it of the same name; clear_output empties them (at once,
+ * or at the next output with `wait`). @param {any[]} outputs @param {any} msg @param {{wait: boolean}} clear */
+export function addOutput(outputs, msg, clear) {
+  const type = msg.header && msg.header.msg_type;
+  const content = msg.content || {};
+  if (type === "clear_output") {
+    if (content.wait) clear.wait = true; else outputs.length = 0;
+    return;
+  }
+  if (!["stream", "display_data", "execute_result", "error"].includes(type)) return;
+  if (clear.wait) { outputs.length = 0; clear.wait = false; }
+  const last = outputs[outputs.length - 1];
+  if (type === "stream" && last && last.output_type === "stream" && last.name === content.name) {
+    last.text += String(content.text ?? "");
+    return;
+  }
+  if (type === "stream") outputs.push({ output_type: "stream", name: content.name, text: String(content.text ?? "") });
+  else if (type === "error") outputs.push({ output_type: "error", ename: content.ename, evalue: content.evalue, traceback: content.traceback || [] });
+  else {
+    const out = { output_type: type, data: content.data || {}, metadata: content.metadata || {} };
+    if (type === "execute_result") out.execution_count = content.execution_count ?? null;
+    outputs.push(out);
+  }
+}
+
+/** Run a code cell through the notebook's kernel connection, as Shift+Enter does: its outputs
+ * replaced as they come, its execution count set from the reply, in the kernel's queue. The
+ * cell answers when the execution ends (the kernel's reply), with its outputs.
+ * @param {any} shared @param {any} msg @param {any} kernel the kernel connection, or null */
+export async function runCell(shared, msg, kernel) {
+  const cell = shared.cells[indexOf(shared, msg.cell_id)];
+  if (cell.cell_type !== "code") throw new Refused(`cell ${cell.id} is not a code cell`);
+  checkSource(cell, msg.expected_source);
+  if (!kernel || typeof kernel.requestExecute !== "function") throw new Refused("the notebook has no kernel to run the cell in", "config");
+  /** @type {any[]} */
+  const outputs = [];
+  const clear = { wait: false };
+  const show = () => { if (typeof cell.setOutputs === "function") cell.setOutputs(JSON.parse(JSON.stringify(outputs))); };
+  shared.transact(() => {
+    if (typeof cell.setOutputs === "function") cell.setOutputs([]);
+    cell.execution_count = null;
+    if ("executionState" in cell) cell.executionState = "running";
+  });
+  const future = kernel.requestExecute({ code: sourceOf(cell), silent: false, store_history: true, allow_stdin: false,
+    stop_on_error: true }, true, { cellId: cell.id });
+  future.onIOPub = (/** @type {any} */ m) => { const n = outputs.length; addOutput(outputs, m, clear); if (n || outputs.length) show(); };
+  let reply;
+  try { reply = await future.done; } catch (err) { reply = { content: { status: "abort", error: String(err) } }; }
+  const content = (reply && reply.content) || {};
+  const index = shared.cells.findIndex((/** @type {any} */ c) => c.id === cell.id); // moved or deleted meanwhile
+  shared.transact(() => {
+    show();
+    if (Number.isInteger(content.execution_count)) cell.execution_count = content.execution_count;
+    if ("executionState" in cell) cell.executionState = "idle";
+  });
+  if (index < 0) throw new Refused(`cell ${msg.cell_id} was deleted while it ran`);
+  return { ...cellJson(cell, index), status: String(content.status || "ok") };
 }
 
 // --- the cell the user works in --------------------------------------------------------------

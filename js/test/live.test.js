@@ -3,7 +3,7 @@
 // the "written by the agent" label; the cell tools' diff (src/diff.js, toolcard.js).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { applyRequest, cellRefs, resolveCellRefs, outputsText, agentLabel, Refused } from "../src/live.js";
+import { applyRequest, cellRefs, resolveCellRefs, outputsText, agentLabel, Refused, runCell } from "../src/live.js";
 import { lineDiff } from "../src/diff.js";
 import { cellDiff, cellWhere } from "../src/render/toolcard.js";
 
@@ -116,4 +116,68 @@ test("an insert_cell card says when the new cell is markdown (#48.10)", () => {
   assert.equal(cellWhere({ name: "insert_cell", args: { source: "x = 1" } }, env), "new cell (cell 3)");
   assert.equal(cellWhere({ name: "insert_cell", args: { source: "x", cell_type: "<b>odd</b>" } }, env), "new cell (cell 3)");
   assert.equal(cellWhere({ name: "edit_cell", args: { cell_id: "c2", source: "y" } }, env), "cell c2 (cell 3)");
+});
+
+/** A kernel connection stand-in: requestExecute plays the given iopub messages, then the reply. */
+function kernel(messages, reply) {
+  const sent = [];
+  return { sent, requestExecute(content, dispose, metadata) {
+    sent.push({ content, metadata });
+    const future = { onIOPub: null, done: Promise.resolve().then(() => {
+      for (const [type, c] of messages) future.onIOPub({ header: { msg_type: type }, content: c });
+      return { content: reply };
+    }) };
+    return future;
+  } };
+}
+
+test("run executes the cell through the kernel: its outputs replaced, its execution count from the reply", async () => {
+  const nb = notebook(["agent", "print('a'); print('b'); 42"]);
+  nb.cells[1].outs = [{ output_type: "error", ename: "KeyError", evalue: "'revnue'", traceback: [] }];
+  nb.cells[1].execution_count = 3;
+  nb.cells[1].setOutputs = function (o) { this.outs = o; };
+  const k = kernel([["status", { execution_state: "busy" }], ["stream", { name: "stdout", text: "a\n" }],
+    ["stream", { name: "stdout", text: "b\n" }], ["execute_result", { data: { "text/plain": "42" }, metadata: {}, execution_count: 4 }]],
+  { status: "ok", execution_count: 4 });
+  const done = await applyRequest(nb, { op: "run", cell_id: "c2", expected_source: "print('a'); print('b'); 42" }, { ...where(), kernel: () => k });
+  assert.equal(k.sent[0].content.code, "print('a'); print('b'); 42");
+  assert.equal(k.sent[0].content.store_history, true);
+  assert.deepEqual(nb.cells[1].outs.map((o) => o.output_type), ["stream", "execute_result"]);
+  assert.equal(nb.cells[1].outs[0].text, "a\nb\n");
+  assert.equal(nb.cells[1].execution_count, 4);
+  assert.deepEqual([done.execution_count, done.status, done.outputs.length], [4, "ok", 2]);
+});
+
+test("run refuses a changed cell, a markdown cell and a notebook without a kernel, and runs nothing", async () => {
+  const nb = notebook(["x = 1"]);
+  const k = kernel([], { status: "ok", execution_count: 1 });
+  await assert.rejects(runCell(nb, { cell_id: "c1", expected_source: "x = 2" }, k), /changed since it was read/);
+  await assert.rejects(runCell(nb, { cell_id: "c1", expected_source: "x = 1" }, null), (e) => e.kind === "config");
+  nb.cells[0].cell_type = "markdown";
+  await assert.rejects(runCell(nb, { cell_id: "c1" }, k), /not a code cell/);
+  assert.equal(k.sent.length, 0);
+});
+
+test("an error output comes back with the run; clear_output(wait) empties the outputs at the next one", async () => {
+  const nb = notebook(["boom"]);
+  nb.cells[0].setOutputs = function (o) { this.outs = o; };
+  const k = kernel([["stream", { name: "stdout", text: "old" }], ["clear_output", { wait: true }],
+    ["error", { ename: "NameError", evalue: "name 'boom' is not defined", traceback: ["NameError"] }]], { status: "error", execution_count: 7 });
+  const done = await runCell(nb, { cell_id: "c1", expected_source: "boom" }, k);
+  assert.deepEqual(done.outputs.map((o) => o.output_type), ["error"]);
+  assert.equal(done.status, "error");
+  assert.equal(nb.cells[0].execution_count, 7);
+});
+
+test("an edit whose metadata drops a key (an undo taking the agent's record away) deletes it from the shared cell", () => {
+  const nb = notebook(["x = 2"]);
+  const c = nb.cells[0];
+  c.meta = { tags: ["keep"], nbagent: { actions: [{ action: "edited", turn: 0 }] } };
+  c.setMetadata = function (m) { this.meta = { ...this.meta, ...m }; }; // YCell's setMetadata(object) only sets keys
+  c.deleteMetadata = function (k) { const m = { ...this.meta }; delete m[k]; this.meta = m; };
+  applyRequest(nb, { op: "set_source", cell_id: "c1", source: "x = 1", expected_source: "x = 2", metadata: { tags: ["keep"] } }, where());
+  assert.deepEqual(c.getMetadata(), { tags: ["keep"] });
+  c.meta = { nbagent: {}, other: 1 };
+  applyRequest(nb, { op: "set_metadata", cell_id: "c1", metadata: { other: 2 } }, where());
+  assert.deepEqual(c.getMetadata(), { other: 2 });
 });

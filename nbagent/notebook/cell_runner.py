@@ -57,6 +57,7 @@ class CellResult:
     interrupted: bool = False
     figures: list = field(default_factory=list)  # matplotlib figures the code made (closed)
     value_text: str | None = None  # the value as text, made by ``render`` inside the time limit
+    note: str = ""  # a line for the model and the card about where the code ran (run_cell's kernel path)
 
 
 class _Run:

@@ -14,10 +14,13 @@ Wire (custom messages of the ``ChatWidget``, declared in protocol.py: ``Notebook
   ``metadata``: a whole metadata dict or null), ``"insert"`` (``source``, ``after``: a cell id or
   null, ``cell_type``, ``metadata`` or null), ``"delete"`` (``cell_id``, ``expected_source``),
   ``"set_metadata"`` (``cell_id``, ``metadata``: the whole dict), ``"add_action"`` (``cell_id``,
-  ``action``: a ``CellAction`` as JSON, appended to the cell's ``metadata["nbagent"]["actions"]``).
+  ``action``: a ``CellAction`` as JSON, appended to the cell's ``metadata["nbagent"]["actions"]``),
+  ``"run"`` (``cell_id``, ``expected_source``: the page executes the cell through the notebook's
+  kernel connection as Shift+Enter does, and answers when the execution ends).
 - front end -> kernel ``{"type": "notebook", "id", "ok": true, "result"}`` or
   ``{"type": "notebook", "id", "ok": false, "error", "kind"}`` (``kind`` an ``ErrorKind`` value,
-  ``"tool"`` for a stale or missing cell). ``result`` of ``read`` is ``{"cells": [{"id", "index",
+  ``"tool"`` for a stale or missing cell). ``result`` of ``run`` is the cell after its run with
+  ``status`` (the kernel's ``"ok"``, ``"error"`` or ``"abort"``); of ``read`` ``{"cells": [{"id", "index",
   "cell_type", "source", "execution_count", "outputs", "metadata"}], "active_cell_id",
   "chat_cell_id", "path"}``; of ``set_source`` / ``insert`` one such cell; of ``delete`` /
   ``set_metadata`` / ``add_action`` null. A request with an empty ``id`` is applied, not answered
@@ -44,13 +47,18 @@ import uuid
 import weakref
 from typing import Any
 
-from ..core.errors import ConfigError, NbagentError, ProtocolError
+from ..core.errors import ConfigError, NbagentError, ProtocolError, ToolError
 from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource
 from .protocol import CellProvenance, Handlers, NotebookAnswer, ProvenanceRequest, UndoDone, UndoRequest
 from .provenance import CellAction, CellActionKind, code_hash, with_action
 
 REQUEST_TIMEOUT = 5.0  # seconds a view has to answer
-__all__ = ["LiveNotebook", "NoLiveView", "REQUEST_TIMEOUT", "current_live_backend", "live_backends", "serve"]
+RUN_TIMEOUT = 600.0  # seconds a cell the page runs has to end, when the call has no time limit of its own
+UNREACHABLE = ("the live notebook cannot be reached now: a cell is running, and the page cannot answer the kernel "
+               "until it ends. Nothing was written: the notebook is open in a front end, and a write to its file "
+               "would land behind the open editor. Ask again once the cell has finished, or from the chat box.")
+__all__ = ["LiveNotebook", "LiveUnreachable", "NoLiveView", "REQUEST_TIMEOUT", "RUN_TIMEOUT", "UNREACHABLE",
+           "current_live_backend", "live_backends", "serve"]
 
 
 class NoLiveView(ConfigError):
@@ -154,6 +162,41 @@ def _cell(data: Any) -> NotebookCell:
                         metadata=dict(data.get("metadata") or {}))
 
 
+class LiveUnreachable:
+    """The notebook's file (or the kernel's history) while its open live view cannot be reached (a
+    cell blocks): read as usual, every write refused with ``UNREACHABLE`` (a ``ToolError``), so
+    nothing lands behind the open editor. ``unwritable`` says so to an approval card beforehand."""
+
+    unwritable = UNREACHABLE
+
+    def __init__(self, offline: Any) -> None:
+        self.offline = offline
+        self.source = offline.source
+
+    def __getattr__(self, name: str) -> Any:  # label, cached, changed_on_disk… of the file
+        return getattr(self.offline, name)
+
+    def __repr__(self) -> str:
+        return f"LiveUnreachable({self.offline!r})"
+
+    async def read(self) -> NotebookSnapshot:
+        return await self.offline.read()
+
+    async def set_source(self, cell_id: str, source: str, *, expected_source: str,
+                         metadata: dict[str, Any] | None = None) -> NotebookCell:
+        raise ToolError(UNREACHABLE)
+
+    async def insert(self, source: str, *, after: str | None = None, cell_type: str = "code",
+                     metadata: dict[str, Any] | None = None) -> NotebookCell:
+        raise ToolError(UNREACHABLE)
+
+    async def delete(self, cell_id: str, *, expected_source: str) -> None:
+        raise ToolError(UNREACHABLE)
+
+    async def set_metadata(self, cell_id: str, metadata: dict[str, Any]) -> None:
+        raise ToolError(UNREACHABLE)
+
+
 class LiveNotebook:
     """The notebook a ``ChatWidget`` is shown in, read and edited through its front end."""
 
@@ -166,17 +209,18 @@ class LiveNotebook:
         with _lock:
             _backends[widget] = self  # the widget's answers come here
 
-    async def request(self, op: str, **args: Any) -> Any:
-        """Send one request and wait for its answer (``NoLiveView`` past the timeout)."""
+    async def request(self, op: str, *, wait: float | None = None, **args: Any) -> Any:
+        """Send one request and wait for its answer (``NoLiveView`` past ``wait``, default the timeout)."""
+        wait = self.timeout if wait is None else wait
         loop = asyncio.get_running_loop()
         rid = uuid.uuid4().hex
         future: asyncio.Future = loop.create_future()
         self._pending[rid] = (loop, future)
         try:
             self.widget.send({"type": "notebook", "id": rid, "op": op, **args})
-            answer = await asyncio.wait_for(future, self.timeout)
+            answer = await asyncio.wait_for(future, wait)
         except TimeoutError:
-            raise NoLiveView(f"the live notebook did not answer within {self.timeout:g} s (no chat view is open, "
+            raise NoLiveView(f"the live notebook did not answer within {wait:g} s (no chat view is open, "
                              "or the kernel is blocked in a cell and cannot hear it)", kind="config") from None
         finally:
             self._pending.pop(rid, None)
@@ -223,6 +267,22 @@ class LiveNotebook:
     async def set_metadata(self, cell_id: str, metadata: dict[str, Any]) -> None:
         """Replace a cell's whole metadata (its source untouched)."""
         await self.request("set_metadata", cell_id=cell_id, metadata=metadata)
+
+    async def run(self, cell_id: str, *, expected_source: str, timeout: float | None = None) -> tuple[NotebookCell, str]:
+        """Have the page run the cell as the user would (its outputs and execution count replaced,
+        in the kernel's queue) and wait for the end of it: the cell after its run and the kernel's
+        status. Only while the kernel can run it: not from inside a running cell (it would queue
+        behind the cell that waits for it). No answer within ``timeout`` (plus the request's own
+        timeout; default ``RUN_TIMEOUT``) is a ``ToolError`` saying the cell may still run in the page."""
+        wait = RUN_TIMEOUT if timeout is None else timeout + self.timeout
+        try:
+            data = await self.request("run", wait=wait, cell_id=cell_id, expected_source=expected_source)
+        except NoLiveView:  # the page may have started it: never run it again elsewhere
+            raise ToolError(f"no answer from the page within {wait:g} s: the cell may still be running there (its "
+                            "outputs show in the notebook when it ends; the kernel's interrupt stops it). "
+                            "It was not run again in the kernel") from None
+        status = data.get("status") if isinstance(data, dict) else None
+        return _cell(data), status if isinstance(status, str) else "ok"
 
     def notify(self, op: str, **args: Any) -> None:
         """Send a request nobody waits for (the kernel is busy in a cell and could not hear the

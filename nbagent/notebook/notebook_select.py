@@ -10,7 +10,8 @@
 
 The live notebook is asked for at each call because the widget is usually shown after the tools
 are made; it is skipped while a cell runs (a turn awaited in a cell, ``%%chat``): the front end cannot
-answer the kernel until the cell ends, so the file (or the history) is used. A live notebook that
+answer the kernel until the cell ends, so the file (or the history) is read, and never written (the
+notebook is open in that front end: a write would land behind its editor; ``LiveUnreachable``). A live notebook that
 does not answer (``config`` error: no view open, the kernel busy in
 a cell) falls back to the file or the history for that read, and the answer says so.
 """
@@ -39,6 +40,12 @@ def live_backend() -> NotebookBackend | None:
     current = getattr(module, "current_live_backend", None)
     backend = current() if callable(current) else None
     return backend
+
+
+def _unreachable(offline: NotebookBackend) -> NotebookBackend:
+    """``offline`` read only, its writes refused (``live_notebook.LiveUnreachable``)."""
+    module = importlib.import_module("nbagent.notebook.live_notebook")
+    return module.LiveUnreachable(offline)
 
 
 def label_of(backend: Any) -> str:
@@ -86,7 +93,9 @@ class NotebookChoice:
         """The backend a call uses now (no reading)."""
         if self.fixed is not None:
             return self.fixed
-        live = None if cell_running() else live_backend()  # a busy kernel cannot hear the front end
+        live = live_backend()
+        if live is not None and cell_running():  # a busy kernel cannot hear the front end: the file is read
+            return _unreachable(self._offline())  # and never written behind the open editor
         return live or self._offline()
 
     def _offline(self) -> NotebookBackend:

@@ -81,6 +81,8 @@ class RunPythonTool(Tool):
             return ToolOutput(text=msg, is_error=True, error=msg)
         finally:
             _timeout_of_call.reset(token)
+        if isinstance(result, ToolOutput):  # run_cell's cell, run by the page: its outputs
+            return result
         if not isinstance(result, CellResult):
             return ToolOutput(text=format_result(result, self.max_output_chars), value=result)
         output = cell_output(result, self.max_output_chars, limit)
@@ -120,7 +122,7 @@ def cell_output(result: CellResult, max_chars: int = OUTPUT_MAX_CHARS, timeout: 
     share = max(max_chars // max(len(sections), 1), 200)
     sections = [(label, cap(output_for_model(text).rstrip(), share, "of " + label)) for label, text in sections]
     parts = [f"[{label}]\n{data_block(text)}" for label, text in sections]
-    parts += [_figure_note(f) for f in result.figures]
+    parts += [_figure_note(f) for f in result.figures] + ([f"[note] {result.note}"] if result.note else [])
     text = "\n".join(parts) or "(the code ran; no output and no value)"
     if result.error is not None or result.timed_out:
         lines = sections[-1][1].strip().splitlines() if sections else []

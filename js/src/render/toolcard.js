@@ -340,7 +340,9 @@ export class ToolCard {
     const where = cellWhere(call, env);
     const rows = diff.map((/** @type {any} */ [op, line]) => h("div", { class: `nba-diff-line ${op === "+" ? "nba-diff-add" : op === "-" ? "nba-diff-del" : "nba-diff-ctx"}`,
       text: `${op === "+" ? "+" : op === "-" ? "-" : " "} ${line}` }));
-    this.diffBox.replaceChildren(h("div", { class: "nba-diff-head", text: `${where}: +${added} −${removed}${cut ? " (cut)" : ""}` }),
+    const runs = !!(env && env.preview && env.preview.action === "run"); // run_cell: the code that runs, not a change
+    const head = runs ? `runs ${where}:${cut ? " (cut)" : ""}` : `${where}: +${added} −${removed}${cut ? " (cut)" : ""}`;
+    this.diffBox.replaceChildren(h("div", { class: "nba-diff-head", text: head }),
       h("pre", { class: "nba-diff-body" }, ...rows), ...(problem ? [h("div", { class: "nba-diff-problem", text: errorForPeople(problem) })] : []));
   }
 
