@@ -52,9 +52,13 @@ def notebook_file(cells: list[tuple[str, list[dict]]], kernel: bool) -> str:
 
 
 HOSTILE = "<img src=x onerror=window.pwned=1>"
+# the diffs the records hold, as provenance.source_diff writes them (#43.3); the edit's carries markup: shown as text
+INSERT_DIFF = "--- before\n+++ after\n@@ -0,0 +1 @@\n+y = x"
+EDIT_DIFF = f"--- before\n+++ after\n@@ -1 +1 @@\n-y = x\n+y = x + 1  # café ✓ {HOSTILE}"
 # the agent inserted cell 1 in turn 1 (recorded 0) and edited it in turn 2; the user has changed cell 2 since
 PROVENANCE = [("x = 1", []),
-              ("y = x + 1  # café ✓", [action("inserted", "y = x", 0), action("edited", "y = x + 1  # café ✓", 1)]),
+              ("y = x + 1  # café ✓", [action("inserted", "y = x", 0, diff=INSERT_DIFF),
+                                       action("edited", "y = x + 1  # café ✓", 1, diff=EDIT_DIFF)]),
               ("z = y * 3  # changed by hand", [action("inserted", "z = y * 2", 1, author="claude-code")]),
               # a hostile or broken record (notebook content is untrusted): bad entries skipped, text shown as text
               ("w = 0", [{"action": "<img src=x onerror=window.pwned=1>"}, "junk",
@@ -150,6 +154,14 @@ def check_badges(page, panel: str) -> None:
     expect(listing).to_have_count(2)
     expect(listing.nth(0)).to_contain_text("inserted by nbagent · turn 1 · demo · approved by user")
     expect(listing.nth(1)).to_contain_text("edited by nbagent · turn 2")
+    # each write shows its diff under it, as text, its lines marked added / removed, named for a screen reader
+    diff = listing.nth(1).locator("pre.nba-prov-diff")
+    expect(diff).to_have_attribute("aria-label", "diff of the edit in turn 2")
+    assert diff.inner_text().rstrip("\n") == EDIT_DIFF
+    expect(diff.locator(".nba-prov-del")).to_have_text("-y = x")
+    expect(diff.locator(".nba-prov-add")).to_have_text(f"+y = x + 1  # café ✓ {HOSTILE}")
+    expect(listing.nth(0).locator("pre.nba-prov-diff")).to_have_attribute("aria-label", "diff of the insert in turn 1")
+    expect(listing.nth(0).locator(".nba-prov-add")).to_have_text("+y = x")
 
 
 AXE = ROOT / "js" / "node_modules" / "axe-core" / "axe.min.js"  # axe-core, a js/ dev dependency (offline)

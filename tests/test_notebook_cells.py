@@ -165,6 +165,8 @@ def test_an_approved_edit_changes_that_cell_only_and_records_who_what_and_when(n
     assert action.action == CellActionKind.EDITED and action.call_id == "e1" and action.turn == 0
     assert action.session_id == conv.conversation_id and action.model == "scripted-1"
     assert action.approved_by == "user" and action.code_sha256 == code_hash("total + 2")
+    # and its diff, before -> after, which the JupyterLab badge shows (#43.3)
+    assert action.diff == "--- before\n+++ after\n@@ -1 +1 @@\n-total + revnue\n+total + 2"
     assert not recorded_actions(next(c for c in reread(nb_path).cells if c.id == "data").metadata)
 
 

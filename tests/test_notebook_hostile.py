@@ -19,7 +19,16 @@ from nbagent import Agent, notebook_tools  # noqa: E402
 from nbagent.core.errors import NbagentError, StorageError  # noqa: E402
 from nbagent.core.steps import StepStatus  # noqa: E402
 from nbagent.notebook.notebook_file import FileBackend  # noqa: E402
-from nbagent.notebook.provenance import CellAction, CellActionKind, code_hash, recorded_actions, with_action  # noqa: E402
+from nbagent.notebook.provenance import (  # noqa: E402
+    MAX_DIFF_CHARS,
+    MAX_DIFF_LINES,
+    CellAction,
+    CellActionKind,
+    code_hash,
+    recorded_actions,
+    source_diff,
+    with_action,
+)
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
 from support.tool_runs import tool_steps  # noqa: E402
 
@@ -132,6 +141,39 @@ def test_provenance_names_the_author_of_each_action(tmp_path):
     assert list(df["author"]) == ["nbagent", "claude-code 2.0.1", "nbagent"]
     assert theirs.to_json()["author"] == "claude-code 2.0.1" and "author" not in ours.to_json()
     assert recorded_actions(cell_of(path, "c1").metadata)[1].author == "claude-code 2.0.1"
+
+
+# --- #43.3: an action's recorded diff ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [5, ["-a", "+b"], {"html": "<b>"}, None], ids=["int", "list", "dict", "null"])
+def test_a_recorded_diff_that_is_no_string_is_dropped_and_the_action_kept(tmp_path, bad):
+    entry = {"action": "edited", "call_id": "e1", "turn": 0, "diff": bad}
+    path = notebook(tmp_path / "nb.ipynb", v4.new_code_cell("x = 1", id="c1", metadata={"nbagent": {"actions": [entry]}}))
+    (action,) = recorded_actions(cell_of(path, "c1").metadata)
+    assert action.call_id == "e1" and action.diff == "" and "diff" not in action.to_json()
+    df = nbagent.provenance(path)
+    assert list(df["diff"]) == [""] and list(df["call_id"]) == ["e1"]
+
+
+def test_a_recorded_diff_is_capped_with_a_line_saying_how_much_was_cut(tmp_path):
+    before = "\n".join(f"x{i} = {i}" for i in range(500))
+    after = "\n".join(f"x{i} = {i + 1}" for i in range(500))
+    diff = source_diff(before, after)
+    lines = diff.split("\n")
+    assert len(lines) <= MAX_DIFF_LINES and len(diff) <= MAX_DIFF_CHARS
+    assert lines[:4] == ["--- before", "+++ after", "@@ -1,500 +1,500 @@", "-x0 = 0"]
+    assert lines[-1].startswith("… diff cut: ") and "more lines" in lines[-1]
+    wide = source_diff("", "y = '" + "a" * 20_000 + "'")  # one line longer than the cap: its start
+    assert len(wide) <= MAX_DIFF_CHARS and wide.split("\n")[-1].startswith("… diff cut: ")
+    # a hand-written record longer than the cap is cut on reading, as the tool would have cut it
+    entry = {"action": "edited", "diff": "+" + "b\n+" * 50_000}
+    path = notebook(tmp_path / "nb.ipynb", v4.new_code_cell("x = 1", id="c1", metadata={"nbagent": {"actions": [entry]}}))
+    (action,) = recorded_actions(cell_of(path, "c1").metadata)
+    assert len(action.diff) <= MAX_DIFF_CHARS and len(action.diff.split("\n")) <= MAX_DIFF_LINES
+    assert nbagent.provenance(path)["diff"].iloc[0] == action.diff
+    small = source_diff("a = 1\nb = 2\n", "a = 1\nb = 3\n")  # within the cap: whole, with context
+    assert small == "--- before\n+++ after\n@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3"
 
 
 # --- #48.10: files that are JSON but no notebook ------------------------------------------------

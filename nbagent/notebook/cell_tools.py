@@ -41,7 +41,16 @@ from .notebook_context import DEFAULT_BUDGET_TOKENS, ViewOptions, notebook_view,
 from .notebook_doc import NotebookBackend, NotebookCell, NotebookSnapshot, NotebookSource
 from .notebook_history import last_kernel_error, watch_kernel_errors
 from .notebook_select import NotebookChoice, label_of
-from .provenance import METADATA_KEY, CellAction, CellActionKind, acting_author, code_hash, recorded_actions, with_action
+from .provenance import (
+    METADATA_KEY,
+    CellAction,
+    CellActionKind,
+    acting_author,
+    code_hash,
+    recorded_actions,
+    source_diff,
+    with_action,
+)
 from .run_python import RunPythonTool, call_timeout
 from .variables import cap, output_for_model
 
@@ -150,12 +159,16 @@ def _context() -> tuple[str, str]:
     return (ctx.conversation_id, ctx.call_id) if ctx is not None else ("", "")
 
 
-def _action(kind: CellActionKind, source: str) -> CellAction:
+def _action(kind: CellActionKind, source: str, before: str | None = None) -> CellAction:
+    """The record of an action leaving ``source`` in the cell; ``before``: the source an edit or insert
+    replaced (its diff is recorded), None for a run."""
     ctx = current_call()
+    diff = source_diff(before, source) if before is not None else ""
     if ctx is None:
-        return CellAction(kind, approved_by="caller", code_sha256=code_hash(source))
+        return CellAction(kind, approved_by="caller", code_sha256=code_hash(source), diff=diff)
     return CellAction(kind, session_id=ctx.conversation_id, turn=ctx.turn, model=ctx.model, call_id=ctx.call_id,
-                      approved_by=ctx.decided_by, code_sha256=code_hash(source), author=acting_author.get())
+                      approved_by=ctx.decided_by, code_sha256=code_hash(source), author=acting_author.get(),
+                      diff=diff)
 
 
 async def _current(choice: NotebookChoice, fresh: bool = False) -> tuple[NotebookBackend, NotebookSnapshot]:
@@ -258,7 +271,7 @@ class EditCellTool(Tool):
         conversation_id, call_id = _context()
         backend, snapshot = await _current(self.choice)
         cell = check_edit(self.memory, conversation_id, snapshot, cell_id)
-        metadata = with_action(cell.metadata, _action(CellActionKind.EDITED, source))
+        metadata = with_action(cell.metadata, _action(CellActionKind.EDITED, source, cell.source))
         written = await backend.set_source(cell_id, source, expected_source=cell.source, metadata=metadata)
         self.memory.remember(conversation_id, {cell_id: source})
         if call_id:
@@ -301,7 +314,7 @@ class InsertCellTool(Tool):
     async def execute(self, source: str, after: str | None = None, cell_type: str = "code") -> str:
         conversation_id, call_id = _context()
         backend, _ = await _current(self.choice)
-        metadata = with_action({}, _action(CellActionKind.INSERTED, source))
+        metadata = with_action({}, _action(CellActionKind.INSERTED, source, ""))
         cell = await backend.insert(source, after=after, cell_type=cell_type, metadata=metadata)
         self.memory.remember(conversation_id, {cell.id: source})
         if call_id:

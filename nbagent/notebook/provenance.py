@@ -3,6 +3,7 @@
 Each cell the agent inserted, edited or ran carries ``metadata["nbagent"]["actions"]``: one
 ``CellAction`` per action, oldest first. The record is plain JSON, so it survives save, close and
 reopen in every front end and in ``nbformat``; ``nbagent.provenance(path)`` lists it as a DataFrame.
+An edit or insert also records its diff (capped), which the JupyterLab extension's badge shows.
 Anyone who can write the notebook can write this record, so it is read as untrusted: an entry that
 is no action is skipped, a bad field gets its unknown value, and a record that cannot be read is
 replaced when the next action is added -- never an error, above all not after a cell's code ran.
@@ -11,6 +12,7 @@ replaced when the next action is added -- never an error, above all not after a 
 from __future__ import annotations
 
 import contextvars
+import difflib
 import enum
 import hashlib
 import math
@@ -48,6 +50,37 @@ _MAX_TURN = 2**31 - 1
 _TIME_RANGE = (-9.2e9, 9.2e9)  # seconds since the epoch a pandas Timestamp can hold (1678-2261)
 _MAX_AUTHOR = 200  # characters
 _KINDS = frozenset(k.value for k in CellActionKind)
+MAX_DIFF_CHARS = 4_000  # a recorded diff is cut here (and at MAX_DIFF_LINES), so notebooks do not bloat
+MAX_DIFF_LINES = 80
+DIFF_CONTEXT = 3  # unchanged lines shown around a change
+
+
+def source_diff(before: str, after: str) -> str:
+    """The unified diff of a cell's source before -> after an action (``""``: no change), cut at
+    ``MAX_DIFF_LINES`` lines and ``MAX_DIFF_CHARS`` characters with a last line saying how much was cut."""
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), "before", "after",
+                                      n=DIFF_CONTEXT, lineterm=""))
+    return capped_diff("\n".join(lines))
+
+
+def capped_diff(diff: str) -> str:
+    """``diff`` cut at ``MAX_DIFF_LINES`` lines and ``MAX_DIFF_CHARS`` characters, whole lines kept,
+    with a last line saying how many lines were cut; unchanged when within both."""
+    lines = diff.split("\n")
+    if len(lines) <= MAX_DIFF_LINES and len(diff) <= MAX_DIFF_CHARS:
+        return diff
+    kept: list[str] = []
+    size = 0
+    for line in lines[:MAX_DIFF_LINES - 1]:  # room for the note
+        if size + len(line) + 1 > MAX_DIFF_CHARS - 100:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    if not kept:  # one line longer than the cap: its start
+        kept, size = [lines[0][:MAX_DIFF_CHARS - 100]], MAX_DIFF_CHARS - 100
+    cut = len(lines) - len(kept)
+    return "\n".join(kept + [f"… diff cut: {cut} more line{'s' if cut != 1 else ''} "
+                              f"({len(diff) - size:,} characters) not recorded"])
 
 
 @dataclass(frozen=True)
@@ -63,13 +96,15 @@ class CellAction:
     code_sha256: str = ""  # code_hash() of the cell's source after the action
     at: float = field(default_factory=time.time)  # when (seconds since the epoch; NaN: unknown)
     author: str = ""  # an outside MCP client's name and version ("": nbagent's own agent; not written)
+    diff: str = ""  # source_diff() of the source before -> after an edit or insert ("": none; not written)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["action"] = self.action.value
         data["at"] = self.at if math.isfinite(self.at) else None  # JSON has no NaN
-        if not self.author:
-            del data["author"]
+        for optional in ("author", "diff"):
+            if not data[optional]:
+                del data[optional]
         return data
 
     @classmethod
@@ -83,7 +118,7 @@ class CellAction:
             raise ValueError(f"unknown action {kind!r}")
         texts = {name: value for name in _TEXT_FIELDS if isinstance(value := data.get(name), str)}
         return cls(CellActionKind(kind), **texts, turn=_turn(data.get("turn")), at=_time(data.get("at")),
-                   author=_author(data.get("author")))
+                   author=_author(data.get("author")), diff=_diff(data.get("diff")))
 
 
 def _turn(value: Any) -> int:
@@ -106,6 +141,11 @@ def _author(value: Any) -> str:
         return ""
     text = "".join(c if c.isprintable() else " " for c in value[:_MAX_AUTHOR]) if isinstance(value, str) else ""
     return " ".join(text.split()) or UNKNOWN_AUTHOR
+
+
+def _diff(value: Any) -> str:
+    """A recorded diff: a string, cut as ``capped_diff`` cuts (a hand-written one may be longer); else ""."""
+    return capped_diff(value) if isinstance(value, str) else ""
 
 
 def recorded_actions(metadata: Any) -> list[CellAction]:

@@ -6,7 +6,7 @@ ids: their cells are named ``cell-<position>``). A row per ``CellAction`` in a c
 widget was open to write it) still gives one ``inserted`` row from its ``%%chat_run`` line.
 ``author`` is who acted: ``"nbagent"`` (also for records written before authors were recorded) or
 an outside MCP client's name (``nbagent.serve``). ``source_matches`` says whether the cell's source now is still the code the action recorded
-(False: the user edited it since).
+(False: the user edited it since); ``diff`` is the recorded diff of an edit or insert ("" if none).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 COLUMNS = ("cell_id", "position", "cell_type", "action", "session_id", "turn", "model", "call_id", "approved_by",
-           "code_sha256", "at", "author", "source_matches")
+           "code_sha256", "at", "author", "source_matches", "diff")
 _CHAT_RUN = re.compile(r"^%%chat_run\b(?P<args>[^\n]*)")
 
 
@@ -75,7 +75,7 @@ def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         cell_id = cell.get("id") if isinstance(cell.get("id"), str) else f"cell-{index + 1}"
         for action in actions:
             rows.append({"cell_id": cell_id, "position": index + 1, "cell_type": str(cell.get("cell_type", "code")),
-                         **action.to_json(), "author": action.author or AUTHOR,
+                         **action.to_json(), "author": action.author or AUTHOR, "diff": action.diff,
                          "source_matches": bool(action.code_sha256) and code_hash(source) == action.code_sha256})
     return rows
 
@@ -85,7 +85,8 @@ def provenance(path: str | Path) -> pd.DataFrame:
     ``cell_id``, ``position`` (1-based, as the user counts cells), ``cell_type``, ``action``
     (``inserted`` | ``edited`` | ``ran``), ``session_id``, ``turn``, ``model``, ``call_id``,
     ``approved_by``, ``code_sha256``, ``at`` (a UTC time), ``author`` (``"nbagent"`` for nbagent's own
-    agent, else the outside MCP client's name) and ``source_matches``. Records are read as untrusted:
+    agent, else the outside MCP client's name), ``source_matches`` and ``diff`` (an edit's or insert's
+    unified diff, capped; "" when none was recorded). Records are read as untrusted:
     one that cannot be read is left out, a bad field is unknown (``turn`` -1, ``at`` NaT)."""
     import pandas as pd
 

@@ -9,7 +9,7 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { Cell, CodeCell } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
-import { actionLine, codeHash, lastHashed, recordedActions, summary } from './provenance';
+import { type CellAction, actionLine, codeHash, diffLabel, diffLines, lastHashed, recordedActions, summary } from './provenance';
 
 const ASK = 'nbagent:ask-about-error';
 const ASK_LABEL = 'Ask nbagent to fix this error';
@@ -75,8 +75,25 @@ async function drawBadge(cell: Cell): Promise<void> {
   list.replaceChildren(...actions.map((a) => {
     const item = document.createElement('li');
     item.textContent = actionLine(a);
+    if (a.diff) item.append(diffBlock(a));
     return item;
   }));
+}
+
+/** An action's recorded diff as plain text (never HTML), its +/- lines marked by class. */
+function diffBlock(a: CellAction): HTMLElement {
+  const pre = document.createElement('pre');
+  pre.className = 'nba-prov-diff';
+  pre.setAttribute('role', 'group');
+  pre.setAttribute('aria-label', diffLabel(a));
+  pre.tabIndex = 0; // it may scroll: reachable by keyboard
+  for (const [kind, line] of diffLines(a.diff)) {
+    const span = document.createElement('span');
+    if (kind) span.className = `nba-prov-${kind}`;
+    span.textContent = line; // a block per line: its own line when read or copied
+    pre.append(span);
+  }
+  return pre;
 }
 
 // --- Ask nbagent on error outputs -------------------------------------------------------

@@ -9,7 +9,10 @@ export interface CellAction {
   approvedBy: string;
   codeSha256: string; // SHA-256 (hex) of the cell's UTF-8 source after the action, "" when not recorded
   at: number; // seconds since the epoch
+  diff: string; // unified diff of the source before -> after an edit or insert (capped by nbagent), "" when none
 }
+
+const MAX_DIFF_CHARS = 8_000; // nbagent records at most 4,000; a hand-written record is cut here
 
 const text = (v: unknown): string => (typeof v === 'string' ? v : '');
 const num = (v: unknown, dflt: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : dflt);
@@ -26,7 +29,8 @@ export function recordedActions(metadata: unknown): CellAction[] {
     if (!['inserted', 'edited', 'ran'].includes(kind)) continue;
     actions.push({
       action: kind, author: text(e.author) || 'nbagent', turn: Math.trunc(num(e.turn, -1)), model: text(e.model),
-      approvedBy: text(e.approved_by), codeSha256: text(e.code_sha256).toLowerCase(), at: num(e.at, 0)
+      approvedBy: text(e.approved_by), codeSha256: text(e.code_sha256).toLowerCase(), at: num(e.at, 0),
+      diff: text(e.diff).slice(0, MAX_DIFF_CHARS)
     });
   }
   return actions;
@@ -66,4 +70,18 @@ export function actionLine(a: CellAction): string {
   const when = a.at > 0 ? new Date(a.at * 1000).toLocaleString() : '';
   const approved = a.approvedBy ? `approved by ${a.approvedBy}` : '';
   return [`${a.action} by ${a.author}`, turnLabel(a.turn), a.model, approved, when].filter(Boolean).join(' · ');
+}
+
+/** What a screen reader calls an action's diff: "diff of the edit in turn 2". */
+export function diffLabel(a: CellAction): string {
+  const what = a.action === 'inserted' ? 'insert' : a.action === 'edited' ? 'edit' : 'run';
+  return [`diff of the ${what}`, turnLabel(a.turn)].filter(Boolean).join(' in ');
+}
+
+/** The diff's lines, each with its kind: "add" (+), "del" (-), "" (context, headers, the cut note). */
+export function diffLines(diff: string): Array<[string, string]> {
+  return diff.split('\n').map((line, i): [string, string] => {
+    const header = i < 2 && (line.startsWith('+++ ') || line.startsWith('--- ')); // "--- before", "+++ after"
+    return [header ? '' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : '', line];
+  });
 }
