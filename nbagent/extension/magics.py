@@ -43,7 +43,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..core.atomic_file import atomic_write_text
 from ..core.errors import ConfigError, NbagentError
-from ..notebook.provenance import CellAction, CellActionKind, code_hash
+from ..notebook.provenance import CellAction, CellActionKind, code_hash, source_diff
 from .chat_cell import ChatInterrupted, interpolate, run_turn, typed_text
 from ..notebook.variables import attach_variables
 
@@ -467,7 +467,7 @@ def record_chat_code(ip: Any, conv: Any, cells: list, source: str) -> None:
     record = next((r for r in conv.turns if r.turn == cells[-1].turn), None)
     action = CellAction(CellActionKind.INSERTED, session_id=str(conv.conversation_id), turn=cells[-1].turn,
                         model=str(getattr(record, "model", "") or ""), call_id=cells[-1].call_id,
-                        approved_by="%chat_code", code_sha256=code_hash(source))
+                        approved_by="%chat_code", code_sha256=code_hash(source), diff=source_diff("", source))
     for live in views:
         try:
             live.notify("add_action", cell_id=cell_id, action=action.to_json())
