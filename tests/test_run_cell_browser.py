@@ -4,6 +4,8 @@ run it: its old KeyError replaced by the new value, a higher execution count, in
 saved file; the run_cell card shows the code it is about to run, and its result is the cell's outputs;
 Undo on the edit's card then takes the source, the provenance badge and the agent's record away.
 
+The widget alone (the extension disabled, as where the front end has none) runs the real cell the same way.
+
 Run:  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q tests/test_run_cell_browser.py
 """
 
@@ -112,9 +114,29 @@ def run_flow(page, root: Path, nb: str) -> None:
         expect.set_options(timeout=5_000)
 
 
+@pytest.fixture
+def lab_without_extension(tmp_path_factory, request):
+    """JupyterLab with nbagent's front-end extension disabled, as `jupyter labextension disable` does: the
+    chat widget alone, as in a front end without the extension."""
+    config = tmp_path_factory.mktemp("config")
+    (config / "labconfig").mkdir()
+    (config / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": {"jupyter-nbagent": True}}))
+    with lab_with_notebooks(tmp_path_factory, request, {NOTEBOOK: CELLS}, env={"JUPYTER_CONFIG_DIR": str(config)}) as srv, \
+            lab_page(srv) as page:
+        yield page, srv["root"], open_notebook(page, NOTEBOOK)
+
+
 def test_fix_the_error_runs_the_real_cell_in_jupyterlab(lab):
     run_flow(*lab)
 
 
 def test_fix_the_error_runs_the_real_cell_in_notebook7(nb7):
     run_flow(*nb7)
+
+
+def test_the_widget_alone_keeps_its_behaviour_with_the_extension_disabled(lab_without_extension):
+    page, _, nb = lab_without_extension
+    plugins = page.evaluate("() => [...window.jupyterapp.listPlugins()].filter(p => p.startsWith('jupyter-nbagent'))")
+    assert plugins == [], plugins  # the extension is really off in this page
+    run_flow(*lab_without_extension)  # the widget still runs the real cell and undoes the edit
+    expect(page.locator(f"{nb} .nba-ask")).to_have_count(0)  # no Ask nbagent without the extension
