@@ -109,6 +109,46 @@ def test_bad_lines_are_skipped_and_counted_per_file():
     assert next(v for k, v in skipped.items() if k.startswith("rollout-")) == {"corrupt line": 1}
 
 
+GEMINI = LOGS / "gemini" / "tmp"  # a GEMINI_DATA_DIR, laid out as ~/.gemini/tmp
+# ccusage 20.0.24 `gemini daily --json` (--timezone UTC --offline) on the fixture: its outputTokens leave
+# the thinking tokens out (they are in its totalTokens and priced as output)
+GEMINI_SESSIONS = {"7c1e5b2a-3d4f-4a6b-9c8d-0e1f2a3b4c5d", "a0b1c2d3-e4f5-4a6b-8c9d-0e1f2a3b4c5e"}
+CCUSAGE_GEMINI_DAYS = {
+    "2026-01-12": {"input": 2596, "cache_read": 1824, "cache_write": 0, "output": 170, "total": 4870,
+                   "cost": 0.004792},
+    "2026-01-13": {"input": 952, "cache_read": 2048, "cache_write": 0, "output": 200, "total": 3300,
+                   "cost": 0.004446},
+    "2026-01-14": {"input": 400, "cache_read": 3000, "cache_write": 0, "output": 60, "total": 3460,
+                   "cost": 0.001475},
+}
+
+
+def gemini_days(df) -> dict:
+    """Per UTC day: ccusage's Gemini token kinds (output without thinking; total with it)."""
+    df = df.assign(day=df.started.dt.strftime("%Y-%m-%d"))
+    return {day: {"input": int(g.input_tokens.sum() - g.cached_tokens.sum() - g.cache_write_tokens.sum()),
+                  "cache_read": int(g.cached_tokens.sum()), "cache_write": int(g.cache_write_tokens.sum()),
+                  "output": int(g.output_tokens.sum()),
+                  "total": int(g.input_tokens.sum() + g.output_tokens.sum() + g.thinking_tokens.sum()),
+                  "cost": round(g.cost_usd.sum(), 6)}
+            for day, g in df.groupby("day")}
+
+
+def test_gemini_cli_logs_give_ccusages_totals_per_day():
+    df = nbagent.agent_usage(GEMINI)
+    assert gemini_days(df) == CCUSAGE_GEMINI_DAYS
+    assert set(df.source) == {"gemini-cli"} and set(df.project) == {"9f2c4e"}
+    assert len(df) == 5  # a message rewritten under its id counts once; an all-zero count is no call
+    assert df.model.tolist()[:3] == ["gemini-2.5-pro", "gemini-2.5-pro", "gemini-2.5-flash"]  # the latest named
+    assert df.cost_usd.notna().all()
+
+
+def test_gemini_cli_corrupt_and_torn_lines_are_skipped_and_counted():
+    skipped = {Path(k).name: v for k, v in nbagent.agent_usage(GEMINI).attrs["skipped"].items()}
+    assert skipped == {"session-2026-01-12T09-00-7c1e.jsonl": {"corrupt line": 1},
+                       "session-2026-01-13T23-50-a0b1.jsonl": {"torn last line": 1}}
+
+
 def test_hostile_folder_names_what_it_refuses_and_reads_the_rest(tmp_path):
     root = tmp_path / "claude" / "projects" / "p"
     shutil.copytree(CLAUDE / "projects" / "-home-ada-proj-shop", root)
@@ -241,12 +281,16 @@ def test_no_argument_reads_the_standard_folders_of_each_tool(tmp_path, monkeypat
     shutil.copytree(LOGS / "ccusage" / "claude", tmp_path / "b")
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", f"{tmp_path / 'a'}, {tmp_path / 'b' / 'projects'}")  # ccusage's list
     monkeypatch.setenv("CODEX_HOME", str(CODEX))
+    monkeypatch.setenv("GEMINI_DATA_DIR", f"{tmp_path / 'none'},{GEMINI}")  # ccusage's list
     df = nbagent.agent_usage()
-    assert set(df.session_id) == {SESSION, "session-alpha", "session-beta", "019b8a2c-5d1e-7f30-a4b2-6c9d0e1f2a3b"}
+    assert set(df.session_id) == {SESSION, "session-alpha", "session-beta", "019b8a2c-5d1e-7f30-a4b2-6c9d0e1f2a3b",
+                                  *GEMINI_SESSIONS}
     monkeypatch.delenv("CLAUDE_CONFIG_DIR")
     monkeypatch.delenv("CODEX_HOME")
+    monkeypatch.delenv("GEMINI_DATA_DIR")
     shutil.copytree(CLAUDE, tmp_path / ".claude")
-    assert set(nbagent.agent_usage().session_id) == {SESSION}
+    shutil.copytree(GEMINI, tmp_path / ".gemini" / "tmp")
+    assert set(nbagent.agent_usage().session_id) == {SESSION, *GEMINI_SESSIONS}
 
 
 def test_nbagent_sessions_join_the_same_frame(tmp_path):
@@ -509,3 +553,14 @@ def test_to_otel_sends_agent_logs_as_spans():
     tokens = sum(s.attributes.get("gen_ai.usage.input_tokens", 0) for s in spans if s.name.startswith("chat"))
     assert tokens == nbagent.agent_usage(RECORDED).input_tokens.sum()
     assert {s.attributes.get("gen_ai.tool.name") for s in spans} >= {"Bash", "exec_command"}
+
+
+@needs_ccusage
+def test_gemini_cli_totals_equal_ccusage(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "GEMINI_DATA_DIR": str(GEMINI)}
+    out = subprocess.run([ccusage_binary(), "gemini", "daily", "--json", "--offline", "--timezone", "UTC"],
+                         env=env, capture_output=True, text=True, timeout=60, check=True).stdout
+    want = {r["date"]: {"input": r["inputTokens"], "cache_read": r["cacheReadTokens"],
+                        "cache_write": r["cacheCreationTokens"], "output": r["outputTokens"],
+                        "total": r["totalTokens"], "cost": round(r["totalCost"], 6)} for r in json.loads(out)["daily"]}
+    assert gemini_days(nbagent.agent_usage(GEMINI)) == want

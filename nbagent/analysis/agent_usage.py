@@ -24,9 +24,10 @@ def agent_usage(*paths: str | os.PathLike, sessions: str | os.PathLike | Sequenc
 
     ``paths`` are folders searched recursively (a Claude Code config folder, a Codex home, a folder
     of nbagent sessions, or any folder below them); none: every agent's standard folders here
-    (``CLAUDE_CONFIG_DIR`` or ``~/.config/claude`` and ``~/.claude``; ``CODEX_HOME`` or ``~/.codex``).
+    (``CLAUDE_CONFIG_DIR`` or ``~/.config/claude`` and ``~/.claude``; ``CODEX_HOME`` or ``~/.codex``;
+    ``GEMINI_DATA_DIR`` or ``~/.gemini/tmp``).
     ``sessions``: folders of nbagent's own saved sessions to add. The frame is ``load_sessions``'s
-    with ``source`` (``"nbagent"``, ``"claude-code"``, ``"codex"``), ``project`` (the project or
+    with ``source`` (``"nbagent"``, ``"claude-code"``, ``"codex"``, ``"gemini-cli"``), ``project`` (the project or
     working folder) and ``subagent`` (a subagent's call: a Claude Code sidechain, a Codex subagent's log); costs from genai-prices, as for nbagent's sessions. ``attrs["skipped"]`` maps each
     file with lines left out to their count by reason; ``attrs["refused"]`` each file not read to
     why (a FIFO, a link out of its folder, an unreadable file). A second call reads only the files

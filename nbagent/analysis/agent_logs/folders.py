@@ -3,7 +3,8 @@
 Claude Code: each folder of ``CLAUDE_CONFIG_DIR`` (comma-separated; a config folder or its
 ``projects/``), else ``$XDG_CONFIG_HOME/claude`` (``~/.config/claude``) and ``~/.claude``; the
 ``projects/`` of each. Codex: ``$CODEX_HOME`` (else ``~/.codex``), its ``sessions/`` and
-``archived_sessions/``. The same places ccusage 20 reads.
+``archived_sessions/``. Gemini CLI: each folder of ``GEMINI_DATA_DIR`` (comma-separated), else
+``~/.gemini/tmp``. The same places ccusage 20 reads.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ LOG_SUFFIX = ".jsonl"
 
 def standard_folders() -> list[Path]:
     """The agents' log folders that exist here."""
-    return [p for p in (*claude_folders(), *codex_folders()) if p.is_dir()]
+    return [p for p in (*claude_folders(), *codex_folders(), *gemini_folders()) if p.is_dir()]
 
 
 def claude_folders() -> list[Path]:
@@ -33,6 +34,13 @@ def claude_folders() -> list[Path]:
 def codex_folders() -> list[Path]:
     home = Path(os.path.expanduser(os.environ.get("CODEX_HOME") or "~/.codex"))
     return [home / "sessions", home / "archived_sessions"]
+
+
+def gemini_folders() -> list[Path]:
+    listed = os.environ.get("GEMINI_DATA_DIR")
+    if listed is not None:
+        return _unique([Path(os.path.expanduser(p.strip())) for p in listed.split(",") if p.strip()])
+    return [Path.home() / ".gemini" / "tmp"]
 
 
 @dataclass

@@ -25,10 +25,10 @@ from typing import Any
 
 from ...core.errors import StorageError
 from ...core.session_file import fast_loads
-from . import claude_code, codex
+from . import claude_code, codex, gemini_cli
 from .log import MAX_LINE_BYTES, TOO_LONG, TORN, AgentLog
 
-READERS: tuple[ModuleType, ...] = (codex, claude_code)
+READERS: tuple[ModuleType, ...] = (codex, claude_code, gemini_cli)
 SNIFF_LINES = 20  # records looked at to recognise a log
 _CACHE: dict[str, tuple[tuple[int, ...], AgentLog | None]] = {}
 
