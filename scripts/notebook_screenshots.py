@@ -8,7 +8,8 @@ errors and stderr, "Error displaying widget", math typeset inside DataFrame tabl
 write viewport screenshots scrolled through the notebook into OUT/<host>/. marimo has no copy of the
 .ipynb notebooks: it runs a small app with the quick start's and the teaching notebook's first cells.
 With ``--docs DIR``, also write the screenshots the docs show (DOCS_SHOTS) into DIR.
-The quick start uses the offline local model (scripts/setup.sh installs it).
+The quick start uses the demo model; the marimo app's first chat uses the offline local model
+(scripts/setup.sh installs it).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ MARIMO_APP = textwrap.dedent('''
 
     @app.cell
     def _(Agent, mo):
-        qs = Agent(max_tokens=200, temperature=0)  # the quick start: the offline local model
+        qs = Agent(max_tokens=200, temperature=0)  # the offline local model
         mo.vstack([mo.md(f"quick start: `{qs.model}`"), mo.ui.anywidget(qs.widget())])
         return (qs,)
 
