@@ -31,8 +31,10 @@ def local_links(text: str) -> list[str]:
 
 
 def exists(target: Path) -> bool:
-    if target.is_relative_to(DOCS / "reference") and target.parent == DOCS / "reference":
+    if target.parent == DOCS / "reference":
         return target.exists() or target.name in REFERENCE
+    if target.parent == DOCS / "notebooks" and target.suffix == ".ipynb":  # the build copies notebooks/ there
+        return (ROOT / "notebooks" / target.name).exists()
     return target.exists()
 
 
