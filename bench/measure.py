@@ -6,7 +6,7 @@ import time
 
 
 def row(measure: str, ratio: float, goal: str, met: bool, detail: str) -> dict:
-    """One row of the results table (README's Benchmarks, bench/results.md)."""
+    """One row of the results table (docs/explanation/benchmarks.md, bench/results.md)."""
     return {"measure": measure, "ratio": ratio, "goal": goal, "met": met, "detail": detail}
 
 

@@ -1,4 +1,4 @@
-"""Every benchmark in one command; writes bench/results.md and README's benchmark table.
+"""Every benchmark in one command; writes bench/results.md and the table of docs/explanation/benchmarks.md.
 
     .venv/bin/python bench/run_all.py            # a few minutes on 2 cores
     .venv/bin/python bench/run_all.py --quick    # smaller sizes, for a smoke run
@@ -32,7 +32,7 @@ import bench_pipeline  # noqa: E402
 import bench_sse  # noqa: E402
 from measure import row  # noqa: E402
 
-README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
+TABLE_START, TABLE_END = "<!-- bench:start -->", "<!-- bench:end -->"  # in docs/explanation/benchmarks.md
 
 
 
@@ -269,12 +269,12 @@ def main(argv: list[str] | None = None) -> None:
     results = (f"# Benchmark results\n\n{when} · {machine} · {'quick' if args.quick else 'full'} run in "
                f"{time.time() - started:.0f} s (`python bench/run_all.py`)\n\n{body}\n")
     (HERE / "results.md").write_text(results, encoding="utf-8")
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    if README_START in text and README_END in text and not args.quick:
-        head, rest = text.split(README_START, 1)
-        _, tail = rest.split(README_END, 1)
-        readme.write_text(f"{head}{README_START}\n{when} · {machine}\n\n{body}\n{README_END}{tail}", encoding="utf-8")
+    page = ROOT / "docs" / "explanation" / "benchmarks.md"
+    text = page.read_text(encoding="utf-8")
+    if TABLE_START in text and TABLE_END in text and not args.quick:
+        head, rest = text.split(TABLE_START, 1)
+        _, tail = rest.split(TABLE_END, 1)
+        page.write_text(f"{head}{TABLE_START}\n{when} · {machine}\n\n{body}\n{TABLE_END}{tail}", encoding="utf-8")
     print(results)
 
 

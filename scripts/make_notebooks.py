@@ -57,39 +57,53 @@ CALCULATOR = (
 
 save("quickstart.ipynb", [
     md("# nbagent quick start\n\n"
-       "Chat with a model inside this notebook. `Agent()` picks a model in this order: the "
-       "`NBAGENT_MODEL` environment variable, the **offline local model** (installed by the README's "
-       "set-up command), else the scripted **demo** model.\n\n"
-       "**The offline model is a toy.** It is SmolLM2-135M — 135 million parameters, run by llama.cpp on "
-       "your CPU — there so that you can try the interface (streaming, the widget, Stop, usage tables) "
-       "offline and for free. Its answers are often wrong. For real answers, point the agent at a real "
-       "model; everything else in this notebook stays the same:\n\n"
+       "nbagent puts a chat with an LLM agent in your notebook: you see each step as it streams (its "
+       "thoughts, its tool calls with their arguments and results, Approve / Deny), and the whole "
+       "conversation is a Python object whose history and usage are pandas DataFrames.\n\n"
+       "**Run All** (the ⏩ button, or *Run → Run All Cells*). In under a minute, offline: a chat appears, "
+       "answers a question from a cell, and the last cell fails on purpose. Then type **fix the error** "
+       "into the chat: the agent reads the notebook, shows you the diff of the fix and waits for your "
+       "*Approve*, then asks to run the fixed cell (*Approve* again).\n\n"
+       "**Which model answers.** This notebook uses the scripted **demo** model: offline, instant, the same "
+       "every time, there so you can see what an agent does. nbagent also bundles an offline **local model**, "
+       "SmolLM2-135M run by llama.cpp on your CPU (`Agent(model=\"local\")`, or `Agent()` when it is "
+       "installed): a 135-million-parameter **toy for trying the interface** (streaming, Stop, usage tables), "
+       "whose answers are often wrong and which cannot call tools. For real answers, name a real model; "
+       "everything else stays the same:\n\n"
        "```python\n"
-       "Agent(model=\"openai:gpt-4.1-mini\")            # with OPENAI_API_KEY set; also anthropic:…, gemini:…\n"
+       "Agent(model=\"openai:gpt-4.1-mini\", notebook=True)   # with OPENAI_API_KEY set; also anthropic:…, gemini:…\n"
        "Agent(model=\"openai:llama3.2\", base_url=\"http://localhost:11434/v1\")  # Ollama, vLLM, llama.cpp…\n"
-       "Agent(model=\"local:/path/to/model.gguf\", n_ctx=8192)   # any bigger GGUF file, still offline\n"
        "```\n\n"
-       "For the last one, download an instruct model in GGUF format, e.g. "
-       "`qwen2.5-1.5b-instruct-q4_k_m.gguf` (about 1 GB) from the Qwen2.5-1.5B-Instruct-GGUF repository on "
-       "Hugging Face. `providers.ipynb` shows every provider."),
-    code("from nbagent import Agent\n\nagent = Agent(max_tokens=200, temperature=0)\nagent.model"),
-    md("Display the agent to get the chat widget. Type in the box: **Enter** sends, "
-       "**Shift+Enter** adds a line, **Stop** interrupts the answer."),
-    code("agent"),
-    md("Cells can talk to the same conversation; the answer streams into the widget above."),
-    code('resp = await agent.conversation.chat_to_completion("What is the capital of France?")\n'
+       "`providers.ipynb` shows every provider."),
+    code("import pandas as pd\n\n"
+         "sales = pd.DataFrame({\n"
+         "    \"month\": [\"Jan\", \"Feb\", \"Mar\"],\n"
+         "    \"revenue\": [120, 135, 160],\n"
+         "})"),
+    md("Display an agent to get the chat. `notebook=True` gives it tools to look at your variables, read "
+       "and edit the cells and run code, each edit or run waiting for your approval. In the box, "
+       "**Enter** sends, **Shift+Enter** adds a line, **Stop** interrupts the answer."),
+    code("from nbagent import Agent\n\n"
+         "agent = Agent(model=\"demo\", notebook=True)\n"
+         "agent"),
+    md("A cell can talk to the same conversation; the answer streams into the chat above, with the tool "
+       "call the agent made:"),
+    code('resp = await agent.conversation.chat_to_completion("Which variables does my notebook have?")\n'
          "print(resp.text)"),
-    md("Every turn's tokens, timing and cost are a DataFrame away "
-       "(`usage_df()` has more columns: cache writes, thinking, model calls, status…):"),
-    code("agent.conversation.usage_df()[[\"prompt\", \"model\", \"input_tokens\", \"cached_tokens\",\n"
-         "                               \"output_tokens\", \"ttft_s\", \"output_tokens_per_s\", \"cost_usd\"]]"),
-    md("Or chat with a cell magic (`magics.ipynb` shows them all); the answer is the cell's result:"),
-    code("%load_ext nbagent"),
-    code("%%chat -a agent\nName three colours of the rainbow."),
-    md("And every step of the conversation, as data:"),
-    code("agent.conversation.history_df()[[\"turn\", \"type\", \"source\", \"status\", \"content\"]]"),
-    md("Next: `teaching.ipynb` (how an agent thinks, step by step), `tools_and_approval.ipynb`, "
-       "`magics.ipynb`, `usage_analysis.ipynb`, `providers.ipynb`."),
+    md("Every turn's tokens, timing and cost are a DataFrame away (`history_df()` has every step):"),
+    code("agent.conversation.usage_df()[[\"prompt\", \"model\", \"input_tokens\", \"output_tokens\", "
+         "\"ttft_s\", \"cost_usd\"]]"),
+    md("## Fix an error\n\n"
+         "The next cell fails on purpose: the column is `revenue`, not `revnue`. (Run All stops here.)"),
+    code('total = sales["revnue"].sum()\ntotal', tags=["raises-exception"]),
+    md("Now scroll up to the chat and type **fix the error**. The agent calls `read_notebook` (the cells "
+       "and the kernel's last error), then `edit_cell`: its card shows the diff, old line and new, and "
+       "nothing changes until you press **Approve**. Then it asks to `run_cell` the fixed cell; approve "
+       "that too and the cell above shows `415`. The card's **Undo** puts the old source back, and the "
+       "cell's metadata records what the agent did (turn, model, who approved).\n\n"
+       "Next: `fix_the_error.ipynb` (the same from code), `data_analysis.ipynb` (the agent on a "
+       "DataFrame), `usage_analysis.ipynb` (usage, cost and the prompt cache), `teaching.ipynb` (how an "
+       "agent thinks, step by step), `tools_and_approval.ipynb`, `magics.ipynb`, `providers.ipynb`."),
 ])
 
 save("tools_and_approval.ipynb", [
@@ -271,8 +285,9 @@ save("teaching.ipynb", [
          "print(student.model, \"| rules:\", student.course.rules.label, \"| saved in:\", student.session_path.parent.name)\n"
          "print(student.system)"),
     md("Arguments cannot loosen the policy: another model is refused, naming the policy file, and a bigger\n"
-       "budget stays at the course's. (Lesson hours, `hours = [\"09:00-12:00\"]`, refuse a turn outside them the\n"
-       "same way, saying when the class opens again.)"),
+       "budget stays at the course's. (Lesson hours, `hours = [\"09:00-12:00\"]` or `[\"Tue,Thu 13:00-15:30\"]`, refuse a\n"
+       "turn outside them the same way, saying when the class opens again. An edit of the hours or the budget\n"
+       "applies to the students' running agents from their next turn.)"),
     code("try:\n"
          "    Agent(model=\"openai:gpt-4.1-mini\")\n"
          "except NbagentError as err:\n"

@@ -1,14 +1,15 @@
 """Run the quick start, teaching and usage notebooks as a user meets them, in JupyterLab, Notebook 7
 and marimo (headless Chromium), and take screenshots to look at.
 
-    flock /tmp/nbagent-browser.lock env PYTHONPATH=$PWD .venv/bin/python scripts/notebook_screenshots.py OUT [--docs docs]
+    flock /tmp/nbagent-browser.lock env PYTHONPATH=$PWD .venv/bin/python scripts/notebook_screenshots.py OUT [--docs docs/images]
 
 For each host and notebook: Run All, then print what a reader would notice (cells that did not run,
 errors and stderr, "Error displaying widget", math typeset inside DataFrame tables, page errors) and
 write viewport screenshots scrolled through the notebook into OUT/<host>/. marimo has no copy of the
 .ipynb notebooks: it runs a small app with the quick start's and the teaching notebook's first cells.
-With ``--docs DIR``, also write the screenshots the README shows (DOCS_SHOTS) into DIR.
-The quick start uses the offline local model (scripts/setup.sh installs it).
+With ``--docs DIR``, also write the screenshots the docs show (DOCS_SHOTS) into DIR.
+The quick start uses the demo model; the marimo app's first chat uses the offline local model
+(scripts/setup.sh installs it).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ MARIMO_APP = textwrap.dedent('''
 
     @app.cell
     def _(Agent, mo):
-        qs = Agent(max_tokens=200, temperature=0)  # the quick start: the offline local model
+        qs = Agent(max_tokens=200, temperature=0)  # the offline local model
         mo.vstack([mo.md(f"quick start: `{qs.model}`"), mo.ui.anywidget(qs.widget())])
         return (qs,)
 
@@ -224,7 +225,7 @@ def run_marimo(out: Path, docs: Path | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder for the screenshots")
-    parser.add_argument("--docs", type=Path, help="also write the README's screenshots into this folder")
+    parser.add_argument("--docs", type=Path, help="also write the docs' screenshots into this folder (docs/images)")
     parser.add_argument("--hosts", default="lab,nb7,marimo", help="comma-separated: lab, nb7, marimo")
     args = parser.parse_args()
     for host in args.hosts.split(","):

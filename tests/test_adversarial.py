@@ -1,7 +1,7 @@
 """Hostile input from the third adversarial run (issue 22): planted links, clashing names,
 full disks, damaged and oversized session files, literal paths that look like globs.
 
-Every test here failed on the code before its fix; docs/reliability.md lists each case.
+Every test here failed on the code before its fix; docs/explanation/reliability.md lists each case.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
   saying why it is long (module size is a review hint, not a test: ruff's
   complexity gate, C901 <= 15, runs from scripts/test.sh);
 - every import goes to the module's own layer or one below it (``LAYERS``,
-  the map README's Layout states), imports inside functions included;
+  the map docs/explanation/architecture.md's Layout states), imports inside functions included;
 - no import cycles between modules, imports inside functions included (those
   hide a cycle from Python, not from a reader): each is reported with its path.
 """
@@ -139,11 +139,14 @@ def test_layers_import_only_downward():
     assert not found, "imports against the layer map:\n" + "\n".join(found)
 
 
-def test_readme_states_the_layer_map():
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+ARCHITECTURE = PACKAGE.parent / "docs" / "explanation" / "architecture.md"  # the Layout the docs explain
+
+
+def test_the_architecture_page_states_the_layer_map():
+    page = ARCHITECTURE.read_text(encoding="utf-8")
     for layer, allowed in LAYERS.items():
         line = f"- `{layer}` → " + (", ".join(f"`{a}`" for a in sorted(allowed)) or "nothing")
-        assert line in readme, f"README's Layout does not state: {line}"
+        assert line in page, f"docs/explanation/architecture.md's Layout does not state: {line}"
 
 
 def test_sources_were_found():
@@ -191,9 +194,9 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
         PACKAGE = saved
 
 
-def test_readme_layout_names_every_module():
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    layout = readme[readme.index("## Layout"):readme.index("## Benchmarks")]
+def test_the_architecture_page_names_every_module():
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    layout = page[page.index("## Layout"):]
     missing = []
     for path in SOURCES:
         rel = path.relative_to(PACKAGE)
@@ -201,7 +204,7 @@ def test_readme_layout_names_every_module():
             continue  # a layer's __init__ only holds its docstring (the registry's is named below)
         if path.name not in layout or (rel.parent != Path(".") and f"nbagent/{rel.parts[0]}/" not in layout):
             missing.append(str(rel))
-    assert not missing, f"README's Layout section does not name: {missing}"
+    assert not missing, f"docs/explanation/architecture.md's Layout section does not name: {missing}"
 
 
 # --- import cycles ----------------------------------------------------------------------------

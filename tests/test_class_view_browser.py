@@ -2,7 +2,7 @@
 kernels (jupyter_client) chat with the demo model and save into the class folder.
 
 Run:  flock /tmp/nbagent-browser.lock env PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/test_class_view_browser.py
-Env:  NBAGENT_SHOTS=docs (also write the screenshot there)
+Env:  NBAGENT_SHOTS=docs/images (also write the screenshot there)
 """
 
 from __future__ import annotations

@@ -447,10 +447,11 @@ def test_a_session_resumes_with_its_rules_and_still_loads_when_the_file_is_gone(
     assert resumed.course.rules is None and resumed.conversation.turn_count == 1
 
 
-def test_the_readme_policy_example_is_a_valid_policy(tmp_path):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    start = readme.index("```toml\n")
-    block = readme[start + len("```toml\n"):readme.index("```", start + 7)]
+def test_the_docs_policy_example_is_a_valid_policy(tmp_path):
+    """The full nbagent.toml example of the run-a-class tutorial parses to what its comments say."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "run-a-class.md").read_text(encoding="utf-8")
+    start = page.index("```toml\n")
+    block = page[start + len("```toml\n"):page.index("```", start + 7)]
     path = tmp_path / "nbagent.toml"
     path.write_text("\n".join(line.removeprefix("  ") for line in block.splitlines()), encoding="utf-8")
     policy = load_policy(path)

@@ -193,7 +193,7 @@ def test_badge_shows_without_a_kernel_and_after_reopen(lab, tmp_path):
     for again in range(2):  # open, close, open again
         panel = open_without_kernel(lab, "prov.ipynb")
         check_badges(lab, panel)
-        if not again:  # README's picture (NBAGENT_SHOTS=docs)
+        if not again:  # the docs' picture (NBAGENT_SHOTS=docs/images)
             shot(lab, f"{panel} .jp-Notebook", "labextension-badges.png", tmp_path)
         assert lab.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session") is None
         assert not axe_violations(lab, f"{panel} .nba-prov")  # the badge and its open list of actions
@@ -223,7 +223,7 @@ def ask_nbagent_flow(page, panel: str, *, shortcut: bool = False, shots: Path | 
             expect(page.locator(".lm-Menu .lm-Menu-itemLabel", has_text="Ask nbagent to fix this error")).to_be_visible()
             page.keyboard.press("Escape")
             expect(page.locator(".lm-Menu")).to_have_count(0)
-            if shots:  # README's picture (NBAGENT_SHOTS=docs)
+            if shots:  # the docs' picture (NBAGENT_SHOTS=docs/images)
                 shot(page, f"{panel} .jp-Cell:nth-child(2)", "labextension-error-button.png", shots)
             ask.click()
         chat = page.locator(f"{panel} .jp-Cell").nth(2).locator(".nba-chat")

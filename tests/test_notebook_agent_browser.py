@@ -4,7 +4,7 @@ approve the code, see the figure in the card, and get the code into a cell with 
 below* and with ``%chat_code``. The flow is in support/agent_flow.py.
 
 Run:  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q tests/test_notebook_agent_browser.py
-Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs (also write the screenshots there)
+Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs/images (also write the screenshots there)
 """
 
 from __future__ import annotations

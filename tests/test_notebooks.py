@@ -50,11 +50,6 @@ def run_notebook(path: Path, tmp_path: Path, monkeypatch):
 @pytest.mark.notebook  # a real kernel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
-    if path.stem == "quickstart":
-        from nbagent.providers.local import local_runtime_available
-
-        if not local_runtime_available():
-            pytest.skip("the quick start uses the local model (run scripts/setup.sh)")
     nb = run_notebook(path, tmp_path, monkeypatch)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.get("execution_count") for c in code)  # every cell ran
@@ -262,9 +257,25 @@ def check_class_view(nb, tmp_path):
     assert "application/vnd.jupyter.widget-view+json" in json.dumps(outputs(cell("view = nbagent.class_view(")))
 
 
+def check_quickstart(nb, tmp_path):
+    """The first minute, offline: the demo model answers from a cell with a tool call, the usage is a table,
+    the last cell fails on purpose (for the chat's "fix the error"), and the text says what the local model is."""
+    intro, cells = nb.cells[0].source, code_cells(nb)
+    assert "135-million-parameter **toy for trying the interface**" in intro and "fix the error" in intro
+    assert 'Agent(model="demo", notebook=True)' in "".join(c.source for c in cells)
+    asked = next(c for c in cells if "chat_to_completion" in c.source)
+    assert "`sales`" in text_of(asked), text_of(asked)  # list_variables ran in this kernel and found the data
+    usage = next(c for c in cells if "usage_df()" in c.source)
+    assert data_of(usage, "text/html").split("<tbody>")[1].count("<tr>") == 1, data_of(usage, "text/html")  # one turn
+    last = cells[-1]
+    assert "raises-exception" in last.metadata.get("tags", []) and 'sales["revnue"]' in last.source
+    assert [(o.get("ename"), o.get("evalue")) for o in outputs(last) if o.get("output_type") == "error"] == [
+        ("KeyError", "'revnue'")]
+
+
 CHECKS = {"class_view": check_class_view, "data_analysis": check_data_analysis, "tools_and_approval": check_tools, "usage_analysis": check_usage,
           "teaching": check_teaching, "providers": check_providers, "magics": check_magics, "mcp_tools": check_mcp,
-          "fix_the_error": check_fix_the_error}
+          "fix_the_error": check_fix_the_error, "quickstart": check_quickstart}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

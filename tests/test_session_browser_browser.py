@@ -3,7 +3,7 @@ stepping a recorded lesson with the keyboard only), in a real browser (JupyterLa
 chromium).
 
 Run:  flock /tmp/nbagent-browser.lock env PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/test_session_browser_browser.py
-Env:  NBAGENT_SHOTS=docs (also write the screenshots there)
+Env:  NBAGENT_SHOTS=docs/images (also write the screenshots there)
 """
 
 from __future__ import annotations

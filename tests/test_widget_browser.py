@@ -5,7 +5,7 @@ temporary root. The kernel imports nbagent from this checkout and the scripted c
 tests/support/streams.py.
 
 Run:  .venv/bin/python -m pytest -q tests/test_widget_browser.py
-Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs (also write the screenshots there)
+Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs/images (also write the screenshots there)
       NBAGENT_BROWSER_TIMINGS=<file.json> (write the measured timings there, for bench/)
 """
 

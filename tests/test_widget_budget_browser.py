@@ -1,7 +1,7 @@
 """The widget's usage footer and over-budget ask in a real browser (JupyterLab + Playwright + chromium).
 
 Run:  .venv/bin/python -m pytest -q -m browser tests/test_widget_budget_browser.py
-Env:  NBAGENT_SHOTS=docs (also write a screenshot of the over-budget ask there)
+Env:  NBAGENT_SHOTS=docs/images (also write a screenshot of the over-budget ask there)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 support/code_flow.py; tests/test_widget_code_notebook7.py runs it in Notebook 7).
 
 Run:  .venv/bin/python -m pytest -q tests/test_widget_code_browser.py
-Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs (also write the screenshots there)
+Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs/images (also write the screenshots there)
 """
 
 from __future__ import annotations

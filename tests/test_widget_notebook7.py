@@ -6,7 +6,7 @@ the whole turn, is readable (theme colours resolve, enough contrast, non-zero si
 errors.
 
 Run:  .venv/bin/python -m pytest -q tests/test_widget_notebook7.py
-Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs (also write docs/widget-notebook7.png)
+Env:  CHROMIUM=/usr/bin/chromium   NBAGENT_SHOTS=docs/images (also write docs/images/widget-notebook7.png)
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def test_widget_shows_a_full_turn_readably_in_notebook7(nb7_page, tmp_path):
     page.evaluate("async () => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'}); }")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
 
-    # a screenshot (its thought opened, nothing focused); kept in docs/ with NBAGENT_SHOTS=docs
+    # a screenshot (its thought opened, nothing focused); kept in docs/images/ with NBAGENT_SHOTS=docs/images
     page.evaluate("""(s) => { document.activeElement && document.activeElement.blur();
         document.querySelector(s).querySelector('.nba-thinking').open = true; }""", chat)
     page.wait_for_timeout(300)
