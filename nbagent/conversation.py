@@ -4,8 +4,8 @@ It drives a connection (which runs turns and emits ``Step`` updates) and is made
 of parts, each in its layer: a :class:`~nbagent.core.turn_log.TurnLog` records
 the steps, turns, compactions and usage; a :class:`~nbagent.analysis.budget.Budget`
 guards spending; a :class:`~nbagent.core.turn_policy.TurnPolicy` (``plumbing.policy``) is
-consulted before each turn and for each tool call; the analysis and notebook layers give the DataFrames, reports,
-transcripts and the widget.
+consulted before each turn and for each tool call; the analysis and notebook layers give the
+DataFrames, reports, transcripts and the widget.
 """
 
 from __future__ import annotations
@@ -342,7 +342,7 @@ class Conversation:
             f"{len(self.history)} steps, {u.total_token_count} tokens>"
         )
 
-    # --- budget -------------------------------------------------------------------------
+    # --- budget and policy ----------------------------------------------------------------
 
     def _stop_reason(self) -> str:
         """The connection asks this before each further model call of a turn: the policy first."""

@@ -1,7 +1,7 @@
 """How ``Agent`` obeys a course policy (``nbagent.toml``, core/course_policy.py): each argument
 checked or narrowed, never loosened. :class:`AgentCourse` (``agent.course``) is the
-:class:`~nbagent.core.turn_policy.TurnPolicy` the agent and its conversations consult; no other
-module names the course.
+:class:`~nbagent.core.turn_policy.TurnPolicy` the agent and its conversations consult: the
+conversation, its tool loop and the widget know only that seam.
 
 What is enforced where, all in the kernel:
 
@@ -126,7 +126,7 @@ class AgentCourse(TurnPolicy):
 
     def save_to(self, given: str | os.PathLike | None) -> Path | None:
         """Where sessions are saved: the policy's folder wins (with a warning when another was given)."""
-        policy, chosen = self._policy, TurnPolicy.save_to(self, given)
+        policy, chosen = self._policy, super().save_to(given)
         if policy is None or policy.save_to is None:
             return chosen
         if chosen is not None and chosen.resolve() != policy.save_to:
@@ -231,7 +231,8 @@ def login_name() -> str:
         return ""
 
 
-def policy_report(course: AgentCourse | None = None, turns: Sequence[TurnRecord] = (), conversation_id: str = "") -> str:
+def policy_report(course: AgentCourse | None = None, turns: Sequence[TurnRecord] = (),
+                  conversation_id: str = "") -> str:
     """What ``%chat_policy`` prints of an agent's ``course`` (its live conversation's ``turns`` and
     ``conversation_id`` counted), else of the course found from the working folder now."""
     course = AgentCourse.find("", None) if course is None else course

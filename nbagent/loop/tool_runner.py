@@ -11,8 +11,9 @@ buttons), ``"policy allow_all"`` / ``"policy deny_all"`` / ``"policy <function>"
 ``"hook <function>"`` (a ``pre_tool_use`` hook blocked it), ``"caller"`` (a
 manual result; the conversation stamps its time), ``"interrupt"`` (the turn was
 interrupted before a decision) and ``"loop"`` (the loop did not run it: token
-limit, tool-call limit, a model error, the conversation's policy) and ``"approval_wait"`` (nobody answered the approval request in
-time: the call is canceled with the reason given, not told that the user interrupted).
+limit, tool-call limit, a model error, the conversation's policy: ``tool_guard``) and ``"approval_wait"``
+(nobody answered the approval request in time: the call is canceled with the reason given, not told that
+the user interrupted).
 """
 
 from __future__ import annotations
