@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from .conversation import Conversation
-from .course import AgentCourse, check_model, code_refusal, course_budget, course_model, course_save_to, course_tools, course_user
+from .course import AgentCourse, saved_rules
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
-from .core.course_policy import CoursePolicy, find_policy
-from .core.course_rules import PRESETS, Rules, find_rules
 from .core.conversation_state import ConversationEvent
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
@@ -164,8 +162,9 @@ class Agent:
     ) -> None:
         from .loop.structured import schema_of
 
-        course = self._course_policy = find_policy()  # nbagent.toml (``policy`` is the tools' approval policy)
-        model = course_model(course, model, lambda: default_model(tools=bool(tools) or notebook))
+        # the course in force (nbagent.toml; ``policy`` is the tools' approval policy): the TurnPolicy obeyed
+        course = self._course = AgentCourse.find(user, rules)
+        model = course.model(model, lambda: default_model(tools=bool(tools) or notebook))
         self._settings = AgentSettings(  # what defines the model connection (callables go in the wiring)
             model=model_string(model), base_url=base_url, api_key=api_key, provider_options=provider_options,
             system=system, temperature=temperature, max_tokens=max_tokens, policy=savable_policy(policy),
@@ -176,7 +175,7 @@ class Agent:
         self._settings = self._settings.checked_arguments()  # Agent(temperature="0.2"): a ConfigError naming it
         self._given_provider = model if isinstance(model, Provider) else None
         self.provider = model if isinstance(model, Provider) else provider_for(self._settings)
-        self._wiring = ToolWiring(tools=self._tools(course, tools, notebook), policy=policy, hooks=hooks,
+        self._wiring = ToolWiring(tools=self._tools(tools, notebook), policy=policy, hooks=hooks,
                                   tool_sources=tuple(_mcp_servers(mcp)))  # started at the first turn needing them
         self._max_history_size = max_history_size
         self._watchers: list[Callable[[Conversation], Any]] = []  # watch_conversations
@@ -186,9 +185,9 @@ class Agent:
                                                    max_history_size=max_history_size)
         else:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
-        self._apply_rules(find_rules(course, rules), system, resumed=resume is not None and system is None)
-        self._budget = (course_budget(course, budget_usd), pricing)
-        self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook)
+        self._apply_rules(system, resumed=resume is not None and system is None)
+        self._budget = (course.budget_usd(budget_usd), pricing)
+        self._init_sessions(course.save_to(save_to), course.user(user), notebook=notebook)
         self._adopt(self._conversation)
 
     def _chat_says(self, notice: str) -> bool:
@@ -196,18 +195,18 @@ class Agent:
         widget = getattr(self, "_widget", None)
         return widget is not None and widget.notice == notice
 
-    def _tools(self, course: CoursePolicy | None, tools: Any, notebook: bool) -> Any:
+    def _tools(self, tools: Any, notebook: bool) -> Any:
         """The tools the provider gets, saying (``tools_notice``) when they cannot reach the model."""
         tools = self._replay_tools(tools)
-        # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
-        tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
+        # the policy tightens them (a course's run_code = false), the notebook's or given
+        tools = self._course.tools(with_notebook_tools(tools) if notebook else tools)
         self.tools_notice = _tools_notice(self.provider, tools, self._chat_says)
         return tools
 
-    def _apply_rules(self, rules: Rules | None, system: str | None, resumed: bool) -> None:
-        """Put the rules in front of the system prompt, this conversation's and the next ones'
+    def _apply_rules(self, system: str | None, resumed: bool) -> None:
+        """Put the policy's rules in front of the system prompt, this conversation's and the next ones'
         (``resumed``: the saved prompt is the agent's own, without the rules it was sent with)."""
-        self._rules = rules
+        rules = self._course.rules
         session = self._connection.chat_session
         if rules is None:  # the agent's own prompt is the one sent
             self._system = session.system
@@ -219,11 +218,7 @@ class Agent:
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
         conv.budget.usd, conv.budget.pricing = self._budget
-        conv.plumbing.course = self._course_limits
-        conv.plumbing.rules_label = self._rules.label if self._rules is not None else ""
-        runner = getattr(conv.connection, "tool_runner", None)
-        if runner is not None:  # the loop refuses code even from a tool added later (%chat_tools)
-            runner.code_refusal = code_refusal(self._course_policy)
+        conv.plumbing.policy = self._course  # before each turn and for each tool call, one added later included
         conv.plumbing.add_listener(self._autosaver(conv))
         for watch in list(self._watchers):
             watch(conv)
@@ -239,8 +234,7 @@ class Agent:
     def course(self) -> AgentCourse:
         """The course policy (its hours and budget as the file holds them now), its limits for this
         user and the rules the agent runs under."""
-        limits = self._course_limits
-        return AgentCourse(self._course_policy if limits is None else limits.policy, limits, self._rules)
+        return self._course
 
     @property
     def conversation(self) -> Conversation:
@@ -263,7 +257,8 @@ class Agent:
     @system.setter
     def system(self, text: str | None) -> None:
         self._system = text
-        self._connection.chat_session.with_system(self._rules.system_prompt(text) if self._rules is not None else text)
+        rules = self._course.rules
+        self._connection.chat_session.with_system(rules.system_prompt(text) if rules is not None else text)
 
     def reset(self) -> None:
         """Start the active conversation afresh (history and the model's context), keeping the model,
@@ -298,12 +293,6 @@ class Agent:
             raise ConfigError(f"user must be a string, not {type(user).__name__}")
         self.user = user
         self.save_to = None if save_to is None else Path(save_to).expanduser()
-        course = self._course_policy  # its hours and period budget, for this user (a clock tests can set)
-        self._course_limits = None
-        if course is not None:  # imported only under a course policy: it reads the class's sessions
-            from .analysis.course_budget import CourseLimits
-
-            self._course_limits = CourseLimits(course, user)
         self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
@@ -341,7 +330,7 @@ class Agent:
     def settings(self) -> AgentSettings:
         """What a saved file records to resume this agent (``Agent.load``): never a key."""
         conn, conv, own = self._connection, self._conversation, self._settings
-        course = self.course.policy  # the file's hash as it is in force now
+        source, rules = self._course.source, self._course.rules  # the policy file's hash as it is in force now
         return AgentSettings(
             model=self.model, system=self._system, temperature=conn.temperature, max_tokens=conn.max_tokens,
             provider_options=savable_options(own.provider_options), base_url=savable_url(own.base_url),
@@ -351,9 +340,9 @@ class Agent:
             compaction_budget=conn.compaction_budget, tool_timeout=own.tool_timeout,
             budget_usd=conv.budget.usd, pricing=_plain_pricing(conv.budget.pricing), tools=list(self.tools),
             notebook=self._notebook, user=self.user,
-            policy_file=str(course.path) if course is not None else None,
-            policy_hash=course.content_hash if course is not None else None,
-            rules=self._rules.source if self._rules is not None else None)
+            policy_file=source.path if source is not None else None,
+            policy_hash=source.content_hash if source is not None else None,
+            rules=rules.source if rules is not None else None)
 
     def save(self, path: str | os.PathLike | None = None, *, frames: bool = False) -> Path:
         """Write the active conversation and this agent's settings to ``path`` (atomic).
@@ -426,7 +415,7 @@ class Agent:
 
         if not self._conversation.is_idle():
             raise ConfigError("a turn is running; stop it first")
-        check_model(self._course_policy, model)  # a model the course policy does not allow: ConfigError
+        self._course.model(model, lambda: self.model)  # a model the policy does not allow: ConfigError
         s = self._settings
         before = dict(api_key=s.api_key, base_url=s.base_url, **s.provider_options)
         if isinstance(model, str) and model.partition(":")[0].strip().lower() == self.provider.name:
@@ -445,7 +434,7 @@ class Agent:
             neutral_history(self._connection.chat_session)
         said, self.tools_notice = self.tools_notice, _tools_notice(provider, self.tools, self._chat_says)  # warned again if so
         if self._widget is not None:  # the chat names the model the next turn goes to
-            if self._widget.notice in ("", said):  # a course's "closed" / "over budget" stays
+            if self._widget.notice in ("", said):  # a policy's "closed" / "over budget" stays
                 self._widget.notice = self.tools_notice
             self._widget.refresh_gauge()
 
@@ -495,7 +484,7 @@ class Agent:
             widget = ChatWidget(self, **kwargs)
         elif widget is None or getattr(widget, "comm", None) is None or widget.conversation is not self._conversation:
             widget = self._widget = ChatWidget(self)
-            if self.tools_notice and not widget.notice:  # a course's "closed" / "over budget" comes first
+            if self.tools_notice and not widget.notice:  # a policy's "closed" / "over budget" comes first
                 widget.notice = self.tools_notice
         prestart = getattr(self.provider, "prestart", None)
         if callable(prestart):  # last: a server loading beside the widget's build would slow it on 2 cores
@@ -561,7 +550,7 @@ def _settings_kwargs(s: AgentSettings, *, keep_provider_options: bool) -> dict[s
         response_format=s.response_format, compaction_budget=s.compaction_budget,
         tool_timeout=s.tool_timeout, budget_usd=s.budget_usd, pricing=s.pricing, notebook=s.notebook,
         user=s.user)
-    if s.rules and (s.rules in PRESETS or Path(s.rules).is_file()):  # the rules it ran with, while they exist
+    if saved_rules(s.rules):  # the rules it ran with, while they exist
         kwargs["rules"] = s.rules  # (under a policy, the policy's own apply whatever this says)
     if s.policy is not None:
         kwargs["policy"] = s.policy

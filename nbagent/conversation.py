@@ -3,8 +3,9 @@
 It drives a connection (which runs turns and emits ``Step`` updates) and is made
 of parts, each in its layer: a :class:`~nbagent.core.turn_log.TurnLog` records
 the steps, turns, compactions and usage; a :class:`~nbagent.analysis.budget.Budget`
-guards spending; the analysis and notebook layers give the DataFrames, reports,
-transcripts and the widget.
+guards spending; a :class:`~nbagent.core.turn_policy.TurnPolicy` (``plumbing.policy``) is
+consulted before each turn and for each tool call; the analysis and notebook layers give the
+DataFrames, reports, transcripts and the widget.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ class Conversation:
         self._reader: _Reader | None = None  # the stream reading the running turn (None: none handed out)
         self._wound_down: list[asyncio.Future] = []  # sends waiting for a dropped stream's turn to end
         self._parts = (ConversationBudget(self, self._log, self._budget, self._request_inputs), ConversationNotebook(self),
-                       ConversationPlumbing(self, self._log, self._budget, self._state))
+                       ConversationPlumbing(self, self._log, self._state))
         if connection is not None:
             connection.request_guard = self._stop_reason
+            connection.tool_guard = self._tool_refusal
 
     # --- accessors (conversation_parts.py) -----------------------------------------
 
@@ -75,7 +77,7 @@ class Conversation:
 
     @property
     def plumbing(self) -> ConversationPlumbing:
-        """Listeners, the state handed to saving, the course policy's hold: for nbagent's own layers."""
+        """Listeners, the state handed to saving, the policy obeyed: for nbagent's own layers."""
         return self._parts[2]
 
     # --- chatting -----------------------------------------------------------------
@@ -138,8 +140,12 @@ class Conversation:
         prompt = clean_text(prompt)
         if not self.is_idle():
             await self._wind_down_dropped_stream()
-        # over budget: raises before any request and before the turn opens
-        self._budget.check_prompt(prompt, self.estimate, self._log.ledger, self.conversation_id)
+        # refused by the policy (closed, over a period's budget) or over budget: raises before any request
+        # and before the turn opens
+        refusal = self.plumbing.refusal(prompt)
+        if refusal is not None:
+            raise refusal
+        self._budget.check_prompt(prompt, self.estimate)
         self._interrupt_requested = False
         record = self._log.open_turn(prompt, model=str(conn.model_name or ""), provider=str(conn.provider_name or ""),
                                      context_window=conn.context_window)
@@ -336,11 +342,16 @@ class Conversation:
             f"{len(self.history)} steps, {u.total_token_count} tokens>"
         )
 
-    # --- budget -------------------------------------------------------------------------
+    # --- budget and policy ----------------------------------------------------------------
 
     def _stop_reason(self) -> str:
-        """The connection asks this before each further model call of a turn."""
-        return self._budget.stop_reason(self._log.ledger, self.conversation_id)
+        """The connection asks this before each further model call of a turn: the policy first."""
+        return (self.plumbing.policy.stop_reason(self._log.ledger, self.conversation_id)
+                or self._budget.stop_reason(self._log.ledger))
+
+    def _tool_refusal(self, tool: Any) -> str:
+        """The connection asks this before a tool runs: what the model is told instead ("" runs it)."""
+        return self.plumbing.policy.tool_refusal(tool)
 
     # --- views: frames, reports, transcripts, the widget --------------------------------
 

@@ -1,7 +1,7 @@
 """The accessors that group ``Conversation``'s members beyond the contract, the way pandas has
 ``df.plot`` and ``df.str``: ``conv.budget`` (dollars and tokens it may spend), ``conv.notebook``
 (the code it ran and the cell edits it can undo) and ``conv.plumbing`` (what nbagent's own layers
-use: listeners, the state handed to saving, the course policy's hold; not a user API).
+use: listeners, the state handed to saving, the policy the conversation obeys; not a user API).
 
 Each is a thin view over the parts its conversation hands it (no reaching into private members).
 """
@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 
 from .core.conversation_state import ConversationState, Listener
 from .core.errors import NbagentError
+from .core.turn_policy import NO_POLICY, TurnPolicy
 
 if TYPE_CHECKING:
     from .analysis.budget import Budget
-    from .analysis.course_budget import CourseLimits
     from .analysis.estimate import RequestInputs
     from .core.turn_log import TurnLog
     from .analysis.estimate import RequestEstimate
@@ -73,7 +73,7 @@ class ConversationBudget:
         return self._budget.spent(self._log.ledger)
 
     def allow_over_once(self) -> None:
-        """Let the next turn start even if it would exceed ``usd`` (once; never a course policy's)."""
+        """Let the next turn start even if it would exceed ``usd`` (once; never a policy's)."""
         self._budget.allow_over_once()
 
     @property
@@ -114,12 +114,11 @@ class ConversationNotebook:
 class ConversationPlumbing:
     """``conv.plumbing``: what the widget, the agent, the magics and saving use (not a user API)."""
 
-    __slots__ = ("_conv", "_log", "_budget", "_state", "rules_label")
+    __slots__ = ("_conv", "_log", "_state", "policy")
 
-    def __init__(self, conv: ConversationLike, log: TurnLog, budget: Budget,
-                 state: Callable[[], ConversationState]) -> None:
-        self._conv, self._log, self._budget, self._state = conv, log, budget, state
-        self.rules_label = ""  # the rules file in the system prompt (course_rules.py), as the widget names it
+    def __init__(self, conv: ConversationLike, log: TurnLog, state: Callable[[], ConversationState]) -> None:
+        self._conv, self._log, self._state = conv, log, state
+        self.policy: TurnPolicy = NO_POLICY  # consulted before each turn and for each tool call (set by Agent)
 
     def add_listener(self, fn: Listener) -> None:
         """Call ``fn(event, payload)`` for each :class:`~nbagent.core.conversation_state.ConversationEvent`."""
@@ -136,16 +135,19 @@ class ConversationPlumbing:
         return self._state()
 
     @property
-    def course(self) -> CourseLimits | None:
-        """The course policy's hours and period budget the conversation obeys (set by ``Agent``)."""
-        return self._budget.course
+    def rules_label(self) -> str:
+        """The rules in the system prompt, as the widget's footer names them ("" none)."""
+        rules = self.policy.rules
+        return rules.label if rules is not None else ""
 
-    @course.setter
-    def course(self, limits: CourseLimits | None) -> None:
-        self._budget.course = limits
-
-    def course_refusal(self, prompt: str = "") -> NbagentError | None:
-        """Why the course policy would refuse a turn now (closed, over budget: what the widget shows);
-        None when it may start or there is no policy."""
+    def refusal(self, prompt: str = "") -> NbagentError | None:
+        """Why the policy refuses a turn with ``prompt`` now (closed, over a period's budget: what the
+        widget shows); None when it may start."""
         conv = self._conv
-        return self._budget.course_refusal(prompt, conv.estimate, self._log.ledger, conv.conversation_id)
+
+        def expected_usd() -> float:
+            try:
+                return conv.estimate(prompt).expected_cost_usd
+            except Exception:  # no estimate: the spend so far decides
+                return 0.0
+        return self.policy.refusal(self._log.ledger, conv.conversation_id, expected_usd)

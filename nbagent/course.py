@@ -1,5 +1,7 @@
 """How ``Agent`` obeys a course policy (``nbagent.toml``, core/course_policy.py): each argument
-checked or narrowed, never loosened.
+checked or narrowed, never loosened. :class:`AgentCourse` (``agent.course``) is the
+:class:`~nbagent.core.turn_policy.TurnPolicy` the agent and its conversations consult: the
+conversation, its tool loop and the widget know only that seam.
 
 What is enforced where, all in the kernel:
 
@@ -28,31 +30,124 @@ import os
 import warnings
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .core.course_policy import CoursePolicy
-from .core.errors import ConfigError
+from .core.course_policy import CoursePolicy, find_policy
+from .core.course_rules import PRESETS, find_rules
+from .core.errors import ConfigError, NbagentError
+from .core.ledger import TurnRecord
+from .core.turn_policy import PolicySource, Rules, TurnPolicy
 from .providers.base import Provider
 
 PERSON_VARIABLE = "JUPYTERHUB_USER"  # JupyterHub names the person of each single-user server
 
 if TYPE_CHECKING:
     from .analysis.course_budget import CourseLimits
-    from .core.course_rules import Rules
 
 
-@dataclass(frozen=True)
-class AgentCourse:
-    """``agent.course``: what holds an agent to a course: the ``policy`` (``nbagent.toml``; None: none
-    found), its ``limits`` for this user (hours and period budget, analysis/course_budget.py) and the
-    ``rules`` added to the system prompt (core/course_rules.py; None: none)."""
+class AgentCourse(TurnPolicy):
+    """``agent.course``: what holds an agent to a course, and the :class:`TurnPolicy` its
+    conversations obey: the ``policy`` (``nbagent.toml`` with its hours and budget as the file holds
+    them now; None: none found), its ``limits`` for this user (hours and period budget,
+    analysis/course_budget.py) and the ``rules`` added to the system prompt (core/course_rules.py;
+    None: none)."""
 
-    policy: CoursePolicy | None
-    limits: CourseLimits | None
-    rules: Rules | None
+    name = "Course policy"
+
+    def __init__(self, policy: CoursePolicy | None, limits: CourseLimits | None, rules: Rules | None) -> None:
+        self._policy, self.limits, self.rules = policy, limits, rules
+
+    @classmethod
+    def find(cls, user: str, rules: str | os.PathLike | bool | None) -> AgentCourse:
+        """The course in force for an ``Agent(user=..., rules=...)`` made now: the policy found from the
+        working folder (core/course_policy.py), its limits for the person who chats and the rules."""
+        policy = find_policy()
+        limits = None
+        if policy is not None:  # imported only under a course policy: it reads the class's sessions
+            from .analysis.course_budget import CourseLimits
+
+            limits = CourseLimits(policy, course_user(policy, user))
+        return cls(policy, limits, find_rules(policy, rules))
+
+    @property
+    def policy(self) -> CoursePolicy | None:
+        return self._policy if self.limits is None else self.limits.policy
+
+    def __repr__(self) -> str:
+        policy = self.policy
+        return (f"AgentCourse(policy={str(policy.path) if policy else None!r}, "
+                f"rules={self.rules.label if self.rules else None!r})")
+
+    # --- the TurnPolicy a conversation consults ----------------------------------------------
+
+    def refusal(self, turns: Sequence[TurnRecord], conversation_id: str,
+                expected_usd: Callable[[], float]) -> NbagentError | None:
+        """Closed, or over the period's budget with the next request's expected cost."""
+        if self.limits is None:
+            return None
+        expected = expected_usd() if self.limits.policy.budget_usd is not None else 0.0
+        return self.limits.refusal(turns, conversation_id, expected)
+
+    def stop_reason(self, turns: Sequence[TurnRecord], conversation_id: str) -> str:
+        return self.limits.stop_reason(turns, conversation_id) if self.limits is not None else ""
+
+    def tools(self, tools: Any) -> Any:
+        """``tools`` without those that run code or edit cells when the policy says ``run_code = false``."""
+        policy = self._policy
+        if policy is None or policy.run_code:
+            return tools
+        from .loop.tools import to_tools
+
+        tools = list(to_tools(tools).values())
+        dropped = [t.name for t in tools if getattr(t, "runs_code", False)]
+        if dropped:
+            warnings.warn(f"nbagent: the course policy {policy.path} sets run_code = false: "
+                          f"{', '.join(dropped)} left out", RuntimeWarning, stacklevel=3)
+        return [t for t in tools if not getattr(t, "runs_code", False)]
+
+    def tool_refusal(self, tool: Any) -> str:
+        """What the model is told when it calls a code-running tool under ``run_code = false``."""
+        policy = self._policy
+        if policy is None or policy.run_code or not getattr(tool, "runs_code", False):
+            return ""
+        return f"Running code and editing cells is turned off by the course policy ({policy.path.name})."
+
+    def model(self, model: Any, default: Callable[[], str]) -> Any:
+        return course_model(self._policy, model, default)
+
+    def budget_usd(self, given: float | None) -> float | None:
+        """The conversation's own budget: never above the policy's."""
+        policy = self._policy
+        if policy is None or policy.budget_usd is None:
+            return given
+        return policy.budget_usd if given is None else min(given, policy.budget_usd)
+
+    def save_to(self, given: str | os.PathLike | None) -> Path | None:
+        """Where sessions are saved: the policy's folder wins (with a warning when another was given)."""
+        policy, chosen = self._policy, super().save_to(given)
+        if policy is None or policy.save_to is None:
+            return chosen
+        if chosen is not None and chosen.resolve() != policy.save_to:
+            warnings.warn(f"nbagent: the course policy {policy.path} saves sessions to {policy.save_to}, "
+                          f"not {chosen}", RuntimeWarning, stacklevel=3)
+        return policy.save_to
+
+    def user(self, given: str) -> str:
+        """The person the limits count (``course_user``), else ``given``."""
+        return self.limits.user if self.limits is not None else given
+
+    @property
+    def source(self) -> PolicySource | None:
+        policy = self.policy
+        return None if policy is None else PolicySource(str(policy.path), policy.content_hash)
+
+
+def saved_rules(source: str | None) -> str | None:
+    """The rules a saved session ran with (its ``rules`` setting), while they exist: a preset, or a
+    file still there; else None."""
+    return source if source and (source in PRESETS or Path(source).is_file()) else None
 
 
 def model_allowed(policy: CoursePolicy, model: str | Provider) -> bool:
@@ -112,45 +207,6 @@ def course_model(policy: CoursePolicy | None, model: str | Provider | None,
     return model
 
 
-def course_tools(policy: CoursePolicy | None, tools: Any) -> Any:
-    """``tools`` without those that run code or edit cells when the policy says ``run_code = false``."""
-    if policy is None or policy.run_code:
-        return tools
-    from .loop.tools import to_tools
-
-    tools = list(to_tools(tools).values())
-    dropped = [t.name for t in tools if getattr(t, "runs_code", False)]
-    if dropped:
-        warnings.warn(f"nbagent: the course policy {policy.path} sets run_code = false: "
-                      f"{', '.join(dropped)} left out", RuntimeWarning, stacklevel=3)
-    return [t for t in tools if not getattr(t, "runs_code", False)]
-
-
-def code_refusal(policy: CoursePolicy | None) -> str:
-    """What the model is told when it calls a code-running tool under ``run_code = false`` ("" otherwise)."""
-    if policy is None or policy.run_code:
-        return ""
-    return f"Running code and editing cells is turned off by the course policy ({policy.path.name})."
-
-
-def course_budget(policy: CoursePolicy | None, budget_usd: float | None) -> float | None:
-    """The conversation's own budget: never above the policy's."""
-    if policy is None or policy.budget_usd is None:
-        return budget_usd
-    return policy.budget_usd if budget_usd is None else min(budget_usd, policy.budget_usd)
-
-
-def course_save_to(policy: CoursePolicy | None, save_to: str | os.PathLike | None) -> Path | None:
-    """Where sessions are saved: the policy's folder wins (with a warning when another was given)."""
-    given = None if save_to is None else Path(save_to).expanduser()
-    if policy is None or policy.save_to is None:
-        return given
-    if given is not None and given.resolve() != policy.save_to:
-        warnings.warn(f"nbagent: the course policy {policy.path} saves sessions to {policy.save_to}, "
-                      f"not {given}", RuntimeWarning, stacklevel=3)
-    return policy.save_to
-
-
 def course_user(policy: CoursePolicy | None, user: str) -> str:
     """Who chats. Without a policy: ``user``. Under one, the person, not an argument (their budget is
     counted by this name): ``$JUPYTERHUB_USER``, else the policy's ``user``, else the login name; a
@@ -163,7 +219,7 @@ def course_user(policy: CoursePolicy | None, user: str) -> str:
     if user and user != person:
         warnings.warn(f"nbagent: under the course policy {policy.path} you chat as {person!r}, not {user!r} "
                       f"(a course budget is counted per person: the name is ${PERSON_VARIABLE}, the policy's "
-                      "user, or the login name)", RuntimeWarning, stacklevel=3)
+                      "user, or the login name)", RuntimeWarning, stacklevel=4)
     return person
 
 
@@ -173,6 +229,18 @@ def login_name() -> str:
         return getpass.getuser()
     except Exception:  # no login name (some containers)
         return ""
+
+
+def policy_report(course: AgentCourse | None = None, turns: Sequence[TurnRecord] = (),
+                  conversation_id: str = "") -> str:
+    """What ``%chat_policy`` prints of an agent's ``course`` (its live conversation's ``turns`` and
+    ``conversation_id`` counted), else of the course found from the working folder now."""
+    course = AgentCourse.find("", None) if course is None else course
+    policy = course.policy
+    if policy is None or course.limits is None:
+        return ("no course policy: no nbagent.toml here or above, and $NBAGENT_CONFIG is not set"
+                + (f"\nrules: {course.rules.source}" if course.rules is not None else ""))
+    return policy_summary(policy, course.limits.status(turns, conversation_id), course.rules)
 
 
 def policy_summary(policy: CoursePolicy, status: Any, rules: Any) -> str:

@@ -10,7 +10,10 @@
 - every import goes to the module's own layer or one below it (``LAYERS``,
   the map docs/explanation/architecture.md's Layout states), imports inside functions included;
 - no import cycles between modules, imports inside functions included (those
-  hide a cycle from Python, not from a reader): each is reported with its path.
+  hide a cycle from Python, not from a reader): each is reported with its path;
+- the course policy stays behind its seam: no module imports its modules
+  (``COURSE_MODULES``) but the code that builds or shows it (``COURSE_BUILDERS``);
+  the rest talk to ``core/turn_policy.py``'s ``TurnPolicy``.
 """
 
 from __future__ import annotations
@@ -205,6 +208,74 @@ def test_the_architecture_page_names_every_module():
         if path.name not in layout or (rel.parent != Path(".") and f"nbagent/{rel.parts[0]}/" not in layout):
             missing.append(str(rel))
     assert not missing, f"docs/explanation/architecture.md's Layout section does not name: {missing}"
+
+
+# --- the course policy behind its seam ------------------------------------------------------------
+
+# The course policy's implementation (the TurnPolicy that course.py's AgentCourse is).
+COURSE_MODULES = {"core.course_policy", "core.course_rules", "analysis.course_budget", "course"}
+# The only other modules that may import them, and which: the code that builds the policy or shows it
+# whole. Everything else (the conversation, budget, tool loop, widget, MCP) consults the TurnPolicy.
+COURSE_BUILDERS = {
+    "agent": {"course"},  # Agent builds its AgentCourse (``agent.course``) and consults it as its TurnPolicy
+    "extension.magics": {"course"},  # %chat_policy prints the policy in force
+    "analysis.class_summary": {"core.course_policy"},  # the teacher's summary: the budget of the policy over a folder
+}
+
+
+def imported_modules(path: Path, root: Path) -> list[tuple[str, int]]:
+    """(module, line) of each import of the package at ``root`` by the module at ``path`` (names
+    relative to it; ``from x import y`` gives ``x`` and ``x.y``), type-only and function imports included."""
+    name = module_name(path, root)
+    package = [p for p in (name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]) if p]
+    found = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1] if node.level > 1 else package
+                module = [*base, *(node.module.split(".") if node.module else [])]
+            elif (node.module or "").split(".")[0] == root.name:
+                module = (node.module or "").split(".")[1:]
+            else:
+                continue
+            found += [(".".join(m), node.lineno) for m in (module, *([*module, a.name] for a in node.names))]
+        elif isinstance(node, ast.Import):
+            found += [(".".join(a.name.split(".")[1:]), node.lineno) for a in node.names
+                      if a.name.split(".")[0] == root.name]
+    return found
+
+
+def course_imports(path: Path, root: Path) -> list[str]:
+    """Imports of the course policy's modules by a module that is neither one of them nor a builder."""
+    name = module_name(path, root)
+    if name in COURSE_MODULES:
+        return []
+    allowed = COURSE_BUILDERS.get(name, set())
+    return [f"{path.relative_to(root.parent)}:{line}: imports {module}" for module, line in imported_modules(path, root)
+            if module in COURSE_MODULES and module not in allowed]
+
+
+def test_only_the_policys_builders_import_the_course_policy():
+    found = [hit for path in SOURCES for hit in course_imports(path, PACKAGE)]
+    assert not found, ("modules naming the course policy instead of the TurnPolicy seam "
+                       "(core/turn_policy.py):\n" + "\n".join(found))
+
+
+def test_the_course_check_finds_every_kind_of_import(tmp_path):
+    pkg = tmp_path / "nbagent"
+    (pkg / "notebook").mkdir(parents=True)
+    (pkg / "core").mkdir()
+    for module in ("__init__", "course", "agent", "core/__init__", "core/course_policy", "notebook/__init__"):
+        (pkg / f"{module}.py").write_text("")
+    (pkg / "notebook" / "bad.py").write_text(
+        "from ..core.course_policy import find_policy\nfrom ..core import course_policy\n"
+        "if TYPE_CHECKING:\n    from ..course import AgentCourse\n"
+        "def f():\n    import nbagent.course\n    from ..core.turn_policy import TurnPolicy\n")
+    (pkg / "agent.py").write_text("from .course import AgentCourse\nfrom .core.course_policy import find_policy\n")
+    assert [h.split(": ", 1)[1] for h in course_imports(pkg / "notebook" / "bad.py", pkg)] == [
+        "imports core.course_policy", "imports core.course_policy", "imports course", "imports course"]
+    assert [h.split(": ", 1)[1] for h in course_imports(pkg / "agent.py", pkg)] == ["imports core.course_policy"]
+    assert course_imports(pkg / "course.py", pkg) == []
 
 
 # --- import cycles ----------------------------------------------------------------------------

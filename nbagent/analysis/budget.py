@@ -12,9 +12,9 @@ pydantic-ai checks its usage limits): once a round of tool calls has pushed the 
 budget, the turn ends INTERRUPTED there, the tool results stay in the history and the turn's
 record says why.
 
-Under a course policy (``nbagent.toml``) the conversation's budget also holds :attr:`Budget.course`
-(analysis/course_budget.py): its lesson hours and per-period budget are checked first, on every
-turn, and neither ``allow_over_budget_once`` nor ``budget_usd = None`` lifts them.
+The conversation's policy (core/turn_policy.py: a course's lesson hours and per-period budget) is
+asked first, apart from this budget: neither ``allow_over_budget_once`` nor ``budget_usd = None``
+lifts it.
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ import math
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping, Sequence
 
-from ..core.errors import BudgetExceeded, ConfigError, NbagentError
+from ..core.errors import BudgetExceeded, ConfigError
 from ..core.ledger import TurnRecord
 
 if TYPE_CHECKING:
-    from .course_budget import CourseLimits
     from .estimate import LedgerMemo, RequestEstimate
 
 
@@ -40,7 +39,6 @@ class Budget:
         self.pricing = pricing  # price overrides for estimates, budgets and the widget
         self._ledger: LedgerMemo | None = None
         self._over_once = False
-        self.course: CourseLimits | None = None  # a course policy's hours and period budget
 
     @property
     def usd(self) -> float | None:
@@ -74,26 +72,8 @@ class Budget:
         """Let the next turn start even if it would exceed the budget (once)."""
         self._over_once = True
 
-    def course_refusal(self, prompt: str, estimate: Callable[[str], RequestEstimate], turns: Sequence[TurnRecord],
-                       conversation_id: str) -> NbagentError | None:
-        """Why the course policy refuses the next turn now (closed, over its period's budget); None: it may go."""
-        if self.course is None:
-            return None
-        expected = 0.0
-        if self.course.policy.budget_usd is not None:
-            try:
-                expected = estimate(prompt).expected_cost_usd
-            except Exception:  # no estimate: the spend so far decides
-                expected = 0.0
-        return self.course.refusal(turns, conversation_id, expected)
-
-    def check_prompt(self, prompt: str, estimate: Callable[[str], RequestEstimate],
-                     turns: Sequence[TurnRecord] = (), conversation_id: str = "") -> None:
-        """Raise ``NbagentError(kind="budget")`` when sending ``prompt`` would exceed the budget (the
-        course policy's first: ``turns`` and ``conversation_id`` are the conversation's)."""
-        refusal = self.course_refusal(prompt, estimate, turns, conversation_id)
-        if refusal is not None:
-            raise refusal
+    def check_prompt(self, prompt: str, estimate: Callable[[str], RequestEstimate]) -> None:
+        """Raise ``NbagentError(kind="budget")`` when sending ``prompt`` would exceed the budget."""
         once, self._over_once = self._over_once, False
         if self._usd is None or once or not prompt:
             return
@@ -103,12 +83,8 @@ class Budget:
                 f"over budget, nothing sent: {est.summary()}. Raise conv.budget.usd, set it to None, "
                 "or call conv.budget.allow_over_once() to send this one turn")
 
-    def stop_reason(self, turns: Sequence[TurnRecord], conversation_id: str = "") -> str:
+    def stop_reason(self, turns: Sequence[TurnRecord]) -> str:
         """Why the turn must stop before its next model call ("" while within the budget)."""
-        if self.course is not None:
-            reason = self.course.stop_reason(turns, conversation_id)
-            if reason:
-                return reason
         if self._usd is None:
             return ""
         spent = self.spent(turns)

@@ -23,6 +23,10 @@ from .steps import Step
 RequestGuard = Callable[[], str]
 """Asked before each further model call of a turn: a reason to stop the turn there, or ``""``."""
 
+ToolGuard = Callable[[Any], str]
+"""Asked before a tool runs: what the model is told instead of running it (the conversation's policy,
+core/turn_policy.py), or ``""``."""
+
 
 @runtime_checkable
 class Connection(Protocol):
@@ -31,6 +35,7 @@ class Connection(Protocol):
     conversation_id: str
     tokenizer: Tokenizer  # counts tokens for estimates
     request_guard: RequestGuard | None  # the conversation's budget check inside the tool loop
+    tool_guard: ToolGuard | None  # the conversation's policy, asked before each tool runs
 
     @property
     def model_name(self) -> str:
@@ -84,6 +89,7 @@ class MockConnection:
     provider_name = "mock"
     context_window: int | None = None
     request_guard: RequestGuard | None = None  # a script runs no model calls to guard
+    tool_guard: ToolGuard | None = None  # nor tools
 
     def __init__(self, turns: list[list[Step | BaseException]], conversation_id: str | None = None):
         self._turns = list(turns)

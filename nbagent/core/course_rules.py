@@ -18,36 +18,17 @@ Presets ship in ``nbagent/core/presets/`` (``tutor``: hints and questions instea
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from .course_policy import CoursePolicy
 from .chat_session import read_small_file
 from .errors import ConfigError, NbagentError
+from .turn_policy import Rules
 
 RULES_FILE = "AGENTS.md"
 PRESETS_FOLDER = Path(__file__).parent / "presets"
 PRESETS = ("tutor",)
 MAX_RULES_BYTES = 256 * 1024  # rules are a page or two; a larger file is refused unread
-
-
-@dataclass(frozen=True)
-class Rules:
-    """Rules added to the system prompt: where they come from and their text."""
-
-    label: str  # what the widget shows: the file's name, or the preset's ("tutor")
-    source: str  # the preset name, or the file's absolute path (recorded in saved sessions)
-    text: str
-
-    def system_prompt(self, system: str | None) -> str:
-        """The rules, then the agent's own system prompt (when it has one)."""
-        return f"{self.text}\n\n{system}" if system else self.text
-
-    def strip_from(self, system: str | None) -> str | None:
-        """``system`` without these rules in front (a resumed session's saved prompt)."""
-        if system and system.startswith(self.text):
-            return system[len(self.text):].lstrip("\n") or None
-        return system
 
 
 def preset_rules(name: str) -> Rules:

@@ -383,27 +383,15 @@ class ChatMagics(Magics):
     def chat_policy(self, line: str):
         """Show the course policy in force (nbagent.toml): its file, allowed models, run_code, the
         budget left in the period and when it starts afresh, the lesson hours, the rules file."""
-        from ..analysis.course_budget import CourseLimits
-        from ..core.course_policy import find_policy
-        from ..core.course_rules import find_rules
-        from ..course import course_user, policy_summary
+        from ..course import policy_report
 
         args = parse_argstring(self.chat_policy, line)
         agent = self.agent(args.agent, "%chat_policy") if args.agent else None
-        policy = agent.course.policy if agent is not None else find_policy()
-        if policy is None:
-            rules = agent.course.rules if agent is not None else find_rules(None)
-            print("no course policy: no nbagent.toml here or above, and $NBAGENT_CONFIG is not set"
-                  + (f"\nrules: {rules.source}" if rules is not None else ""))
+        if agent is None:
+            print(policy_report())
             return
-        if agent is not None and agent.course.limits is not None:
-            conv = agent.conversation
-            status = agent.course.limits.status(conv.turns, conv.conversation_id)
-            rules = agent.course.rules
-        else:
-            status = CourseLimits(policy, course_user(policy, "")).status()
-            rules = find_rules(policy)
-        print(policy_summary(policy, status, rules))
+        conv = agent.conversation
+        print(policy_report(agent.course, conv.turns, conv.conversation_id))
 
     @magic_arguments()
     @argument("notebook", nargs="?", metavar="PATH", help="an .ipynb to serve in file mode (default: the live "

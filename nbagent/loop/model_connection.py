@@ -22,7 +22,7 @@ from ..core.chat_session import CacheStrategy, ChatSession
 from ..core.compression import ApproxTokenizer
 from ..core.errors import ConfigError, NbagentError, ProtocolError, ToolError
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
-from ..core.connection import RequestGuard
+from ..core.connection import RequestGuard, ToolGuard
 from ..core.growing_list import snapshot
 from ..providers.base import REFUSAL, Finish, ModelRequest, Provider, ToolSpec
 from ..core.text import clean_text
@@ -109,6 +109,15 @@ class ModelConnection:
     @property
     def policy(self) -> Any:
         return self.tool_runner.policy
+
+    @property
+    def tool_guard(self) -> ToolGuard | None:
+        """The conversation's policy, asked before each tool runs (``Connection.tool_guard``)."""
+        return self.tool_runner.tool_guard
+
+    @tool_guard.setter
+    def tool_guard(self, guard: ToolGuard | None) -> None:
+        self.tool_runner.tool_guard = guard
 
     @property
     def auto_execute_tools(self) -> bool:

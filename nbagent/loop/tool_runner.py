@@ -11,8 +11,9 @@ buttons), ``"policy allow_all"`` / ``"policy deny_all"`` / ``"policy <function>"
 ``"hook <function>"`` (a ``pre_tool_use`` hook blocked it), ``"caller"`` (a
 manual result; the conversation stamps its time), ``"interrupt"`` (the turn was
 interrupted before a decision) and ``"loop"`` (the loop did not run it: token
-limit, tool-call limit, a model error) and ``"approval_wait"`` (nobody answered the approval request in
-time: the call is canceled with the reason given, not told that the user interrupted).
+limit, tool-call limit, a model error, the conversation's policy: ``tool_guard``) and ``"approval_wait"``
+(nobody answered the approval request in time: the call is canceled with the reason given, not told that
+the user interrupted).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from typing import Any
 from collections.abc import AsyncGenerator, Callable
 
+from ..core.connection import ToolGuard
 from ..core.errors import ConfigError
 from ..core.messages import Message, ToolResultPart, ToolUsePart
 from ..core.text import clean_text, strip_terminal_codes
@@ -58,7 +60,7 @@ class ToolRunner:
         self.decisions: dict[str, asyncio.Future] = {}
         self.pending_manual: dict[str, ToolCall] = {}
         self.manual_results: dict[str, ToolResultPart] = {}
-        self.code_refusal = ""  # set (why) when no tool may run code or edit cells (a course policy)
+        self.tool_guard: ToolGuard | None = None  # the conversation's policy: why a tool may not run, or ""
 
     def cancel_waits(self) -> None:
         """Release every call waiting for approval (as if interrupted)."""
@@ -165,9 +167,10 @@ class ToolRunner:
             run.result(CANCELED_RESULT, True, StepStatus.CANCELED, ApprovalDecision.CANCELED)
             return
         tool = self.tools.get(call.name)
-        if tool is not None and tool.runs_code and self.code_refusal:  # even one added after the agent was made
+        refusal = self.tool_guard(tool) if tool is not None and self.tool_guard is not None else ""
+        if refusal:  # the policy forbids it, even one added after the agent was made
             run.decided(LOOP)
-            run.result(self.code_refusal, True, StepStatus.DONE, ApprovalDecision.POLICY_DENIED)
+            run.result(refusal, True, StepStatus.DONE, ApprovalDecision.POLICY_DENIED)
             return
         if not self.auto_execute_tools:
             self.pending_manual[call.id] = call

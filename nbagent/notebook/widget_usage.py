@@ -55,7 +55,7 @@ def gauge_dict(conv: ConversationView) -> dict:
 
 def rules_label(conv: ConversationView) -> str:
     """The rules file the conversation runs under, as the footer names it, or ""."""
-    return str(getattr(getattr(conv, "plumbing", None), "rules_label", "") or "")
+    return conv.plumbing.rules_label
 
 
 def _new_chat_gauge(conv: ConversationView) -> dict:
@@ -71,17 +71,17 @@ def _new_chat_gauge(conv: ConversationView) -> dict:
             "budget": conv.budget.usd, "unpriced": 0, "rules": rules_label(conv)}
 
 
-def course_notice(conv: ConversationView, prompt: str = "") -> str:
-    """Why a course policy refuses a turn now (closed, over its period's budget, and when it opens
-    again: analysis/course_budget.py), or ""."""
-    refusal = getattr(getattr(conv, "plumbing", None), "course_refusal", None)
-    if refusal is None:
-        return ""
+def policy_notice(conv: ConversationView, prompt: str = "") -> str:
+    """Why the conversation's policy refuses a turn now (a course: closed, over its period's budget,
+    and when it opens again), or ""."""
     try:
-        err = refusal(prompt)
+        err = conv.plumbing.refusal(prompt)
     except Exception as exc:  # a broken policy or session folder: say so, the send will tell too
-        return f"Course policy: {exc}"
+        return f"{conv.plumbing.policy.name}: {exc}"
     return f"Not sent: {err.message}" if err is not None else ""
+
+
+course_notice = policy_notice  # widget.py's name for it until the widget host is rebuilt (issue #45)
 
 
 def gate(conv: ConversationView, prompt: str, over_budget: bool) -> tuple[str | None, str]:
