@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Build the documentation site (docs/ -> docs/_build/html) with Sphinx, MyST-NB and the PyData theme.
+#
+#   scripts/docs.sh build    build it and exit: non-zero on any warning (-W: a broken link or cross-reference,
+#                            a page in no toctree, an undocumented public name) or on any example that fails
+#                            (every notebook and code cell runs, as README's code blocks do)
+#   scripts/docs.sh          build it, then serve it on http://127.0.0.1:8000/ (PORT=... for another port)
+#
+# After scripts/setup.sh (its `docs` dependency group has Sphinx) nothing else is needed. Notebooks unchanged
+# since the last build are not run again (MyST-NB's cache in docs/_build/.jupyter_cache); FRESH=1 builds
+# everything anew.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=docs/_build/html
+
+build() {
+  local start=$SECONDS
+  if [ "${FRESH:-0}" = 1 ]; then rm -rf docs/_build; fi
+  # -W --keep-going: every warning is reported, then the build fails; -n: nitpicky (every reference resolves);
+  # -E: the pages are read afresh, so the checks of the whole site run every time (executions stay cached)
+  .venv/bin/python -m sphinx -b html -W --keep-going -n -E -q -j 1 docs "$OUT"
+  # internal links between pages, checked offline: the HTML builder already fails on a broken reference or
+  # a missing page or image; linkcheck would add the web links, which need the network (not run here)
+  echo "docs: built $OUT/index.html in $((SECONDS - start)) s"
+}
+
+case "${1:-serve}" in
+  build) build ;;
+  serve)
+    build
+    port="${PORT:-8000}"
+    echo "docs: serving on http://127.0.0.1:$port/ (Ctrl+C stops)"
+    exec .venv/bin/python -m http.server "$port" --bind 127.0.0.1 --directory "$OUT"
+    ;;
+  *) echo "usage: scripts/docs.sh [build]" >&2; exit 2 ;;
+esac
