@@ -58,6 +58,9 @@ nitpick_ignore_regex = [
     ("py:class", r"dict\[str"),  # autodoc splits "dict[str, Any]" of a dataclass field with a default factory
 ]
 
+# quotes and ellipses typeset, but "--" stays two hyphens (the magics' and the CLI's options)
+smartquotes_action = "qe"
+
 # the API reference: autodoc reads the docstrings. They are reStructuredText prose, the package's one style
 # (``code``, examples as >>> blocks), so there is no napoleon: it would read a property's "What: more" as a type
 autodoc_member_order = "bysource"
@@ -66,6 +69,7 @@ autodoc_typehints_format = "short"
 autodoc_preserve_defaults = True
 autodoc_inherit_docstrings = True
 add_module_names = False
+maximum_signature_line_length = 100  # a longer signature shows one parameter a line
 
 # MyST and MyST-NB
 myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
@@ -82,6 +86,8 @@ nb_execution_excludepatterns = [
     "notebooks/providers.ipynb",
 ]
 nb_merge_streams = True
+# a static page has no kernel for the live widget: its saved transcript (the output's text/html) shows instead
+nb_mime_priority_overrides = [("*", "application/vnd.jupyter.widget-view+json", None)]
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"nbagent {version}"

@@ -185,11 +185,11 @@ class Magics(_RstDirective):
                 lines += [title, "-" * len(title), ""]
                 parser = getattr(func, "parser", None)
                 if parser is None:  # a magic without options: its docstring says all
-                    lines += _indent(func.__doc__ or "") + [""]
+                    lines += _indent(func.__doc__ or "", by="") + [""]
                     continue
                 usage = parser.format_usage().replace("usage: ", "").strip()
                 usage = re.sub(r"^%chat\b", "%%chat", usage) if kind == "cell" else usage
-                lines += ["::", "", *_indent(usage), "", *_indent(parser.description or ""), ""]
+                lines += ["::", "", *_indent(usage), "", *_indent(parser.description or "", by=""), ""]
                 lines += _options(parser)
         return self.parse(lines)
 
@@ -294,6 +294,8 @@ def _toml(value: object) -> str:
 
 
 def _type_name(hint: object) -> str:
+    if isinstance(hint, type):
+        return f"``{hint.__name__}``"
     text = str(hint).replace("typing.", "").replace("nbagent.core.course_policy.", "").replace("pathlib.", "")
     text = re.sub(r"<class '([\w.]+)'>", r"\1", text)
     return f"``{text}``"
