@@ -190,11 +190,11 @@ class Magics(_RstDirective):
                 usage = parser.format_usage().replace("usage: ", "").strip()
                 usage = re.sub(r"^%chat\b", "%%chat", usage) if kind == "cell" else usage
                 lines += ["::", "", *_indent(usage), "", *_indent(parser.description or "", by=""), ""]
-                lines += _options(parser)
+                lines += option_rows(parser)
         return self.parse(lines)
 
 
-def _options(parser: argparse.ArgumentParser) -> list[str]:
+def option_rows(parser: argparse.ArgumentParser) -> list[str]:
     rows = []
     for action in parser._actions:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
@@ -232,19 +232,22 @@ class Cli(_RstDirective):
     def run(self) -> list[nodes.Node]:
         from nbagent import cli
 
-        top = cli.parser()
-        lines = ["::", "", *_indent(top.format_usage().replace("usage: ", "")), "",
-                 _escape(top.description or ""), ""]
-        subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-        helps = {c.dest: c.help for c in subs._choices_actions}
-        for name, sub in subs.choices.items():
-            title = f"``{name}``"
-            lines += [title, "-" * len(title), "", _escape(helps.get(name) or ""), "", "::", "",
-                      *_indent(sub.format_usage().replace("usage: ", "")), ""]
-            if sub.description:
-                lines += [_escape(sub.description), ""]
-            lines += _options(sub)
-        return self.parse(lines)
+        return self.parse(cli_lines(cli.parser()))
+
+
+def cli_lines(top: argparse.ArgumentParser) -> list[str]:
+    """The command line's page: its usage, then a section per subcommand with its usage and options."""
+    lines = ["::", "", *_indent(top.format_usage().replace("usage: ", "")), "", _escape(top.description or ""), ""]
+    subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in subs._choices_actions}
+    for name, sub in subs.choices.items():
+        title = f"``{name}``"
+        lines += [title, "-" * len(title), "", _escape(helps.get(name) or ""), "", "::", "",
+                  *_indent(sub.format_usage().replace("usage: ", "")), ""]
+        if sub.description:
+            lines += [_escape(sub.description), ""]
+        lines += option_rows(sub)
+    return lines
 
 
 # --- nbagent.toml --------------------------------------------------------------------------------------------
@@ -257,11 +260,7 @@ class Config(_RstDirective):
     def run(self) -> list[nodes.Node]:
         from nbagent.core import course_policy
 
-        comments = {}
-        for line in (course_policy.__doc__ or "").splitlines():
-            m = re.match(r"\s*(\w+)\s*=\s*(.+?)\s+#\s*(.+)$", line)
-            if m:
-                comments[m[1]] = (m[2], m[3])
+        comments = policy_key_examples(course_policy.__doc__ or "")
         fields = {f.name: f for f in dataclasses.fields(course_policy.CoursePolicy)}
         hints = typing.get_type_hints(course_policy.CoursePolicy)
         rows = []
@@ -279,6 +278,16 @@ class Config(_RstDirective):
         for row in rows:
             out += [f"   * - {row[0]}", *(f"     - {_escape(c) if i == 4 else c}" for i, c in enumerate(row[1:], 1))]
         return self.parse(out + [""])
+
+
+def policy_key_examples(doc: str) -> dict[str, tuple[str, str]]:
+    """Each ``key = value  # meaning`` line of the docstring's example: key -> (value, meaning)."""
+    found = {}
+    for line in doc.splitlines():
+        m = re.match(r"\s*(\w+)\s*=\s*(.+?)\s+#\s*(.+)$", line)
+        if m:
+            found[m[1]] = (m[2], m[3])
+    return found
 
 
 def _toml(value: object) -> str:
