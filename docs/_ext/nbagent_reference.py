@@ -202,7 +202,8 @@ class Magics(_RstDirective):
                     continue
                 usage = parser.format_usage().replace("usage: ", "").strip()
                 usage = re.sub(r"^%chat\b", "%%chat", usage) if kind == "cell" else usage
-                lines += ["::", "", *_indent(usage), "", *_indent(parser.description or "", by=""), ""]
+                lines += [".. code-block:: text", "", *_indent(usage), ""]
+                lines += [*_indent(parser.description or "", by=""), ""]
                 lines += option_rows(parser)
         return self.parse(lines)
 
@@ -250,12 +251,13 @@ class Cli(_RstDirective):
 
 def cli_lines(top: argparse.ArgumentParser) -> list[str]:
     """The command line's page: its usage, then a section per subcommand with its usage and options."""
-    lines = ["::", "", *_indent(top.format_usage().replace("usage: ", "")), "", _escape(top.description or ""), ""]
+    lines = [".. code-block:: text", "", *_indent(top.format_usage().replace("usage: ", "")), "",
+             _escape(top.description or ""), ""]
     subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     helps = {c.dest: c.help for c in subs._choices_actions}
     for name, sub in subs.choices.items():
         title = f"``{name}``"
-        lines += [title, "-" * len(title), "", _escape(helps.get(name) or ""), "", "::", "",
+        lines += [title, "-" * len(title), "", _escape(helps.get(name) or ""), "", ".. code-block:: text", "",
                   *_indent(sub.format_usage().replace("usage: ", "")), ""]
         if sub.description:
             lines += [_escape(sub.description), ""]
