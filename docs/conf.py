@@ -117,6 +117,9 @@ def copy_notebooks() -> None:
 copy_notebooks()
 
 
+KERNEL_FILES = tempfile.TemporaryDirectory(prefix="nbagent-docs-")  # removed when the build ends
+
+
 def kernel_knows_its_notebook(app, docname: str, source: list[str]) -> None:
     """As Jupyter Server does, the kernel that runs a notebook is told its file (``JPY_SESSION_NAME``), here a
     copy in a temporary folder: fix_the_error.ipynb's agent edits its own notebook's cells. MyST-NB runs each
@@ -124,10 +127,11 @@ def kernel_knows_its_notebook(app, docname: str, source: list[str]) -> None:
     notebook = DOCS / f"{docname}.ipynb"
     os.environ.pop("JPY_SESSION_NAME", None)
     if notebook.is_file():
-        folder = Path(tempfile.mkdtemp(prefix="nbagent-docs-"))
-        shutil.copyfile(notebook, folder / notebook.name)
-        os.environ["JPY_SESSION_NAME"] = str(folder / notebook.name)
+        copy = Path(KERNEL_FILES.name) / notebook.name
+        shutil.copyfile(notebook, copy)
+        os.environ["JPY_SESSION_NAME"] = str(copy)
 
 
 def setup(app) -> None:
     app.connect("source-read", kernel_knows_its_notebook)
+    app.connect("build-finished", lambda app, exc: KERNEL_FILES.cleanup())
