@@ -51,3 +51,15 @@ def test_the_magics_and_the_cli_are_read_from_their_parsers():
     rows = reference.option_rows(ChatMagics.chat_model.parser)
     assert any("``-a NAME``, ``--agent NAME``" in row for row in rows)
     assert any("``doctor``" in line for line in reference.cli_lines(cli.parser()))
+
+
+def test_the_assembled_frames_columns_are_read_off_real_frames():
+    from nbagent.analysis import session_list
+    from nbagent.analysis.columns import USAGE
+
+    listed, meanings = reference.made_frame_columns("list_sessions")
+    assert [name for name, _ in listed] == list(session_list.COLUMNS)
+    assert meanings["models"].startswith("every model that answered")  # SessionRow's field comment
+    loaded, _ = reference.made_frame_columns("load_sessions")
+    names = [name for name, _ in loaded]
+    assert names[:3] == ["session_id", "path", "turn"] and {c.name for c in USAGE} <= set(names)

@@ -230,6 +230,11 @@ def option_rows(parser: argparse.ArgumentParser) -> list[str]:
     return out + [""]
 
 
+def _text(text: str) -> str:
+    """A meaning the code declares (reStructuredText markup kept, as its docstrings use it) on one line."""
+    return re.sub(r"([*|])", r"\\\1", " ".join(text.split()))
+
+
 def _escape(text: str) -> str:
     """Plain text from a help string, safe in reStructuredText (``*``, backquotes, ``|`` as written)."""
     return re.sub(r"([*`|_\\])", r"\\\1", " ".join(text.split()))
@@ -352,6 +357,49 @@ class Columns(_RstDirective):
         return self.parse(lines + [""])
 
 
+class MadeColumns(_RstDirective):
+    """``.. nbagent-made-columns:: load_sessions``: the columns of a frame assembled from several sources (no one
+    declaration), read off the frame itself: a demo session is saved in a temporary folder and read back.
+    Meanings come from the usage columns' declarations (``load_sessions``) or ``SessionRow``'s field comments
+    (``list_sessions``)."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        frame = self.arguments[0]
+        if frame not in ("load_sessions", "list_sessions"):
+            raise self.error(f"no assembled frame {frame!r} (load_sessions, list_sessions)")
+        dtypes, meanings = made_frame_columns(frame)
+        out = [".. list-table::", "   :header-rows: 1", "   :widths: 20 22 58", "",
+               "   * - column", "     - dtype", "     - meaning"]
+        for name, dtype in dtypes:
+            out += [f"   * - ``{name}``", f"     - ``{dtype}``", "     - " + (_text(meanings.get(name, "")) or "\\ ")]
+        return self.parse(out + [""])
+
+
+def made_frame_columns(frame: str) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(column, dtype) of ``nbagent.load_sessions`` or ``nbagent.list_sessions`` over one saved demo session,
+    and the meanings the code declares for them."""
+    import tempfile
+
+    import nbagent
+    from nbagent.analysis import session_list
+    from nbagent.analysis.columns import USAGE
+
+    with tempfile.TemporaryDirectory() as folder:
+        agent = nbagent.Agent(model="demo", save_to=folder, user="ana")
+        agent.ask("Hello!")
+        df = nbagent.load_sessions(folder) if frame == "load_sessions" else nbagent.list_sessions(folder)
+    dtypes = [(str(name), str(dtype)) for name, dtype in df.dtypes.items()]
+    if frame == "load_sessions":
+        meanings = {c.name: c.doc for c in USAGE}
+        meanings["turn"] = "0-based turn number within its session"
+    else:
+        source = inspect.getsource(session_list.SessionRow)
+        meanings = dict(re.findall(r"^\s*(\w+):[^#\n]*#\s*(.+)$", source, flags=re.M))
+    return dtypes, meanings
+
+
 class Errors(_RstDirective):
     """``.. nbagent-errors::``: each ``ErrorKind`` with the class raised for it and what it means."""
 
@@ -375,6 +423,7 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("nbagent-config", Config)
     app.add_directive("nbagent-columns", Columns)
     app.add_directive("nbagent-errors", Errors)
+    app.add_directive("nbagent-made-columns", MadeColumns)
     app.connect("env-check-consistency", check_api_complete)
     app.connect("env-purge-doc", purge_api)
     app.connect("missing-reference", resolve_public_alias)
