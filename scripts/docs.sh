@@ -15,6 +15,10 @@ OUT=docs/_build/html
 
 build() {
   local start=$SECONDS
+  if ! .venv/bin/python -c "import sphinx, myst_nb, pydata_sphinx_theme" 2>/dev/null; then
+    echo "docs: Sphinx, MyST-NB or the PyData theme is missing from .venv: run scripts/setup.sh" >&2
+    exit 1
+  fi
   if [ "${FRESH:-0}" = 1 ]; then rm -rf docs/_build; fi
   # -W --keep-going: every warning is reported, then the build fails; -n: nitpicky (every reference resolves);
   # -E: the pages are read afresh, so the checks of the whole site run every time (executions stay cached)
