@@ -291,12 +291,13 @@ class Config(_RstDirective):
                 continue
             example, meaning = comments[key]
             default = fields[key].default if key in fields else None
-            default_text = "none (not restricted)" if default is None else f"``{_toml(default)}``"
+            default_text = "none, not restricted" if default is None else f"``{_toml(default)}``"
             rows.append((f"``{key}``", f"``{example}``", _type_name(hints.get(key)), default_text, meaning))
-        out = [".. list-table::", "   :header-rows: 1", "   :widths: 14 30 16 14 40", "",
-               "   * - key", "     - example", "     - parsed as", "     - default", "     - meaning"]
-        for row in rows:
-            out += [f"   * - {row[0]}", *(f"     - {_escape(c) if i == 4 else c}" for i, c in enumerate(row[1:], 1))]
+        out = [".. list-table::", "   :header-rows: 1", "   :widths: 18 30 52", "",
+               "   * - key", "     - example", "     - meaning"]
+        for key, example, parsed, default, meaning in rows:
+            out += [f"   * - {key}", f"     - {example}",
+                    f"     - {_escape(meaning)} (parsed as {parsed}; default: {default})"]
         return self.parse(out + [""])
 
 
