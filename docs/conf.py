@@ -74,7 +74,9 @@ maximum_signature_line_length = 100  # a longer signature shows one parameter a 
 # MyST and MyST-NB
 myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
 myst_heading_anchors = 3
-nb_execution_mode = "cache"  # executed at build; a notebook unchanged since the last build is not run again
+# every build runs every example, so a change to nbagent that breaks one fails the build (scripts/docs.sh's
+# CACHE=1 passes -D nb_execution_mode=cache: a notebook unchanged since the last build keeps its outputs)
+nb_execution_mode = "force"
 nb_execution_cache_path = str(DOCS / "_build" / ".jupyter_cache")
 nb_execution_timeout = 180
 nb_execution_raise_on_error = True  # a cell that fails (without the raises-exception tag) fails the build

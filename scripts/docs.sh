@@ -6,9 +6,9 @@
 #                            (every notebook and code cell runs, as README's code blocks do)
 #   scripts/docs.sh          build it, then serve it on http://127.0.0.1:8000/ (PORT=... for another port)
 #
-# After scripts/setup.sh (its `docs` dependency group has Sphinx) nothing else is needed. Notebooks unchanged
-# since the last build are not run again (MyST-NB's cache in docs/_build/.jupyter_cache); FRESH=1 builds
-# everything anew.
+# After scripts/setup.sh (its `docs` dependency group has Sphinx) nothing else is needed. Every build runs
+# every example (about a minute); CACHE=1, while writing pages, reuses the outputs of the notebooks unchanged
+# since the last build (MyST-NB's cache in docs/_build/.jupyter_cache), so a change to nbagent can go unseen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=docs/_build/html
@@ -19,10 +19,11 @@ build() {
     echo "docs: Sphinx, MyST-NB or the PyData theme is missing from .venv: run scripts/setup.sh" >&2
     exit 1
   fi
-  if [ "${FRESH:-0}" = 1 ]; then rm -rf docs/_build; fi
+  local execution=()
+  if [ "${CACHE:-0}" = 1 ]; then execution=(-D nb_execution_mode=cache); fi
   # -W --keep-going: every warning is reported, then the build fails; -n: nitpicky (every reference resolves);
-  # -E: the pages are read afresh, so the checks of the whole site run every time (executions stay cached)
-  .venv/bin/python -m sphinx -b html -W --keep-going -n -E -q -j 1 docs "$OUT"
+  # -E: every page is read afresh, so the checks of the whole site run every time
+  .venv/bin/python -m sphinx -b html -W --keep-going -n -E -q "${execution[@]}" docs "$OUT"
   # internal links between pages, checked offline: the HTML builder already fails on a broken reference or
   # a missing page or image; linkcheck would add the web links, which need the network (not run here)
   echo "docs: built $OUT/index.html in $((SECONDS - start)) s"
