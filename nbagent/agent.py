@@ -243,10 +243,12 @@ class Agent:
 
     @property
     def model(self) -> str:
+        """The model as ``"provider:name"`` (``"openai:gpt-4.1-mini"``, ``"demo:demo"``)."""
         return f"{self.provider.name}:{self.provider.model}"
 
     @property
     def tools(self) -> dict:
+        """The tools the model may call, by name (``agent.tools["read_notebook"](...)`` calls one)."""
         return self._connection.tools
 
     @property
@@ -465,12 +467,23 @@ class Agent:
 
     # conveniences that forward to the active conversation
     def ask(self, prompt: str):
+        """Run a turn to its end from plain (not async) code and return its ``ChatResponse``.
+
+        The active conversation's ``ask``; in a notebook cell ``await agent.chat_to_completion(...)``
+        does the same without blocking the kernel::
+
+            >>> agent = Agent(model="demo")
+            >>> "demo model" in agent.ask("Hello!").text
+            True
+        """
         return self._conversation.ask(prompt)
 
     def chat(self, prompt: str):
+        """Run a turn, yielding its steps as they stream (the active conversation's ``chat``)."""
         return self._conversation.chat(prompt)
 
     async def chat_to_completion(self, prompt: str):
+        """Run a turn to its end and return its ``ChatResponse`` (the active conversation's)."""
         return await self._conversation.chat_to_completion(prompt)
 
     def widget(self, **kwargs):

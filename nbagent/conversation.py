@@ -258,30 +258,37 @@ class Conversation:
 
     @property
     def history(self) -> list[Step]:
+        """Every step of the conversation, in order: prompts, answers, tool calls and their results."""
         return self._log.history
 
     @property
     def turn_count(self) -> int:
+        """How many turns the conversation has had."""
         return len(self._log.turns)
 
     @property
     def turn_start_indices(self) -> list[int]:
+        """Where each turn starts in ``history`` (the index of its prompt step)."""
         return self._log.turn_start_indices
 
     @property
     def compaction_indices(self) -> list[int]:
+        """Where the context was compacted in ``history`` (the indices of the compaction steps)."""
         return self._log.compaction_indices
 
     @property
     def last_response(self) -> str:
+        """The text of the latest answer (``""`` before the first)."""
         return self._log.last_response
 
     @property
     def total_usage(self) -> UsageMetadata:
+        """The token counts of every turn, added up."""
         return self._log.total_usage
 
     @property
     def last_turn_usage(self) -> UsageMetadata | None:
+        """The token counts of the latest turn (None before the first)."""
         turns = self._log.turns
         return UsageMetadata(**turns[-1].usage.to_dict()) if turns else None
 
@@ -304,15 +311,18 @@ class Conversation:
 
     @property
     def connection(self) -> Connection | None:
+        """What runs the turns (a ``ModelConnection``, a ``MockConnection``); None when loaded read-only."""
         return self._connection
 
     @property
     def conversation_id(self) -> str:
+        """The conversation's id: the same after saving and loading it."""
         if self._connection is not None:
             return str(self._connection.conversation_id)
         return self._loaded_id
 
     def is_idle(self) -> bool:
+        """Whether no turn is running."""
         if self._connection is None:
             return True
         return bool(self._connection.is_idle())
@@ -324,6 +334,7 @@ class Conversation:
             self._connection.interrupt()
 
     async def disconnect(self) -> None:
+        """Stop the running turn, if any, and close the connection."""
         if self._connection is not None:
             await self._connection.disconnect()
 
@@ -395,7 +406,14 @@ class Conversation:
         """One row per turn from the never-trimmed ledger (pandas).
 
         ``by="tool"``: one row per turn and token contributor (each tool's results,
-        thinking), so ``usage_df(by="tool").groupby("tool")`` shows where the tokens go.
+        thinking), so ``usage_df(by="tool").groupby("tool")`` shows where the tokens go::
+
+            >>> conv = Agent(model="demo").conversation
+            >>> _ = conv.ask("Hello!")
+            >>> conv.usage_df()[["prompt", "model", "output_tokens"]]
+                  prompt model  output_tokens
+            turn
+            0     Hello!  demo            117
         """
         if by == "tool":
             from .analysis.attribution import tool_tokens_frame
@@ -420,11 +438,13 @@ class Conversation:
         return approvals_frame(self.history)
 
     def usage_summary(self, pricing: Mapping[str, Any] | None = None) -> UsageSummary:
+        """The turns' tokens and cost in one summary (``pricing`` overrides the prices)."""
         from .analysis.report import usage_summary
 
         return usage_summary(self.turns, pricing=self._prices(pricing))
 
     def plot_usage(self, pricing: Mapping[str, Any] | None = None) -> Any:
+        """A chart of each turn's tokens and cost (matplotlib: the ``plot`` extra)."""
         from .analysis.report import plot_usage
 
         return plot_usage(self.turns, pricing=self._prices(pricing))

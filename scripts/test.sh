@@ -9,7 +9,8 @@
 #   scripts/test.sh [pytest args]          everything: setup, ruff, mypy, the bundle check and the JS tests,
 #                                          every pytest tier (the real local model, the widget in real
 #                                          JupyterLab / Notebook 7 / marimo + Chromium, the notebooks, the
-#                                          built wheel in a fresh venv). Speed is measured apart, never
+#                                          built wheel in a fresh venv), then the docs tier (scripts/docs.sh
+#                                          build: the site, warnings as errors). Speed is measured apart, never
 #                                          asserted: bench/run_all.py (--browser adds bench_browser.py).
 #
 # Every test has a time limit (pyproject's `timeout`; longer per tier in tests/support/tiers.py), so a hung
@@ -78,6 +79,9 @@ if [ $# -eq 0 ]; then
   # and browsers of their own)
   .venv/bin/python -m pytest -q -n auto --durations=15 -m "$FAST_TIER" || status=$?
   flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q --durations=15 -m "not ($FAST_TIER)" || status=$?
+  # the docs tier: the documentation site builds with no warning, every cross-reference resolves and every
+  # example notebook runs (scripts/docs.sh; about a minute from a fresh clone)
+  bash scripts/docs.sh build || status=1
 else
   flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q "$@" || status=$?
 fi

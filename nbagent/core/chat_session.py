@@ -55,10 +55,12 @@ class ChatSession:
     # --- building -----------------------------------------------------------------
 
     def with_system(self, system: str | None) -> ChatSession:
+        """Set the system prompt (None: none) and return this session."""
         self.system = system
         return self
 
     def with_cache_strategy(self, strategy: CacheStrategy) -> ChatSession:
+        """Set the prompt-cache strategy (``"auto"`` or ``"none"``; else a ``ConfigError``); return this session."""
         if strategy not in CACHE_STRATEGIES:
             raise ConfigError(
                 f"cache_strategy must be one of {CACHE_STRATEGIES}, not {strategy!r}"
@@ -113,6 +115,7 @@ class ChatSession:
         return len(self.messages)
 
     def is_empty(self) -> bool:
+        """Whether the session holds no message yet."""
         return not self.messages
 
     # --- compression ----------------------------------------------------------------
@@ -133,6 +136,7 @@ class ChatSession:
     # --- persistence -----------------------------------------------------------------
 
     def to_dict(self) -> dict:
+        """The session as JSON values, with its format and version (as saved files hold it)."""
         return {
             "format": CHAT_SESSION_FORMAT,
             "version": CHAT_SESSION_VERSION,
@@ -144,6 +148,7 @@ class ChatSession:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "session") -> ChatSession:
+        """A session from ``to_dict()``'s values; another format or version is a ``StorageError`` naming ``source``."""
         if not isinstance(d, dict) or d.get("format") != CHAT_SESSION_FORMAT:
             raise StorageError(f"{source} is not an nbagent chat session")
         if d.get("version") != CHAT_SESSION_VERSION:
@@ -172,6 +177,7 @@ class ChatSession:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ChatSession:
+        """Read a session saved as JSON (a ``StorageError`` when it cannot be read)."""
         return cls.from_dict(read_json(path), source=str(path))
 
 

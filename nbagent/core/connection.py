@@ -105,9 +105,11 @@ class MockConnection:
         self.tokenizer: Tokenizer = ApproxTokenizer()
 
     def tool_descriptions(self) -> list[ToolDescription]:
+        """The tools a request would carry: none (a script's tool calls need no definitions)."""
         return []  # a script's tool calls need no definitions
 
     async def send(self, prompt: str) -> None:
+        """Start the next scripted turn (a ``ConfigError`` when none is left)."""
         if self._next >= len(self._turns):
             raise ConfigError(
                 f"MockConnection has no scripted turn left (had {len(self._turns)})",
@@ -119,6 +121,7 @@ class MockConnection:
         self._idle = False
 
     async def receive_steps(self) -> AsyncGenerator[Step, None]:
+        """Yield the scripted turn's steps; an exception in the script is raised at its place."""
         items, self._current = self._current or [], None
         try:
             for item in items:
@@ -132,29 +135,37 @@ class MockConnection:
             self._idle = True
 
     def is_idle(self) -> bool:
+        """Whether no turn is running."""
         return self._idle
 
     def interrupt(self) -> None:
+        """Stop the running turn before its next step; safe from any thread."""
         self._interrupted.set()
 
     def approve(self, call_id: str, *, by: str = "user") -> None:
+        """Record that the call was approved (in ``decisions``)."""
         self.decisions[call_id] = (True, None)
 
     def deny(self, call_id: str, reason: str | None = None, *, by: str = "user") -> None:
+        """Record that the call was denied, with the reason (in ``decisions``)."""
         self.decisions[call_id] = (False, reason)
 
     def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
+        """Record a manual tool result (in ``tool_results``); returns the text the model would see."""
         self.tool_results[call_id] = result
         return result if isinstance(result, str) else str(result)
 
     @property
     def chat_session(self) -> ChatSession | None:
+        """None: a script has no wire history to save."""
         return None  # a script has no wire history
 
     def resume(self, session: ChatSession | None, next_step_index: int) -> None:
+        """Nothing to restore: a script starts from its first turn."""
         pass
 
     async def disconnect(self) -> None:
+        """Mark the connection closed (``closed``)."""
         self.closed = True
 
     def __repr__(self) -> str:

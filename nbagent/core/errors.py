@@ -99,7 +99,14 @@ def redact(text: str) -> str:
 
 
 class NbagentError(Exception):
-    """The exception nbagent raises; ``kind`` says what went wrong, and each kind has its subclass."""
+    """The exception nbagent raises; ``kind`` says what went wrong, and each kind has its subclass.
+
+    ::
+
+        >>> err = NbagentError("over budget", kind="budget")
+        >>> type(err).__name__, err.kind == "budget", str(err)
+        ('BudgetExceeded', True, '[budget] over budget')
+    """
 
     default_kind = ErrorKind.PROTOCOL
     _by_kind: dict[ErrorKind, type[NbagentError]] = {}

@@ -49,12 +49,14 @@ class TurnRecord:
 
     @property
     def duration(self) -> float | None:
+        """Seconds from the prompt to the turn's end (None while it runs)."""
         if self.finished_at is None:
             return None
         return self.finished_at - self.started_at
 
     @property
     def time_to_first_token(self) -> float | None:
+        """Seconds from the prompt to the first token (None before it)."""
         if self.first_token_at is None:
             return None
         return self.first_token_at - self.started_at

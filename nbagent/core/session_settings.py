@@ -63,6 +63,7 @@ class AgentSettings:
                        base_url=savable_url(self.base_url))
 
     def to_dict(self) -> dict:
+        """The settings as a saved file holds them: JSON values, never ``api_key`` or a secret option."""
         out = asdict(self.savable())
         del out["api_key"]
         return out

@@ -46,6 +46,8 @@ from .usage import UsageMetadata
 
 
 class StepType(str, Enum):
+    """What a step is: an answer, tool calls, a system message, a compaction, the turn's end."""
+
     TEXT_RESPONSE = "TEXT_RESPONSE"
     TOOL_CALL = "TOOL_CALL"
     SYSTEM_MESSAGE = "SYSTEM_MESSAGE"
@@ -55,6 +57,8 @@ class StepType(str, Enum):
 
 
 class StepSource(str, Enum):
+    """Who produced a step: the system, the user or the model."""
+
     SYSTEM = "SYSTEM"
     USER = "USER"
     MODEL = "MODEL"
@@ -62,6 +66,8 @@ class StepSource(str, Enum):
 
 
 class StepTarget(str, Enum):
+    """Whom a step is for: the user (an answer) or the environment (tool calls to run)."""
+
     USER = "USER"
     ENVIRONMENT = "ENVIRONMENT"
     UNSPECIFIED = "UNSPECIFIED"
@@ -69,6 +75,8 @@ class StepTarget(str, Enum):
 
 
 class StepStatus(str, Enum):
+    """Where a step is: running, done, waiting for the user (an approval), failed or cancelled."""
+
     ACTIVE = "ACTIVE"
     DONE = "DONE"
     WAITING_FOR_USER = "WAITING_FOR_USER"
@@ -79,6 +87,8 @@ class StepStatus(str, Enum):
 
 
 class FinishReason(str, Enum):
+    """Why a model call, or the turn, ended: its answer was done, the length limit, tool calls, a filter..."""
+
     STOP = "STOP"
     LENGTH = "LENGTH"
     TOOL_CALLS = "TOOL_CALLS"
@@ -148,6 +158,7 @@ class ToolCall:
     canonical_path: str | None = None
 
     def to_dict(self) -> dict:
+        """The call as JSON values (as saved files hold it)."""
         return {
             "id": self.id,
             "name": self.name,
@@ -157,6 +168,7 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, d: dict) -> ToolCall:
+        """A call from ``to_dict()``'s values."""
         return cls(d.get("id", ""), d.get("name", ""), d.get("args") or {}, d.get("canonical_path"))
 
 
@@ -409,6 +421,7 @@ class Step:
 
     @property
     def is_model_call(self) -> bool:
+        """Whether the step is a model call (an answer, thoughts or tool calls)."""
         return self.kind == StepKind.MODEL_CALL
 
     @property
@@ -432,6 +445,7 @@ class Step:
         self.is_complete_response = not self.tool_calls if done else None
 
     def copy(self, **changes: Any) -> Step:
+        """A copy of the step with ``changes`` (``step.copy(content="...")``)."""
         return dataclasses.replace(self, **changes)
 
     def snapshot(self, content_delta: str = "", thinking_delta: str = "") -> Step:
@@ -624,6 +638,7 @@ class ChatResponse:
 
     @property
     def tool_calls(self) -> list[ToolCall]:
+        """The tool calls the model made in the turn, in order."""
         return [c for s in self.steps if s.source == StepSource.MODEL for c in s.tool_calls]
 
     @property

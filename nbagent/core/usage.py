@@ -89,6 +89,7 @@ class UsageMetadata:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> UsageMetadata | None:
+        """Counts from their saved form (None for None; a value that is not a count is refused)."""
         if d is None:
             return None
         if not isinstance(d, dict):

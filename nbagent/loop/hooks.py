@@ -43,6 +43,8 @@ class Hooks:
 
     @classmethod
     def coerce(cls, hooks: Hooks | dict | None) -> Hooks:
+        """``hooks=`` as ``Hooks``: None, a ``Hooks``, or a dict of ``on_user_prompt``, ``pre_tool_use``, ``post_tool_use``
+        functions."""
         if hooks is None:
             return cls()
         if isinstance(hooks, Hooks):

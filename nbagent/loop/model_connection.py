@@ -100,6 +100,7 @@ class ModelConnection:
 
     @property
     def tools(self) -> dict:
+        """The tools the model may call, by name."""
         return self.tool_runner.tools
 
     def tool_descriptions(self) -> list[ToolSpec]:
@@ -108,6 +109,7 @@ class ModelConnection:
 
     @property
     def policy(self) -> Any:
+        """The approval policy of tool calls: ``"allow_all"``, ``"ask"``, ``"deny_all"`` or a function."""
         return self.tool_runner.policy
 
     @property
@@ -121,16 +123,19 @@ class ModelConnection:
 
     @property
     def auto_execute_tools(self) -> bool:
+        """Whether tool calls run by themselves (False: the turn stops for ``add_tool_result``)."""
         return self.tool_runner.auto_execute_tools
 
     # --- identity -------------------------------------------------------------------
 
     @property
     def model_name(self) -> str:
+        """The model that answers, as its provider names it."""
         return self.provider.model
 
     @property
     def provider_name(self) -> str:
+        """The provider's name (``"openai"``, ``"anthropic"``, ``"gemini"``, ``"local"``, ``"demo"``...)."""
         return self.provider.name
 
     @property
@@ -153,6 +158,7 @@ class ModelConnection:
     # --- Connection protocol ------------------------------------------------------------
 
     async def send(self, prompt: str) -> None:
+        """Start a turn (``""`` continues one that stopped for tool results); a ``ConfigError`` while one runs."""
         if not self._idle:
             raise ConfigError("a turn is already running; interrupt() it first")
         self._interrupted.clear()
@@ -160,6 +166,7 @@ class ModelConnection:
         self._idle = False
 
     def is_idle(self) -> bool:
+        """Whether no turn is running."""
         return self._idle
 
     def interrupt(self) -> None:
@@ -183,9 +190,11 @@ class ModelConnection:
         self.tool_runner.cancel_waits()
 
     def approve(self, call_id: str, *, by: str = "user") -> None:
+        """Let a tool call that waits for approval run; ``by`` (who decided) goes to ``approvals_df()``."""
         self.tool_runner.approve(call_id, by=by)
 
     def deny(self, call_id: str, reason: str | None = None, *, by: str = "user") -> None:
+        """Refuse a tool call that waits for approval; the model is told ``reason``."""
         self.tool_runner.deny(call_id, reason, by=by)
 
     def add_tool_result(self, call_id: str, result: Any, *, is_error: bool = False) -> str:
@@ -208,6 +217,7 @@ class ModelConnection:
         return step
 
     async def receive_steps(self) -> AsyncGenerator[Step, None]:
+        """Yield the turn's step updates, the user's prompt step first, until the turn ends."""
         self._loop = asyncio.get_running_loop()
         prompt, self._prompt = self._prompt, None
         try:

@@ -140,6 +140,7 @@ class Tool:
 
     @property
     def spec(self) -> ToolSpec:
+        """What the model is told of the tool: its name, description and JSON schema."""
         return ToolSpec(self.name, self.description, self.input_schema)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -220,6 +221,15 @@ def tool(fn: Callable[..., Any] | str | None = None, *, name: str | None = None,
     (terminate, then kill); the result or exception comes back pickled. The function must be
     importable -- defined at the top level of a module, not a lambda, a nested function or a
     notebook cell (a ``config`` error at decoration time) -- and its arguments and result must pickle.
+
+    The docstring is the description the model reads; the type hints make the JSON schema::
+
+        >>> @tool
+        ... def add(a: int, b: int) -> int:
+        ...     'Add two numbers.'
+        ...     return a + b
+        >>> add.name, add(2, 3)
+        ('add', 5)
     """
     if isinstance(fn, str):
         name, fn = fn, None
