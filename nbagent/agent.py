@@ -20,8 +20,8 @@ from .core.conversation_state import ConversationEvent
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
 from .core.session_settings import AgentSettings, savable_options, savable_policy, savable_url
-from .loop.connect import ToolWiring, connect
 from .loop.hooks import Policy
+from .loop.model_connection import ModelConnection, ToolWiring
 from .providers.base import Provider
 
 DEMO_NOTICE = (
@@ -180,7 +180,7 @@ class Agent:
                                   tool_sources=tuple(_mcp_servers(mcp)))  # started at the first turn needing them
         self._max_history_size = max_history_size
         self._watchers: list[Callable[[Conversation], Any]] = []  # watch_conversations
-        connection = self._connection = connect(self.provider, self._settings, self._wiring)
+        connection = self._connection = ModelConnection(self.provider, self._settings, self._wiring)
         if resume is not None:
             self._conversation = Conversation.load(Path(resume), connection=connection,
                                                    max_history_size=max_history_size)
@@ -285,7 +285,7 @@ class Agent:
         """
         if self._given_provider is None:
             self.provider = provider_for(self._settings)
-        connection = self._connection = connect(self.provider, self._settings, self._wiring)
+        connection = self._connection = ModelConnection(self.provider, self._settings, self._wiring)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
         self._adopt(self._conversation)
         self.session_path = None
@@ -455,7 +455,7 @@ class Agent:
         if not self._conversation.is_idle():
             raise ConfigError("a turn is running; stop it first")
         path = Path(path).expanduser()
-        connection = connect(self.provider, self._settings, self._wiring)
+        connection = ModelConnection(self.provider, self._settings, self._wiring)
         conv = Conversation.load(path, connection=connection, max_history_size=self._max_history_size)
         self._connection, self._conversation = connection, conv
         self._adopt(conv)

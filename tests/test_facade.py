@@ -15,7 +15,7 @@ import pytest
 from nbagent import Agent, Conversation, NbagentError, tool
 from nbagent.conversation import from_state
 from nbagent.core.session_settings import AgentSettings
-from nbagent.loop.connect import ToolWiring, connect
+from nbagent.loop.model_connection import ModelConnection, ToolWiring
 from nbagent.providers.openai_chat import OpenAIProvider
 
 from support.scripted import ScriptedProvider, text_call
@@ -158,8 +158,8 @@ def test_agent_connects_from_its_settings_alone():
     assert saved.api_key is None and saved.base_url == "http://127.0.0.1:9/v1" and saved.temperature == 0.3
     assert KEY not in repr(agent) and KEY not in repr(saved)
     # the connection path takes the typed values and nothing else
-    built = connect(agent.provider, AgentSettings(model=agent.model, max_tokens=9, system="S"),
-                    ToolWiring(tools=[add], policy="deny_all"))
+    built = ModelConnection(agent.provider, AgentSettings(model=agent.model, max_tokens=9, system="S"),
+                            ToolWiring(tools=[add], policy="deny_all"))
     assert (built.max_tokens, built.chat_session.system, list(built.tools)) == (9, "S", ["add"])
 
 
