@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from collections.abc import Mapping
 
@@ -13,10 +13,14 @@ from .usage import count
 
 @dataclass
 class TurnRecord:
-    """What one turn cost and how it went."""
+    """What one turn cost and how it went.
+
+    Each field is a column of the decoded ledgers (``core/turn_columns.py``), read by its type; its
+    ``metadata`` says what the type does not: ``"if_missing"``, the value a ledger without it means,
+    and ``"distinct"``, a text whose values rarely repeat across turns."""
 
     turn: int
-    prompt: str = ""
+    prompt: str = field(default="", metadata={"distinct": True})
     model: str = ""
     provider: str = ""
     started_at: float = 0.0
@@ -26,7 +30,7 @@ class TurnRecord:
     model_calls: int = 0
     tool_calls: int = 0
     finish_reason: FinishReason | None = None
-    status: TurnStatus = TurnStatus.RUNNING
+    status: TurnStatus = field(default=TurnStatus.RUNNING, metadata={"if_missing": TurnStatus.DONE})  # saved: ended
     error: str = ""
     http_code: int = 0
     prefix_change: PrefixChange | None = None  # what changed in the request prefix at the turn's first call
@@ -114,13 +118,16 @@ class TurnRecord:
             model_calls=count(get("model_calls"), "model_calls"),
             tool_calls=count(get("tool_calls"), "tool_calls"),
             finish_reason=None if reason is None else enum_member(FinishReason, reason),
-            status=enum_member(TurnStatus, status) if status else TurnStatus.DONE,
+            status=enum_member(TurnStatus, status) if status else _IF_MISSING["status"],
             error=str(get("error") or ""),
             http_code=count(get("http_code"), "http_code"),
             prefix_change=None if change is None else enum_member(PrefixChange, change),
             context_tokens=count(get("context_tokens"), "context_tokens"),
             context_window=None if window is None else count(window, "context_window"),
         )
+
+
+_IF_MISSING = {f.name: f.metadata["if_missing"] for f in fields(TurnRecord) if "if_missing" in f.metadata}
 
 
 def tokens_per_second(tokens: Any, first_token_at: Any, finished_at: Any) -> Any:
