@@ -16,7 +16,7 @@ from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
 from .core.course_policy import CoursePolicy, find_policy
 from .core.course_rules import PRESETS, Rules, find_rules
-from .core.conversation_state import ConversationEvent
+from .core.conversation_state import ConversationEvent, plumbing_of
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
 from .core.session_settings import AgentSettings, savable_options, savable_policy, savable_url
@@ -219,12 +219,12 @@ class Agent:
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
         conv.budget.usd, conv.budget.pricing = self._budget
-        conv.plumbing.course = self._course_limits
-        conv.plumbing.rules_label = self._rules.label if self._rules is not None else ""
+        plumbing_of(conv).course = self._course_limits
+        plumbing_of(conv).rules_label = self._rules.label if self._rules is not None else ""
         runner = getattr(conv.connection, "tool_runner", None)
         if runner is not None:  # the loop refuses code even from a tool added later (%chat_tools)
             runner.code_refusal = code_refusal(self._course_policy)
-        conv.plumbing.add_listener(self._autosaver(conv))
+        plumbing_of(conv).add_listener(self._autosaver(conv))
         for watch in list(self._watchers):
             watch(conv)
 
@@ -374,11 +374,11 @@ class Agent:
                                          self._conversation.conversation_id)
                 self.session_path = self.save_to / name
         conv = self._conversation
-        state = conv.plumbing.to_state()
+        state = plumbing_of(conv).to_state()
         settings, frame_data = self.settings(), export_frames(state.steps, state.turns) if frames else None
         if path is None:  # autosave's file: one writer, each outcome recorded
             return self._autosave.save_state(state, settings, frame_data,  # a journal line, or the whole file
-                                             current=lambda: (conv.plumbing.to_state(), self.settings()))
+                                             current=lambda: (plumbing_of(conv).to_state(), self.settings()))
         return save_conversation(state, Path(path), settings=settings, frames=frame_data)
 
     @classmethod

@@ -40,8 +40,9 @@ class Conversation:
     """Step history, turns, usage and chunk filtering over a connection, with a budget and views.
 
     Beyond the contract's members its accessors group the rest (``conversation_parts.py``):
-    ``conv.budget`` (dollars and tokens), ``conv.notebook`` (code run, cell edits undone) and
-    ``conv.plumbing`` (listeners and state for nbagent's own layers)."""
+    ``conv.budget`` (dollars and tokens) and ``conv.notebook`` (code run, cell edits undone). What
+    nbagent's own layers use (listeners, the state handed to saving) is not on it: ``plumbing_of(conv)``
+    (``core/conversation_state.py``) gives it."""
 
     approval_wait: float | None = 30.0  # seconds a blocking ask() waits for an approval (approval_wait.py)
 
@@ -55,8 +56,8 @@ class Conversation:
         self._interrupt_requested = False
         self._reader: _Reader | None = None  # the stream reading the running turn (None: none handed out)
         self._wound_down: list[asyncio.Future] = []  # sends waiting for a dropped stream's turn to end
-        self._parts = (ConversationBudget(self, self._log, self._budget, self._request_inputs), ConversationNotebook(self),
-                       ConversationPlumbing(self, self._log, self._budget, self._state))
+        self._parts = (ConversationBudget(self, self._log, self._budget, self._request_inputs), ConversationNotebook(self))
+        self._plumbing = ConversationPlumbing(self, self._log, self._budget, self._state)  # plumbing_of(conv)
         if connection is not None:
             connection.request_guard = self._stop_reason
 
@@ -72,11 +73,6 @@ class Conversation:
     def notebook(self) -> ConversationNotebook:
         """The code the agent ran (``notebook.code_cells()``) and ``notebook.undo_async(call_id)``."""
         return self._parts[1]
-
-    @property
-    def plumbing(self) -> ConversationPlumbing:
-        """Listeners, the state handed to saving, the course policy's hold: for nbagent's own layers."""
-        return self._parts[2]
 
     # --- chatting -----------------------------------------------------------------
 
@@ -474,7 +470,7 @@ class Conversation:
     # --- state boundary and persistence ---------------------------------------------------
 
     def _state(self) -> ConversationState:
-        """A consistent copy of everything this conversation holds (``plumbing.to_state()``)."""
+        """A consistent copy of everything this conversation holds (``plumbing_of(conv).to_state()``)."""
         session = self._connection.chat_session if self._connection is not None else None
         return self._log.to_state(self.conversation_id, session if session is not None else self._loaded_session)
 

@@ -19,6 +19,7 @@ from nbagent.loop.model_connection import ModelConnection, ToolWiring
 from nbagent.providers.openai_chat import OpenAIProvider
 
 from support.scripted import ScriptedProvider, text_call
+from nbagent.core.conversation_state import plumbing_of
 
 # the Conversation members the contract (DESIGN.md) names (tests outside this repo call them)
 CONVERSATION_CONTRACT = {
@@ -30,7 +31,7 @@ CONVERSATION_CONTRACT = {
 }
 # the rest, each a deliberate choice: a setting, a constructor argument read back, the turn
 # boundaries beside compaction_indices, and the three accessors (conversation_parts.py)
-CONVERSATION_EXTRAS = {"approval_wait", "max_history_size", "turn_start_indices", "budget", "notebook", "plumbing"}
+CONVERSATION_EXTRAS = {"approval_wait", "max_history_size", "turn_start_indices", "budget", "notebook"}
 
 AGENT_CONTRACT = {"conversation", "load", "set_model"}
 AGENT_EXTRAS = {
@@ -122,8 +123,8 @@ def test_the_accessors_are_views_of_the_same_conversation():
     with pytest.raises(AttributeError):
         conv.budget = 1.0  # a number for the accessor: refused, not silently replacing it
     seen = []
-    conv.plumbing.add_listener(lambda event, payload: seen.append(event))
-    state = conv.plumbing.to_state()
+    plumbing_of(conv).add_listener(lambda event, payload: seen.append(event))
+    state = plumbing_of(conv).to_state()
     copy = from_state(state)
     assert copy.turn_count == 2 and copy.conversation_id == conv.conversation_id
     assert conv.notebook.code_cells() == []

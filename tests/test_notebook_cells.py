@@ -23,6 +23,7 @@ from nbagent.notebook.notebook_history import HistoryBackend  # noqa: E402
 from nbagent.notebook.provenance import CellActionKind, code_hash, recorded_actions  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
 from support.tool_runs import approving, tool_steps  # noqa: E402
+from nbagent.core.conversation_state import plumbing_of  # noqa: E402
 
 v4 = nbformat.v4
 
@@ -179,7 +180,7 @@ def test_a_denied_edit_changes_nothing(nb_path):
         if event == "step" and step.status == StepStatus.WAITING_FOR_USER and step.approval == ApprovalDecision.PENDING:
             conv.deny(step.tool_calls[0].id)
 
-    conv.plumbing.add_listener(deny)
+    plumbing_of(conv).add_listener(deny)
     conv.ask("fix it")
     assert nb_path.read_bytes() == before
     assert tool_steps(conv, "edit_cell")[0].approval == ApprovalDecision.DENIED
@@ -415,7 +416,7 @@ def test_the_widget_gets_the_diff_with_the_waiting_step_before_approve(nb_path):
             assert cells_of(nb_path)["broken"] == "total + revnue"  # nothing changed yet
             conv.approve(step.tool_calls[0].id)
 
-    conv.plumbing.add_listener(listener)
+    plumbing_of(conv).add_listener(listener)
     conv.ask("fix it")
     (waiting,) = seen
     assert waiting["preview"] == {

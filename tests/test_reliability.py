@@ -30,6 +30,7 @@ from nbagent.providers.base import TextDelta
 
 from support.scripted import ScriptedProvider, assert_history_valid, text_call, tool_call
 from support.waiting import wait_for
+from nbagent.core.conversation_state import plumbing_of
 
 LONE = "\udcff"  # what os.fsdecode makes of the byte 0xff
 
@@ -279,10 +280,10 @@ def test_an_interrupt_before_the_model_says_anything_ends_the_turn():
         if event == "step" and step.source.value == "USER":
             conv.interrupt()
 
-    conv.plumbing.add_listener(stop_at_the_prompt)
+    plumbing_of(conv).add_listener(stop_at_the_prompt)
     resp = conv.ask("hello")
     assert resp.finish_reason.value == "INTERRUPTED" and conv.turns[0].status == "interrupted"
-    conv.plumbing.remove_listener(stop_at_the_prompt)
+    plumbing_of(conv).remove_listener(stop_at_the_prompt)
     again = conv.ask("again")  # the model was never called for the first turn
     assert again.text.strip() == "never shown" and again.finish_reason.value == "STOP"
 
@@ -300,7 +301,7 @@ async def test_an_interrupt_as_tools_start_closes_every_call():
         if event == "step" and step.source.value == "SYSTEM" and step.tool_calls:
             conv.interrupt()
 
-    conv.plumbing.add_listener(stop_at_the_first_tool)
+    plumbing_of(conv).add_listener(stop_at_the_first_tool)
     resp = await asyncio.wait_for(conv.chat_to_completion("run three"), 30)  # a guard against a hang
     assert resp.finish_reason.value == "INTERRUPTED"
     statuses = conv.tool_calls_df()["status"].tolist()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 from collections.abc import Callable, Sequence
 
 from .chat_session import ChatSession
+from .errors import NbagentError
 from .ledger import TurnRecord
 from .steps import Step, UsageMetadata
 
@@ -24,6 +25,36 @@ class ConversationEvent(str, Enum):
 
 
 Listener = Callable[[ConversationEvent, Any], None]
+
+
+class Plumbing(Protocol):
+    """What nbagent's own layers (the widget, the agent, the magics, saving, tracing) use of a
+    conversation, and its users never see: listeners, the state handed to saving, the course
+    policy's hold (``nbagent.conversation_parts.ConversationPlumbing``)."""
+
+    rules_label: str  # the rules in the system prompt (course_rules.py), as the widget names them
+    course: Any  # the course policy's CourseLimits the conversation obeys (analysis/course_budget.py)
+
+    def add_listener(self, fn: Listener) -> None: ...
+
+    def remove_listener(self, fn: Listener) -> None: ...
+
+    def has_listener(self, fn: Listener) -> bool: ...
+
+    def to_state(self) -> ConversationState: ...
+
+    def course_refusal(self, prompt: str = "") -> NbagentError | None: ...
+
+
+def plumbing_of(conv: Any) -> Plumbing:
+    """The plumbing of a ``nbagent.Conversation`` (see :class:`Plumbing`); AttributeError for
+    anything else (:func:`has_plumbing` says)."""
+    return conv._plumbing
+
+
+def has_plumbing(obj: Any) -> bool:
+    """Whether ``obj`` is a conversation with plumbing (a ``nbagent.Conversation``)."""
+    return hasattr(obj, "_plumbing")
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 from collections.abc import Mapping
 
@@ -11,16 +11,29 @@ from .steps import (FinishReason, PrefixChange, Step, StepKind, StepStatus, Step
 from .usage import count
 
 
+@dataclass(frozen=True)
+class ColumnRule:
+    """What a ``TurnRecord`` field's type does not say of its column (``core/turn_columns.py``)."""
+
+    if_missing: Any = None  # what a ledger without the field means (None: the field's None or zero)
+    distinct: bool = False  # a text whose values rarely repeat across turns (each prompt)
+
+    def of(self, f: Field) -> ColumnRule:
+        """The rule ``f`` declares (this one when it declares none)."""
+        return f.metadata.get(ColumnRule, self)
+
+
+def _ruled(default: Any, rule: ColumnRule) -> Any:
+    return field(default=default, metadata={ColumnRule: rule})
+
+
 @dataclass
 class TurnRecord:
-    """What one turn cost and how it went.
-
-    Each field is a column of the decoded ledgers (``core/turn_columns.py``), read by its type; its
-    ``metadata`` says what the type does not: ``"if_missing"``, the value a ledger without it means,
-    and ``"distinct"``, a text whose values rarely repeat across turns."""
+    """What one turn cost and how it went. Each field is a column of the decoded ledgers
+    (``core/turn_columns.py``), read by its type and its ``ColumnRule``."""
 
     turn: int
-    prompt: str = field(default="", metadata={"distinct": True})
+    prompt: str = _ruled("", ColumnRule(distinct=True))
     model: str = ""
     provider: str = ""
     started_at: float = 0.0
@@ -30,7 +43,7 @@ class TurnRecord:
     model_calls: int = 0
     tool_calls: int = 0
     finish_reason: FinishReason | None = None
-    status: TurnStatus = field(default=TurnStatus.RUNNING, metadata={"if_missing": TurnStatus.DONE})  # saved: ended
+    status: TurnStatus = _ruled(TurnStatus.RUNNING, ColumnRule(if_missing=TurnStatus.DONE))  # saved: it ended
     error: str = ""
     http_code: int = 0
     prefix_change: PrefixChange | None = None  # what changed in the request prefix at the turn's first call
@@ -127,7 +140,7 @@ class TurnRecord:
         )
 
 
-_IF_MISSING = {f.name: f.metadata["if_missing"] for f in fields(TurnRecord) if "if_missing" in f.metadata}
+_IF_MISSING = {f.name: ColumnRule().of(f).if_missing for f in fields(TurnRecord)}
 
 
 def tokens_per_second(tokens: Any, first_token_at: Any, finished_at: Any) -> Any:

@@ -20,7 +20,7 @@ from itertools import repeat
 from typing import Any, get_args, get_type_hints
 from collections.abc import Callable, Sequence
 
-from .ledger import TurnRecord
+from .ledger import ColumnRule, TurnRecord
 from .usage import MAX_COUNT, TOKEN_COUNTS, UsageMetadata
 
 __all__ = ["NotPlain", "TurnColumns", "decode_turns", "decode_turns_arrow"]
@@ -112,8 +112,8 @@ def _record_columns() -> tuple[_Column, ...]:
         out.append(_Column(
             f.name, kind, optional=_NONE in get_args(hint),
             required=f.default is MISSING and f.default_factory is MISSING,
-            members=_members(kind, f.metadata.get("if_missing")) if issubclass(kind, Enum) else None,
-            distinct=bool(f.metadata.get("distinct"))))
+            members=_members(kind, ColumnRule().of(f).if_missing) if issubclass(kind, Enum) else None,
+            distinct=ColumnRule().of(f).distinct))
     return tuple(out)
 
 

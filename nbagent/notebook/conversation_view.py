@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Mapping
 
-from ..core.conversation_state import Listener
 from ..core.ledger import TurnRecord
 from ..core.steps import ChatResponse, Step
 
@@ -32,14 +31,6 @@ class BudgetView(Protocol):
     def allow_over_once(self) -> None: ...
 
 
-class PlumbingView(Protocol):
-    """``conv.plumbing``: the listeners the widget subscribes with."""
-
-    def add_listener(self, fn: Listener) -> None: ...
-
-    def remove_listener(self, fn: Listener) -> None: ...
-
-
 class ConversationView(Protocol):
     """The members of ``nbagent.Conversation`` that the notebook layer uses."""
 
@@ -54,9 +45,6 @@ class ConversationView(Protocol):
 
     @property
     def budget(self) -> BudgetView: ...
-
-    @property
-    def plumbing(self) -> PlumbingView: ...
 
     def is_idle(self) -> bool: ...
 
