@@ -1,4 +1,4 @@
-"""The wire history and the turn ledger grow at their end; a turn looks at what is new only.
+"""The model history and the turn ledger grow at their end; a turn looks at what is new only.
 
 ``core/growing_list.py``: a list that counts its changes other than growth, and O(1) snapshots of
 it for model requests and budget checks. These tests hold what that must keep: a hand edit of any

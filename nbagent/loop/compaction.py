@@ -1,4 +1,4 @@
-"""When the wire history grows past its budget, compress it before the next model call."""
+"""When the model history grows past its budget, compress it before the next model call."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ class ModelConnection:
 
     @property
     def chat_session(self) -> ChatSession:
-        """The wire history sent to the model."""
+        """The model history: the messages sent to the model."""
         return self.session
 
     def resume(self, session: ChatSession | None, next_step_index: int) -> None:

@@ -6,7 +6,7 @@ over the widget's comm, one request at a time per call, each tagged with an id; 
 back as a custom message with the same id. Unsaved edits are included: the front end reads the
 model, not the file.
 
-Wire (custom messages of the ``ChatWidget``, declared in protocol.py: ``NotebookOp``, ``NotebookAnswer``,
+Messages (custom messages of the ``ChatWidget``, declared in protocol.py: ``NotebookOp``, ``NotebookAnswer``,
 ``UndoRequest`` / ``UndoDone``, ``ProvenanceRequest`` / ``CellProvenance``; ``id`` is a fresh hex string per request):
 
 - kernel -> front end ``{"type": "notebook", "id", "op", ...}`` with ``op`` one of

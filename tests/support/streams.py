@@ -29,7 +29,7 @@ class StreamConnection:
     provider_name = "mock"
     context_window: int | None = None
     request_guard = None  # a script runs no model calls to guard
-    chat_session = None  # no wire history
+    chat_session = None  # no model history
 
     def __init__(self, deltas, thinking=(), *, pace: float = 0.0, batch: int = 1, tool: ToolCall | None = None,
                  tool_result: str = "42"):
