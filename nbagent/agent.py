@@ -188,7 +188,7 @@ class Agent:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
         self._apply_rules(find_rules(course, rules), system, resumed=resume is not None and system is None)
         self._budget = (course_budget(course, budget_usd), pricing)
-        self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook=notebook)
+        self._init_sessions(course_save_to(course, save_to), course_user(course, user), notebook_tools=notebook)
         self._adopt(self._conversation)
 
     def _chat_says(self, notice: str) -> bool:
@@ -196,11 +196,11 @@ class Agent:
         widget = getattr(self, "_widget", None)
         return widget is not None and widget.notice == notice
 
-    def _tools(self, course: CoursePolicy | None, tools: Any, notebook: bool) -> Any:
+    def _tools(self, course: CoursePolicy | None, tools: Any, notebook_tools: bool) -> Any:
         """The tools the provider gets, saying (``tools_notice``) when they cannot reach the model."""
         tools = self._replay_tools(tools)
         # a course's run_code = false: no tool that runs code or edits cells, the notebook's or given
-        tools = course_tools(course, with_notebook_tools(tools) if notebook else tools)
+        tools = course_tools(course, with_notebook_tools(tools) if notebook_tools else tools)
         self.tools_notice = _tools_notice(self.provider, tools, self._chat_says)
         return tools
 
@@ -293,7 +293,7 @@ class Agent:
 
     # --- sessions: autosave, resume, switching models, replay --------------------------------
 
-    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook: bool) -> None:
+    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook_tools: bool) -> None:
         if not isinstance(user, str):
             raise ConfigError(f"user must be a string, not {type(user).__name__}")
         self.user = user
@@ -307,7 +307,7 @@ class Agent:
         self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
-        self._notebook = notebook
+        self._notebook_tools = notebook_tools  # Agent(notebook=True): the kernel's tools, saved as such
 
     def _autosaver(self, conv: Conversation):
         def on_event(event: ConversationEvent, payload: Any) -> None:
@@ -350,7 +350,7 @@ class Agent:
             include_reasoning=conn.include_reasoning, response_format=conn.response_format,
             compaction_budget=conn.compaction_budget, tool_timeout=own.tool_timeout,
             budget_usd=conv.budget.usd, pricing=_plain_pricing(conv.budget.pricing), tools=list(self.tools),
-            notebook=self._notebook, user=self.user,
+            notebook=self._notebook_tools, user=self.user,
             policy_file=str(course.path) if course is not None else None,
             policy_hash=course.content_hash if course is not None else None,
             rules=self._rules.source if self._rules is not None else None)
