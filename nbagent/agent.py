@@ -443,7 +443,8 @@ class Agent:
         self._given_provider = model if isinstance(model, Provider) else None
         if (provider.name, provider.model) != old:
             neutral_history(self._connection.chat_session)
-        said, self.tools_notice = self.tools_notice, _tools_notice(provider, self.tools, self._chat_says)  # warned again if so
+        said = self.tools_notice
+        self.tools_notice = _tools_notice(provider, self.tools, self._chat_says)  # warned again if so
         if self._widget is not None:  # the chat names the model the next turn goes to
             if self._widget.notice in ("", said):  # a course's "closed" / "over budget" stays
                 self._widget.notice = self.tools_notice

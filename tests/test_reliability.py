@@ -103,7 +103,7 @@ def test_a_hung_sync_tool_times_out_and_later_tools_still_run():
     finally:
         release.set()
         # the released threads end soon, not at once: a test run next in this process counts stuck threads
-        wait_for(lambda: tool_threads.abandoned_threads() == 0, "the released tool threads ending")
+        wait_for(lambda: not tool_threads.stuck_tools(), "the released tool threads ending")
 
 
 def test_a_script_with_a_hung_tool_exits(tmp_path):
@@ -356,7 +356,7 @@ def test_hung_sync_tool_threads_are_bounded_with_a_clear_error(monkeypatch):
     agent = Agent(model=ScriptedProvider(calls), tools=[hang])
     try:
         agent.ask("hang five")
-        assert tool_threads.abandoned_threads() == 5
+        assert sum(tool_threads.stuck_tools().values()) == 5
         before = threading.active_count()
         agent.ask("hang three more")
         results = [s for s in agent.conversation.history if s.tool_calls and s.source.value == "SYSTEM"]
@@ -367,9 +367,9 @@ def test_hung_sync_tool_threads_are_bounded_with_a_clear_error(monkeypatch):
     finally:
         release.set()
     deadline = time.monotonic() + 10
-    while tool_threads.abandoned_threads() and time.monotonic() < deadline:
+    while tool_threads.stuck_tools() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert tool_threads.abandoned_threads() == 0  # released threads end and free their places
+    assert not tool_threads.stuck_tools()  # released threads end and free their places
 
 
 # --- issue 22, 9. a silent server means silence ------------------------------------------------

@@ -196,7 +196,7 @@ def test_saved_sessions_are_compact_and_load_identically(tmp_path):
     state = synthetic_state(7, 30)
     path = save_conversation(state, tmp_path / "s.json")
     doc = json.loads(path.read_text(encoding="utf-8"))
-    assert list(doc).index("turns") < list(doc).index("steps")  # read_turns stops before the steps
+    assert list(doc).index("turns") < list(doc).index("steps")  # the head's read stops before the steps
     assert not any("refusal" in s or s.get("error") == "" for s in doc["steps"])
     full = [s.to_dict() for s in state.steps] + [t.to_dict() for t in state.turns]
     assert len(json.dumps(doc["steps"] + doc["turns"])) < 0.6 * len(json.dumps(full))
@@ -208,7 +208,11 @@ def test_saved_sessions_are_compact_and_load_identically(tmp_path):
 def test_the_turn_ledger_reads_without_the_steps(tmp_path):
     from support.many_sessions import synthetic_state
 
-    from nbagent.core.session_file import read_turns, save_conversation
+    from nbagent.core.session_file import read_session_head, save_conversation
+
+    def read_turns(path) -> tuple:
+        head = read_session_head(path)
+        return head.conversation_id, head.turns
 
     state = synthetic_state(3, 5)
     path = save_conversation(state, tmp_path / "s.json")
