@@ -117,6 +117,7 @@ async def nbagent_run(conv, max_tokens: int) -> dict:
 def make_conversation(max_tokens: int, threads: int | None):
     from nbagent.conversation import Conversation
     from nbagent.loop.model_connection import ModelConnection
+    from nbagent.core.session_settings import AgentSettings
     from nbagent.providers.local import LocalProvider
 
     try:  # the facade, as users build it
@@ -128,7 +129,7 @@ def make_conversation(max_tokens: int, threads: int | None):
     except ImportError:
         pass
     provider = LocalProvider(threads=threads)
-    return Conversation(ModelConnection(provider, temperature=0, max_tokens=max_tokens))
+    return Conversation(ModelConnection(provider, AgentSettings(temperature=0, max_tokens=max_tokens)))
 
 
 async def main(args) -> dict:

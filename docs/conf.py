@@ -52,7 +52,7 @@ nitpick_ignore_regex = [
     # plain text when they are not public themselves (a public one links to its entry: nbagent_reference.py)
     ("py:.*", r"nbagent(\.[a-z_0-9]+)+\.[A-Za-z_]\w*(\.\w+)*"),
     # ... and by the short name their own module's docstrings use
-    ("py:.*", r"SessionBrowser|OtelExport|LiveTrace|UsageSummary|CodeCell|parquet_schema|t\.Any"),
+    ("py:.*", r"SessionBrowser|OtelExport|LiveTrace|UsageSummary|CodeCell|TurnPolicy|parquet_schema|t\.Any"),
     ("py:class", r"dict\[str"),  # autodoc splits "dict[str, Any]" of a dataclass field with a default factory
 ]
 

@@ -14,12 +14,12 @@ from .conversation import Conversation
 from .course import AgentCourse, saved_rules
 from .core.autosave import Autosave, AutosaveStatus, IfOpen
 from .core.chat_session import CacheStrategy
-from .core.conversation_state import ConversationEvent
+from .core.conversation_state import ConversationEvent, plumbing_of
 from .core.errors import ConfigError, NbagentError
 from .core.distribution import install_hint
 from .core.session_settings import AgentSettings, savable_options, savable_policy, savable_url
-from .loop.connect import ToolWiring, connect
 from .loop.hooks import Policy
+from .loop.model_connection import ModelConnection, ToolWiring
 from .providers.base import Provider
 
 DEMO_NOTICE = (
@@ -179,7 +179,7 @@ class Agent:
                                   tool_sources=tuple(_mcp_servers(mcp)))  # started at the first turn needing them
         self._max_history_size = max_history_size
         self._watchers: list[Callable[[Conversation], Any]] = []  # watch_conversations
-        connection = self._connection = connect(self.provider, self._settings, self._wiring)
+        connection = self._connection = ModelConnection(self.provider, self._settings, self._wiring)
         if resume is not None:
             self._conversation = Conversation.load(Path(resume), connection=connection,
                                                    max_history_size=max_history_size)
@@ -187,7 +187,7 @@ class Agent:
             self._conversation = Conversation(connection, max_history_size=max_history_size)
         self._apply_rules(system, resumed=resume is not None and system is None)
         self._budget = (course.budget_usd(budget_usd), pricing)
-        self._init_sessions(course.save_to(save_to), course.user(user), notebook=notebook)
+        self._init_sessions(course.save_to(save_to), course.user(user), notebook_tools=notebook)
         self._adopt(self._conversation)
 
     def _chat_says(self, notice: str) -> bool:
@@ -218,8 +218,8 @@ class Agent:
     def _adopt(self, conv: Conversation) -> None:
         """Give a conversation of this agent its budget, prices and autosave."""
         conv.budget.usd, conv.budget.pricing = self._budget
-        conv.plumbing.policy = self._course  # before each turn and for each tool call, one added later included
-        conv.plumbing.add_listener(self._autosaver(conv))
+        plumbing_of(conv).policy = self._course  # before each turn and for each tool call, one added later included
+        plumbing_of(conv).add_listener(self._autosaver(conv))
         for watch in list(self._watchers):
             watch(conv)
 
@@ -282,7 +282,7 @@ class Agent:
         """
         if self._given_provider is None:
             self.provider = provider_for(self._settings)
-        connection = self._connection = connect(self.provider, self._settings, self._wiring)
+        connection = self._connection = ModelConnection(self.provider, self._settings, self._wiring)
         self._conversation = Conversation(connection, max_history_size=self._max_history_size)
         self._adopt(self._conversation)
         self.session_path = None
@@ -290,7 +290,7 @@ class Agent:
 
     # --- sessions: autosave, resume, switching models, replay --------------------------------
 
-    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook: bool) -> None:
+    def _init_sessions(self, save_to: str | os.PathLike | None, user: str, *, notebook_tools: bool) -> None:
         if not isinstance(user, str):
             raise ConfigError(f"user must be a string, not {type(user).__name__}")
         self.user = user
@@ -298,7 +298,7 @@ class Agent:
         self._autosave = Autosave()  # the file autosave writes (named at the first save), locked
         self._if_open = IfOpen.BRANCH
         self._widget: Any = None  # the chat widget of widget() / display
-        self._notebook = notebook
+        self._notebook_tools = notebook_tools  # Agent(notebook=True): the kernel's tools, saved as such
 
     def _autosaver(self, conv: Conversation):
         def on_event(event: ConversationEvent, payload: Any) -> None:
@@ -341,7 +341,7 @@ class Agent:
             include_reasoning=conn.include_reasoning, response_format=conn.response_format,
             compaction_budget=conn.compaction_budget, tool_timeout=own.tool_timeout,
             budget_usd=conv.budget.usd, pricing=_plain_pricing(conv.budget.pricing), tools=list(self.tools),
-            notebook=self._notebook, user=self.user,
+            notebook=self._notebook_tools, user=self.user,
             policy_file=source.path if source is not None else None,
             policy_hash=source.content_hash if source is not None else None,
             rules=rules.source if rules is not None else None)
@@ -365,11 +365,11 @@ class Agent:
                                          self._conversation.conversation_id)
                 self.session_path = self.save_to / name
         conv = self._conversation
-        state = conv.plumbing.to_state()
+        state = plumbing_of(conv).to_state()
         settings, frame_data = self.settings(), export_frames(state.steps, state.turns) if frames else None
         if path is None:  # autosave's file: one writer, each outcome recorded
             return self._autosave.save_state(state, settings, frame_data,  # a journal line, or the whole file
-                                             current=lambda: (conv.plumbing.to_state(), self.settings()))
+                                             current=lambda: (plumbing_of(conv).to_state(), self.settings()))
         return save_conversation(state, Path(path), settings=settings, frames=frame_data)
 
     @classmethod
@@ -434,7 +434,8 @@ class Agent:
         self._given_provider = model if isinstance(model, Provider) else None
         if (provider.name, provider.model) != old:
             neutral_history(self._connection.chat_session)
-        said, self.tools_notice = self.tools_notice, _tools_notice(provider, self.tools, self._chat_says)  # warned again if so
+        said = self.tools_notice
+        self.tools_notice = _tools_notice(provider, self.tools, self._chat_says)  # warned again if so
         if self._widget is not None:  # the chat names the model the next turn goes to
             if self._widget.notice in ("", said):  # a policy's "closed" / "over budget" stays
                 self._widget.notice = self.tools_notice
@@ -446,7 +447,7 @@ class Agent:
         if not self._conversation.is_idle():
             raise ConfigError("a turn is running; stop it first")
         path = Path(path).expanduser()
-        connection = connect(self.provider, self._settings, self._wiring)
+        connection = ModelConnection(self.provider, self._settings, self._wiring)
         conv = Conversation.load(path, connection=connection, max_history_size=self._max_history_size)
         self._connection, self._conversation = connection, conv
         self._adopt(conv)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from .core.errors import ConfigError, NbagentError
 from .core.steps import ApprovalDecision, Step, StepStatus, ToolCall
 from .loop.tool_runner import UNANSWERED
+from .core.conversation_state import plumbing_of
 
 NOTICE_DELAY = 0.3  # a call answered at once (a listener, %%chat's denial) is not announced
 BLOCKING = "a blocking ask() cannot be answered from the widget, whose buttons wait until the cell ends"
@@ -113,12 +114,12 @@ class ApprovalWatch:
 
     def __enter__(self) -> ApprovalWatch:
         """Watch the conversation's steps until the ``with`` block ends."""
-        self.conversation.plumbing.add_listener(self)
+        plumbing_of(self.conversation).add_listener(self)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *_exc: object) -> None:
         """Stop watching; a turn this watch ended raises its ``ConfigError`` (unless the block raised)."""
-        self.conversation.plumbing.remove_listener(self)
+        plumbing_of(self.conversation).remove_listener(self)
         self.close()
         if exc_type is None and self.error is not None:
             raise self.error

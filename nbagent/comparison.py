@@ -32,6 +32,7 @@ from .core.steps import FinishReason, TurnStatus
 from .analysis.columns import USAGE, Column, Kind, column_table
 from .analysis.tables import Table
 from .analysis.frames import build_frame, require_pandas
+from .core.conversation_state import plumbing_of
 
 __all__ = ["compare", "compare_async", "COMPARE_COLUMNS"]
 
@@ -94,7 +95,7 @@ def _session_prompts(source: Any) -> tuple[list[str], str | None]:
     from .conversation import Conversation
     from .core.session_file import read_session
 
-    state = source.plumbing.to_state() if isinstance(source, Conversation) else read_session(source)
+    state = plumbing_of(source).to_state() if isinstance(source, Conversation) else read_session(source)
     system = state.chat_session.system if state.chat_session is not None else None
     return [t.prompt for t in state.turns if t.prompt], system or None
 

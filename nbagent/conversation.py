@@ -41,8 +41,9 @@ class Conversation:
     """Step history, turns, usage and chunk filtering over a connection, with a budget and views.
 
     Beyond the contract's members its accessors group the rest (``conversation_parts.py``):
-    ``conv.budget`` (dollars and tokens), ``conv.notebook`` (code run, cell edits undone) and
-    ``conv.plumbing`` (listeners and state for nbagent's own layers)."""
+    ``conv.budget`` (dollars and tokens) and ``conv.notebook`` (code run, cell edits undone). What
+    nbagent's own layers use (listeners, the state handed to saving) is not on it: ``plumbing_of(conv)``
+    (``core/conversation_state.py``) gives it."""
 
     approval_wait: float | None = 30.0  # seconds a blocking ask() waits for an approval (approval_wait.py)
 
@@ -56,8 +57,8 @@ class Conversation:
         self._interrupt_requested = False
         self._reader: _Reader | None = None  # the stream reading the running turn (None: none handed out)
         self._wound_down: list[asyncio.Future] = []  # sends waiting for a dropped stream's turn to end
-        self._parts = (ConversationBudget(self, self._log, self._budget, self._request_inputs), ConversationNotebook(self),
-                       ConversationPlumbing(self, self._log, self._state))
+        self._parts = (ConversationBudget(self, self._log, self._budget, self._request_inputs), ConversationNotebook(self))
+        self._plumbing = ConversationPlumbing(self, self._log, self._state)  # plumbing_of(conv)
         if connection is not None:
             connection.request_guard = self._stop_reason
             connection.tool_guard = self._tool_refusal
@@ -74,11 +75,6 @@ class Conversation:
     def notebook(self) -> ConversationNotebook:
         """The code the agent ran (``notebook.code_cells()``) and ``notebook.undo_async(call_id)``."""
         return self._parts[1]
-
-    @property
-    def plumbing(self) -> ConversationPlumbing:
-        """Listeners, the state handed to saving, the policy obeyed: for nbagent's own layers."""
-        return self._parts[2]
 
     # --- chatting -----------------------------------------------------------------
 
@@ -142,7 +138,7 @@ class Conversation:
             await self._wind_down_dropped_stream()
         # refused by the policy (closed, over a period's budget) or over budget: raises before any request
         # and before the turn opens
-        refusal = self.plumbing.refusal(prompt)
+        refusal = self._plumbing.refusal(prompt)
         if refusal is not None:
             raise refusal
         self._budget.check_prompt(prompt, self.estimate)
@@ -357,12 +353,12 @@ class Conversation:
 
     def _stop_reason(self) -> str:
         """The connection asks this before each further model call of a turn: the policy first."""
-        return (self.plumbing.policy.stop_reason(self._log.ledger, self.conversation_id)
+        return (self._plumbing.policy.stop_reason(self._log.ledger, self.conversation_id)
                 or self._budget.stop_reason(self._log.ledger))
 
     def _tool_refusal(self, tool: Any) -> str:
         """The connection asks this before a tool runs: what the model is told instead ("" runs it)."""
-        return self.plumbing.policy.tool_refusal(tool)
+        return self._plumbing.policy.tool_refusal(tool)
 
     # --- views: frames, reports, transcripts, the widget --------------------------------
 
@@ -505,7 +501,7 @@ class Conversation:
     # --- state boundary and persistence ---------------------------------------------------
 
     def _state(self) -> ConversationState:
-        """A consistent copy of everything this conversation holds (``plumbing.to_state()``)."""
+        """A consistent copy of everything this conversation holds (``plumbing_of(conv).to_state()``)."""
         session = self._connection.chat_session if self._connection is not None else None
         return self._log.to_state(self.conversation_id, session if session is not None else self._loaded_session)
 

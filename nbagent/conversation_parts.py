@@ -1,7 +1,8 @@
 """The accessors that group ``Conversation``'s members beyond the contract, the way pandas has
-``df.plot`` and ``df.str``: ``conv.budget`` (dollars and tokens it may spend), ``conv.notebook``
-(the code it ran and the cell edits it can undo) and ``conv.plumbing`` (what nbagent's own layers
-use: listeners, the state handed to saving, the policy the conversation obeys; not a user API).
+``df.plot`` and ``df.str``: ``conv.budget`` (dollars and tokens it may spend) and ``conv.notebook``
+(the code it ran and the cell edits it can undo); and, not on the user's object, the plumbing
+``core.conversation_state.plumbing_of(conv)`` gives (what nbagent's own layers use: listeners, the
+state handed to saving, the policy the conversation obeys).
 
 Each is a thin view over the parts its conversation hands it (no reaching into private members).
 """
@@ -112,7 +113,7 @@ class ConversationNotebook:
 
 
 class ConversationPlumbing:
-    """``conv.plumbing``: what the widget, the agent, the magics and saving use (not a user API)."""
+    """``plumbing_of(conv)``: what the widget, the agent, the magics and saving use (not a user API)."""
 
     __slots__ = ("_conv", "_log", "_state", "policy")
 

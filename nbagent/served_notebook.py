@@ -39,6 +39,7 @@ from .core.errors import ConfigError
 from .core.steps import ApprovalDecision, Step, StepStatus, ToolCall
 from .loop.mcp_server import TOKEN_VARIABLE, ClientInfo, McpHttpServer, ServedTool
 from .providers.relay import RelayProvider
+from .core.conversation_state import plumbing_of
 
 NO_ONE_TO_APPROVE = ("needs the user's approval in the notebook, and no chat widget for outside agents is shown "
                      "there (run %chat_serve, or display the object nbagent.serve() returned, in the notebook), "
@@ -111,7 +112,7 @@ class ServedNotebook:
 
     def _watch(self, conv: Conversation) -> None:
         conv.approval_wait = None  # a live view waits for the person; no view: _refuse answers at once
-        conv.plumbing.add_listener(lambda event, payload: self._refuse(conv, event, payload))
+        plumbing_of(conv).add_listener(lambda event, payload: self._refuse(conv, event, payload))
 
     @staticmethod
     def _refuse(conv: Conversation, event: str, payload: Any) -> None:

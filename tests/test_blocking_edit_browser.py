@@ -9,24 +9,18 @@ Run:  flock /tmp/nbagent-browser.lock .venv/bin/python -m pytest -q tests/test_b
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from support.jupyter import CHROMIUM, lab_page, lab_with_notebooks, open_notebook, run_cell
+from support.jupyter import SALES_CELL, lab_on_notebook, require_lab_browser, run_cell
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
-pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+require_lab_browser()
 
 from playwright.sync_api import expect  # noqa: E402
 
 NOTEBOOK = "blocking.ipynb"
 BROKEN = 'total = sales["revnue"].sum()'
-CELLS = ["import pandas as pd\nsales = pd.DataFrame({'month': ['Jan', 'Feb'], 'revenue': [120, 135]})",
+CELLS = [SALES_CELL,
          BROKEN,
          "from nbagent import Agent, notebook_tools\n"
          "agent = Agent(model='demo', tools=notebook_tools(approve_code=False))\nagent",
@@ -37,8 +31,8 @@ CELLS = ["import pandas as pd\nsales = pd.DataFrame({'month': ['Jan', 'Feb'], 'r
 
 @pytest.fixture
 def lab(tmp_path_factory, request):
-    with lab_with_notebooks(tmp_path_factory, request, {NOTEBOOK: CELLS}) as srv, lab_page(srv) as page:
-        yield page, srv["root"], open_notebook(page, NOTEBOOK)
+    with lab_on_notebook(tmp_path_factory, request, {NOTEBOOK: CELLS}, NOTEBOOK) as opened:
+        yield opened
 
 
 def test_an_edit_from_a_blocking_cell_never_lands_behind_the_open_editor(lab):

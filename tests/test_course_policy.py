@@ -17,6 +17,7 @@ from nbagent.core.errors import BudgetExceeded, ConfigError
 from nbagent.core.session_file import read_session_head
 from nbagent.providers.base import Provider
 from nbagent.providers.demo import DemoProvider
+from nbagent.core.conversation_state import plumbing_of
 
 MONDAY_10 = datetime(2026, 12, 7, 10, 0)  # a Monday, in lesson hours
 
@@ -350,7 +351,7 @@ def test_an_agents_md_of_the_course_lands_in_the_system_prompt_sent(course):
     agent = Agent(model=provider, system="Be brief.", rules=False)  # a student cannot drop the course's rules
     agent.ask("hello")
     assert provider.systems == ["Answer in French.\n\nBe brief."]
-    assert agent.conversation.plumbing.rules_label == "AGENTS.md"
+    assert plumbing_of(agent.conversation).rules_label == "AGENTS.md"
     assert agent.settings().system == "Be brief." and agent.settings().rules == str(course.root / "AGENTS.md")
     resumed = Agent.load(agent.session_path, model=provider)
     assert resumed.system == "Answer in French.\n\nBe brief."  # once, not twice
@@ -366,7 +367,7 @@ def test_the_tutor_preset_from_the_policy_or_the_agent(course, tmp_path, monkeyp
     agent = Agent(model=provider, rules="tutor", system="The course is on pandas.")
     agent.ask("hi")
     assert provider.systems[0].startswith("# Tutor rules") and provider.systems[0].endswith("The course is on pandas.")
-    assert agent.conversation.plumbing.rules_label == "tutor"
+    assert plumbing_of(agent.conversation).rules_label == "tutor"
     with pytest.raises(ConfigError, match="cannot be read"):
         Agent(model="demo", rules="missing.md")
 

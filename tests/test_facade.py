@@ -15,10 +15,11 @@ import pytest
 from nbagent import Agent, Conversation, NbagentError, tool
 from nbagent.conversation import from_state
 from nbagent.core.session_settings import AgentSettings
-from nbagent.loop.connect import ToolWiring, connect
+from nbagent.loop.model_connection import ModelConnection, ToolWiring
 from nbagent.providers.openai_chat import OpenAIProvider
 
 from support.scripted import ScriptedProvider, text_call
+from nbagent.core.conversation_state import plumbing_of
 
 # the Conversation members the contract (DESIGN.md) names (tests outside this repo call them)
 CONVERSATION_CONTRACT = {
@@ -30,7 +31,7 @@ CONVERSATION_CONTRACT = {
 }
 # the rest, each a deliberate choice: a setting, a constructor argument read back, the turn
 # boundaries beside compaction_indices, and the three accessors (conversation_parts.py)
-CONVERSATION_EXTRAS = {"approval_wait", "max_history_size", "turn_start_indices", "budget", "notebook", "plumbing"}
+CONVERSATION_EXTRAS = {"approval_wait", "max_history_size", "turn_start_indices", "budget", "notebook"}
 
 AGENT_CONTRACT = {"conversation", "load", "set_model"}
 AGENT_EXTRAS = {
@@ -122,8 +123,8 @@ def test_the_accessors_are_views_of_the_same_conversation():
     with pytest.raises(AttributeError):
         conv.budget = 1.0  # a number for the accessor: refused, not silently replacing it
     seen = []
-    conv.plumbing.add_listener(lambda event, payload: seen.append(event))
-    state = conv.plumbing.to_state()
+    plumbing_of(conv).add_listener(lambda event, payload: seen.append(event))
+    state = plumbing_of(conv).to_state()
     copy = from_state(state)
     assert copy.turn_count == 2 and copy.conversation_id == conv.conversation_id
     assert conv.notebook.code_cells() == []
@@ -158,8 +159,8 @@ def test_agent_connects_from_its_settings_alone():
     assert saved.api_key is None and saved.base_url == "http://127.0.0.1:9/v1" and saved.temperature == 0.3
     assert KEY not in repr(agent) and KEY not in repr(saved)
     # the connection path takes the typed values and nothing else
-    built = connect(agent.provider, AgentSettings(model=agent.model, max_tokens=9, system="S"),
-                    ToolWiring(tools=[add], policy="deny_all"))
+    built = ModelConnection(agent.provider, AgentSettings(model=agent.model, max_tokens=9, system="S"),
+                            ToolWiring(tools=[add], policy="deny_all"))
     assert (built.max_tokens, built.chat_session.system, list(built.tools)) == (9, "S", ["add"])
 
 

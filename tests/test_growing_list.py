@@ -1,4 +1,4 @@
-"""The wire history and the turn ledger grow at their end; a turn looks at what is new only.
+"""The model history and the turn ledger grow at their end; a turn looks at what is new only.
 
 ``core/growing_list.py``: a list that counts its changes other than growth, and O(1) snapshots of
 it for model requests and budget checks. These tests hold what that must keep: a hand edit of any
@@ -24,6 +24,7 @@ from nbagent.core.steps import StepType
 from nbagent.core.turn_log import TurnLog
 
 from support.scripted import ScriptedProvider, text_call
+from nbagent.core.conversation_state import plumbing_of
 
 CHANGES = {
     "set": lambda xs: xs.__setitem__(1, "X"),
@@ -202,13 +203,13 @@ def test_a_conversation_state_stays_what_it_was_while_the_chat_goes_on_and_trims
     conv = Agent(model=provider, max_history_size=25).conversation
     for i in range(12):
         conv.ask(f"q {i}")
-    state = conv.plumbing.to_state()
+    state = plumbing_of(conv).to_state()
     kept = (list(state.steps), list(state.turn_starts), list(state.turns), state.trimmed)
     assert state.trimmed > 0 and state.steps[state.turn_starts[-1]].content == "q 11"
     for i in range(12, 40):
         conv.ask(f"q {i}")
-    assert conv.plumbing.to_state().trimmed > state.trimmed  # the history was trimmed again meanwhile
+    assert plumbing_of(conv).to_state().trimmed > state.trimmed  # the history was trimmed again meanwhile
     assert all(a is b for a, b in zip(state.steps, kept[0])) and len(state.steps) == len(kept[0])
     assert list(state.turn_starts) == kept[1] and state.turn_starts == kept[1] and list(state.turns) == kept[2]
     assert [state.steps[i].content for i in state.turn_starts] == [f"q {i}" for i in range(12 - len(kept[1]), 12)]
-    assert conv.turn_start_indices == list(conv.plumbing.to_state().turn_starts)
+    assert conv.turn_start_indices == list(plumbing_of(conv).to_state().turn_starts)

@@ -144,13 +144,13 @@ def test_prefix_changes_and_counts_match_a_from_scratch_pass_through_every_kind_
     conv.ask("after append_to_last_user")
     provider.model = "scripted-2"
     conv.ask("after a model switch")
-    conv.clear_history()  # the step history goes, the wire history stays: the prefix is intact
+    conv.clear_history()  # the step history goes, the model history stays: the prefix is intact
     conv.ask("after clear_history")
     conn.compaction_budget = 300
     conv.ask("after a compaction " + "x" * 2_000)
     conn.compaction_budget = None
     conv.ask("after the compaction")
-    agent.reset()  # a fresh wire history
+    agent.reset()  # a fresh model history
     conv.ask("after reset")
     conv.ask("after reset, again")
 
@@ -163,8 +163,8 @@ def test_prefix_changes_and_counts_match_a_from_scratch_pass_through_every_kind_
         None, None, None, *[None] * 5, PrefixChange.SYSTEM, PrefixChange.TOOLS,
         H, H, H,  # a same-length in-place edit, a replaced message, a part added to an older message
         None, H, H,  # nothing changed; a trim; append_to_last_user
-        PrefixChange.MODEL, None, PrefixChange.COMPACTION, None,  # clear_history keeps the wire history
-        H, None]  # reset: a fresh wire history
+        PrefixChange.MODEL, None, PrefixChange.COMPACTION, None,  # clear_history keeps the model history
+        H, None]  # reset: a fresh model history
 
 
 def test_a_model_switch_through_set_model_rewrites_the_history_and_both_agree():
@@ -174,7 +174,7 @@ def test_a_model_switch_through_set_model_rewrites_the_history_and_both_agree():
     agent.conversation.ask("two")
     other = ScriptedProvider([text_call("three"), text_call("four")])
     other.model = "scripted-other"
-    agent.set_model(other)  # thoughts leave the wire history: every message is rewritten
+    agent.set_model(other)  # thoughts leave the model history: every message is rewritten
     agent.conversation.ask("three")
     agent.conversation.ask("four")
     assert [ours for ours, _ in tracker.pairs] == [None, None, PrefixChange.MODEL, None]

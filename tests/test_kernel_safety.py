@@ -18,7 +18,7 @@ from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 
 from nbagent import Agent, notebook_tools  # noqa: E402
-from nbagent.loop.tool_threads import abandoned_threads  # noqa: E402
+from nbagent.loop.tool_threads import stuck_tools  # noqa: E402
 from nbagent.loop.tools import Tool  # noqa: E402
 from nbagent.notebook import variables  # noqa: E402
 from nbagent.notebook.variables import attach_variables  # noqa: E402
@@ -163,7 +163,7 @@ def test_hostile_objects_are_not_inspected_past_their_time_limit_and_free_their_
         described = run_tool(tools["describe_variable"], {"name": "hang"})
         assert described.is_error and "took longer than" in described.text and "was interrupted" in described.text
     assert not inspect_threads_left()  # each hung inspection was interrupted and its thread ended
-    assert abandoned_threads() == 0
+    assert not stuck_tools()
 
 
 def test_a_dataframe_of_a_million_columns_is_described_from_its_first_columns():

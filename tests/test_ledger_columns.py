@@ -82,15 +82,14 @@ MISSING = object()  # the key left out
 ODD_VALUES = (None, MISSING, True, False, 0, 1, 7, 2.0, 3.7, -0.5, -1, 1e300, math.nan, math.inf, "", "3", "done",
               "STOP", "system", "no such member", "\ud800", 2**53, 2**53 + 1, 2**63, 2**70, -(2**63), [], {},
               [["prompt_token_count", 1]], {"prompt_token_count": 1})
-FIELDS = ("turn", "prompt", "model", "provider", "started_at", "finished_at", "first_token_at", "usage",
-          "model_calls", "tool_calls", "finish_reason", "status", "error", "http_code", "prefix_change",
-          "context_tokens", "context_window", "usage.prompt_token_count", "usage.total_token_count")
+# every TurnRecord field (a new one is decoded from its declaration alone), and two token counts
+FIELDS = (*(f.name for f in fields(TurnRecord)), "usage.prompt_token_count", "usage.total_token_count")
 
 
 def _typed(columns: TurnColumns) -> list:
     """Every value of the columns with its type (1 == 1.0 == True, FinishReason.STOP == "STOP"), NaN
     as a string (NaN != NaN)."""
-    lists = [getattr(columns, f.name) for f in fields(columns) if f.name != "usage"]
+    lists = list(columns.lists.values())
     lists += [columns.usage[name] for name in sorted(columns.usage)]
     return [[(type(v), "nan" if v != v else v) for v in values] for values in lists]
 

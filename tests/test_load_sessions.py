@@ -15,7 +15,7 @@ import pytest
 pd = pytest.importorskip("pandas")
 
 from nbagent import Agent, Conversation, NbagentError, load_sessions, tool  # noqa: E402
-from nbagent.core.session_file import read_turns, save_conversation  # noqa: E402
+from nbagent.core.session_file import read_session_head, save_conversation  # noqa: E402
 
 from support.many_sessions import synthetic_state, write_sessions  # noqa: E402
 
@@ -72,13 +72,18 @@ def test_many_sessions_give_the_frame_of_each_one_concatenated(tmp_path):
     assert isinstance(got["session_id"].dtype, pd.CategoricalDtype) and got["path"].dtype == pd.StringDtype()
 
 
+def read_ledger(path) -> tuple:
+    head = read_session_head(path)
+    return head.conversation_id, head.turns
+
+
 def test_a_ledger_longer_than_the_first_read_and_odd_text(tmp_path):
     state = synthetic_state(5, 400)  # about 200 KB of turns: more than the first read
     for i, rec in enumerate(state.turns):
         rec.prompt = f"{i} é 😀 \u2028 \"quoted\" \\ " * 3
     path = save_conversation(state, tmp_path / "long.json")
     assert path.stat().st_size > 1 << 16
-    assert read_turns(path) == (state.conversation_id, state.turns)
+    assert read_ledger(path) == (state.conversation_id, state.turns)
     assert_same_values(load_sessions(path), expected_frame([path]))
 
 
@@ -97,7 +102,7 @@ def test_a_prefix_cut_anywhere_reads_the_same(tmp_path, cut, prompt, monkeypatch
     start = text.index(b'"turns":')
     for size in range(start + cut, start + 1200, 41):
         monkeypatch.setattr(session_file, "_HEAD_BYTES", size)
-        assert read_turns(path) == (state.conversation_id, state.turns), size
+        assert read_ledger(path) == (state.conversation_id, state.turns), size
 
 
 def test_damaged_ledgers_name_their_file(tmp_path):

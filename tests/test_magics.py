@@ -21,6 +21,7 @@ from nbagent.core.steps import ApprovalDecision, StepStatus, TurnStatus  # noqa:
 from nbagent.providers.base import TextDelta  # noqa: E402
 from support.scripted import ScriptedProvider, text_call  # noqa: E402
 from support.small_disk import fill, small_disk  # noqa: E402
+from nbagent.core.conversation_state import plumbing_of  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +240,7 @@ def test_interrupting_keeps_the_partial_answer(ip, ctrl_c):
             sent.append(True)
             signal.pthread_kill(main, signal.SIGINT)  # what the kernel's Interrupt does
 
-    conv.plumbing.add_listener(interrupt_at_first_text)
+    plumbing_of(conv).add_listener(interrupt_at_first_text)
     result, out, _ = run(ip, "%%chat -a bot\nTell me a long story")
     assert sent and result.success, result.error_in_exec
     assert conv.turns[-1].status == TurnStatus.INTERRUPTED and conv.is_idle()

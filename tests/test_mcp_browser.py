@@ -14,14 +14,10 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from support.jupyter import CHROMIUM, ROOT  # noqa: E402
+from support.jupyter import ROOT, require_lab_browser, run_cell  # noqa: E402
 
 pytestmark = pytest.mark.browser
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
-pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+require_lab_browser()
 
 SERVER = str(ROOT / "tests" / "support" / "mcp_server.py")
 NOTEBOOKS = {
@@ -49,10 +45,7 @@ def server_processes() -> list[int]:
 
 def send_from_first_cell(lab, nb: str, prompt: str) -> str:
     """Run the notebook's first cell (the agent's chat) and send ``prompt`` from its box; the chat's selector."""
-    lab.evaluate("""() => { const app = window.jupyterapp, nb = app.shell.currentWidget.content;
-        nb.activeCellIndex = 0; nb.deselectAll(); window.__run = app.commands.execute('notebook:run-cell'); }""")
-    assert lab.evaluate("async () => await Promise.race([window.__run.then(() => true),"
-                        " new Promise(r => setTimeout(() => r(false), 60000))])")
+    run_cell(lab, 0, 60_000)
     chat = f"{nb} .nba-chat"
     lab.wait_for_selector(chat)
     lab.fill(f"{chat} .nba-input", prompt)

@@ -14,7 +14,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-from nbagent import Agent, notebook_tools  # noqa: E402
+from nbagent import Agent, NbagentError, notebook_tools  # noqa: E402
 from nbagent.core.steps import ApprovalDecision, StepStatus  # noqa: E402
 from nbagent.notebook.cell_tools import KERNEL_ONLY, ran_output  # noqa: E402
 from nbagent.notebook.notebook_doc import NotebookCell  # noqa: E402
@@ -23,6 +23,7 @@ from nbagent.notebook.notebook_history import HistoryBackend  # noqa: E402
 from nbagent.notebook.provenance import CellActionKind, code_hash, recorded_actions  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
 from support.tool_runs import approving, tool_steps  # noqa: E402
+from nbagent.core.conversation_state import plumbing_of  # noqa: E402
 
 v4 = nbformat.v4
 
@@ -179,7 +180,7 @@ def test_a_denied_edit_changes_nothing(nb_path):
         if event == "step" and step.status == StepStatus.WAITING_FOR_USER and step.approval == ApprovalDecision.PENDING:
             conv.deny(step.tool_calls[0].id)
 
-    conv.plumbing.add_listener(deny)
+    plumbing_of(conv).add_listener(deny)
     conv.ask("fix it")
     assert nb_path.read_bytes() == before
     assert tool_steps(conv, "edit_cell")[0].approval == ApprovalDecision.DENIED
@@ -251,6 +252,26 @@ def test_the_kernels_history_cannot_be_edited_and_says_why():
     with pytest.raises(Exception) as err:
         asyncio.run(tools["edit_cell"].handler(cell_id="in-1", source="x"))
     assert getattr(err.value, "kind", None) in ("tool", "config")
+
+
+def test_the_read_only_places_refuse_every_write_with_their_own_error(nb_path):
+    """The kernel's history (a config error: it can never be written) and a file behind a live view
+    that cannot be reached (a tool error: try again later) read as usual and refuse each write."""
+    from nbagent.notebook.live_notebook import UNREACHABLE, LiveUnreachable
+    from nbagent.notebook.notebook_file import FileBackend
+
+    before = nb_path.read_bytes()
+    file = FileBackend(nb_path)
+    behind = LiveUnreachable(file)
+    assert asyncio.run(behind.read()) == asyncio.run(file.read()) and behind.unwritable == UNREACHABLE
+    for backend, kind in ((HistoryBackend(), "config"), (behind, "tool")):
+        writes = (backend.set_source("data", "x", expected_source="total = 40"), backend.insert("x"),
+                  backend.delete("data", expected_source="total = 40"))
+        for write in writes:
+            with pytest.raises(NbagentError) as err:
+                asyncio.run(write)
+            assert err.value.kind == kind
+    assert nb_path.read_bytes() == before  # nothing written
 
 
 # --- insert_cell, run_cell, undo --------------------------------------------------------------------
@@ -415,7 +436,7 @@ def test_the_widget_gets_the_diff_with_the_waiting_step_before_approve(nb_path):
             assert cells_of(nb_path)["broken"] == "total + revnue"  # nothing changed yet
             conv.approve(step.tool_calls[0].id)
 
-    conv.plumbing.add_listener(listener)
+    plumbing_of(conv).add_listener(listener)
     conv.ask("fix it")
     (waiting,) = seen
     assert waiting["preview"] == {

@@ -31,6 +31,7 @@ from nbagent.providers.base import ToolSpec  # noqa: E402
 from nbagent.providers.demo import DemoProvider  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
 from support.tool_runs import approving, tool_steps  # noqa: E402
+from nbagent.core.conversation_state import plumbing_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("sales", "by_month", "nbagent_agent", "bot", "scores", "big", "n", "stopped", "loop_count", "x")
@@ -215,11 +216,11 @@ def test_run_python_asks_for_approval_even_when_the_policy_allows_all():
             denied.append(step.tool_calls[0].id)
             conv.deny(step.tool_calls[0].id)
 
-    conv.plumbing.add_listener(deny)
+    plumbing_of(conv).add_listener(deny)
     conv.ask("compute")
     assert denied == ["c1"] and "x" not in namespace  # it waited for a decision; denied, it never ran
     assert tool_steps(conv)[-1].approval == ApprovalDecision.DENIED
-    conv.plumbing.remove_listener(deny)
+    plumbing_of(conv).remove_listener(deny)
     approving(conv)
     conv.ask("again")
     assert namespace["y"] == "ran" and tool_steps(conv)[-1].approval == ApprovalDecision.APPROVED
@@ -279,8 +280,8 @@ def test_code_cells_lists_the_code_that_ran_in_order_with_turn_and_status():
     approver = approving(conv)
     conv.ask("first")
     conv.ask("second")
-    conv.plumbing.remove_listener(approver)
-    conv.plumbing.add_listener(lambda e, s: e == "step" and s.status == StepStatus.WAITING_FOR_USER
+    plumbing_of(conv).remove_listener(approver)
+    plumbing_of(conv).add_listener(lambda e, s: e == "step" and s.status == StepStatus.WAITING_FOR_USER
                       and s.approval == ApprovalDecision.PENDING and conv.deny(s.tool_calls[0].id))
     conv.ask("third")  # denied: it never ran, so it is not listed
     cells = code_cells(conv.history)

@@ -33,6 +33,7 @@ from nbagent import Agent, ConfigError, Conversation, NbagentError, tool  # noqa
 
 from support.fault_server import reply, sse  # noqa: E402
 from support.otlp_receiver import OtlpReceiver  # noqa: E402
+from nbagent.core.conversation_state import plumbing_of  # noqa: E402
 
 KEY = "sk-proj-otellive0123456789abcdefXYZ"
 
@@ -155,7 +156,7 @@ def test_tracing_started_while_a_turn_waits_for_approval_sends_that_whole_turn(t
 
     async def run():
         waiting = asyncio.Event()
-        conv.plumbing.add_listener(lambda event, step: waiting.set() if getattr(step, "status", None) is
+        plumbing_of(conv).add_listener(lambda event, step: waiting.set() if getattr(step, "status", None) is
                           nbagent.StepStatus.WAITING_FOR_USER else None)
         turn = asyncio.create_task(conv.chat_to_completion("What is 6 * 7?"))
         await asyncio.wait_for(waiting.wait(), 30)

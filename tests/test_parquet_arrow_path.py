@@ -42,7 +42,7 @@ def test_decode_turns_arrow_holds_the_values_of_decode_turns():
         assert arrays[name].to_pylist() == want, name
     assert arrays["status"].to_pylist() == ["done", "done", "error"]  # no status or "": the turn ended
     assert arrays["usage.prompt_token_count"].to_pylist() == [10, 0, 0] and arrays["started_at"].to_pylist()[0] == 1.0
-    assert lists.finish_reason[0] is FinishReason.STOP and lists.status[2] is TurnStatus.ERROR
+    assert lists.values("finish_reason")[0] is FinishReason.STOP and lists.values("status")[2] is TurnStatus.ERROR
 
 
 @pytest.mark.parametrize("bad", [{"model_calls": "3"}, {"status": "paused"}, {"turn": None}, {"tool_calls": -1},

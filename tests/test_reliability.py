@@ -30,6 +30,7 @@ from nbagent.providers.base import TextDelta
 
 from support.scripted import ScriptedProvider, assert_history_valid, text_call, tool_call
 from support.waiting import wait_for
+from nbagent.core.conversation_state import plumbing_of
 
 LONE = "\udcff"  # what os.fsdecode makes of the byte 0xff
 
@@ -102,7 +103,7 @@ def test_a_hung_sync_tool_times_out_and_later_tools_still_run():
     finally:
         release.set()
         # the released threads end soon, not at once: a test run next in this process counts stuck threads
-        wait_for(lambda: tool_threads.abandoned_threads() == 0, "the released tool threads ending")
+        wait_for(lambda: not tool_threads.stuck_tools(), "the released tool threads ending")
 
 
 def test_a_script_with_a_hung_tool_exits(tmp_path):
@@ -279,10 +280,10 @@ def test_an_interrupt_before_the_model_says_anything_ends_the_turn():
         if event == "step" and step.source.value == "USER":
             conv.interrupt()
 
-    conv.plumbing.add_listener(stop_at_the_prompt)
+    plumbing_of(conv).add_listener(stop_at_the_prompt)
     resp = conv.ask("hello")
     assert resp.finish_reason.value == "INTERRUPTED" and conv.turns[0].status == "interrupted"
-    conv.plumbing.remove_listener(stop_at_the_prompt)
+    plumbing_of(conv).remove_listener(stop_at_the_prompt)
     again = conv.ask("again")  # the model was never called for the first turn
     assert again.text.strip() == "never shown" and again.finish_reason.value == "STOP"
 
@@ -300,7 +301,7 @@ async def test_an_interrupt_as_tools_start_closes_every_call():
         if event == "step" and step.source.value == "SYSTEM" and step.tool_calls:
             conv.interrupt()
 
-    conv.plumbing.add_listener(stop_at_the_first_tool)
+    plumbing_of(conv).add_listener(stop_at_the_first_tool)
     resp = await asyncio.wait_for(conv.chat_to_completion("run three"), 30)  # a guard against a hang
     assert resp.finish_reason.value == "INTERRUPTED"
     statuses = conv.tool_calls_df()["status"].tolist()
@@ -355,7 +356,7 @@ def test_hung_sync_tool_threads_are_bounded_with_a_clear_error(monkeypatch):
     agent = Agent(model=ScriptedProvider(calls), tools=[hang])
     try:
         agent.ask("hang five")
-        assert tool_threads.abandoned_threads() == 5
+        assert sum(tool_threads.stuck_tools().values()) == 5
         before = threading.active_count()
         agent.ask("hang three more")
         results = [s for s in agent.conversation.history if s.tool_calls and s.source.value == "SYSTEM"]
@@ -366,9 +367,9 @@ def test_hung_sync_tool_threads_are_bounded_with_a_clear_error(monkeypatch):
     finally:
         release.set()
     deadline = time.monotonic() + 10
-    while tool_threads.abandoned_threads() and time.monotonic() < deadline:
+    while tool_threads.stuck_tools() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert tool_threads.abandoned_threads() == 0  # released threads end and free their places
+    assert not tool_threads.stuck_tools()  # released threads end and free their places
 
 
 # --- issue 22, 9. a silent server means silence ------------------------------------------------

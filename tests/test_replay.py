@@ -16,6 +16,7 @@ from support.waiting import until as wait_until
 from nbagent import Agent, Conversation, NbagentError, Text, Thought, ToolCall, tool
 from nbagent.providers.demo import DemoProvider
 from nbagent.providers.replay import DEFAULT_SPEED, END_OF_RECORDING, ReplayProvider
+from nbagent.core.conversation_state import plumbing_of
 
 RUNS: list[str] = []
 
@@ -290,7 +291,7 @@ def test_the_chat_names_a_replay_readably_and_draws_no_model_switch_between_its_
     replay = Agent(model=f"replay:{lesson.session_path}", speed=None)
     conv = replay.conversation
     shown: list[tuple[int, str]] = []  # (turn, the model the chat's record says), at every step
-    conv.plumbing.add_listener(lambda event, _: shown.append((conv.turns[-1].turn, record_dict(conv.turns[-1])["model"]))
+    plumbing_of(conv).add_listener(lambda event, _: shown.append((conv.turns[-1].turn, record_dict(conv.turns[-1])["model"]))
                                if event == "step" and conv.turns else None)
     for prompt in ("Hello", "What is 2 + 2?", "one more"):  # the third is past the recording's end
         replay.ask(prompt)

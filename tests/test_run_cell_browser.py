@@ -16,22 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from support.jupyter import CHROMIUM, lab_page, lab_with_notebooks, notebook7_page_on, notebook7_with_notebooks
-from support.jupyter import open_notebook, require_notebook7, run_cell
+from support.jupyter import SALES_CELL, lab_on_notebook, lab_page, lab_with_notebooks, notebook7_page_on
+from support.jupyter import notebook7_with_notebooks, open_notebook, require_lab_browser, require_notebook7, run_cell
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
-pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+require_lab_browser()
 
 from playwright.sync_api import expect  # noqa: E402
 
 NOTEBOOK = "run.ipynb"
 BROKEN = 'total = sales["revnue"].sum()\ntotal'
 FIXED = 'total = sales["revenue"].sum()'
-CELLS = ["import pandas as pd\nsales = pd.DataFrame({'month': ['Jan', 'Feb'], 'revenue': [120, 135]})",
+CELLS = [SALES_CELL,
          BROKEN,
          "from nbagent import Agent\nagent = Agent(model='demo', notebook=True)\nagent"]
 LONG = 120_000
@@ -40,8 +36,8 @@ MODEL = "window.jupyterapp.shell.currentWidget.content.model"
 
 @pytest.fixture
 def lab(tmp_path_factory, request):
-    with lab_with_notebooks(tmp_path_factory, request, {NOTEBOOK: CELLS}) as srv, lab_page(srv) as page:
-        yield page, srv["root"], open_notebook(page, NOTEBOOK)
+    with lab_on_notebook(tmp_path_factory, request, {NOTEBOOK: CELLS}, NOTEBOOK) as opened:
+        yield opened
 
 
 @pytest.fixture

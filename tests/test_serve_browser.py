@@ -18,14 +18,10 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from support.jupyter import CHROMIUM  # noqa: E402
+from support.jupyter import require_lab_browser, run_cell  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
-pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+require_lab_browser()
 
 NOTEBOOKS = {
     "served.ipynb": ["import nbagent, pathlib\nx = 1\nserved = nbagent.serve()\n"
@@ -61,10 +57,7 @@ def _cell_source(lab, index: int) -> str:
 
 def test_an_outside_agents_fix_waits_for_approve_in_the_page(lab, notebook, jupyter_server):
     nb = notebook("served.ipynb")
-    lab.evaluate("""() => { const app = window.jupyterapp, nb = app.shell.currentWidget.content;
-        nb.activeCellIndex = 0; nb.deselectAll(); window.__run = app.commands.execute('notebook:run-cell'); }""")
-    assert lab.evaluate("async () => await Promise.race([window.__run.then(() => true),"
-                        " new Promise(r => setTimeout(() => r(false), 90000))])")
+    run_cell(lab, 0, 90_000)
     chat = f"{nb} .nba-chat"
     lab.wait_for_selector(chat)
     url, token_file = (Path(jupyter_server["root"]) / "served.txt").read_text().split("\n")

@@ -19,6 +19,7 @@ from nbagent.analysis.sessions import load_sessions
 from nbagent.conversation import from_state
 from nbagent.core.connection import Connection
 from nbagent.core.session_file import SESSION_VERSION, read_session
+from nbagent.core.conversation_state import plumbing_of
 
 SESSIONS = Path(__file__).resolve().parent / "data" / "sessions"
 
@@ -86,7 +87,7 @@ def test_version_1_resaves_as_the_current_version_and_reloads_identically(tmp_pa
     again = Conversation.load(path)
     assert [s.to_dict() for s in again.history] == [s.to_dict() for s in conv.history]
     assert [t.to_dict() for t in again.turns] == [t.to_dict() for t in conv.turns]
-    assert again.plumbing.to_state().chat_session.to_dict() == conv.plumbing.to_state().chat_session.to_dict()
+    assert plumbing_of(again).to_state().chat_session.to_dict() == plumbing_of(conv).to_state().chat_session.to_dict()
 
 
 def test_a_resumed_version_1_session_goes_on(tmp_path):
@@ -128,7 +129,7 @@ def test_state_boundary_round_trip():
 
     agent = Agent(model="demo", tools=[calculator])
     agent.ask("What is 2 + 2?")
-    state = agent.conversation.plumbing.to_state()
+    state = plumbing_of(agent.conversation).to_state()
     copy = from_state(state)
     assert copy.history == agent.conversation.history and copy.turns == agent.conversation.turns
     assert copy.total_usage == agent.conversation.total_usage
@@ -149,7 +150,7 @@ def test_connections_implement_the_whole_protocol():
 def test_cost_of_an_unknown_model_is_nan_not_zero(tmp_path):
     conv, _ = load_v1("cache-writes-v1.json")
     assert conv.usage_df(pricing={"claude-sonnet-4-5": (1.0, 1.0)})["cost_usd"].iloc[0] > 0
-    state = conv.plumbing.to_state()
+    state = plumbing_of(conv).to_state()
     state.turns[0].model = "my-finetune"
     assert math.isnan(from_state(state).usage_df()["cost_usd"].iloc[0])
 
@@ -195,7 +196,7 @@ def test_saved_sessions_are_compact_and_load_identically(tmp_path):
     state = synthetic_state(7, 30)
     path = save_conversation(state, tmp_path / "s.json")
     doc = json.loads(path.read_text(encoding="utf-8"))
-    assert list(doc).index("turns") < list(doc).index("steps")  # read_turns stops before the steps
+    assert list(doc).index("turns") < list(doc).index("steps")  # the head's read stops before the steps
     assert not any("refusal" in s or s.get("error") == "" for s in doc["steps"])
     full = [s.to_dict() for s in state.steps] + [t.to_dict() for t in state.turns]
     assert len(json.dumps(doc["steps"] + doc["turns"])) < 0.6 * len(json.dumps(full))
@@ -207,7 +208,11 @@ def test_saved_sessions_are_compact_and_load_identically(tmp_path):
 def test_the_turn_ledger_reads_without_the_steps(tmp_path):
     from support.many_sessions import synthetic_state
 
-    from nbagent.core.session_file import read_turns, save_conversation
+    from nbagent.core.session_file import read_session_head, save_conversation
+
+    def read_turns(path) -> tuple:
+        head = read_session_head(path)
+        return head.conversation_id, head.turns
 
     state = synthetic_state(3, 5)
     path = save_conversation(state, tmp_path / "s.json")

@@ -15,6 +15,7 @@ import nbagent
 from nbagent import Agent, Conversation, tool
 from nbagent.core.session_file import read_session_head, read_steps, save_conversation
 from nbagent.core.session_journal import journal_path
+from nbagent.core.conversation_state import plumbing_of
 
 
 @tool
@@ -47,7 +48,7 @@ def chatted(tmp_path, turns: int, **options):
     after: list[dict] = []
     for i in range(turns):
         agent.ask(f"question {i}")
-        after.append(document(agent.conversation.plumbing.to_state(), tmp_path))
+        after.append(document(plumbing_of(agent.conversation).to_state(), tmp_path))
     return agent, after
 
 
@@ -57,7 +58,7 @@ def test_a_journaled_session_reloads_identically_in_every_reader(tmp_path):
     assert agent.autosave_status.saving and agent._autosave.journal.appends >= 7  # lines, not rewrites
     assert journal_path(path).exists() and len(json.loads(path.read_text())["turns"]) < 9  # the file alone is behind
     loaded = Conversation.load(path)
-    assert document(loaded.plumbing.to_state(), tmp_path) == after[-1]
+    assert document(plumbing_of(loaded).to_state(), tmp_path) == after[-1]
     assert [t.prompt for t in read_session_head(path).turns] == [f"question {i}" for i in range(9)]
     assert len(read_steps(path)[1]) == len(agent.conversation.history)
     assert nbagent.load_sessions(path)["turn"].tolist() == list(range(9))
@@ -67,7 +68,7 @@ def test_a_journaled_session_reloads_identically_in_every_reader(tmp_path):
     assert [t["record"]["prompt"] for t in session_turns(path)[0]][-1] == "question 8"  # the session browser
     # resumed: the same conversation, and its first save folds the journal into the file
     again = Agent.load(path, tools=[lookup], model=ScriptedProvider(script(1)))
-    assert document(again.conversation.plumbing.to_state(), tmp_path) == after[-1]
+    assert document(plumbing_of(again.conversation).to_state(), tmp_path) == after[-1]
     del agent
     again.ask("one more")
     assert not journal_path(path).exists() and len(json.loads(path.read_text())["turns"]) == 10
@@ -109,13 +110,13 @@ def test_a_torn_last_line_is_dropped_with_a_warning_and_nothing_else_is_lost(tmp
     journal.write_bytes(whole[: last_start + (len(whole) - last_start) // 2])
     with pytest.warns(RuntimeWarning, match="cut short"):
         loaded = Conversation.load(path)
-    assert document(loaded.plumbing.to_state(), tmp_path) == after[-2]  # every complete turn, the torn one dropped
+    assert document(plumbing_of(loaded).to_state(), tmp_path) == after[-2]  # every complete turn, the torn one dropped
     with pytest.warns(RuntimeWarning, match="cut short"):
         assert len(read_session_head(path).turns) == 5
     # garbage after complete lines: the same, and a damaged line in the middle ends the entries there
     journal.write_bytes(whole + b'{"conversation_id": "x", "tu')
     with pytest.warns(RuntimeWarning, match="cut short"):
-        assert document(Conversation.load(path).plumbing.to_state(), tmp_path) == after[-1]
+        assert document(plumbing_of(Conversation.load(path)).to_state(), tmp_path) == after[-1]
     lines = whole.split(b"\n")
     lines[3] = b"{not json"
     journal.write_bytes(b"\n".join(lines))
@@ -134,7 +135,7 @@ def test_a_journal_of_an_earlier_file_state_is_ignored(tmp_path):
     shutil.copy(stale, journal_path(path))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert document(Conversation.load(path).plumbing.to_state(), tmp_path) == after[-1]
+        assert document(plumbing_of(Conversation.load(path)).to_state(), tmp_path) == after[-1]
 
 
 def test_a_file_written_by_someone_else_meanwhile_is_rewritten_not_journaled(tmp_path):
@@ -170,4 +171,4 @@ def test_trash_and_restore_move_the_journal_with_the_file(tmp_path):
     trashed = trash_session(path)
     assert not journal_path(path).exists() and journal_path(trashed).exists()
     back = restore_session(trashed)
-    assert document(Conversation.load(back).plumbing.to_state(), tmp_path) == after[-1]
+    assert document(plumbing_of(Conversation.load(back)).to_state(), tmp_path) == after[-1]

@@ -18,6 +18,7 @@ from nbagent.loop.tool_schema import validate_value
 from support.scripted import ScriptedProvider, text_call, tool_call
 from support.tool_runs import finished_tool_steps, in_a_thread
 from support.waiting import until
+from nbagent.core.conversation_state import plumbing_of
 
 EVIL = "^(a+)+$"  # 28 characters took re 19.8 s, doubling with each one
 EVIL_TOO = "^(a|aa)+$"
@@ -76,7 +77,7 @@ def test_a_quick_tool_still_runs_beside_stuck_ones_and_the_refusal_names_the_stu
     finally:
         release.set()
     in_a_thread(lambda: [t.join(10) for t in threading.enumerate() if t.name.startswith("nbagent-tool-")])
-    assert tool_threads.abandoned_threads() == 0
+    assert not tool_threads.stuck_tools()
 
 
 # --- 16. a tool stopped while it runs --------------------------------------------------------
@@ -113,7 +114,7 @@ def test_a_call_stopped_before_it_ran_still_says_so():
         if event == "step" and step.is_tool_run and step.status == StepStatus.WAITING_FOR_USER:
             threading.Thread(target=conv.interrupt, daemon=True).start()
 
-    conv.plumbing.add_listener(stop_when_waiting)
+    plumbing_of(conv).add_listener(stop_when_waiting)
     conv.ask("go")
     (step,) = finished_tool_steps(conv)
     assert step.content == "The user interrupted the turn before this tool call ran."
@@ -192,7 +193,7 @@ def test_the_default_wait_is_at_most_30_s_and_an_answer_from_another_thread_stil
         if event == "step" and step.is_tool_run and step.status == StepStatus.WAITING_FOR_USER:
             threading.Timer(0.5, conv.approve, args=(step.tool_calls[0].id,)).start()
 
-    conv.plumbing.add_listener(approve_from_another_thread)
+    plumbing_of(conv).add_listener(approve_from_another_thread)
     assert "84" in conv.ask("What is 12 * 7?").text
 
 

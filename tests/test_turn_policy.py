@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nbagent import Agent, BudgetExceeded, tool
+from nbagent.core.conversation_state import plumbing_of
 from nbagent.core.turn_policy import NO_POLICY, Rules, TurnPolicy
 from nbagent.notebook.widget_usage import gauge_dict, policy_notice
 
@@ -46,8 +47,8 @@ def test_nbagents_own_agent_obeys_a_policy_that_is_not_the_courses(tmp_path, mon
     monkeypatch.chdir(tmp_path)  # no course here
     agent = Agent(model="demo", delay=0, tools=[shout])
     conv = agent.conversation
-    assert conv.plumbing.policy is agent.course  # no nbagent.toml: the course allows everything
-    house = conv.plumbing.policy = HouseRules()
+    assert plumbing_of(conv).policy is agent.course  # no nbagent.toml: the course allows everything
+    house = plumbing_of(conv).policy = HouseRules()
     assert policy_notice(conv) == "Not sent: closed: the house opens at nine"
     assert gauge_dict(conv)["rules"] == "house.md"
     with pytest.raises(BudgetExceeded, match="opens at nine"):
@@ -66,8 +67,8 @@ def test_a_conversation_without_an_agent_obeys_no_policy():
     from nbagent.core.connection import MockConnection
 
     conv = Conversation(MockConnection([]))
-    assert conv.plumbing.policy is NO_POLICY and conv.plumbing.refusal("hi") is None
-    assert conv.plumbing.rules_label == ""
+    assert plumbing_of(conv).policy is NO_POLICY and plumbing_of(conv).refusal("hi") is None
+    assert plumbing_of(conv).rules_label == ""
 
 
 def test_an_outside_agents_call_over_mcp_meets_the_same_policy(tmp_path, monkeypatch):
@@ -82,7 +83,7 @@ def test_an_outside_agents_call_over_mcp_meets_the_same_policy(tmp_path, monkeyp
     path = tmp_path / "analysis.ipynb"
     nbformat.write(nb, str(path))
     server = nbagent.serve(path, namespace={}, approve_code=False)
-    house = server.agent.conversation.plumbing.policy = HouseRules()
+    house = plumbing_of(server.agent.conversation).policy = HouseRules()
     try:
         closed, = _calls(server, [("read_notebook", {})])
         house.opened = True

@@ -24,6 +24,7 @@ from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
 from nbagent.notebook.widget_wire import silent_finish, step_dict  # noqa: E402
 
 from support.streams import StreamConnection, words  # noqa: E402
+from nbagent.core.conversation_state import plumbing_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNCED = ("current", "running", "notice", "finished")
@@ -647,7 +648,7 @@ async def test_cleared_and_closed():
     await settle(w)
     assert finished(w) == [] and w.current is None
     w.close()
-    assert not conv.plumbing.has_listener(w._on_event)
+    assert not plumbing_of(conv).has_listener(w._on_event)
 
 
 async def test_provider_raw_usage_stays_in_the_kernel():

@@ -3,7 +3,7 @@
 The estimate anchors on what the provider reported: the last turn's ``context_tokens`` (its last
 model call's input + output tokens) plus the tokens of the prompts sent since and of the new
 prompt. With no reported usage yet it counts the whole request: system prompt, tool schemas,
-wire history and prompt. Counting uses the connection's tokenizer (about four characters a token
+model history and prompt. Counting uses the connection's tokenizer (about four characters a token
 by default). Nothing is sent.
 """
 
@@ -235,8 +235,8 @@ class RequestInputs:
     provider: str
     tokenizer: Tokenizer
     tools: Sequence[ToolDescription]
-    chat_session: ChatSession | None  # None: a connection without a wire history (a script)
-    history: Sequence[Step]  # counted instead of the wire history when there is none
+    chat_session: ChatSession | None  # None: a connection without a model history (a script)
+    history: Sequence[Step]  # counted instead of the model history when there is none
     declared_window: int | None  # the window the connection reports, if any
     budget_usd: float | None
     pricing: Mapping | None
@@ -273,7 +273,7 @@ def _context_tokens(inputs: RequestInputs) -> tuple[int, bool]:
     total = count_tools(tokenizer, inputs.tools)
     if inputs.chat_session is not None:
         return total + tokenizer.count_session(inputs.chat_session), False
-    # a connection without a wire history (e.g. MockConnection): count what the steps show
+    # a connection without a model history (e.g. MockConnection): count what the steps show
     return total + sum(tokenizer.count(s.content) + MESSAGE_OVERHEAD for s in inputs.history if s.content), False
 
 

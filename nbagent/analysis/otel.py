@@ -16,7 +16,7 @@ from typing import Any
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from ..core.conversation_state import ConversationState
+from ..core.conversation_state import ConversationState, has_plumbing, plumbing_of
 from ..core.distribution import DISTRIBUTION, install_hint
 from ..core.errors import ConfigError, NetworkError, redact
 from .otel_spans import SpanKind, SpanOptions, SpanPlan, attributes_bytes, session_spans
@@ -108,7 +108,7 @@ def _states(sessions: Any) -> Iterator[tuple[ConversationState, str | None]]:
         if isinstance(item, ConversationState):
             yield item, None
         elif _is_conversation(item):
-            yield item.plumbing.to_state(), None
+            yield plumbing_of(item).to_state(), None
         elif isinstance(item, (str, os.PathLike)):
             for path in expand_paths(item):  # another agent's log (*.jsonl) as its transcript
                 yield (read_session(path) if path.suffix == ".json" else agent_log_state(path)), str(path)
@@ -118,7 +118,7 @@ def _states(sessions: Any) -> Iterator[tuple[ConversationState, str | None]]:
 
 
 def _is_conversation(obj: Any) -> bool:
-    return hasattr(obj, "plumbing") and hasattr(obj, "conversation_id")
+    return has_plumbing(obj) and hasattr(obj, "conversation_id")
 
 
 # --- the exporter -------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 from collections.abc import Callable, Mapping
 
-from ..core.conversation_state import ConversationEvent
+from ..core.conversation_state import ConversationEvent, has_plumbing, plumbing_of
 from ..core.errors import ConfigError, redact
 from ..core.ledger import TurnRecord
 from ..core.steps import Step
@@ -108,8 +108,8 @@ class LiveTrace:
         if self.stopped:
             return
         listener = _TurnListener(conv, self)
-        conv.plumbing.add_listener(listener)
-        self._stops.append(lambda: conv.plumbing.remove_listener(listener))
+        plumbing_of(conv).add_listener(listener)
+        self._stops.append(lambda: plumbing_of(conv).remove_listener(listener))
 
     def queue(self, ended: _EndedTurn) -> None:
         """Hand one ended turn (or a cleared history) to the worker thread, which plans and sends its spans."""
@@ -420,4 +420,4 @@ def _is_agent(obj: Any) -> bool:
 
 
 def _is_conversation(obj: Any) -> bool:
-    return callable(getattr(getattr(obj, "plumbing", None), "add_listener", None)) and hasattr(obj, "conversation_id")
+    return has_plumbing(obj) and hasattr(obj, "conversation_id")

@@ -41,9 +41,6 @@ from ..core.text import cap, clean_text
 
 AttributeValue = str | bool | int | float | Sequence[str]
 
-# nbagent provider names -> gen_ai.provider.name (the conventions' well-known values)
-PROVIDER_NAMES = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic",
-                  "gemini": "gcp.gemini"}
 # the usage_df columns an invoke_agent span carries as nbagent.<column>
 TURN_COLUMNS = ("cost_usd", "price_source", "cache_hit_ratio", "cache_saved_usd", "cache_busted",
                 "cache_bust_cause", "context_tokens", "context_window", "context_fill", "ttft_s",
@@ -145,6 +142,15 @@ def _turn_rows(records: Sequence[TurnRecord], options: SpanOptions) -> list[dict
     return json_rows(Table(records, options.pricing), USAGE_INDEX, [c for c in USAGE if c.name in TURN_COLUMNS])
 
 
+def gen_ai_provider(provider: str) -> str:
+    """The ``gen_ai.provider.name`` of an nbagent provider name: its wire spec's (the conventions'
+    well-known value), else the name itself."""
+    from ..providers import wire_spec
+
+    spec = wire_spec(provider) if provider else None
+    return provider if spec is None else spec.otel_name or spec.name
+
+
 class _TurnSpans:
     """The spans of one turn (one trace)."""
 
@@ -156,7 +162,7 @@ class _TurnSpans:
         self.record = record
         self.options = options
         self.include_content = options.include_content
-        self.provider = PROVIDER_NAMES.get(record.provider, record.provider)
+        self.provider = gen_ai_provider(record.provider)
 
     def spans(self, steps: Sequence[Step], row: Mapping[str, Any], path: str | None) -> list[SpanPlan]:
         children = [self._chat(s) if s.is_model_call else self._tool(s)

@@ -41,6 +41,7 @@ from ..core.errors import ConfigError, StorageError
 from ..core.session_file import gc_paused
 from .coded import Coded
 from .columns import TOOL_CALL_INDEX, TOOL_CALLS, USAGE, USAGE_INDEX, Column, Kind
+from ..core.conversation_state import has_plumbing
 
 __all__ = ["to_parquet", "parquet_schema", "TABLES", "SCHEMA_VERSION"]
 
@@ -323,7 +324,7 @@ def _source_table(source: Any, table: str, pricing: Mapping | None, schema: Any)
 
 
 def _is_conversation(source: Any) -> bool:
-    return hasattr(source, "plumbing") and hasattr(source, "usage_df")
+    return has_plumbing(source) and hasattr(source, "usage_df")
 
 
 def _ledger_table(pa: Any, ledgers: Any, schema: Any):

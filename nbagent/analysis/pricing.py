@@ -147,12 +147,10 @@ _FREE_PRICE = Price(0.0, 0.0, 0.0, 0.0, source="runs locally: free")
 def pricing_id(provider: str) -> str:
     """The genai-prices provider id of an nbagent provider name or prefix (each wire's spec says its
     own: ``claude`` -> ``anthropic``, ``gemini`` -> ``google``); another name as it is."""
-    from ..providers import wire_specs
+    from ..providers import wire_spec
 
-    for spec in wire_specs():
-        if provider in spec.prefixes:
-            return spec.pricing_id
-    return provider
+    spec = wire_spec(provider)
+    return provider if spec is None else spec.pricing_id
 
 
 _USER_PRICES: dict[str, Price] = {}

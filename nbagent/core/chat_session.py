@@ -1,4 +1,4 @@
-"""ChatSession: the provider-neutral message history sent on the wire."""
+"""ChatSession: the provider-neutral message history sent to the model."""
 
 from __future__ import annotations
 

@@ -71,10 +71,10 @@ class Connection(Protocol):
 
     @property
     def chat_session(self) -> ChatSession | None:
-        """The wire history to save with the conversation (None: nothing to save)."""
+        """The model history to save with the conversation (None: nothing to save)."""
 
     def resume(self, session: ChatSession | None, next_step_index: int) -> None:
-        """Continue a saved conversation: its wire history and step numbering."""
+        """Continue a saved conversation: its model history and step numbering."""
 
     async def disconnect(self) -> None: ...
 
@@ -157,8 +157,8 @@ class MockConnection:
 
     @property
     def chat_session(self) -> ChatSession | None:
-        """None: a script has no wire history to save."""
-        return None  # a script has no wire history
+        """None: a script has no model history to save."""
+        return None
 
     def resume(self, session: ChatSession | None, next_step_index: int) -> None:
         """Nothing to restore: a script starts from its first turn."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 from collections.abc import Callable, Sequence
 
 from .chat_session import ChatSession
+from .errors import NbagentError
 from .ledger import TurnRecord
 from .steps import Step, UsageMetadata
+from .turn_policy import TurnPolicy
 
 DEFAULT_MAX_HISTORY = 10_000
 
@@ -24,6 +26,38 @@ class ConversationEvent(str, Enum):
 
 
 Listener = Callable[[ConversationEvent, Any], None]
+
+
+class Plumbing(Protocol):
+    """What nbagent's own layers (the widget, the agent, the magics, saving, tracing) use of a
+    conversation, and its users never see: listeners, the state handed to saving, the policy it
+    obeys (``nbagent.conversation_parts.ConversationPlumbing``)."""
+
+    policy: TurnPolicy  # consulted before each turn and for each tool call (core/turn_policy.py)
+
+    @property
+    def rules_label(self) -> str: ...
+
+    def add_listener(self, fn: Listener) -> None: ...
+
+    def remove_listener(self, fn: Listener) -> None: ...
+
+    def has_listener(self, fn: Listener) -> bool: ...
+
+    def to_state(self) -> ConversationState: ...
+
+    def refusal(self, prompt: str = "") -> NbagentError | None: ...
+
+
+def plumbing_of(conv: Any) -> Plumbing:
+    """The plumbing of a ``nbagent.Conversation`` (see :class:`Plumbing`); AttributeError for
+    anything else (:func:`has_plumbing` says)."""
+    return conv._plumbing
+
+
+def has_plumbing(obj: Any) -> bool:
+    """Whether ``obj`` is a conversation with plumbing (a ``nbagent.Conversation``)."""
+    return hasattr(obj, "_plumbing")
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A list that knows when it changed other than by growing, and O(1) snapshots of it.
 
-The wire history (``ChatSession.messages``) and the turn ledger grow at their end, and the loop looks
+The model history (``ChatSession.messages``) and the turn ledger grow at their end, and the loop looks
 at them every turn (token counts, prompt-cache fingerprints, the budget's spend). :class:`GrowingList`
 is a ``list`` that counts every other change (an item set, deleted, inserted, popped or removed, the
 list cleared, sorted, reversed or multiplied): while :attr:`GrowingList.changes` stays the same, what

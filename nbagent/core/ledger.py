@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 from collections.abc import Mapping
 
@@ -11,12 +11,29 @@ from .steps import (FinishReason, PrefixChange, Step, StepKind, StepStatus, Step
 from .usage import count
 
 
+@dataclass(frozen=True)
+class ColumnRule:
+    """What a ``TurnRecord`` field's type does not say of its column (``core/turn_columns.py``)."""
+
+    if_missing: Any = None  # what a ledger without the field means (None: the field's None or zero)
+    distinct: bool = False  # a text whose values rarely repeat across turns (each prompt)
+
+    def of(self, f: Field) -> ColumnRule:
+        """The rule ``f`` declares (this one when it declares none)."""
+        return f.metadata.get(ColumnRule, self)
+
+
+def _ruled(default: Any, rule: ColumnRule) -> Any:
+    return field(default=default, metadata={ColumnRule: rule})
+
+
 @dataclass
 class TurnRecord:
-    """What one turn cost and how it went."""
+    """What one turn cost and how it went. Each field is a column of the decoded ledgers
+    (``core/turn_columns.py``), read by its type and its ``ColumnRule``."""
 
     turn: int
-    prompt: str = ""
+    prompt: str = _ruled("", ColumnRule(distinct=True))
     model: str = ""
     provider: str = ""
     started_at: float = 0.0
@@ -26,7 +43,7 @@ class TurnRecord:
     model_calls: int = 0
     tool_calls: int = 0
     finish_reason: FinishReason | None = None
-    status: TurnStatus = TurnStatus.RUNNING
+    status: TurnStatus = _ruled(TurnStatus.RUNNING, ColumnRule(if_missing=TurnStatus.DONE))  # saved: it ended
     error: str = ""
     http_code: int = 0
     prefix_change: PrefixChange | None = None  # what changed in the request prefix at the turn's first call
@@ -116,13 +133,16 @@ class TurnRecord:
             model_calls=count(get("model_calls"), "model_calls"),
             tool_calls=count(get("tool_calls"), "tool_calls"),
             finish_reason=None if reason is None else enum_member(FinishReason, reason),
-            status=enum_member(TurnStatus, status) if status else TurnStatus.DONE,
+            status=enum_member(TurnStatus, status) if status else _IF_MISSING["status"],
             error=str(get("error") or ""),
             http_code=count(get("http_code"), "http_code"),
             prefix_change=None if change is None else enum_member(PrefixChange, change),
             context_tokens=count(get("context_tokens"), "context_tokens"),
             context_window=None if window is None else count(window, "context_window"),
         )
+
+
+_IF_MISSING = {f.name: ColumnRule().of(f).if_missing for f in fields(TurnRecord)}
 
 
 def tokens_per_second(tokens: Any, first_token_at: Any, finished_at: Any) -> Any:

@@ -1,6 +1,6 @@
 """Per-message values of a growing history, computed once per message.
 
-A conversation's wire history grows at its end, and the loop needs a value of every message each
+A conversation's model history grows at its end, and the loop needs a value of every message each
 model call (its token count for compaction, its part fingerprints for prompt-cache analytics).
 :class:`MessageMemo` keeps those values between calls and tells how many leading messages are
 unchanged, so a call costs the new messages, not the whole history.

@@ -63,7 +63,7 @@ def save_document(state: ConversationState, path: str | Path, *, frames: dict | 
 
 def _document(state: ConversationState, frames: dict | None, settings: AgentSettings | None = None) -> dict:
     turns = state.turns
-    # the turn ledger comes before the steps: read_turns stops reading there
+    # the turn ledger comes before the steps: read_session_head stops reading there
     doc: dict[str, Any] = {
         "format": SESSION_FORMAT,
         "version": SESSION_VERSION,
@@ -135,20 +135,6 @@ def _skip_space(text: str, i: int) -> int:
     """The index of the first character at or after ``i`` that is not white space."""
     m = _SPACE.match(text, i)
     return m.end() if m else i
-
-
-def read_turns(path: str | Path) -> tuple[str, list[TurnRecord]]:
-    """The conversation id and the turn ledger of a saved session (for many-session loading).
-
-    Parses the document's top-level keys in order and stops once it has the ledger: files this
-    version writes keep ``turns`` before ``steps``, so the steps are never parsed. A file cut
-    short is still refused (it must end with ``}``); damage inside the steps goes unnoticed here.
-    """
-    return _records(_journaled(_checked(read_head(path, _TURN_KEYS), path), path), path)
-
-
-def _records(doc: dict, path: str | Path) -> tuple[str, list[TurnRecord]]:
-    return _conversation_id(doc, path), _turn_records(_ledger(doc, path), path)
 
 
 def _ledger(doc: dict, path: str | Path) -> list:

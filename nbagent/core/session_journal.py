@@ -3,7 +3,7 @@
 ``Agent(save_to=...)`` saves after every turn. Rewriting the whole session file each time costs
 in proportion to the history; instead :class:`JournalWriter` appends one line to
 ``.<name>.journal`` beside the file, holding only what changed since the last save (the new
-steps, ledger rows and wire messages, from the first that changed, plus the few small fields),
+steps, ledger rows and model-history messages, from the first that changed, plus the few small fields),
 and ``fsync``-s it. The file itself is rewritten whole (atomically, which removes the journal) on
 the first save, when the history changed somewhere a journal entry cannot say (a compaction, a
 cleared conversation, a step edited far back), when the journal has grown past the file's size,
@@ -138,7 +138,7 @@ def apply_journal(doc: dict, entries: list[dict]) -> dict:
                 raise ValueError(f"its steps start at {steps_at}, outside {base}..{end}")
             _check_forward(turns, turns_at, starts, steps_at)
             chat = doc.get("chat_session")
-            if "chat_session" in e and "chat_session" in doc:  # (a head read has no wire messages)
+            if "chat_session" in e and "chat_session" in doc:  # (a head read has no model-history messages)
                 chat = _chat_session(chat, e["chat_session"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             warnings.warn(f"nbagent: a journal entry does not fit its session ({exc!s:.120}); it and the "
@@ -192,7 +192,7 @@ def _chat_session(old: Any, patch: Any) -> Any:
     messages = old["messages"] if isinstance(old, dict) and isinstance(old.get("messages"), list) else []
     at = int(patch["messages_at"])
     if at > len(messages):
-        raise ValueError(f"its wire messages start at {at} of {len(messages)}")
+        raise ValueError(f"its model-history messages start at {at} of {len(messages)}")
     out = {k: v for k, v in patch.items() if k not in ("messages_at", "messages")}
     out["messages"] = messages
     out["messages_at"], out["new_messages"] = at, _list(patch["messages"])
@@ -207,7 +207,7 @@ class _Saved:
     """Where the file + journal stand: positions and the few newest values, to say what changed.
 
     Nothing here walks or copies the history: what an entry writes again (the last saved turn's
-    steps and ledger row, the last two wire messages) covers what changes in place at a turn's end,
+    steps and ledger row, the last two model-history messages) covers what changes in place at a turn's end,
     and an older step that changes is reported by :meth:`JournalWriter.note` (it forces a rewrite).
     """
 
@@ -220,18 +220,18 @@ class _Saved:
     last_start: int = 0  # where the last saved turn's steps start (absolute)
     last_turn: int = -1  # that turn's number: a change to an older step needs a rewrite
     turns: int = 0
-    compactions: int = 0  # compaction points kept: a new one rebuilt the wire history
+    compactions: int = 0  # compaction points kept: a new one rebuilt the model history
     chat: Any = None  # the ChatSession object and its messages list, by identity
     messages: Any = None
     message_count: int = 0
     window: tuple = ()  # the saved messages just before those an entry writes again
-    message_changes: int | None = None  # the wire history's count of changes other than growth
+    message_changes: int | None = None  # the model history's count of changes other than growth
     chat_head: tuple | None = None
     edits: int = 0
     stale: bool = False  # something older than the last turn changed: rewrite the file
 
 
-_WINDOW = 8  # wire messages checked by identity before the two an entry writes again
+_WINDOW = 8  # model-history messages checked by identity before the two an entry writes again
 
 
 class JournalWriter:
@@ -353,7 +353,7 @@ class JournalWriter:
             return entry
         if saved.chat is not None and (chat is not saved.chat or chat.messages is not saved.messages
                                        or getattr(chat.messages, "changes", None) != saved.message_changes):
-            return None  # another wire history (switching models rewrites it), or a message replaced in it
+            return None  # another model history (switching models rewrites it), or a message replaced in it
         m_at = max(0, saved.message_count - 2)  # a user message may have grown in place
         if saved.chat is None or (chat.session_id, chat.system, chat.cache_strategy) != saved.chat_head:
             m_at = 0

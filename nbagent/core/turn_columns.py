@@ -14,15 +14,14 @@ the list per field plus a type check of the whole column. Anything else (a hand-
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from enum import Enum
 from itertools import repeat
-from typing import Any
+from typing import Any, get_args, get_type_hints
 from collections.abc import Callable, Sequence
 
-from .ledger import TurnRecord
-from .steps import FinishReason, PrefixChange, TurnStatus
-from .usage import MAX_COUNT, TOKEN_COUNTS
+from .ledger import ColumnRule, TurnRecord
+from .usage import MAX_COUNT, TOKEN_COUNTS, UsageMetadata
 
 __all__ = ["NotPlain", "TurnColumns", "decode_turns", "decode_turns_arrow"]
 
@@ -35,59 +34,43 @@ class NotPlain(ValueError):
 
 @dataclass
 class TurnColumns:
-    """The fields of many turn records as lists (``usage``: each token count by its field name),
-    with the values ``TurnRecord.from_dict`` gives them."""
+    """The fields of many turn records as lists by field name (``usage``: each token count by its
+    field name), with the values ``TurnRecord.from_dict`` gives them."""
 
-    turn: list[int]
-    prompt: list[str]
-    model: list[str]
-    provider: list[str]
-    started_at: list[float]
-    finished_at: list[float | None]
-    first_token_at: list[float | None]
+    lists: dict[str, list]  # every TurnRecord field but ``usage``, in its order
     usage: dict[str, list[int]]
-    model_calls: list[int]
-    tool_calls: list[int]
-    finish_reason: list[FinishReason | None]
-    status: list[TurnStatus]
-    error: list[str]
-    http_code: list[int]
-    prefix_change: list[PrefixChange | None]
-    context_tokens: list[int]
-    context_window: list[int | None]
 
     def __len__(self) -> int:
-        return len(self.turn)
+        return len(self.lists["turn"])
 
     def values(self, name: str) -> list:
         """The column of a record attribute: ``"prompt"``, ``"usage.prompt_token_count"``..."""
         if name.startswith("usage."):
             return self.usage[name[6:]]
-        if name in _LIST_FIELDS:
-            return getattr(self, name)
+        if name in self.lists:
+            return self.lists[name]
         raise KeyError(f"a turn record has no column {name!r}")
 
     @classmethod
     def of_records(cls, records: Sequence[TurnRecord]) -> TurnColumns:
         """The columns of records already built."""
         usages = [r.usage for r in records]
-        values = {name: [getattr(r, name) for r in records] for name in _LIST_FIELDS}
-        return cls(usage={f: [getattr(u, f) for u in usages] for f in USAGE_FIELDS}, **values)
+        return cls({c.name: [getattr(r, c.name) for r in records] for c in _LISTS},
+                   {f: [getattr(u, f) for u in usages] for f in USAGE_FIELDS})
 
     @classmethod
     def concat(cls, parts: Sequence[TurnColumns]) -> TurnColumns:
         """The columns of ``parts`` one after the other."""
-        values: dict[str, list] = {name: [] for name in _LIST_FIELDS}
+        lists: dict[str, list] = {c.name: [] for c in _LISTS}
         usage: dict[str, list[int]] = {f: [] for f in USAGE_FIELDS}
         for part in parts:
-            for name, column in values.items():
-                column += getattr(part, name)
+            for name, column in lists.items():
+                column += part.lists[name]
             for f, column in usage.items():
                 column += part.usage[f]
-        return cls(usage=usage, **values)
+        return cls(lists, usage)
 
 
-_LIST_FIELDS = tuple(f.name for f in fields(TurnColumns) if f.name != "usage")
 _NONE = type(None)
 _INT = frozenset((int,))
 _NUMBER = frozenset((int, float))
@@ -96,16 +79,47 @@ _DICT = frozenset((dict,))
 _USAGE = frozenset((dict, _NONE))
 
 
-def _members(enum_cls: type[Enum], none: Any = None) -> dict:
+def _members(enum_cls: type[Enum], if_missing: Any) -> dict:
+    """An enum's members by value, and what null (and "", when it has a default) reads as."""
     table: dict[Any, Any] = {m.value: m for m in enum_cls}
-    table[None] = none
+    table[None] = if_missing
+    if if_missing is not None:
+        table[""] = if_missing
     return table
 
 
-_FINISH = _members(FinishReason)
-_CHANGE = _members(PrefixChange)
-_STATUS = _members(TurnStatus, TurnStatus.DONE)  # a ledger without a status: the turn ended
-_STATUS[""] = TurnStatus.DONE
+@dataclass(frozen=True)
+class _Column:
+    """How one ``TurnRecord`` field is decoded, from its type and its metadata (``core/ledger.py``)."""
+
+    name: str
+    kind: type  # int (a count), float (a time), str, an Enum, or UsageMetadata
+    optional: bool  # typed ``X | None``: null stays None (else it reads as the field's zero)
+    required: bool  # no default: a ledger without it is refused (``turn``)
+    members: dict | None  # an Enum's members by value (see _members)
+    distinct: bool  # a text whose values rarely repeat: read as a list, not once per value
+
+
+def _record_columns() -> tuple[_Column, ...]:
+    """Each ``TurnRecord`` field as a column: by its type (``X | None``: optional) and its metadata."""
+    out = []
+    for f in fields(TurnRecord):
+        hint = get_type_hints(TurnRecord)[f.name]
+        kinds = [k for k in get_args(hint) or (hint,) if k is not _NONE]
+        kind = kinds[0]
+        if len(kinds) != 1 or not (kind in (int, float, str, UsageMetadata) or issubclass(kind, Enum)):
+            raise TypeError(f"TurnRecord.{f.name}: turn_columns.py decodes no {hint}")
+        out.append(_Column(
+            f.name, kind, optional=_NONE in get_args(hint),
+            required=f.default is MISSING and f.default_factory is MISSING,
+            members=_members(kind, ColumnRule().of(f).if_missing) if issubclass(kind, Enum) else None,
+            distinct=ColumnRule().of(f).distinct))
+    return tuple(out)
+
+
+_COLUMNS = _record_columns()
+_LISTS = tuple(c for c in _COLUMNS if c.kind is not UsageMetadata)  # the usage's counts are columns apiece
+_ENUMS = tuple(c for c in _COLUMNS if c.members is not None)
 
 
 def decode_turns(turns: list) -> TurnColumns:
@@ -129,25 +143,19 @@ def decode_turns(turns: list) -> TurnColumns:
 def _decode_in_python(turns: list, usages: list) -> TurnColumns:
     """:func:`decode_turns` one field at a time: a pass over the dicts and a type check per field."""
     usages = [_EMPTY if u is None else u for u in usages]
-    return TurnColumns(
-        turn=_counts(_column(turns, "turn", None), missing=False),
-        prompt=_texts(_column(turns, "prompt", "")),
-        model=_texts(_column(turns, "model", "")),
-        provider=_texts(_column(turns, "provider", "")),
-        started_at=_floats(_column(turns, "started_at", 0.0)),
-        finished_at=_floats(_column(turns, "finished_at", None), optional=True),
-        first_token_at=_floats(_column(turns, "first_token_at", None), optional=True),
-        usage={f: _counts(_column(usages, f, 0)) for f in USAGE_FIELDS},
-        model_calls=_counts(_column(turns, "model_calls", 0)),
-        tool_calls=_counts(_column(turns, "tool_calls", 0)),
-        finish_reason=_enums(_FINISH, _column(turns, "finish_reason", None)),
-        status=_enums(_STATUS, _column(turns, "status", None)),
-        error=_texts(_column(turns, "error", "")),
-        http_code=_counts(_column(turns, "http_code", 0)),
-        prefix_change=_enums(_CHANGE, _column(turns, "prefix_change", None)),
-        context_tokens=_counts(_column(turns, "context_tokens", 0)),
-        context_window=_counts(_column(turns, "context_window", None), optional=True),
-    )
+    return TurnColumns({c.name: _python_values(c, _column(turns, c.name, None)) for c in _LISTS},
+                       {f: _counts(_column(usages, f, 0)) for f in USAGE_FIELDS})
+
+
+def _python_values(c: _Column, values: list) -> list:
+    """One field's values (null where a dict lacks it) as :func:`_decode_in_python` reads them."""
+    if c.members is not None:
+        return _enums(c.members, values)
+    if c.kind is int:
+        return _counts(values, optional=c.optional, missing=not c.required)
+    if c.kind is float:
+        return _floats(values, optional=c.optional)
+    return _texts(values)
 
 
 _EMPTY: dict = {}
@@ -223,25 +231,17 @@ def _enums(members: dict, values: list) -> list:
 def _decode_in_arrow(pa: Any, turns: list) -> TurnColumns:
     """:func:`decode_turns` by one Arrow conversion of the dicts (:func:`_arrow_arrays`), then lists."""
     a = _arrow_arrays(pa, turns)
-    return TurnColumns(
-        turn=a["turn"].to_numpy().tolist(),
-        prompt=a["prompt"].to_pylist(),
-        model=_arrow_by_value(a["model"], _text),
-        provider=_arrow_by_value(a["provider"], _text),
-        started_at=a["started_at"].to_numpy().tolist(),
-        finished_at=_arrow_list(a["finished_at"]),
-        first_token_at=_arrow_list(a["first_token_at"]),
-        usage={f: a["usage." + f].to_numpy().tolist() for f in USAGE_FIELDS},
-        model_calls=a["model_calls"].to_numpy().tolist(),
-        tool_calls=a["tool_calls"].to_numpy().tolist(),
-        finish_reason=_arrow_by_value(a["finish_reason"], _FINISH.__getitem__),
-        status=_arrow_by_value(a["status"], _STATUS.__getitem__),
-        error=_arrow_by_value(a["error"], _text),
-        http_code=a["http_code"].to_numpy().tolist(),
-        prefix_change=_arrow_by_value(a["prefix_change"], _CHANGE.__getitem__),
-        context_tokens=a["context_tokens"].to_numpy().tolist(),
-        context_window=_arrow_list(a["context_window"]),
-    )
+    return TurnColumns({c.name: _arrow_values(c, a[c.name]) for c in _LISTS},
+                       {f: a["usage." + f].to_numpy().tolist() for f in USAGE_FIELDS})
+
+
+def _arrow_values(c: _Column, values: Any) -> list:
+    """One field's Arrow array as the list :func:`_decode_in_python` gives."""
+    if c.members is not None:
+        return _arrow_by_value(values, c.members.__getitem__)
+    if c.kind is str:
+        return values.to_pylist() if c.distinct else _arrow_by_value(values, _text)
+    return _arrow_list(values) if c.optional else values.to_numpy().tolist()
 
 
 def decode_turns_arrow(turns: list) -> dict[str, Any]:
@@ -265,40 +265,40 @@ def _arrow_arrays(pa: Any, turns: list) -> dict[str, Any]:
     checked as ``TurnRecord.from_dict`` reads them: nulls as its defaults, counts in range, known
     enum values (see :func:`decode_turns_arrow`)."""
     try:
-        fields = dict(zip(_ARROW_FIELDS, pa.array(turns, type=_arrow_type(pa)).flatten()))
+        fields = dict(zip([c.name for c in _COLUMNS], pa.array(turns, type=_arrow_type(pa)).flatten()))
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         raise NotPlain("a value is not of its field's JSON type") from None
     usage = dict(zip(USAGE_FIELDS, fields.pop("usage").flatten()))  # a null usage: null counts
     out: dict[str, Any] = {}
-    for name, values in fields.items():
-        if name in _OPTIONAL:
-            out[name] = _checked_counts(values, optional=True) if name == "context_window" else values
-        elif name in _ARROW_COUNTS:
-            out[name] = _checked_counts(values, missing=name != "turn")
+    for c in _LISTS:
+        values = fields[c.name]
+        if c.kind is int:
+            out[c.name] = _checked_counts(values, optional=c.optional, missing=not c.required)
+        elif c.optional:
+            out[c.name] = values
         else:
-            out[name] = _filled(values, 0.0 if name == "started_at" else "")
+            out[c.name] = _filled(values, 0.0 if c.kind is float else "")
     out.update({"usage." + f: _checked_counts(usage[f]) for f in USAGE_FIELDS})
-    for name, members in (("finish_reason", _FINISH), ("prefix_change", _CHANGE), ("status", _STATUS)):
-        if not set(out[name].unique().to_pylist()) <= members.keys():
+    for c in _ENUMS:
+        assert c.members is not None
+        if not set(out[c.name].unique().to_pylist()) <= c.members.keys():
             raise NotPlain("an enum value is not one of its members")
-    out["status"] = _default_status(pa, out["status"])
+        if c.members[None] is not None:
+            out[c.name] = _if_missing(pa, out[c.name], c.members[None].value)
     return out
-
-
-_OPTIONAL = frozenset(("finished_at", "first_token_at", "finish_reason", "prefix_change", "context_window"))
-_ARROW_COUNTS = frozenset(("turn", "model_calls", "tool_calls", "http_code", "context_tokens"))
 
 
 def _filled(values: Any, default: Any) -> Any:
     return values.fill_null(default) if values.null_count else values
 
 
-def _default_status(pa: Any, status: Any) -> Any:
-    """A ledger's status, "" where it has none (null was filled with ""): "done", as ``from_dict`` reads it."""
+def _if_missing(pa: Any, values: Any, value: str) -> Any:
+    """An enum column's values, ``value`` where a ledger has none (null was filled with ""), as
+    ``from_dict`` reads it (a saved turn without a status ended)."""
     import pyarrow.compute as pc
 
-    empty = pc.equal(status, "")
-    return pc.if_else(empty, pa.scalar(TurnStatus.DONE.value), status) if pc.any(empty).as_py() else status
+    empty = pc.equal(values, "")
+    return pc.if_else(empty, pa.scalar(value), values) if pc.any(empty).as_py() else values
 
 
 def _checked_counts(values: Any, optional: bool = False, missing: bool = True) -> Any:
@@ -322,19 +322,12 @@ def _arrow_list(values: Any) -> list:
     return _with_nones(values.fill_null(0).to_numpy().tolist(), values)
 
 
-_ARROW_FIELDS = ("turn", "prompt", "model", "provider", "started_at", "finished_at", "first_token_at", "usage",
-                 "model_calls", "tool_calls", "finish_reason", "status", "error", "http_code", "prefix_change",
-                 "context_tokens", "context_window")
-
-
 @functools.cache
 def _arrow_type(pa: Any) -> Any:
     """The Arrow struct of a turn dict: each field as the JSON type this version writes it."""
-    count, time, text = pa.int64(), pa.float64(), pa.string()
-    kinds = {"prompt": text, "model": text, "provider": text, "started_at": time, "finished_at": time,
-             "first_token_at": time, "usage": pa.struct([(f, count) for f in USAGE_FIELDS]),
-             "finish_reason": text, "status": text, "error": text, "prefix_change": text}
-    return pa.struct([(name, kinds.get(name, count)) for name in _ARROW_FIELDS])
+    kinds = {int: pa.int64(), float: pa.float64(), str: pa.string(),
+             UsageMetadata: pa.struct([(f, pa.int64()) for f in USAGE_FIELDS])}
+    return pa.struct([(c.name, kinds.get(c.kind, pa.string())) for c in _COLUMNS])  # an enum: its value
 
 
 def _text(value: str | None) -> str:

@@ -3,8 +3,8 @@
 ``TOKEN_COUNTS`` is the only place that says what each count is called: its ``UsageMetadata``
 field (the seed's name) and its DataFrame column (``history_df``, ``usage_df``, Parquet); the
 frames' token columns are generated from it. Where each wire's usage object carries a count is
-that wire's spec (``WireSpec.token_names``), which its ``normalize_usage`` is tested against. "Input" is every token sent; "output" is the
-generated tokens other than thinking; "generated" is output plus thinking.
+that wire's spec (``WireSpec.token_names``), which its stream parser reads them by. "Input" is every
+token sent; "output" is the generated tokens other than thinking; "generated" is output plus thinking.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A wire history made safe for another model (``Agent.set_model``).
+"""A model history made safe for another model and its wire (``Agent.set_model``).
 
 What one provider attached to a part for its own replay (Anthropic thinking signatures and
 redacted thinking, Gemini thought signatures, OpenAI reasoning items and item ids) is never sent to

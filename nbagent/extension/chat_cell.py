@@ -13,6 +13,7 @@ from ..core.errors import ConfigError, NbagentError, ProtocolError
 from ..core.steps import ApprovalDecision, Step, StepStatus, Text, Thought, ToolCall
 from ..core.text import exception_text
 from ..notebook.transcript import turn_markdown
+from ..core.conversation_state import plumbing_of
 
 __all__ = ["ChatAnswer", "ChatInterrupted", "interpolate", "run_turn", "typed_text", "value_text"]
 
@@ -172,14 +173,14 @@ def run_turn(conv, prompt: str, in_kernel: bool) -> ChatAnswer:
 
     before = conv.turn_count
     printer = _Printer(conv)
-    conv.plumbing.add_listener(printer)
+    plumbing_of(conv).add_listener(printer)
     failure: BaseException | None = None
     try:
         response = conv.ask(prompt)
     except (NbagentError, KeyboardInterrupt) as exc:
         failure = exc
     finally:
-        conv.plumbing.remove_listener(printer)
+        plumbing_of(conv).remove_listener(printer)
         sys.stdout.write("\n")
         sys.stdout.flush()
     if conv.turn_count == before:  # refused before a turn opened

@@ -1,4 +1,4 @@
-"""When the wire history grows past its budget, compress it before the next model call."""
+"""When the model history grows past its budget, compress it before the next model call."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from ..core.steps import CompactionStats
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 TARGET_FRACTION = 0.6  # compress to this share of the budget, so it is not redone every call
+BUDGET_FRACTION = 0.75  # the share of the window (less the reply's reserve) a request may fill
 
 
-def compaction_budget(context_window: int | None, max_tokens: int | None, fraction: float) -> int:
+def compaction_budget(context_window: int | None, max_tokens: int | None, fraction: float = BUDGET_FRACTION) -> int:
     """Tokens the request may use: ``fraction`` of the window less the reply's reserve."""
     window = context_window or DEFAULT_CONTEXT_WINDOW
     reserve = max_tokens or min(4096, window // 4)

@@ -15,15 +15,17 @@ import contextlib
 import threading
 import time
 import uuid
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 from collections.abc import AsyncGenerator
 
 from ..core.chat_session import CacheStrategy, ChatSession
-from ..core.compression import ApproxTokenizer
+from ..core.compression import ApproxTokenizer, Tokenizer
 from ..core.errors import ConfigError, NbagentError, ProtocolError, ToolError
 from ..core.messages import Message, TextPart, ToolResultPart, ToolUsePart
 from ..core.connection import RequestGuard, ToolGuard
 from ..core.growing_list import snapshot
+from ..core.session_settings import AgentSettings
 from ..providers.base import REFUSAL, Finish, ModelRequest, Provider, ToolSpec
 from ..core.text import clean_text
 from ..core.steps import FinishReason, Step, StepKind, StepSource, StepStatus, StepTarget, StepType, ToolCall, cut_note
@@ -32,7 +34,6 @@ from .model_step import fold_batch
 from .request_prefix import PrefixTracker
 from .hooks import Block, Hooks, Policy, call_hook
 from .tool_runner import CANCELED_RESULT, ToolRunner, in_call_order, unrun_call_steps, with_unique_call_ids
-from .tool_threads import DEFAULT_TOOL_TIMEOUT
 from .tool_sources import ToolSource, list_new_tools
 
 _END = object()
@@ -41,47 +42,40 @@ INTERRUPTED_NOTE = "[interrupted by the user]"
 CUT_RESULT = "Not run: the reply was cut at the token limit."
 
 
-class ModelConnection:
-    """Runs turns for a Conversation. See the module docstring."""
+@dataclass(frozen=True)
+class ToolWiring:
+    """What a connection calls, which settings never hold: the tools, the approval policy (a name or a
+    function), the hooks and the tool sources (MCP servers, started at the first turn that needs them)."""
 
-    def __init__(
-        self,
-        provider: Provider,
-        *,
-        system: str | None = None,
-        tools: Any = (),
-        auto_execute_tools: bool = True,
-        policy: Policy = "allow_all",
-        max_tool_iterations: int = 10,
-        hooks: Hooks | dict | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        cache_strategy: CacheStrategy = "auto",
-        include_reasoning: bool = True,
-        response_format: dict | None = None,
-        compaction_budget: int | None = None,
-        compaction_fraction: float = 0.75,
-        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-        tokenizer: Any = None,
-        session: ChatSession | None = None,
-        conversation_id: str | None = None,
-        tool_sources: Any = (),
-    ) -> None:
+    tools: Any = ()
+    policy: Policy = "allow_all"
+    hooks: Hooks | dict | None = None
+    tool_sources: tuple = ()
+
+
+class ModelConnection:
+    """Runs turns for a Conversation (see the module docstring): what defines it comes from an agent's
+    settings (``AgentSettings``: the system prompt, sampling, the tool loop, compaction), what it calls
+    from a ``ToolWiring``."""
+
+    def __init__(self, provider: Provider, settings: AgentSettings | None = None,
+                 wiring: ToolWiring | None = None) -> None:
+        s = settings or AgentSettings()
+        wiring = wiring or ToolWiring()
         self.provider = provider
-        self.max_tool_iterations = max_tool_iterations
-        self.hooks = Hooks.coerce(hooks)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.include_reasoning = include_reasoning
-        self.response_format = response_format
-        self.compaction_budget = compaction_budget
-        self.compaction_fraction = compaction_fraction
-        self.tokenizer = tokenizer or ApproxTokenizer()
-        self.session = session or ChatSession()
-        if system is not None:
-            self.session.with_system(system)
-        self.session.with_cache_strategy(cache_strategy)
-        self.conversation_id = conversation_id or self.session.session_id
+        self.max_tool_iterations = s.max_tool_iterations
+        self.hooks = Hooks.coerce(wiring.hooks)
+        self.temperature = s.temperature
+        self.max_tokens = s.max_tokens
+        self.include_reasoning = s.include_reasoning
+        self.response_format = s.response_format
+        self.compaction_budget = s.compaction_budget
+        self.tokenizer: Tokenizer = ApproxTokenizer()
+        self.session = ChatSession()
+        if s.system is not None:
+            self.session.with_system(s.system)
+        self.session.with_cache_strategy(cast(CacheStrategy, s.cache_strategy))
+        self.conversation_id = self.session.session_id
         self.next_step_index = 0
         self.turn = -1  # the running turn's number as the conversation counts it (Conversation.send sets it)
         self.request_guard: RequestGuard | None = None
@@ -91,11 +85,11 @@ class ModelConnection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active_tasks: set[asyncio.Task] = set()
         self.prefix_tracker = PrefixTracker()
-        self.tool_runner = ToolRunner(tools, auto_execute_tools=auto_execute_tools, policy=policy,
+        self.tool_runner = ToolRunner(wiring.tools, auto_execute_tools=s.auto_execute_tools, policy=wiring.policy,
                                       hooks=self.hooks, interrupted=self._interrupted,
-                                      active_tasks=self._active_tasks, tool_timeout=tool_timeout,
+                                      active_tasks=self._active_tasks, tool_timeout=s.tool_timeout,
                                       model=lambda: str(self.provider.model or ""))
-        self.tool_sources: list[ToolSource] = list(tool_sources or ())  # MCP servers: listed at a turn
+        self.tool_sources: list[ToolSource] = list(wiring.tool_sources)  # MCP servers: listed at a turn
         self._listed_sources: set[int] = set()  # id() of the sources whose tools are in self.tools
 
     @property
@@ -145,7 +139,7 @@ class ModelConnection:
 
     @property
     def chat_session(self) -> ChatSession:
-        """The wire history sent to the model."""
+        """The model history: the messages sent to the model."""
         return self.session
 
     def resume(self, session: ChatSession | None, next_step_index: int) -> None:
@@ -491,7 +485,7 @@ class ModelConnection:
 
     def _maybe_compact(self) -> Step | None:
         budget = self.compaction_budget or compaction_budget(
-            getattr(self.provider, "context_window", 0), self.max_tokens, self.compaction_fraction)
+            getattr(self.provider, "context_window", 0), self.max_tokens)
         stats = compact_if_needed(self.session, self.tokenizer,
                                   (t.spec for t in self.tools.values()), budget)
         if stats is None:

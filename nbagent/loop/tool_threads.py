@@ -36,11 +36,6 @@ class TooManyHungTools(Exception):
     """Too many earlier sync tool calls timed out and still run: no new thread is started."""
 
 
-def abandoned_threads() -> int:
-    """How many timed-out (abandoned) sync tool threads are still running."""
-    return sum(stuck_tools().values())
-
-
 def stuck_tools() -> dict[str, int]:
     """The tools whose timed-out threads still run, with how many each (most first)."""
     with _abandoned_lock:

@@ -9,11 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Mapping
 
-from ..core.conversation_state import Listener
-from ..core.errors import NbagentError
 from ..core.ledger import TurnRecord
 from ..core.steps import ChatResponse, Step
-from ..core.turn_policy import TurnPolicy
 
 if TYPE_CHECKING:
     from ..analysis.estimate import RequestEstimate
@@ -34,23 +31,6 @@ class BudgetView(Protocol):
     def allow_over_once(self) -> None: ...
 
 
-class PlumbingView(Protocol):
-    """``conv.plumbing``: the listeners the widget subscribes with, and what the policy the
-    conversation obeys says (core/turn_policy.py)."""
-
-    def add_listener(self, fn: Listener) -> None: ...
-
-    def remove_listener(self, fn: Listener) -> None: ...
-
-    @property
-    def policy(self) -> TurnPolicy: ...
-
-    @property
-    def rules_label(self) -> str: ...
-
-    def refusal(self, prompt: str = "") -> NbagentError | None: ...
-
-
 class ConversationView(Protocol):
     """The members of ``nbagent.Conversation`` that the notebook layer uses."""
 
@@ -65,9 +45,6 @@ class ConversationView(Protocol):
 
     @property
     def budget(self) -> BudgetView: ...
-
-    @property
-    def plumbing(self) -> PlumbingView: ...
 
     def is_idle(self) -> bool: ...
 

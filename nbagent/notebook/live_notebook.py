@@ -6,7 +6,7 @@ over the widget's comm, one request at a time per call, each tagged with an id; 
 back as a custom message with the same id. Unsaved edits are included: the front end reads the
 model, not the file.
 
-Wire (custom messages of the ``ChatWidget``, declared in protocol.py: ``NotebookOp``, ``NotebookAnswer``,
+Messages (custom messages of the ``ChatWidget``, declared in protocol.py: ``NotebookOp``, ``NotebookAnswer``,
 ``UndoRequest`` / ``UndoDone``, ``ProvenanceRequest`` / ``CellProvenance``; ``id`` is a fresh hex string per request):
 
 - kernel -> front end ``{"type": "notebook", "id", "op", ...}`` with ``op`` one of
@@ -48,7 +48,7 @@ import weakref
 from typing import Any
 
 from ..core.errors import ConfigError, NbagentError, ProtocolError, ToolError
-from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource
+from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource, ReadOnlyBackend
 from .protocol import CellProvenance, Handlers, NotebookAnswer, ProvenanceRequest, UndoDone, UndoRequest
 from .provenance import CellAction, CellActionKind, code_hash, with_action
 
@@ -162,7 +162,7 @@ def _cell(data: Any) -> NotebookCell:
                         metadata=dict(data.get("metadata") or {}))
 
 
-class LiveUnreachable:
+class LiveUnreachable(ReadOnlyBackend):
     """The notebook's file (or the kernel's history) while its open live view cannot be reached (a
     cell blocks): read as usual, every write refused with ``UNREACHABLE`` (a ``ToolError``), so
     nothing lands behind the open editor. ``unwritable`` says so to an approval card beforehand."""
@@ -170,6 +170,7 @@ class LiveUnreachable:
     unwritable = UNREACHABLE
 
     def __init__(self, offline: Any) -> None:
+        super().__init__(lambda: ToolError(UNREACHABLE))
         self.offline = offline
         self.source = offline.source
 
@@ -181,20 +182,6 @@ class LiveUnreachable:
 
     async def read(self) -> NotebookSnapshot:
         return await self.offline.read()
-
-    async def set_source(self, cell_id: str, source: str, *, expected_source: str,
-                         metadata: dict[str, Any] | None = None) -> NotebookCell:
-        raise ToolError(UNREACHABLE)
-
-    async def insert(self, source: str, *, after: str | None = None, cell_type: str = "code",
-                     metadata: dict[str, Any] | None = None) -> NotebookCell:
-        raise ToolError(UNREACHABLE)
-
-    async def delete(self, cell_id: str, *, expected_source: str) -> None:
-        raise ToolError(UNREACHABLE)
-
-    async def set_metadata(self, cell_id: str, metadata: dict[str, Any]) -> None:
-        raise ToolError(UNREACHABLE)
 
 
 class LiveNotebook:
@@ -264,11 +251,8 @@ class LiveNotebook:
     async def delete(self, cell_id: str, *, expected_source: str) -> None:
         await self.request("delete", cell_id=cell_id, expected_source=expected_source)
 
-    async def set_metadata(self, cell_id: str, metadata: dict[str, Any]) -> None:
-        """Replace a cell's whole metadata (its source untouched)."""
-        await self.request("set_metadata", cell_id=cell_id, metadata=metadata)
-
-    async def run(self, cell_id: str, *, expected_source: str, timeout: float | None = None) -> tuple[NotebookCell, str]:
+    async def run(self, cell_id: str, *, expected_source: str,
+                  timeout: float | None = None) -> tuple[NotebookCell, str]:
         """Have the page run the cell as the user would (its outputs and execution count replaced,
         in the kernel's queue) and wait for the end of it: the cell after its run and the kernel's
         status. Only while the kernel can run it: not from inside a running cell (it would queue

@@ -16,6 +16,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from collections.abc import Callable
+
+from ..core.errors import NbagentError
 
 
 class NotebookSource(str, enum.Enum):
@@ -81,3 +84,22 @@ class NotebookBackend(Protocol):
     async def delete(self, cell_id: str, *, expected_source: str) -> None:
         """Remove a cell (the undo of an insert) if its source is still ``expected_source``."""
         ...
+
+
+class ReadOnlyBackend:
+    """The writes of a ``NotebookBackend`` that only reads, each refused with the error ``refusal``
+    makes: the kernel's input history, a file whose open live view cannot be reached."""
+
+    def __init__(self, refusal: Callable[[], NbagentError]) -> None:
+        self._refusal = refusal
+
+    async def set_source(self, cell_id: str, source: str, *, expected_source: str,
+                         metadata: dict[str, Any] | None = None) -> NotebookCell:
+        raise self._refusal()
+
+    async def insert(self, source: str, *, after: str | None = None, cell_type: str = "code",
+                     metadata: dict[str, Any] | None = None) -> NotebookCell:
+        raise self._refusal()
+
+    async def delete(self, cell_id: str, *, expected_source: str) -> None:
+        raise self._refusal()

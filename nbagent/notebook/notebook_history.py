@@ -28,7 +28,7 @@ from typing import Any
 from ..core.errors import ConfigError
 from ..core.text import strip_terminal_codes
 from .cell_runner import TimeLimitExceeded, call_with_time_limit
-from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource
+from .notebook_doc import NotebookCell, NotebookSnapshot, NotebookSource, ReadOnlyBackend
 from .variables import capped_repr
 
 TRACEBACK_FRAMES = 6  # frames of a cell's traceback kept (the last ones)
@@ -52,13 +52,14 @@ def strip_ansi(text: str) -> str:
     return strip_terminal_codes(text)
 
 
-class HistoryBackend:
+class HistoryBackend(ReadOnlyBackend):
     """The kernel's input history as cells (see the module docstring); read only."""
 
     source = NotebookSource.HISTORY
     label = "history: the kernel's input history In[1], In[2], … (read only)"
 
     def __init__(self, shell: Any = None) -> None:
+        super().__init__(lambda: ConfigError(READ_ONLY))
         self._shell = shell
 
     async def read(self) -> NotebookSnapshot:
@@ -78,17 +79,6 @@ class HistoryBackend:
             cells.append(NotebookCell(id=f"in-{n}", index=n - 1, source=str(raw[n]), execution_count=n,
                                       outputs=outputs))
         return NotebookSnapshot(NotebookSource.HISTORY, tuple(cells))
-
-    async def set_source(self, cell_id: str, source: str, *, expected_source: str,
-                         metadata: dict[str, Any] | None = None) -> NotebookCell:
-        raise ConfigError(READ_ONLY)
-
-    async def insert(self, source: str, *, after: str | None = None, cell_type: str = "code",
-                     metadata: dict[str, Any] | None = None) -> NotebookCell:
-        raise ConfigError(READ_ONLY)
-
-    async def delete(self, cell_id: str, *, expected_source: str) -> None:
-        raise ConfigError(READ_ONLY)
 
 
 def _repr(value: Any, seconds: float) -> str:

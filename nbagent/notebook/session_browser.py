@@ -32,7 +32,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..core.conversation_state import ConversationEvent
+from ..core.conversation_state import ConversationEvent, plumbing_of
 from ..core.errors import InvalidRequest, NbagentError
 from ..core.session_file import gc_paused, read_session
 from .protocol import (BROWSER, AssetCode, BrowserAsset, Export, Exported, Found, Handlers, Open, Opened, Refresh,
@@ -179,7 +179,7 @@ class SessionBrowser(anywidget.AnyWidget):
         agent = self.actions.resume(path)
         old = self.chat_widget
         self.agent, self.chat_widget = agent, ChatWidget(agent)
-        agent.conversation.plumbing.add_listener(self._on_resumed_event)
+        plumbing_of(agent.conversation).add_listener(self._on_resumed_event)
         self.chat = f"anywidget:{self.chat_widget.model_id}"
         if old is not None:
             old.close()

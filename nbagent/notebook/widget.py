@@ -107,7 +107,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..core.conversation_state import ConversationEvent
+from ..core.conversation_state import ConversationEvent, has_plumbing, plumbing_of
 from ..core.errors import ConfigError
 from ..core.ledger import TurnRecord
 from ..core.steps import Step, StepSource, TurnStatus
@@ -156,7 +156,7 @@ class ChatWidget(anywidget.AnyWidget):
 
     def __init__(self, conversation: ConversationView | Any, **kwargs: Any) -> None:
         agent = None
-        if hasattr(conversation, "conversation") and not hasattr(conversation, "plumbing"):
+        if hasattr(conversation, "conversation") and not has_plumbing(conversation):
             agent, conversation = conversation, conversation.conversation  # an Agent
         super().__init__(_key=uuid.uuid4().hex, conversation_key=uuid.uuid4().hex, **kwargs)
         self._widget_id = self.model_id or ""
@@ -187,7 +187,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._load(conversation)
         self.notice = course_notice(conversation)  # closed or over the course budget: said before a send
         self._flush()
-        conversation.plumbing.add_listener(self._on_event)
+        plumbing_of(conversation).add_listener(self._on_event)
         self.on_msg(self._on_msg)
         view_presence.register(self)  # a call waiting for approval asks whether a view is live
 
@@ -196,9 +196,8 @@ class ChatWidget(anywidget.AnyWidget):
         transcript; the old conversation is no longer listened to."""
         if (self._task is not None and not self._task.done()) or not self.conversation.is_idle():
             raise ConfigError("a turn is running; stop it first")
-        remove = getattr(getattr(self.conversation, "plumbing", None), "remove_listener", None)
-        if remove is not None:
-            remove(self._on_event)
+        if has_plumbing(self.conversation):
+            plumbing_of(self.conversation).remove_listener(self._on_event)
         with self._lock:
             self.conversation = conversation
             self._turns.clear()
@@ -211,7 +210,7 @@ class ChatWidget(anywidget.AnyWidget):
             self.conversation_key = uuid.uuid4().hex  # views drop the old transcript and ask for the new one
             self.notice = ""
             self._flush()
-        conversation.plumbing.add_listener(self._on_event)
+        plumbing_of(conversation).add_listener(self._on_event)
         self._update_transcript()
 
     def refresh_gauge(self) -> None:
@@ -724,9 +723,8 @@ class ChatWidget(anywidget.AnyWidget):
             pass
 
     def close(self) -> None:
-        remove = getattr(getattr(self.conversation, "plumbing", None), "remove_listener", None)
-        if remove is not None:
-            remove(self._on_event)
+        if has_plumbing(self.conversation):
+            plumbing_of(self.conversation).remove_listener(self._on_event)
         super().close()
 
     def __repr__(self) -> str:

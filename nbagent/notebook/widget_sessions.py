@@ -41,7 +41,7 @@ __all__ = ["HISTORY_ROWS", "SESSION_REQUESTS", "STEP_POLL", "SessionControls", "
 
 
 def replay_state(status: ReplayStatus) -> dict:
-    """A replay's status as the ``replay`` trait's value (protocol.ReplayState on the wire)."""
+    """A replay's status as the ``replay`` trait's value (protocol.ReplayState, as synced)."""
     m = status.mismatch
     return CHAT.encode(ReplayState(
         status.step, status.steps, status.waiting, m is not None, m.recorded_prompt if m else "",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..providers.recordings import is_recording_path, replay_label
 from .conversation_view import ConversationView
+from ..core.conversation_state import has_plumbing, plumbing_of
 
 
 def model_label(provider: str, model: str) -> str:
@@ -55,7 +56,7 @@ def gauge_dict(conv: ConversationView) -> dict:
 
 def rules_label(conv: ConversationView) -> str:
     """The rules file the conversation runs under, as the footer names it, or ""."""
-    return conv.plumbing.rules_label
+    return plumbing_of(conv).rules_label if has_plumbing(conv) else ""
 
 
 def _new_chat_gauge(conv: ConversationView) -> dict:
@@ -74,10 +75,12 @@ def _new_chat_gauge(conv: ConversationView) -> dict:
 def policy_notice(conv: ConversationView, prompt: str = "") -> str:
     """Why the conversation's policy refuses a turn now (a course: closed, over its period's budget,
     and when it opens again), or ""."""
+    if not has_plumbing(conv):
+        return ""
     try:
-        err = conv.plumbing.refusal(prompt)
+        err = plumbing_of(conv).refusal(prompt)
     except Exception as exc:  # a broken policy or session folder: say so, the send will tell too
-        return f"{conv.plumbing.policy.name}: {exc}"
+        return f"{plumbing_of(conv).policy.name}: {exc}"
     return f"Not sent: {err.message}" if err is not None else ""
 
 

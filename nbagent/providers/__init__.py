@@ -80,6 +80,12 @@ def wire_specs() -> tuple[WireSpec, ...]:
     return tuple(_specs)
 
 
+def wire_spec(prefix: str) -> WireSpec | None:
+    """The spec of the wire a provider name or prefix names (``claude``: the Messages API's); None for
+    a provider with no wire package (``local``, ``demo``, a plugin)."""
+    return next((spec for spec in wire_specs() if prefix in spec.prefixes), None)
+
+
 def aliases() -> frozenset[str]:
     """The prefixes that are another name of a wire (``claude``, ``google``)."""
     return frozenset(a for spec in wire_specs() for a in spec.aliases)

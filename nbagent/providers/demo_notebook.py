@@ -233,13 +233,14 @@ def fix_move(messages: Sequence[Message], tools: list[ToolSpec], prompt: str, n:
                     "Undo on the edit's card (or `conv.undo(call_id)`) puts the old source back." + SCRIPTED)
 
 
-def _propose_fix(notebook: str, n: int) -> DemoMove:
-    found = _LAST_ERROR.search(notebook)
+def _propose_fix(read: str, n: int) -> DemoMove:
+    """The fix of the last error ``read`` (what ``read_notebook`` returned) shows."""
+    found = _LAST_ERROR.search(read)
     if found is None:
         return DemoMove("The notebook shows no error, so there is nothing to fix.",
                         "I read your notebook: no cell shows an error, and the kernel has raised none." + SCRIPTED)
     position, cell_id, error = found.group(1), found.group(2), found.group(3)
-    sources = _cell_sources(notebook)
+    sources = _cell_sources(read)
     source = sources.get(cell_id)
     fixed = fixed_source(source, error, [s for c, s in sources.items() if c != cell_id]) if source else None
     if fixed is None:
@@ -252,12 +253,12 @@ def _propose_fix(notebook: str, n: int) -> DemoMove:
                     ToolCall(f"call_demo_{n}", EDIT, {"cell_id": cell_id, "source": fixed}))
 
 
-def _cell_sources(notebook: str) -> dict[str, str]:
+def _cell_sources(read: str) -> dict[str, str]:
     """Each cell's source as ``read_notebook`` showed it (cells shown cut left out)."""
-    heads = list(_CELL_HEAD.finditer(notebook))
+    heads = list(_CELL_HEAD.finditer(read))
     out = {}
     for head, following in zip(heads, heads[1:] + [None]):
-        body = notebook[head.end() + 1: following.start() if following else len(notebook)]
+        body = read[head.end() + 1: following.start() if following else len(read)]
         source = re.split(r"^out \d+: ", body, maxsplit=1, flags=re.M)[0].rstrip("\n")
         fenced = _FENCED.match(source)  # the source is fenced as data
         if fenced is not None and "[source cut to fit the budget" not in source:

@@ -3,9 +3,10 @@
 Each wire package (``openai_chat``, ``openai_responses``, ``anthropic``, ``gemini``) exports one
 ``SPEC``. The registry takes its prefixes, factory and default model from it; the redactor and
 ``python -m nbagent doctor`` its key variables; pricing its genai-prices provider id; model-string
-resolution its model-name prefixes (``Agent(model="claude-…")``). ``token_names`` says where the
-wire's usage object carries each ``UsageMetadata`` count (``core/usage.py``'s ``TOKEN_COUNTS``
-names the counts), and a test checks each wire's ``normalize_usage`` against it on recorded bodies.
+resolution its model-name prefixes (``Agent(model="claude-…")``); OTel spans its GenAI provider name.
+``token_names`` says where the wire's usage object carries each ``UsageMetadata`` count
+(``core/usage.py``'s ``TOKEN_COUNTS`` names the counts): the wire's stream parser reads its usage
+objects with :meth:`WireSpec.read_usage`, and a test checks it on recorded bodies.
 
 A token name is a sum of dotted paths into the usage object: ``"a + b.c - d"``; ``"a|b"`` takes
 ``a`` when present, else ``b``; an empty name means the wire never reports that count (0).
@@ -40,6 +41,7 @@ class WireSpec:
     token_names: Mapping[str, str]  # UsageMetadata field -> where the wire's usage object carries it
     usage_paths: tuple[str, ...]  # where a stream event carries its usage object (dotted paths)
     model_prefixes: tuple[str, ...] = ()  # a bare model name starting with one of these is this wire's
+    otel_name: str = ""  # OTel GenAI's gen_ai.provider.name, a well-known value ("": the provider's name)
 
     def __post_init__(self) -> None:
         if not self.prefixes or any(not p or ":" in p or p != p.lower() for p in self.prefixes):
@@ -71,10 +73,22 @@ class WireSpec:
         return bool(self.model_prefixes) and model.strip().lower().startswith(self.model_prefixes)
 
     def declared_usage(self, raw: Mapping[str, Any]) -> UsageMetadata:
-        """The counts a usage object ``raw`` carries, read by ``token_names``. ``normalize_usage``
-        gives the same for a well-formed object; where one of these is negative (OpenRouter reports
-        more reasoning than output), it repairs the counts and keeps the generated total."""
+        """The counts a usage object ``raw`` carries, read by ``token_names`` as they are (a
+        damaged object can give a negative one: :meth:`read_usage` repairs it)."""
         return UsageMetadata(**{name: carried_count(self.token_names[name], raw) for name in _FIELDS})
+
+    def read_usage(self, raw: Mapping[str, Any]) -> UsageMetadata:
+        """The ``UsageMetadata`` of a usage object ``raw``: :meth:`declared_usage`, with more reasoning
+        than output (OpenRouter reports it) capped at the output, so that candidates + thoughts stays the
+        output count, and a total the wire does not give as input + output."""
+        usage = self.declared_usage(raw)
+        if usage.candidates_token_count < 0:
+            usage = dataclasses.replace(usage, candidates_token_count=0,
+                                        thoughts_token_count=max(0, usage.generated_token_count))
+        if not usage.total_token_count:
+            usage = dataclasses.replace(usage, total_token_count=usage.prompt_token_count
+                                        + usage.generated_token_count)
+        return usage
 
 
 def carried_count(expression: str, raw: Mapping[str, Any]) -> int:

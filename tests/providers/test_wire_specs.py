@@ -1,6 +1,7 @@
 """Each wire package's ``SPEC`` is the one statement of its facts, and everything that needs them reads it:
 the registry, model-name guessing, key variables (doctor, redaction), pricing ids and the token names
-its ``normalize_usage`` is checked against on recorded bodies. A new wire is its package and its spec."""
+its stream parser reads usage objects by (checked on recorded bodies), and the OTel provider name. A new
+wire is its package and its spec."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import textwrap
 import pytest
 
 from nbagent import Agent, NbagentError, cli, providers
+from nbagent.analysis.otel_spans import gen_ai_provider
 from nbagent.analysis.pricing import pricing_id
 from nbagent.core.errors import ConfigError, key_variables, redact
 from nbagent.core.usage import TOKEN_COUNTS, UsageMetadata
@@ -104,7 +106,7 @@ def test_pricing_uses_the_specs_provider_id(package):
     assert genai_prices  # the catalogue knows the id, so prices match by provider
 
 
-# --- token names: the spec against the wire's normalize_usage ------------------------------
+# --- token names: the wire's usage objects read by its spec ------------------------------------
 
 
 def recorded_usage(spec: WireSpec) -> list[tuple[str, dict]]:
@@ -147,9 +149,9 @@ def full_usage(spec: WireSpec, skip: frozenset[str] = frozenset()) -> dict:
 
 
 @pytest.mark.parametrize("package", WIRES)
-def test_normalize_usage_reads_what_the_spec_says_on_recorded_bodies(package):
+def test_read_usage_reads_what_the_spec_says_on_recorded_bodies(package):
     spec = spec_of(package)
-    normalize = importlib.import_module(f"nbagent.providers.{package}").normalize_usage
+    normalize = spec.read_usage
     samples = recorded_usage(spec)
     assert len(samples) >= 3, f"{package}: too few recorded usage objects"
     assert any(UsageMetadata.to_dict(spec.declared_usage(raw), compact=True) for _, raw in samples)
@@ -163,14 +165,14 @@ def test_normalize_usage_reads_what_the_spec_says_on_recorded_bodies(package):
             assert counts["prompt_token_count"] == declared.prompt_token_count, where
         elif normalized != declared:
             wrong.append((where, raw))
-    assert not wrong, f"{package}: normalize_usage and the spec's token names disagree on {wrong[:3]}"
+    assert not wrong, f"{package}: read_usage and the spec's token names disagree on {wrong[:3]}"
     assert repaired < len(samples) / 2
 
 
 @pytest.mark.parametrize("package", WIRES)
-def test_normalize_usage_reads_every_name_the_spec_declares(package):
+def test_read_usage_reads_every_name_the_spec_declares(package):
     spec = spec_of(package)
-    normalize = importlib.import_module(f"nbagent.providers.{package}").normalize_usage
+    normalize = spec.read_usage
     raw = full_usage(spec)
     declared = spec.declared_usage(raw)
     assert normalize(raw) == declared
@@ -179,6 +181,29 @@ def test_normalize_usage_reads_every_name_the_spec_declares(package):
         first, *later = word.split("|")
         without = full_usage(spec, skip=frozenset([first]))  # a later alternative is read when the first is absent
         assert normalize(without) == spec.declared_usage(without) != declared, word
+
+
+# a usage object of each wire, more reasoning than output, no total: the generated count is the output count
+DAMAGED = {
+    "openai_chat": {"prompt_tokens": 10, "completion_tokens": 5, "completion_tokens_details": {"reasoning_tokens": 8}},
+    "openai_responses": {"input_tokens": 10, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 8}},
+    "anthropic": {"input_tokens": 2, "cache_read_input_tokens": 6, "cache_creation_input_tokens": 2,
+                  "output_tokens": 5, "output_tokens_details": {"thinking_tokens": 8}},
+    "gemini": {"promptTokenCount": 10, "candidatesTokenCount": 0, "thoughtsTokenCount": 5},
+}
+
+
+@pytest.mark.parametrize("package", WIRES)
+def test_read_usage_caps_reasoning_at_the_output_and_sums_a_missing_total(package):
+    usage = spec_of(package).read_usage(DAMAGED[package])
+    assert (usage.prompt_token_count, usage.candidates_token_count, usage.thoughts_token_count) == (10, 0, 5)
+    assert usage.total_token_count == 15
+
+
+def test_the_otel_provider_name_is_the_specs():
+    assert [gen_ai_provider(n) for n in ("openai", "openai-responses", "anthropic", "claude", "gemini")] == \
+        ["openai", "openai", "anthropic", "anthropic", "gcp.gemini"]
+    assert gen_ai_provider("local") == "local" and gen_ai_provider("") == ""
 
 
 def test_token_names_cover_the_one_vocabulary():
@@ -216,7 +241,7 @@ SPEC = WireSpec(
     default_model="toy-1", key_variables=("TOY_API_KEY",), pricing_id="toy-prices",
     token_names={"prompt_token_count": "in", "cached_content_token_count": "", "cache_write_token_count": "",
                  "thoughts_token_count": "", "candidates_token_count": "out", "total_token_count": "in + out"},
-    usage_paths=("usage",), model_prefixes=("toy-",))
+    usage_paths=("usage",), model_prefixes=("toy-",), otel_name="toy.ai")
 '''
 
 
@@ -232,6 +257,7 @@ def test_a_new_wire_is_its_package_and_its_spec(tmp_path, monkeypatch):
         assert Agent(model="toy-2").provider.model == "toy-2"  # guessed from the name
         assert Agent(model="toybox").provider.model == "toy-1"  # an alias, the default model
         assert "toybox" in providers.aliases() and pricing_id("toybox") == "toy-prices"
+        assert gen_ai_provider("toy") == "toy.ai"  # OTel spans name it as its spec says
         assert "TOY_API_KEY" in cli.key_variables()
         assert "plain-toy-key-value" not in redact("key: plain-toy-key-value")
     finally:

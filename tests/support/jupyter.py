@@ -45,6 +45,20 @@ def nb_json(cells):
                       for c in cells]}
 
 
+def require_lab_browser() -> None:
+    """Skip the calling test module where chromium, Playwright or JupyterLab is missing."""
+    import pytest
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"chromium not found at {CHROMIUM}", allow_module_level=True)
+    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+
+
+# the first cell of the notebooks where the demo model fixes a failing cell: the data it reads
+SALES_CELL = "import pandas as pd\nsales = pd.DataFrame({'month': ['Jan', 'Feb'], 'revenue': [120, 135]})"
+
+
 def free_port():
     """A loopback port free now; another process may take it before a server binds it (see start_server)."""
     with socket.socket() as s:
@@ -224,6 +238,14 @@ def server_with_notebooks(app: str, args: list, tmp: Path, request, notebooks: d
     with jupyter_server(app, tmp, root, args, show_log_on_error=lambda: request.session.testsfailed,
                         venv=venv, env=env) as srv:
         yield srv
+
+
+@contextlib.contextmanager
+def lab_on_notebook(tmp_path_factory, request, notebooks: dict, path: str):
+    """A JupyterLab server holding ``notebooks`` (as for lab_with_notebooks), a page on it and ``path``
+    open there: ``(page, the server's root, the notebook panel's selector)``."""
+    with lab_with_notebooks(tmp_path_factory, request, notebooks) as srv, lab_page(srv) as page:
+        yield page, srv["root"], open_notebook(page, path)
 
 
 @contextlib.contextmanager

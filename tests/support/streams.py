@@ -30,7 +30,7 @@ class StreamConnection:
     context_window: int | None = None
     request_guard = None  # a script runs no model calls to guard
     tool_guard = None  # nor tools
-    chat_session = None  # no wire history
+    chat_session = None  # no model history
 
     def __init__(self, deltas, thinking=(), *, pace: float = 0.0, batch: int = 1, tool: ToolCall | None = None,
                  tool_result: str = "42"):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nbagent import ApprovalDecision, StepStatus, StepType
+from nbagent.core.conversation_state import plumbing_of
 
 
 def tool_steps(conv: Any, name: str | None = None) -> list:
@@ -42,6 +43,6 @@ def approving(conv: Any) -> Any:
                 approved.append(call.id)
                 conv.approve(call.id)
 
-    conv.plumbing.add_listener(listener)
+    plumbing_of(conv).add_listener(listener)
     listener.approved = approved  # type: ignore[attr-defined]
     return listener

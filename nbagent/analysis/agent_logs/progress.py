@@ -32,8 +32,8 @@ class Progress:
 
             raise ConfigError(f"progress= takes True, False or 'auto', not {mode!r}")
         self.total, self.done, self.bytes = total, 0, 0
-        self.notebook = mode is not False and _kernel()
-        self.watched = mode is True or (mode == "auto" and (self.notebook or sys.stderr.isatty()))
+        self.in_kernel = mode is not False and _kernel()  # drawn as display data
+        self.watched = mode is True or (mode == "auto" and (self.in_kernel or sys.stderr.isatty()))
         self.started = time.monotonic()
         self.delay = 0.0 if mode is True else DELAY
         self.drawn_at: float | None = None
@@ -63,7 +63,7 @@ class Progress:
         return f"{LABEL}: {self.done:,}/{self.total:,} files, {self.bytes / 1e6:,.1f} MB{share}"
 
     def _draw(self, last: bool = False) -> None:
-        if self.notebook:
+        if self.in_kernel:
             from IPython.display import display
 
             shown = {"text/plain": self.text()}

@@ -7,8 +7,8 @@ their context) in ``stream``.
 
 One module a role, as in every wire package: ``provider``
 (``AnthropicProvider``), ``request`` (``build_body``), ``stream``
-(``AnthropicStreamParser``), ``usage`` (``normalize_usage``), ``finish``
-(``FINISH_REASONS``, ``finish_reason``), ``spec`` (``SPEC``, the wire's facts).
+(``AnthropicStreamParser``), ``finish`` (``FINISH_REASONS``, ``finish_reason``), ``spec``
+(``SPEC``, the wire's facts, where its usage objects carry each token count among them).
 """
 
 from .finish import FINISH_REASONS, finish_reason
@@ -16,7 +16,6 @@ from .provider import API_VERSION, AnthropicProvider
 from .request import DEFAULT_MAX_TOKENS, build_body, build_messages
 from .stream import STRUCTURED_TOOL, AnthropicStreamParser
 from .spec import SPEC
-from .usage import normalize_usage
 
 __all__ = ["SPEC", "API_VERSION", "DEFAULT_MAX_TOKENS", "FINISH_REASONS", "STRUCTURED_TOOL", "AnthropicProvider",
-           "AnthropicStreamParser", "build_body", "build_messages", "finish_reason", "normalize_usage"]
+           "AnthropicStreamParser", "build_body", "build_messages", "finish_reason"]

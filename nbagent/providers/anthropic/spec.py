@@ -21,4 +21,5 @@ SPEC = WireSpec(
     },
     usage_paths=("message.usage", "usage"),  # message_start, then message_delta
     model_prefixes=("claude",),
+    otel_name="anthropic",
 )

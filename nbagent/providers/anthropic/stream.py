@@ -30,7 +30,7 @@ from ..http_errors import classify_error
 from ..sse import SSEEvent
 from ..stream_json import UNDECODED, parse_json
 from .finish import finish_reason
-from .usage import normalize_usage
+from .spec import SPEC
 
 STRUCTURED_TOOL = "structured_output"  # the tool that carries structured output
 
@@ -205,7 +205,7 @@ class AnthropicStreamParser:
 
     def _usage_event(self) -> Usage:
         return Usage(
-            usage=normalize_usage(self.usage),
+            usage=SPEC.read_usage(self.usage),
             raw=dict(self.usage),
         )
 

@@ -9,8 +9,9 @@ there is nothing to send, and the hits show up as
 ``cached_content_token_count``. ``cache_strategy`` is therefore ignored.
 
 One module a role, as in every wire package: ``provider`` (``GeminiProvider``),
-``request`` (``build_body``), ``stream`` (``GeminiStreamParser``), ``usage``
-(``normalize_usage``), ``finish`` (``FINISH_REASONS``, ``finish_reason``), ``spec`` (``SPEC``, the wire's facts).
+``request`` (``build_body``), ``stream`` (``GeminiStreamParser``),
+``finish`` (``FINISH_REASONS``, ``finish_reason``), ``spec``
+(``SPEC``, the wire's facts, where its usage objects carry each token count among them).
 """
 
 from .finish import FINISH_REASONS, finish_reason
@@ -18,7 +19,6 @@ from .provider import GeminiProvider, retry_delay_from_body
 from .request import PLACEHOLDER_SIGNATURE, build_body, build_contents
 from .stream import GeminiStreamParser
 from .spec import SPEC
-from .usage import normalize_usage
 
 __all__ = ["SPEC", "FINISH_REASONS", "PLACEHOLDER_SIGNATURE", "GeminiProvider", "GeminiStreamParser", "build_body",
-           "build_contents", "finish_reason", "normalize_usage", "retry_delay_from_body"]
+           "build_contents", "finish_reason", "retry_delay_from_body"]

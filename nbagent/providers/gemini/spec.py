@@ -19,4 +19,5 @@ SPEC = WireSpec(
     },
     usage_paths=("usageMetadata",),
     model_prefixes=("gemini",),
+    otel_name="gcp.gemini",
 )

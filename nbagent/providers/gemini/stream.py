@@ -30,7 +30,7 @@ from ..http_errors import error_from_payload
 from ..sse import SSEEvent
 from ..stream_json import UNDECODED, parse_json
 from .finish import finish_reason
-from .usage import normalize_usage
+from .spec import SPEC
 
 
 class GeminiStreamParser:
@@ -109,7 +109,7 @@ class GeminiStreamParser:
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict) and usage and usage != self.usage:
             self.usage = dict(usage)
-            events.append(Usage(usage=normalize_usage(self.usage), raw=dict(self.usage)))
+            events.append(Usage(usage=SPEC.read_usage(self.usage), raw=dict(self.usage)))
 
     def _part(self, part: dict, events: list[Event]) -> None:
         """Add one content part's events to ``events``: text, a thought, or a whole function call."""

@@ -6,8 +6,9 @@ the assistant message's own ``refusal`` field; thinking is never sent back as
 text (OpenRouter's ``reasoning_details`` are, to servers other than OpenAI).
 
 One module a role, as in every wire package: ``provider`` (``OpenAIProvider``),
-``request`` (``build_body``), ``stream`` (``OpenAIChatStreamParser``), ``usage``
-(``normalize_usage``), ``finish`` (``FINISH_REASONS``, ``finish_reason``), ``spec`` (``SPEC``, the wire's facts).
+``request`` (``build_body``), ``stream`` (``OpenAIChatStreamParser``),
+``finish`` (``FINISH_REASONS``, ``finish_reason``), ``spec``
+(``SPEC``, the wire's facts, where its usage objects carry each token count among them).
 """
 
 from .finish import FINISH_REASONS, finish_reason
@@ -15,7 +16,6 @@ from .provider import OPENAI_BASE_URL, OpenAIProvider
 from .request import build_body, build_messages
 from .stream import OpenAIChatStreamParser
 from .spec import SPEC
-from .usage import normalize_usage
 
 __all__ = ["SPEC", "FINISH_REASONS", "OPENAI_BASE_URL", "OpenAIChatStreamParser", "OpenAIProvider", "build_body",
-           "build_messages", "finish_reason", "normalize_usage"]
+           "build_messages", "finish_reason"]

@@ -20,4 +20,5 @@ SPEC = WireSpec(
     },
     usage_paths=("usage",),
     model_prefixes=("gpt-", "o1", "o3", "o4", "chatgpt"),
+    otel_name="openai",
 )

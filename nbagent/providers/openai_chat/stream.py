@@ -43,7 +43,7 @@ from ..http_errors import error_from_payload
 from ..sse import SSEEvent
 from ..stream_json import UNDECODED, parse_json
 from .finish import finish_reason
-from .usage import normalize_usage
+from .spec import SPEC
 
 
 _TEXT_ONLY = frozenset({"content", "role"})
@@ -102,7 +102,7 @@ class OpenAIChatStreamParser:
             usage = groq.get("usage")  # Groq without stream_options
         if isinstance(usage, dict) and usage:
             self.usage = usage
-            events.append(Usage(normalize_usage(usage), raw=usage))
+            events.append(Usage(SPEC.read_usage(usage), raw=usage))
         if payload.get("error") or sse.event == "error":
             # raised on the next call, after this chunk's deltas were delivered
             self.pending_error = error_from_payload(payload, provider=self.provider)

@@ -14,8 +14,8 @@ uses ``text.format`` (``json_schema``); caching sends the session id as
 
 One module a role, as in every wire package: ``provider``
 (``OpenAIResponsesProvider``), ``request`` (``build_body``), ``stream``
-(``OpenAIResponsesStreamParser``), ``usage`` (``normalize_usage``), ``finish``
-(``FINISH_REASONS``, ``finish_reason``), ``spec`` (``SPEC``, the wire's facts).
+(``OpenAIResponsesStreamParser``), ``finish`` (``FINISH_REASONS``, ``finish_reason``), ``spec``
+(``SPEC``, the wire's facts, where its usage objects carry each token count among them).
 """
 
 from .finish import FINISH_REASONS, finish_reason
@@ -23,8 +23,7 @@ from .provider import OpenAIResponsesProvider, is_reasoning_model
 from .request import build_body, build_input, text_format
 from .stream import ITEM_ID, OPENAI_ITEM, PHASE, OpenAIResponsesStreamParser
 from .spec import SPEC
-from .usage import normalize_usage
 
 __all__ = ["SPEC", "FINISH_REASONS", "ITEM_ID", "OPENAI_ITEM", "PHASE", "OpenAIResponsesProvider",
            "OpenAIResponsesStreamParser", "build_body", "build_input", "finish_reason", "is_reasoning_model",
-           "normalize_usage", "text_format"]
+           "text_format"]

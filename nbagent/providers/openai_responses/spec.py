@@ -19,4 +19,5 @@ SPEC = WireSpec(
     },
     usage_paths=("response.usage",),
     model_prefixes=(),  # a bare "gpt-…" goes to Chat Completions
+    otel_name="openai",
 )

@@ -41,7 +41,7 @@ from ..http_errors import classify_error
 from ..sse import SSEEvent
 from ..stream_json import UNDECODED, parse_json
 from .finish import finish_reason
-from .usage import normalize_usage
+from .spec import SPEC
 
 OPENAI_ITEM = "openai_item"  # ThinkingPart.provider_details: the reasoning item, replayed whole
 ITEM_ID = "item_id"  # TextPart / ToolUsePart provider_details: the output item's id
@@ -204,7 +204,7 @@ class OpenAIResponsesStreamParser:
                 events += self._on_item_done({"item": raw, "output_index": item.index if item else n})
         usage = self.response.get("usage")
         if isinstance(usage, dict) and usage:
-            events.append(Usage(normalize_usage(usage), raw=usage))
+            events.append(Usage(SPEC.read_usage(usage), raw=usage))
         return events
 
     # -- the end ------------------------------------------------------------
