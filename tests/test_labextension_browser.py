@@ -257,8 +257,9 @@ def nb7(tmp_path_factory, request, extension_path, lab):
                                   env={"JUPYTER_PATH": str(extension_path), "NBAGENT_MODEL": "demo"}) as srv:
         (srv["root"] / "prov.ipynb").write_text(notebook_file(PROVENANCE, kernel=True))
         page = lab.context.new_page()
-        page.errors = []
+        page.errors, page.console_errors = [], []
         page.on("pageerror", lambda e: page.errors.append(f"{e}\n{e.stack}"))
+        page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
         try:
             page.goto(f"{srv['base']}/notebooks/error.ipynb?token={srv['token']}")
             wait_restored(page)
@@ -269,6 +270,36 @@ def nb7(tmp_path_factory, request, extension_path, lab):
             page.close()
 
 
+# Notebook 7.6.5 (JupyterLab 4.6 packages) throws this as every page opens, with every labextension disabled,
+# with no settings at all, and not in JupyterLab: @jupyterlab/shortcuts-extension's pluginChanged handler reads
+# registry.plugins['@jupyterlab/shortcuts-extension:shortcuts'].schema when docmanager-extension's settings
+# load first (a start-up race; jupyter/notebook#7862, open). An unhandled rejection, no dialog; shortcuts work.
+UPSTREAM_SCHEMA_RACE = "Cannot read properties of undefined (reading 'schema')"
+
+
+def notebooks_own_race(error: str) -> bool:
+    """Whether a page error (message and stack) is Notebook 7's start-up race: that message, thrown with
+    every frame in Notebook's own bundles (/static/notebook/), none in a labextension's."""
+    message, _, stack = error.partition("\n")
+    frames = [ln for ln in stack.splitlines() if ln.strip().startswith("at ") and "http" in ln]
+    return message == UPSTREAM_SCHEMA_RACE and bool(frames) and all("/static/notebook/" in ln for ln in frames)
+
+
+def test_a_notebook_opens_in_jupyterlab_with_no_error_or_dialog(lab, notebook):
+    notebook("empty.ipynb")
+    expect(lab.locator(".jp-Dialog")).to_have_count(0)
+    assert not lab.console_errors, lab.console_errors
+    assert not lab.errors, lab.errors
+
+
+def test_a_notebook_opens_in_notebook7_with_no_error_or_dialog_but_notebooks_own(nb7):
+    page, _ = nb7
+    assert page.evaluate("() => window.jupyterapp.isPluginActivated('jupyter-nbagent:plugin')")
+    expect(page.locator(".jp-Dialog")).to_have_count(0)
+    assert not page.console_errors, page.console_errors
+    assert not [e for e in page.errors if not notebooks_own_race(e)], page.errors
+
+
 def test_notebook7_badge_and_ask_nbagent(nb7):
     page, srv = nb7
     assert page.evaluate("() => window.jupyterapp.isPluginActivated('jupyter-nbagent:plugin')")
@@ -276,7 +307,5 @@ def test_notebook7_badge_and_ask_nbagent(nb7):
     page.goto(f"{srv['base']}/notebooks/prov.ipynb?token={srv['token']}")
     wait_restored(page)
     check_badges(page, ".jp-NotebookPanel")
-    # Notebook 7.6 itself throws "Cannot read properties of undefined (reading 'schema')" as a page opens,
-    # with or without this extension: only errors whose stack runs through the extension count
-    ours = [e for e in page.errors if "jupyter-nbagent" in e]
-    assert not ours, ours
+    others = [e for e in page.errors if not notebooks_own_race(e)]  # every page load throws Notebook's own
+    assert not others, others
