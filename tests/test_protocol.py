@@ -71,7 +71,7 @@ def test_a_malformed_chat_message_is_a_clear_notice(content, says):
     sent = customs(w)
     deliver_raw(w, content)
     assert says in w.notice and w.notice.startswith(f"{content['type']} failed:")
-    assert sent == [] and w._task is None  # nothing ran, nothing else sent
+    assert sent == [] and w.prompts.task is None  # nothing ran, nothing else sent
 
 
 def test_a_malformed_browser_request_is_answered_with_the_reason(tmp_path):

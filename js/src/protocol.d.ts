@@ -61,7 +61,7 @@ export interface ClassAnswer_ClassRows { rows: Record<string, any>[]; notice: st
 
 export interface BrowserReply { type: "reply"; id: string; ok: boolean; error?: string; [field: string]: any }
 
-/** A step as the widget gets it (widget_wire.step_dict). */
+/** A step as the widget gets it (turn_codec.step_dict). */
 export interface WireStep {
   id?: string;  // carried
   step_index: number;  // carried

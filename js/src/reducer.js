@@ -10,7 +10,7 @@
  *   `done`: its end came (an ended patch, "turn" or "turns"): a late patch of it is stale
  * @typedef {[number, "c"|"t", number, string, boolean?]} DeltaItem  a 5th `true`: replace from offset
  * @typedef {{turn: number, record?: any, steps?: any[], ended?: boolean}} Patch  what changed in a running
- *   turn's structure (widget_wire.TurnBuffer.patch): changed record fields, new steps whole (one that is
+ *   turn's structure (turn_codec.TurnBuffer.patch): changed record fields, new steps whole (one that is
  *   all its kind says as [step_index, kind]), changed steps' fields (a null field is gone); `ended`: its end
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
  *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null,
@@ -175,7 +175,7 @@ export function carriedTraits(get, carried, ended = 0) {
 }
 
 /** A step's usual type, source and target for its kind: a patch's new step leaves them out when they
- * are these (nbagent/notebook/widget_wire.py USUAL_SHAPES). @type {Record<string, {type: string, source: string, target: string}>} */
+ * are these (nbagent/notebook/turn_codec.py USUAL_SHAPES). @type {Record<string, {type: string, source: string, target: string}>} */
 export const USUAL_SHAPES = {
   prompt: { type: "TEXT_RESPONSE", source: "USER", target: "UNSPECIFIED" },
   model_call: { type: "TEXT_RESPONSE", source: "MODEL", target: "USER" },
@@ -183,7 +183,7 @@ export const USUAL_SHAPES = {
   finish: { type: "FINISH", source: "SYSTEM", target: "USER" },
 };
 
-/** A patch's new step with what the patch left out to derive (widget_wire.derived_fields): its
+/** A patch's new step with what the patch left out to derive (turn_codec.derived_fields): its
  * `status`, DONE for a prompt or a finish, else ACTIVE; its `created_at`, the end (or start) of the
  * step before it; its `finished_at` when it is not active, its `created_at`; a model call's `model`
  * and a finish's `finish_reason`, the record's. A field the patch names (null: absent) stays.
@@ -201,7 +201,7 @@ function derived(step, fields, before, record) {
   return out;
 }
 
-/** A usage's counts in a patch, in this order (nbagent/notebook/widget_wire.py USAGE_FIELDS). */
+/** A usage's counts in a patch, in this order (nbagent/notebook/turn_codec.py USAGE_FIELDS). */
 export const USAGE_FIELDS = ["prompt_token_count", "candidates_token_count", "total_token_count",
   "cached_content_token_count", "thoughts_token_count", "cache_write_token_count"];
 
@@ -226,7 +226,7 @@ function patched(old, fields) {
 }
 
 /** What a view takes a running turn's record to be before its first patch: running, with the model and
- * provider of the latest turn before it (widget_wire.new_record). @param {Turn[]} turns @param {number} n */
+ * provider of the latest turn before it (turn_codec.new_record). @param {Turn[]} turns @param {number} n */
 function newRecord(turns, n) {
   /** @type {any} */
   const out = { turn: n, status: "running" };
@@ -236,10 +236,10 @@ function newRecord(turns, n) {
 }
 
 /** A record at its turn's end, before the ended patch's fields: done, finished for STOP unless it says
- * otherwise (widget_wire.ended_record). @param {any} record */
+ * otherwise (turn_codec.ended_record). @param {any} record */
 const endedRecord = (record) => ({ ...record, status: "done", finish_reason: record.finish_reason || "STOP" });
 
-/** A step at its turn's end, before the ended patch's fields: an active step is done (widget_wire.ended_step).
+/** A step at its turn's end, before the ended patch's fields: an active step is done (turn_codec.ended_step).
  * @param {Step} step @returns {Step} */
 const endedStep = (step) => ((step.status || "ACTIVE") === "ACTIVE" ? { ...step, status: "DONE" } : step);
 
@@ -250,7 +250,7 @@ function patchTurn(state, event) {
   const local = i >= 0 ? state.turns[i] : undefined;
   if (local && local.done && !event.ended) return state; // a late patch of a turn that has ended
   // a new record is running, of this turn, with the model of the turn before, unless the patch says
-  // otherwise (widget_wire.new_record); at its end it is done, its steps too (ended_record, ended_step)
+  // otherwise (turn_codec.new_record); at its end it is done, its steps too (ended_record, ended_step)
   let base = local && local.record ? local.record : newRecord(state.turns, event.turn);
   const ending = event.ended && !(local && local.done);
   if (ending) base = endedRecord(base);

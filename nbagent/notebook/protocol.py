@@ -38,7 +38,7 @@ from typing import Any, ClassVar, TypeVar
 from collections.abc import Callable
 
 from ..core.errors import InvalidRequest
-from ..core.steps import Step, StepKind, Wire, field_roles
+from ..core.steps import Delivery, Step, StepKind, field_roles
 
 M = TypeVar("M", bound="Message")
 T = TypeVar("T")
@@ -270,7 +270,7 @@ CLASS = Protocol("class view", reply="reply")  # the teacher's live view (class_
 @dataclass(frozen=True)
 class Deltas(Message):
     """What changed since the last flush, in one message: ``patches``, the running turn's structure
-    as a live view shows it (widget_wire.TurnBuffer.patch: ``{"turn", "record"?, "steps"?, "ended"?}``,
+    as a live view shows it (turn_codec.TurnBuffer.patch: ``{"turn", "record"?, "steps"?, "ended"?}``,
     the record's changed fields, each new step whole but for what a view derives, or ``[step_index,
     kind]`` when that is all it says, each changed step as its ``step_index`` with its changed fields,
     a null field gone, a usage as a list of counts; a new record starts with the model and provider
@@ -702,11 +702,11 @@ def _ts_interface(name: str, kind: str, spec: _Spec) -> str:
 
 
 def _ts_step() -> list[str]:
-    """The wire form of a step (widget_wire.step_dict): every field that leaves the kernel, typed."""
+    """The wire form of a step (turn_codec.step_dict): every field that leaves the kernel, typed."""
     hints = typing.get_type_hints(Step)
     lines = []
     for name, role in field_roles().items():
-        if role.wire is Wire.KERNEL or not role.saved:
+        if role.delivery is Delivery.KERNEL or not role.saved:
             continue
         hint = hints[name]
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -721,8 +721,8 @@ def _ts_step() -> list[str]:
             ts = "any[]"
         else:
             ts = "any"
-        required = role.keep_empty and role.wire is not Wire.TEXT  # a bare step's text went as deltas
-        lines.append(f"  {name}{'' if required else '?'}: {ts};  // {role.wire.value}{', shown' if role.shown else ''}")
+        required = role.keep_empty and role.delivery is not Delivery.TEXT  # a bare step's text went as deltas
+        lines.append(f"  {name}{'' if required else '?'}: {ts};  // {role.delivery.value}{', shown' if role.shown else ''}")
     lines.append("  kind: " + " | ".join(f'"{k.value}"' for k in StepKind) + ";  // Step.kind")
     lines.append("  n?: [number, number];  // a bare step: the lengths of its content and thinking")
     return lines
@@ -746,7 +746,7 @@ def typescript() -> str:
         out.append("")
     if BROWSER.reply:
         out.append('export interface BrowserReply { type: "reply"; id: string; ok: boolean; error?: string; [field: string]: any }')
-    out += ["", "/** A step as the widget gets it (widget_wire.step_dict). */", "export interface WireStep {", *_ts_step(), "}", ""]
+    out += ["", "/** A step as the widget gets it (turn_codec.step_dict). */", "export interface WireStep {", *_ts_step(), "}", ""]
     return "\n".join(out)
 
 

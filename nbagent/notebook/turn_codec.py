@@ -1,7 +1,10 @@
-"""How the ChatWidget encodes turns for its front end: compact step dicts, records with the
-footer's figures, and a per-turn buffer that remembers what the views already have (its text
-goes as deltas; its structure without the text, see ``TurnBuffer.bare_dict``; while it runs, only
-what changed in that structure, see ``TurnBuffer.patch``)."""
+"""The turn codec: how the ChatWidget's turns reach its views, with no comm, lock or timer.
+
+Conversation events in (``TurnCodec.take_event``), protocol payloads out (``TurnCodec.flush``):
+compact step dicts, records with the footer's figures, and a per-turn buffer that remembers what
+the views already have (its text goes as deltas; its structure without the text, see
+``TurnBuffer.bare_dict``; while it runs, only what changed in that structure, see
+``TurnBuffer.patch``). js/src/reducer.js is the decoder; tests/test_turn_codec_pair.py runs both."""
 
 from __future__ import annotations
 
@@ -10,17 +13,19 @@ import dataclasses
 from typing import Any
 from collections.abc import Mapping
 
+from ..core.conversation_state import ConversationEvent
 from ..core.ledger import TurnRecord
-from ..core.steps import Step, TurnStatus, Wire, field_roles
+from ..core.steps import Delivery, Step, StepSource, TurnStatus, field_roles
 from ..providers.recordings import is_recording_path, replay_label
 from ..core.usage import UsageMetadata
+from .protocol import TurnEnded, TurnsPage
 
 # made from the fields' declared roles (core/steps.py): what the compact dict keeps at its default,
 # what stays in the kernel, and the structural fields with what of each counts as a change
 _KEEP_EMPTY = frozenset(n for n, r in field_roles().items() if r.keep_empty)
-_NOT_SHOWN = frozenset(n for n, r in field_roles().items() if r.wire is Wire.KERNEL)  # raw usage stays in the kernel
+_NOT_SHOWN = frozenset(n for n, r in field_roles().items() if r.delivery is Delivery.KERNEL)  # raw usage stays in the kernel
 _TIMES = ("created_at", "finished_at", "decided_at")
-_STRUCTURAL = tuple((n, r.shape) for n, r in field_roles().items() if r.wire is Wire.STRUCTURAL)
+_STRUCTURAL = tuple((n, r.shape) for n, r in field_roles().items() if r.delivery is Delivery.STRUCTURAL)
 
 
 def step_dict(step: Step) -> dict:
@@ -341,7 +346,7 @@ def bare_record(record: dict | None, steps: list[dict]) -> dict | None:
 
 def step_shape(step: Step) -> tuple:
     """What makes an update structural (re-synced) rather than a text delta: the fields declared
-    ``Wire.STRUCTURAL``, each through its ``shape`` (a list's length, whether a record is there)."""
+    ``Delivery.STRUCTURAL``, each through its ``shape`` (a list's length, whether a record is there)."""
     return tuple(getattr(step, n) if shape is None else shape(getattr(step, n)) for n, shape in _STRUCTURAL)
 
 
@@ -366,3 +371,221 @@ class PendingDelta:
         """The wire item: ``[index, field, offset, text]``, plus ``true`` for a replace."""
         item: list = [self.index, self.field, self.offset, "".join(self.pieces)]
         return item + [True] if self.replace else item
+
+
+PAGE_CHARS = 500_000  # a resync's finished turns go in messages of about this size at most
+
+
+@dataclasses.dataclass(slots=True)
+class Flush:
+    """What one flush sends: the text items and patches of a ``deltas`` message (the patches' turns
+    ended with ``ended``), then the other messages (a finished turn changed, a resync's pages)."""
+
+    items: list[list]
+    patches: list[dict]
+    messages: list[TurnEnded | TurnsPage]
+
+
+class TurnCodec:
+    """The turns as the views have them: conversation events in, protocol events out.
+
+    No comm, no lock, no timer: its host (``ChatWidget``) calls it under its own lock and decides
+    when to flush. ``take_event`` takes a conversation event; ``flush`` returns what goes out since the
+    last one: every text delta once (``[step_index, "c"|"t", offset, text]``, offsets in UTF-16
+    units, a 5th ``true`` replaces), the running turn's structural changes as patches
+    (``TurnBuffer.patch``), the end of each turn that was running as its ended patch, a finished
+    turn that changed whole and bare (``TurnEnded``), and after ``ask_resync`` every turn whole in
+    pages (``TurnsPage``). The rules a view applies to rebuild a turn are data in protocol.py
+    (``PATCH_RULES``), shared with js/src/reducer.js."""
+
+    def __init__(self) -> None:
+        self.turns: dict[int, TurnBuffer] = {}
+        self.live: int | None = None  # the running turn's number
+        self._pending: list[PendingDelta] = []
+        self._changed = False  # the running turn's structure changed since the last flush
+        self._ended: set[int] = set()  # finished turns whose structure goes out as a "turn" message
+        self._ended_live: set[int] = set()  # turns that ended running: their end goes out as a patch
+        self._resync = False  # send every turn whole (a view asked)
+        self._first_text = False  # a model step's first text is queued since the last ``urgent``
+
+    def load(self, records: list[TurnRecord], history: list[Step]) -> None:
+        """Start from a conversation's turns and steps (what a view asks for whole)."""
+        self.clear()
+        by_turn = {r.turn: r for r in records}
+        for step in history:
+            self._remember(self.turns.setdefault(step.turn, TurnBuffer(by_turn.get(step.turn))), step)
+        last = records[-1] if records else None
+        if last is not None and last.status == TurnStatus.RUNNING:
+            self.turns.setdefault(last.turn, TurnBuffer(last))
+            self.live = last.turn
+        self._changed = True
+
+    def clear(self) -> None:
+        self.turns.clear()
+        self._pending.clear()
+        self.live = None
+        self._ended.clear()
+        self._ended_live.clear()
+
+    @property
+    def finished(self) -> int:
+        """How many finished turns there are (the ``finished`` trait)."""
+        return sum(1 for n in self.turns if n != self.live)
+
+    def urgent(self) -> bool:
+        """Whether a model step's first text was queued since the last call: flush without waiting."""
+        first, self._first_text = self._first_text, False
+        return first
+
+    def ask_resync(self) -> None:
+        """A view arrived late or missed some text: the next flush sends every turn whole."""
+        self._resync = True
+
+    def take_event(self, event: str, payload: Any) -> None:
+        """A conversation event (core/conversation_state.py ``ConversationEvent``)."""
+        if event == ConversationEvent.TURN_FINISHED:
+            turn = self.turns.setdefault(payload.turn, TurnBuffer(payload))
+            turn.record, turn.cache = payload, None
+            if payload.turn == self.live:
+                self._finish_live()
+            else:
+                self._mark(payload.turn)
+        elif event == ConversationEvent.TURN_STARTED:
+            self._finish_live()
+            self.turns[payload.turn] = TurnBuffer(payload)
+            self.live = payload.turn
+            self._changed = True
+        elif event == ConversationEvent.STEP:
+            self._on_step(payload)
+        elif event == ConversationEvent.CLEARED:
+            self.clear()
+            self._resync = True  # the views drop every turn
+            self._changed = True
+
+    def _remember(self, turn: TurnBuffer, step: Step) -> None:
+        turn.steps[step.step_index] = step
+        turn.shape[step.step_index] = step_shape(step)
+        turn.sent[(step.step_index, "c")] = (len(step.content), utf16_len(step.content))
+        turn.sent[(step.step_index, "t")] = (len(step.thinking), utf16_len(step.thinking))
+        turn.cache = None
+
+    def _finish_live(self) -> None:
+        if self.live is not None:
+            self._ended_live.add(self.live)
+            self.live = None
+            self._changed = True
+
+    def _on_step(self, step: Step) -> None:
+        turn_no = step.turn if step.turn >= 0 else (self.live if self.live is not None else -1)
+        turn = self.turns.get(turn_no)
+        if turn is None:
+            turn = self.turns[turn_no] = TurnBuffer(None)
+        idx = step.step_index
+        new_shape = step_shape(step)
+        turn.steps[idx] = step
+        turn.cache = None
+        for field, value in (("c", step.content), ("t", step.thinking)):
+            known, at = turn.sent.get((idx, field), (0, 0))
+            if len(value) > known:
+                if known == 0 and step.source == StepSource.MODEL:  # the step's first text: the first token
+                    self._first_text = True
+                piece = value[known:]
+                size = utf16_len(piece)
+                self._push(idx, field, at, piece, size)
+                turn.sent[(idx, field)] = (len(value), at + size)
+            elif len(value) < known:  # rewritten, not appended: the view replaces it
+                size = utf16_len(value)
+                self._push(idx, field, 0, value, size, replace=True)
+                turn.sent[(idx, field)] = (len(value), size)
+        if turn.shape.get(idx) != new_shape:  # structural: the turn's structure goes out (bare)
+            turn.shape[idx] = new_shape
+            self._mark(turn_no)
+
+    def _mark(self, turn_no: int) -> None:
+        if turn_no == self.live:
+            self._changed = True
+        else:
+            self._ended.add(turn_no)
+
+    def _push(self, idx: int, field: str, offset: int, text: str, size: int, replace: bool = False) -> None:
+        """Queue a delta; ``offset`` and ``size`` count UTF-16 units (as the view's strings do)."""
+        pending = self._pending
+        if not replace and pending and pending[-1].continues(idx, field, offset):
+            last = pending[-1]
+            last.pieces.append(text)
+            last.size += size
+        else:
+            pending.append(PendingDelta(idx, field, offset, size, replace, [text]))
+
+    # --- out ------------------------------------------------------------------------------
+
+    def flush(self, pricing: Mapping | None = None) -> Flush:
+        """Everything that changed since the last flush, as protocol payloads."""
+        items = [p.item() for p in self._pending]
+        covered = self._covered(self._pending)
+        self._pending = []
+        changed, self._changed = self._changed, False
+        patches, messages = self._turn_messages(pricing, covered)
+        if changed and self.live is not None and self.live in self.turns:
+            patches.insert(0, self._patch(self.live, pricing, covered))
+        return Flush(items, [p for p in patches if p is not None], messages)
+
+    def whole_turns(self, pricing: Mapping | None = None, finished_only: bool = False) -> list[dict]:
+        """Every turn with its text, oldest first (the running one too unless ``finished_only``)."""
+        return [self.turns[n].to_dict(pricing) for n in sorted(self.turns) if not (finished_only and n == self.live)]
+
+    def shown_whole(self, pricing: Mapping | None = None) -> None:
+        """The views got every turn whole: the running turn's next patch starts from that."""
+        live = self.turns.get(self.live) if self.live is not None else None
+        if live is not None:
+            live.shown_whole(pricing)
+
+    def current(self, pricing: Mapping | None = None) -> dict | None:
+        """The running turn, bare (None between turns)."""
+        live = self.turns.get(self.live) if self.live is not None else None
+        return live.bare_dict(pricing) if live is not None else None
+
+    def _covered(self, pending: list[PendingDelta]) -> frozenset[int]:
+        """The steps whose text the deltas in ``pending`` carry up to its end in every field that has
+        any: a view that reads them has it all or sees the gap, so their patches need no lengths ``n``."""
+        live = self.turns.get(self.live) if self.live is not None else None
+        ended = [self.turns[n] for n in self._ended_live if n in self.turns]
+        out = set()
+        for idx in {p.index for p in pending}:
+            fields = {p.field for p in pending if p.index == idx}
+            for turn in [t for t in [live, *ended] if t is not None and idx in t.steps]:
+                if all(turn.sent.get((idx, f), (0, 0))[1] == 0 or f in fields for f in ("c", "t")):
+                    out.add(idx)
+        return frozenset(out)
+
+    def _patch(self, n: int, pricing: Mapping | None, covered: frozenset[int], ended: bool = False) -> dict | None:
+        """Turn ``n``'s patch, its new record starting from the turn before's (``new_record``)."""
+        before = max((i for i in self.turns if i < n and self.turns[i].record is not None), default=None)
+        prior = self.turns[before].bare_dict(pricing)["record"] if before is not None else None
+        return self.turns[n].patch(n, pricing, ended=ended, covered=covered, before=prior)
+
+    def _turn_messages(self, pricing: Mapping | None, covered: frozenset[int]
+                       ) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
+        """The end of each turn that was running, as a patch (``"ended": true``); each finished turn
+        that changed, bare (``TurnEnded``); after a resync request, every turn whole, oldest first,
+        in pages (``TurnsPage``; the first tells a view to drop the turns it has)."""
+        ended, self._ended = self._ended, set()
+        ended_live, self._ended_live = self._ended_live, set()
+        patches = [self._patch(n, pricing, covered, ended=True) for n in sorted(ended_live) if n in self.turns]
+        if not self._resync:
+            return patches, [TurnEnded(self.turns[n].bare_dict(pricing)) for n in sorted(ended - ended_live)
+                             if n in self.turns and n != self.live]
+        self._resync = False
+        self.shown_whole(pricing)
+        pages: list[TurnEnded | TurnsPage] = []
+        page: list[dict] = []
+        size = 0
+        for turn in self.whole_turns(pricing):
+            cost = len(json.dumps(turn))
+            if page and size + cost > PAGE_CHARS:
+                pages.append(TurnsPage(page, first=not pages, last=False))
+                page, size = [], 0
+            page.append(turn)
+            size += cost
+        pages.append(TurnsPage(page, first=not pages, last=True))
+        return patches, pages
