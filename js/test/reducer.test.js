@@ -8,7 +8,7 @@ const bare = (step) => { const { content, thinking, ...rest } = step; return { .
 const rec = (status) => ({ turn: 0, prompt: "hi", status, usage: {} });
 /** A flush with patches and no text. @param {any[]} patches */
 const flush = (...patches) => ({ type: "deltas", items: [], patches });
-/** The running turn's structure as the kernel patches it (widget_wire.TurnBuffer.patch): steps
+/** The running turn's structure as the kernel patches it (turn_codec.TurnBuffer.patch): steps
  * without their text (it comes as deltas). @param {any} record @param {any[]} steps */
 const patch = (record, steps, ended = false) => flush({ turn: record.turn, record,
   steps: steps.map((st) => { const { content, thinking, n, ...rest } = st; return ended ? { ...rest, n: n || [(content || "").length, (thinking || "").length] } : rest; }), ended });
