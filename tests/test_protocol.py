@@ -23,6 +23,7 @@ def test_the_schema_and_type_files_are_the_declaration():
     stale = "is stale: run `python -m nbagent.notebook.protocol` and commit it"
     assert json.loads(protocol.SCHEMA_PATH.read_text(encoding="utf-8")) == protocol.schema(), f"js/src/protocol.json {stale}"
     assert protocol.TS_PATH.read_text(encoding="utf-8") == protocol.typescript(), f"js/src/protocol.d.ts {stale}"
+    assert protocol.MODULE_PATH.read_text(encoding="utf-8") == protocol.module(), f"js/src/protocol_data.js {stale}"
 
 
 async def test_what_the_kernel_sends_in_a_turn_matches_the_schema(tmp_path):
@@ -65,6 +66,8 @@ def test_events_keep_their_wire_shape():
     ({"type": "send", "prompt": ["x"]}, "'prompt' must be str, got list"),
     ({"type": "send", "prompt": "x", "over_budget": "yes"}, "'over_budget' must be bool"),
     ({"type": "bogus"}, "unknown chat request 'bogus'"),
+    ({"type": "send", "prompt": "x", "over_budjet": True}, "has no field 'over_budjet'"),  # as the schema rejects it
+    ({"type": "stop", "now": True}, "has no field 'now'"),
 ])
 def test_a_malformed_chat_message_is_a_clear_notice(content, says):
     w = ChatWidget(Conversation(None))

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 from collections.abc import Mapping
 
 from ..core.conversation_state import ConversationEvent
 from ..core.ledger import TurnRecord
 from ..core.steps import Delivery, Step, StepSource, TurnStatus, field_roles
 from ..providers.recordings import is_recording_path, replay_label
-from ..core.usage import UsageMetadata
-from .protocol import TurnEnded, TurnsPage
+from .protocol import PATCH_RULES, DeltaItem, NewStep, Patch, TurnEnded, TurnsPage
 
 # made from the fields' declared roles (core/steps.py): what the compact dict keeps at its default,
 # what stays in the kernel, and the structural fields with what of each counts as a change
@@ -113,7 +112,7 @@ class TurnBuffer:
         return self.bare_cache
 
     def patch(self, turn: int, pricing: Mapping | None = None, ended: bool = False,
-              covered: frozenset[int] = frozenset(), before: dict | None = None) -> dict | None:
+              covered: frozenset[int] = frozenset(), before: dict | None = None) -> Patch | None:
         """What changed in the live turn (``live_step`` of each bare step) since the last patch (the
         first: all of it), or None: ``{"turn", "record"?, "steps"?, "ended"?}``, the record's changed
         fields and, for each step that appeared or changed, its ``step_index`` with its changed fields
@@ -140,12 +139,12 @@ class TurnBuffer:
         else:  # the footer's figures wait for the turn's end (the footer shows once it ended)
             record = changed_fields(_without_footer(shown), _without_footer(rec))
             self.shown_record = {**_without_footer(rec), **{k: v for k, v in shown.items() if k in FOOTER_ONLY}}
-        steps: list[dict | list] = []
+        steps: list[dict | NewStep] = []
         for step in (live_step(s) for s in bare["steps"]):
             idx = step["step_index"]
             if idx not in self.shown_steps and silent_finish(step):
                 continue  # a finish with nothing to show: the turn's end says it
-            final = ended or step.get("status", "ACTIVE") != "ACTIVE"  # its text is all there: its lengths go
+            final = ended or _status(step) != _RULES.step_status  # its text is all there: its lengths go
             new = step if final else {k: v for k, v in step.items() if k != "n"}
             old = self.shown_steps.get(idx)
             if old is not None:
@@ -156,13 +155,13 @@ class TurnBuffer:
             if idx in covered:
                 fields.pop("n", None)
             if old is None and set(fields) == {"step_index", "kind"}:
-                steps.append([idx, fields["kind"]])  # a new step that is all its kind says: [step_index, kind]
+                steps.append((idx, fields["kind"]))  # a new step that is all its kind says: [step_index, kind]
             elif fields:
                 steps.append({"step_index": idx, **_with_counts(fields, "usage_metadata")})
             self.shown_steps[idx] = new
         if not (record or steps or ended):
             return None
-        out: dict = {"turn": turn}
+        out: Patch = {"turn": turn}
         if record:
             out["record"] = _with_counts(record, "usage")
         if steps:
@@ -195,10 +194,6 @@ def _without_usual(step: dict) -> dict:
     return {k: v for k, v in step.items() if v is not None and k not in usual}
 
 
-# a usage's counts in a patch, in this order (js/src/reducer.js USAGE_FIELDS; tests/test_widget_patches.py checks both agree)
-USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageMetadata))
-
-
 def _with_counts(fields: dict, name: str) -> dict:
     """Patch fields with the usage ``name`` as a list of its counts in ``USAGE_FIELDS`` order (trailing
     zeros left out; a view reads a missing or 0 count as absent, as the compact dict has it)."""
@@ -212,17 +207,19 @@ def _with_counts(fields: dict, name: str) -> dict:
 
 
 def new_record(turn: int, before: dict | None = None) -> dict:
-    """What a view takes a running turn's record to be before its first patch (js/src/reducer.js
-    ``patchTurn``): running, with the model and provider of the turn before it (``before``, the
-    record of the latest turn before it); the patch sends the fields that differ."""
-    out: dict = {"turn": turn, "status": "running"}
-    out.update((k, before[k]) for k in _CARRIED_OVER if before is not None and before.get(k) is not None)
+    """What a view takes a running turn's record to be before its first patch: ``PATCH_RULES.new_record``
+    with the ``carried_over`` fields of the turn before it (``before``, the record of the latest turn
+    before it); the patch sends the fields that differ."""
+    out: dict = {"turn": turn, **_RULES.new_record}
+    out.update((k, before[k]) for k in _RULES.carried_over if before is not None and before.get(k) is not None)
     return out
 
 
-_CARRIED_OVER = ("model", "provider")
-# a record's figures only its footer shows, once the turn ended (js/src/render/turn.js): mid-turn patches leave them out
-FOOTER_ONLY = frozenset(("usage", "ttft", "duration", "tps", "cost"))
+_RULES = PATCH_RULES
+USAGE_FIELDS = _RULES.usage_fields  # a patch's usage counts, in this order
+USUAL_SHAPES = _RULES.usual_shapes  # a new step's type, source and target, left out when these for its kind
+FOOTER_ONLY = frozenset(_RULES.footer_only)  # mid-turn patches leave them out
+_LIVE_HIDDEN = {kind: frozenset(names) for kind, names in _RULES.live_hidden.items()}
 
 
 def _without_footer(record: dict) -> dict:
@@ -231,61 +228,56 @@ def _without_footer(record: dict) -> dict:
 
 
 def ended_record(record: dict) -> dict:
-    """What a view takes a turn's record to be at its end (an ended patch) before that patch's fields:
-    done, finished for STOP unless it says otherwise (js/src/reducer.js ``endedRecord``)."""
-    return {**record, "status": "done", "finish_reason": record.get("finish_reason") or "STOP"}
+    """What a view takes a turn's record to be at its end (an ended patch) before that patch's fields
+    (``PATCH_RULES.ended_record``: done, finished for STOP unless it says otherwise)."""
+    out = {**record, **{k: v for k, v in _RULES.ended_record.items() if k != "finish_reason"}}
+    out["finish_reason"] = record.get("finish_reason") or _RULES.ended_record["finish_reason"]
+    return out
 
 
 def ended_step(step: dict) -> dict:
     """What a view takes a step to be at its turn's end before the ended patch's fields: an active
-    step is done (js/src/reducer.js ``endedStep``)."""
-    return {**step, "status": "DONE"} if step.get("status", "ACTIVE") == "ACTIVE" else step
+    step is done (``PATCH_RULES.ended_status``)."""
+    return {**step, "status": _RULES.ended_status} if _status(step) == _RULES.step_status else step
 
 
-# what the live view never shows of a step of these kinds (js/src/render/turn.js): the patches leave
-# them out (a resync's whole turns still carry them); a tool run's times show as its card's duration
-_LIVE_HIDDEN = {"prompt": frozenset(("created_at", "finished_at")),
-                "model_call": frozenset(("created_at", "finished_at", "finish_reason")),
-                "finish": frozenset(("created_at", "finished_at", "finish_reason"))}
-# what makes a finish step worth a patch: without these it says nothing the turn's end does not
-_FINISH_SHOWN = frozenset(("error", "refusal", "content", "thinking", "notice", "http_code", "tool_calls"))
+def _status(step: dict) -> str:
+    return step.get("status", _RULES.step_status)
 
 
 def live_step(step: dict) -> dict:
-    """A bare step as the live view gets it in patches: without ``_LIVE_HIDDEN``; a model call's
-    usage only when it counts thinking tokens (the thinking block shows them)."""
+    """A bare step as the live view gets it in patches: without ``PATCH_RULES.live_hidden``; a model
+    call's usage only when it counts thinking tokens (``usage_shown_if``: the thinking block shows them)."""
     hidden = _LIVE_HIDDEN.get(step.get("kind", ""))
     if hidden is None:
         return step
     out = {k: v for k, v in step.items() if k not in hidden}
     usage = out.get("usage_metadata")
-    if step.get("kind") == "model_call" and isinstance(usage, dict) and not usage.get("thoughts_token_count"):
+    if step.get("kind") == "model_call" and isinstance(usage, dict) and not usage.get(_RULES.usage_shown_if):
         del out["usage_metadata"]
     return out
 
 
 def silent_finish(step: dict) -> bool:
-    """Whether a step is a finish that shows nothing (no error, refusal or notice): patches leave it out."""
-    return step.get("kind") == "finish" and not any(step.get(k) for k in _FINISH_SHOWN)
+    """Whether a step is a finish that shows nothing (none of ``PATCH_RULES.finish_shown``): patches leave it out."""
+    return step.get("kind") == "finish" and not any(step.get(k) for k in _RULES.finish_shown)
 
 
 def derived_fields(step: dict, before: dict | None, record: dict | None) -> dict:
-    """What a view derives of a patch's new step that the patch leaves out (js/src/reducer.js
-    ``derived``): its ``status``, DONE for a prompt or a finish, else ACTIVE; its ``created_at``, the
-    end (or start) of the step before it; its ``finished_at`` when it is not active, its
-    ``created_at``; a model call's ``model`` and a finish's ``finish_reason``, the record's."""
-    kind = step.get("kind")
-    out: dict = {"status": "DONE" if kind in ("prompt", "finish") else "ACTIVE"}
+    """What a view derives of a patch's new step that the patch leaves out (``PATCH_RULES``): its
+    ``status`` (``done_kinds``); its ``created_at``, the end (or start) of the step before it; its
+    ``finished_at`` when it is not active, its ``created_at``; the record's field of ``from_record``."""
+    kind = step.get("kind", "")
+    out: dict = {"status": _RULES.ended_status if kind in _RULES.done_kinds else _RULES.step_status}
     if before is not None:
         start = before.get("finished_at")
         out["created_at"] = start if start is not None else before.get("created_at")
     created = step.get("created_at")
-    if step.get("status") != "ACTIVE" and created is not None:
+    if step.get("status") != _RULES.step_status and created is not None:
         out["finished_at"] = created
-    if kind == "model_call" and record is not None:
-        out["model"] = record.get("model")
-    if kind == "finish" and record is not None:
-        out["finish_reason"] = record.get("finish_reason")
+    name = _RULES.from_record.get(kind)
+    if name is not None and record is not None:
+        out[name] = record.get(name)
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -310,15 +302,6 @@ def changed_fields(old: dict | None, new: dict) -> dict:
     out.update((k, None) for k, v in old.items() if v is not None and k not in new)
     return out
 
-
-# a step's usual type, source and target for its kind: a patch's new step leaves them out when they are
-# these (js/src/reducer.js USUAL_SHAPES fills them in; tests/test_widget_patches.py checks both agree)
-USUAL_SHAPES: dict[str, dict[str, str]] = {
-    "prompt": {"type": "TEXT_RESPONSE", "source": "USER", "target": "UNSPECIFIED"},
-    "model_call": {"type": "TEXT_RESPONSE", "source": "MODEL", "target": "USER"},
-    "tool_run": {"type": "TOOL_CALL", "source": "SYSTEM", "target": "ENVIRONMENT"},
-    "finish": {"type": "FINISH", "source": "SYSTEM", "target": "USER"},
-}
 
 # a bare step leaves out its text (sent as deltas) and what the live view never reads (its id; its
 # turn, which the turn's record names)
@@ -367,10 +350,11 @@ class PendingDelta:
         """Whether text at ``offset`` of that field appends to this delta."""
         return not self.replace and self.index == index and self.field == field and self.offset + self.size == offset
 
-    def item(self) -> list:
+    def item(self) -> DeltaItem:
         """The wire item: ``[index, field, offset, text]``, plus ``true`` for a replace."""
-        item: list = [self.index, self.field, self.offset, "".join(self.pieces)]
-        return item + [True] if self.replace else item
+        field: Literal["c", "t"] = "c" if self.field == "c" else "t"
+        text = "".join(self.pieces)
+        return (self.index, field, self.offset, text, True) if self.replace else (self.index, field, self.offset, text)
 
 
 PAGE_CHARS = 500_000  # a resync's finished turns go in messages of about this size at most
@@ -381,8 +365,8 @@ class Flush:
     """What one flush sends: the text items and patches of a ``deltas`` message (the patches' turns
     ended with ``ended``), then the other messages (a finished turn changed, a resync's pages)."""
 
-    items: list[list]
-    patches: list[dict]
+    items: list[DeltaItem]
+    patches: list[Patch]
     messages: list[TurnEnded | TurnsPage]
 
 
@@ -558,14 +542,14 @@ class TurnCodec:
                     out.add(idx)
         return frozenset(out)
 
-    def _patch(self, n: int, pricing: Mapping | None, covered: frozenset[int], ended: bool = False) -> dict | None:
+    def _patch(self, n: int, pricing: Mapping | None, covered: frozenset[int], ended: bool = False) -> Patch | None:
         """Turn ``n``'s patch, its new record starting from the turn before's (``new_record``)."""
         before = max((i for i in self.turns if i < n and self.turns[i].record is not None), default=None)
         prior = self.turns[before].bare_dict(pricing)["record"] if before is not None else None
         return self.turns[n].patch(n, pricing, ended=ended, covered=covered, before=prior)
 
     def _turn_messages(self, pricing: Mapping | None, covered: frozenset[int]
-                       ) -> tuple[list[dict | None], list[TurnEnded | TurnsPage]]:
+                       ) -> tuple[list[Patch | None], list[TurnEnded | TurnsPage]]:
         """The end of each turn that was running, as a patch (``"ended": true``); each finished turn
         that changed, bare (``TurnEnded``); after a resync request, every turn whole, oldest first,
         in pages (``TurnsPage``; the first tells a view to drop the turns it has)."""
