@@ -19,6 +19,7 @@ export const PATCH_RULES = {
   "refusal",
   "content",
   "thinking",
+  "n",
   "notice",
   "http_code",
   "tool_calls"

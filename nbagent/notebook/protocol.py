@@ -363,7 +363,7 @@ PATCH_RULES = PatchRules(
                  "model_call": ("created_at", "finished_at", "finish_reason"),
                  "finish": ("created_at", "finished_at", "finish_reason")},
     usage_shown_if="thoughts_token_count",
-    finish_shown=("error", "refusal", "content", "thinking", "notice", "http_code", "tool_calls"),
+    finish_shown=("error", "refusal", "content", "thinking", "n", "notice", "http_code", "tool_calls"),  # n: its text went as deltas
 )
 
 

@@ -83,8 +83,8 @@ class TurnBuffer:
     def __init__(self, record: TurnRecord | None):
         self.record = record
         self.steps: dict[int, Step] = {}  # step_index -> latest update
-        # (step_index, field) -> what the views have: (characters, its length in UTF-16 units)
-        self.sent: dict[tuple[int, str], tuple[int, int]] = {}
+        # (step_index, field) -> what the views have: its text and that text's length in UTF-16 units
+        self.sent: dict[tuple[int, str], tuple[str, int]] = {}
         self.shape: dict[int, tuple] = {}  # step_index -> last structural fingerprint
         self.cache: dict | None = None
         self.bare_cache: dict | None = None
@@ -449,8 +449,8 @@ class TurnCodec:
     def _remember(self, turn: TurnBuffer, step: Step) -> None:
         turn.steps[step.step_index] = step
         turn.shape[step.step_index] = step_shape(step)
-        turn.sent[(step.step_index, "c")] = (len(step.content), utf16_len(step.content))
-        turn.sent[(step.step_index, "t")] = (len(step.thinking), utf16_len(step.thinking))
+        turn.sent[(step.step_index, "c")] = (step.content, utf16_len(step.content))
+        turn.sent[(step.step_index, "t")] = (step.thinking, utf16_len(step.thinking))
         turn.cache = None
 
     def _finish_live(self) -> None:
@@ -469,21 +469,25 @@ class TurnCodec:
         turn.steps[idx] = step
         turn.cache = None
         for field, value in (("c", step.content), ("t", step.thinking)):
-            known, at = turn.sent.get((idx, field), (0, 0))
-            if len(value) > known:
-                if known == 0 and step.source == StepSource.MODEL:  # the step's first text: the first token
+            had, at = turn.sent.get((idx, field), ("", 0))
+            if value is had or value == had:
+                continue
+            if value.startswith(had):  # appended (a str the views have is kept, not copied)
+                if not had and step.source == StepSource.MODEL:  # the step's first text: the first token
                     self._first_text = True
-                piece = value[known:]
+                piece = value[len(had):]
                 size = utf16_len(piece)
                 self._push(idx, field, at, piece, size)
-                turn.sent[(idx, field)] = (len(value), at + size)
-            elif len(value) < known:  # rewritten, not appended: the view replaces it
+                turn.sent[(idx, field)] = (value, at + size)
+            else:  # rewritten, not appended: the view replaces it
                 size = utf16_len(value)
                 self._push(idx, field, 0, value, size, replace=True)
-                turn.sent[(idx, field)] = (len(value), size)
+                turn.sent[(idx, field)] = (value, size)
         if turn.shape.get(idx) != new_shape:  # structural: the turn's structure goes out (bare)
             turn.shape[idx] = new_shape
             self._mark(turn_no)
+        elif turn_no == self.live and idx not in turn.shown_steps and (step.content or step.thinking):
+            self._changed = True  # text for a step no patch showed yet (a finish that said nothing until now)
 
     def _mark(self, turn_no: int) -> None:
         if turn_no == self.live:
@@ -510,8 +514,8 @@ class TurnCodec:
         self._pending = []
         changed, self._changed = self._changed, False
         patches, messages = self._turn_messages(pricing, covered)
-        if changed and self.live is not None and self.live in self.turns:
-            patches.insert(0, self._patch(self.live, pricing, covered))
+        if changed and self.live is not None and self.live in self.turns:  # after the ended turns: its new
+            patches.append(self._patch(self.live, pricing, covered))  # record starts from the one before it
         return Flush(items, [p for p in patches if p is not None], messages)
 
     def whole_turns(self, pricing: Mapping | None = None, finished_only: bool = False) -> list[dict]:
@@ -538,7 +542,7 @@ class TurnCodec:
         for idx in {p.index for p in pending}:
             fields = {p.field for p in pending if p.index == idx}
             for turn in [t for t in [live, *ended] if t is not None and idx in t.steps]:
-                if all(turn.sent.get((idx, f), (0, 0))[1] == 0 or f in fields for f in ("c", "t")):
+                if all(turn.sent.get((idx, f), ("", 0))[1] == 0 or f in fields for f in ("c", "t")):
                     out.add(idx)
         return frozenset(out)
 
