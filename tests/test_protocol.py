@@ -4,6 +4,7 @@ js/src/protocol.json is the declaration as it is now."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -95,3 +96,22 @@ def test_a_request_is_answered_with_its_answer_class():
     assert sent == [{"type": "names", "id": "box-9", "names": [["sales", "list"]]}]
     assert CHAT.requests["names"].answer is Names and CHAT.requests["send"].answer is None
     assert Send.KIND == "send"
+
+
+def test_every_answer_carries_the_id_of_the_request_it_answers():
+    """One correlation style: a request with an answer has an ``id`` and its answer carries it back
+    (an asset answer used to be matched by its name alone)."""
+    for proto in (CHAT, BROWSER, protocol.CLASS):
+        for kind, spec in proto.requests.items():
+            if spec.answer is not None:
+                assert "id" in {f.name for f in spec.fields}, f"{proto.widget} {kind!r}"
+    w = ChatWidget(Conversation(None))
+    sent = customs(w)
+    deliver(w, AssetRequest(name="math", id="math-1"))
+    deliver(w, NamesRequest(id="box-1"))
+    assert [(m["type"], m["id"]) for m in sent] == [("asset", "math-1"), ("names", "box-1")]
+    with pytest.raises(ValueError, match="need an 'id'"):
+        @protocol.Protocol("test").request("ping", answer=Names)
+        @dataclasses.dataclass(frozen=True)
+        class Ping(protocol.Message):
+            pass

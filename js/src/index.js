@@ -192,7 +192,7 @@ function storeFor(model) {
     if (bad) { console.warn(`nbagent: dropped a kernel message with an undeclared ${JSON.stringify(bad)}`, msg && msg.type); return; }
     /** @type {any} */ (handlers)[msg.type](msg);
   });
-  setAssetRequester((name) => s.send({ type: "asset", name })); // the newest widget asks for lazy modules
+  setAssetRequester((name) => s.send({ type: "asset", id: name, name })); // the newest widget asks for lazy modules
   const whole = model.get("turns"); // the whole state's turns (widget.py get_state), when it was sent
   if (Array.isArray(whole)) s.state = apply(s.state, { type: "turns", first: true, last: true, turns: whole });
   s.state = apply(s.state, traits());

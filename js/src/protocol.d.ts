@@ -2,7 +2,7 @@
 // fields' roles (nbagent/core/steps.py); do not edit. The JS front end's JSDoc imports these types.
 
 export interface ChatRequest_approve { type: "approve"; call_id: string; }
-export interface ChatRequest_asset { type: "asset"; name: string; }
+export interface ChatRequest_asset { type: "asset"; name: string; id?: string; }
 export interface ChatRequest_deny { type: "deny"; call_id: string; reason?: string | null; }
 export interface ChatRequest_history { type: "history"; id?: string; }
 export interface ChatRequest_names { type: "names"; id?: string; }
@@ -18,7 +18,7 @@ export interface ChatRequest_stop { type: "stop"; }
 export interface ChatRequest_undo { type: "undo"; id?: string; call_id?: string; }
 export interface ChatRequest_view { type: "view"; }
 export type ChatRequest = ChatRequest_approve | ChatRequest_asset | ChatRequest_deny | ChatRequest_history | ChatRequest_names | ChatRequest_new_chat | ChatRequest_next | ChatRequest_notebook | ChatRequest_open_session | ChatRequest_provenance | ChatRequest_replay_choice | ChatRequest_resync | ChatRequest_send | ChatRequest_stop | ChatRequest_undo | ChatRequest_view;
-export interface ChatEvent_asset { type: "asset"; name: string; code: string; }
+export interface ChatEvent_asset { type: "asset"; id: string; name: string; code: string; }
 export interface ChatEvent_confirm { type: "confirm"; prompt: string; text: string; }
 export interface ChatEvent_deltas { type: "deltas"; items: ([number, "c" | "t", number, string] | [number, "c" | "t", number, string, true])[]; patches?: ({ turn: number; record?: Record<string, any>; steps?: (Record<string, any> | [number, string])[]; ended?: boolean; })[]; state?: Record<string, any>; }
 export interface ChatEvent_history { type: "history"; id: string; sessions: (Record<string, any>)[]; current: string; }

@@ -91,6 +91,7 @@ export const PATCH_RULES = {
 export const CHAT_EVENT_FIELDS = {
  "asset": [
   "code",
+  "id",
   "name",
   "type"
  ],

@@ -1,10 +1,12 @@
 """The widgets' custom messages, declared once: a dataclass per request (front end -> kernel) and
 per event (kernel -> front end), in one registry per widget (``CHAT``, ``BROWSER``, ``CLASS``).
 
-On the wire a message is ``{"type": kind, **fields}``. A request that expects an answer names its
-answer class; in the chat the answer is itself an event (``Names`` answers ``NamesRequest``, with the
-request's ``id``), in the session browser every answer goes in the ``reply`` envelope
-``{"type": "reply", "id", "ok": true, **answer}`` (or ``"ok": false, "error"`` when it failed).
+On the wire a message is ``{"type": kind, **fields}``, and a field nobody declared is refused (as the
+schema's ``additionalProperties: false`` says). A request that expects an answer names its answer class
+and has an ``id`` its answer carries back (``Protocol.request`` checks it; ``encode_answer`` sets it): in
+the chat the answer is itself an event (``Names`` answers ``NamesRequest``), in the session browser and
+the class view every answer goes in the ``reply`` envelope ``{"type": "reply", "id", "ok": true,
+**answer}`` (or ``"ok": false, "error"`` when it failed).
 
 A widget serves its protocol with a :class:`Handlers`: one handler per request class, so no widget
 branches on kinds. ``Handlers.receive`` decodes a message (each field checked against its declared
@@ -156,8 +158,17 @@ class Protocol:
         return register
 
     def request(self, kind: str, answer: type | None = None) -> Callable[[type[M]], type[M]]:
-        """Declare a request (front end -> kernel); ``answer``: the class its handler returns."""
-        return self._declare(self.requests, kind, answer)
+        """Declare a request (front end -> kernel); ``answer``: the class its handler returns. A request
+        with an answer has an ``id``, and its answer carries it back (one correlation style: in the
+        chat an answer is an event with its own ``id``, in a reply envelope the envelope's ``id``)."""
+        declare = self._declare(self.requests, kind, answer)
+
+        def checked(cls: type[M]) -> type[M]:
+            named = [c for c in (cls, None if self.reply else answer) if c is not None]
+            if answer is not None and any("id" not in {f.name for f in dataclasses.fields(c)} for c in named):
+                raise ValueError(f"{self.widget}: {kind!r} has an answer: it and its answer need an 'id'")
+            return declare(cls)
+        return checked
 
     def event(self, kind: str) -> Callable[[type[M]], type[M]]:
         """Declare an event (kernel -> front end)."""
@@ -186,8 +197,8 @@ class Protocol:
 
     def encode_answer(self, request: Message, answer: Any) -> dict:
         """What a handler returned as the wire message answering ``request``."""
-        if not self.reply:
-            return self.encode(answer)
+        if not self.reply:  # the answer is an event of its own, with the request's id
+            return {**self.encode(answer), "id": getattr(request, "id", "")}
         body: dict[str, Any] = {} if answer is None else {f.name: getattr(answer, f.name) for f in self.answers[type(answer)].fields}
         return {"type": self.reply, "id": getattr(request, "id", ""), "ok": True, **body}
 
@@ -422,6 +433,7 @@ class Confirm(Message):
 class AssetModule(Message):
     """A lazily loaded module's code (ASSETS: math, grammars)."""
 
+    id: str
     name: str
     code: str
 
@@ -556,6 +568,7 @@ class AssetRequest(Message):
     """The view met math or a code block needing a grammar (answered once per page, if known)."""
 
     name: str
+    id: str = ""
 
 
 @CHAT.request("names", answer=Names)

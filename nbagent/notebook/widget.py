@@ -296,7 +296,7 @@ class ChatWidget(anywidget.AnyWidget):
     def _asset(self, request: AssetRequest) -> AssetModule | None:
         """A module of ASSETS, once per page; any other name is not answered."""
         code = asset_code(request.name)
-        return AssetModule(request.name, code) if code is not None else None
+        return AssetModule(request.id, request.name, code) if code is not None else None
 
     def _names(self, request: NamesRequest) -> Names:
         """``@`` in the box: the user's variables, for autocomplete."""
