@@ -21,12 +21,12 @@ import { CHAT_EVENT_FIELDS, PATCH_RULES } from "./protocol_data.js";
  *   spend trait; `confirm` an over-budget prompt the kernel asks about (`seq` counts the asks);
  *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
  *   view asks for a resync).
- * @typedef {{type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
- *   | {type: "deltas", items: DeltaItem[], patches?: Patch[], state?: any} | {type: "turn", turn: any}
- *   | {type: "turns", turns: any[], first?: boolean, last?: boolean}
- *   | {type: "dead", reason: string} | {type: "refused", text: string}
- *   | {type: "confirm", prompt: string, text: string}} Event
- * The kernel's messages: nbagent/notebook/widget.py. The running turn's structure arrives as
+ * @typedef {import("./protocol").ChatEvent_deltas | import("./protocol").ChatEvent_turn
+ *   | import("./protocol").ChatEvent_turns | import("./protocol").ChatEvent_refused | import("./protocol").ChatEvent_confirm
+ *   | {type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
+ *   | {type: "dead", reason: string}} Event
+ * The kernel's messages (declared in nbagent/notebook/protocol.py), and two of the view's own: its
+ * traits changed, the kernel is gone. The running turn's structure arrives as
  * patches (what changed since the last one) with the text's deltas, a finished turn that changed
  * as "turn" (bare), a resync's turns as "turns" (whole).
  */
