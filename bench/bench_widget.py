@@ -4,6 +4,8 @@ Kernel-less part: a 10,000-delta answer is pushed through ChatWidget(Conversatio
 token rates; every comm message the widget sends (custom "deltas" messages and trait updates) is
 recorded as the JSON the kernel would put on the wire. Goal: linear in the text, <= 2.5x its size
 (each delta once + one re-sync of the finished step), <= 30 messages/s.
+Replayed part: the same conversation events into a widget with no loop, flushed every N events: no
+timer decides what goes together, so the bytes of two versions compare exactly.
 Multi-turn part: what a turn costs as the conversation grows (finished turns live in `history`,
 which is re-sent when a turn ends).
 Browser part (when chromium + playwright + jupyterlab are there; --no-browser skips it): runs the
@@ -75,6 +77,31 @@ async def many_turns(turns: int, n: int) -> list[int]:
     return per_turn
 
 
+def replayed(flush_every: int) -> tuple[int, int]:
+    """(messages, bytes) of five 2,000-delta turns with thinking, their conversation events replayed
+    into a widget with no event loop and a flush every ``flush_every`` events: no timer decides what
+    goes into a flush, so two versions of the widget compare byte for byte."""
+    import copy
+
+    async def events() -> list:
+        out: list = []
+        conv = Conversation(StreamConnection(words(2000), thinking=["a ", "b"], batch=5))
+        conv.plumbing.add_listener(lambda e, p: out.append((e, copy.deepcopy(p))))
+        for i in range(5):
+            await conv.chat_to_completion(f"q{i}")
+        return out
+
+    w = ChatWidget(Conversation(None))
+    log = record(w)
+    flush, w._flush = w._flush, lambda: None  # flushed here only
+    for i, (event, payload) in enumerate(asyncio.run(events()), 1):
+        w._on_event(event, payload)
+        if i % flush_every == 0:
+            flush()
+    flush()
+    return len(log), sum(b for _, _, b in log)
+
+
 def browser() -> dict | None:
     import importlib.util
 
@@ -104,6 +131,9 @@ def main() -> None:
     for n in (2_500, 5_000, 10_000, 20_000):
         r = asyncio.run(one_answer(n, 0.002, 10))
         print(f"  {n:6,d} deltas: sent {r['sent_bytes']:8,d} B = {r['ratio']:.2f}x text, {r['messages']} messages")
+    for every in (1, 10):
+        messages, sent = replayed(every)
+        print(f"five 2,000-delta turns replayed, a flush every {every:2d} events: {messages:,d} messages, {sent:,d} B")
     per_turn = asyncio.run(many_turns(128, 300))
     text = len("".join(words(300)).encode())
     print(f"128 turns of a 300-delta ({text:,d} B) answer: sent per turn median {sorted(per_turn)[64]:,d} B, "

@@ -397,7 +397,7 @@ def test_the_widget_says_closed_and_when_it_opens_and_names_the_rules(course):
     sent = customs(widget)
     deliver(widget, Send("hello"))
     assert sent and sent[-1]["type"] == "refused" and "opens again" in sent[-1]["text"]
-    assert widget._task is None and agent.conversation.turn_count == 0
+    assert widget.prompts.task is None and agent.conversation.turn_count == 0
 
 
 def test_chat_policy_magic_shows_the_policy_in_force(course):

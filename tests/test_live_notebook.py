@@ -161,7 +161,7 @@ async def test_a_send_with_cells_puts_them_in_the_prompt():
     widget = ChatWidget(agent)
     deliver_raw(widget, {"type": "send", "prompt": "fix @cell", "cells": [
         {"ref": "@cell", "id": "b", "number": 2, "cell_type": "code", "source": "1 / 0", "outputs": ""}]})
-    while widget._task is None or not widget._task.done():
+    while widget.prompts.task is None or not widget.prompts.task.done():
         await asyncio.sleep(0.01)
     assert agent.conversation.turns[-1].prompt.startswith("fix @cell\n\n[Attached notebook cells: @cell]\n--- @cell: cell 2")
 

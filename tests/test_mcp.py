@@ -87,7 +87,7 @@ async def test_time_server_over_stdio_lists_at_the_first_turn_and_answers():
     sent = provider.requests[1].messages[-1].tool_results[0]
     assert not sent.is_error and "Europe/Paris" in sent.content
     assert agent.tools["get_current_time"].server == "mcp-time"
-    from nbagent.notebook.widget_wire import step_dict
+    from nbagent.notebook.turn_codec import step_dict
 
     assert step_dict(step)["tool_server"] == "mcp-time"  # what the widget's card shows
     markdown = agent.conversation.to_markdown().replace("&#95;", "_")  # markdown escapes dropped

@@ -424,7 +424,7 @@ def test_an_edit_keeps_the_files_permissions(nb_path):
 
 
 def test_the_widget_gets_the_diff_with_the_waiting_step_before_approve(nb_path):
-    from nbagent.notebook.widget_wire import step_dict
+    from nbagent.notebook.turn_codec import step_dict
 
     agent, _ = agent_on(nb_path, read_call(), edit_call("e1", "broken", "total + 2"), text_call("ok"))
     conv = agent.conversation

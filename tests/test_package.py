@@ -120,6 +120,6 @@ def test_a_step_says_what_it_is():
     assert {kind: step.kind for kind, step in cases.items()} == {kind: kind for kind in cases}
     assert [k for k, s in cases.items() if s.is_tool_run] == [StepKind.TOOL_RUN]
     pytest.importorskip("anywidget")
-    from nbagent.notebook.widget_wire import step_dict
+    from nbagent.notebook.turn_codec import step_dict
 
     assert step_dict(cases[StepKind.TOOL_RUN])["kind"] == "tool_run"

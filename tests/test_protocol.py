@@ -4,6 +4,7 @@ js/src/protocol.json is the declaration as it is now."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -23,6 +24,7 @@ def test_the_schema_and_type_files_are_the_declaration():
     stale = "is stale: run `python -m nbagent.notebook.protocol` and commit it"
     assert json.loads(protocol.SCHEMA_PATH.read_text(encoding="utf-8")) == protocol.schema(), f"js/src/protocol.json {stale}"
     assert protocol.TS_PATH.read_text(encoding="utf-8") == protocol.typescript(), f"js/src/protocol.d.ts {stale}"
+    assert protocol.MODULE_PATH.read_text(encoding="utf-8") == protocol.module(), f"js/src/protocol_data.js {stale}"
 
 
 async def test_what_the_kernel_sends_in_a_turn_matches_the_schema(tmp_path):
@@ -65,13 +67,15 @@ def test_events_keep_their_wire_shape():
     ({"type": "send", "prompt": ["x"]}, "'prompt' must be str, got list"),
     ({"type": "send", "prompt": "x", "over_budget": "yes"}, "'over_budget' must be bool"),
     ({"type": "bogus"}, "unknown chat request 'bogus'"),
+    ({"type": "send", "prompt": "x", "over_budjet": True}, "has no field 'over_budjet'"),  # as the schema rejects it
+    ({"type": "stop", "now": True}, "has no field 'now'"),
 ])
 def test_a_malformed_chat_message_is_a_clear_notice(content, says):
     w = ChatWidget(Conversation(None))
     sent = customs(w)
     deliver_raw(w, content)
     assert says in w.notice and w.notice.startswith(f"{content['type']} failed:")
-    assert sent == [] and w._task is None  # nothing ran, nothing else sent
+    assert sent == [] and w.prompts.task is None  # nothing ran, nothing else sent
 
 
 def test_a_malformed_browser_request_is_answered_with_the_reason(tmp_path):
@@ -92,3 +96,22 @@ def test_a_request_is_answered_with_its_answer_class():
     assert sent == [{"type": "names", "id": "box-9", "names": [["sales", "list"]]}]
     assert CHAT.requests["names"].answer is Names and CHAT.requests["send"].answer is None
     assert Send.KIND == "send"
+
+
+def test_every_answer_carries_the_id_of_the_request_it_answers():
+    """One correlation style: a request with an answer has an ``id`` and its answer carries it back
+    (an asset answer used to be matched by its name alone)."""
+    for proto in (CHAT, BROWSER, protocol.CLASS):
+        for kind, spec in proto.requests.items():
+            if spec.answer is not None:
+                assert "id" in {f.name for f in spec.fields}, f"{proto.widget} {kind!r}"
+    w = ChatWidget(Conversation(None))
+    sent = customs(w)
+    deliver(w, AssetRequest(name="math", id="math-1"))
+    deliver(w, NamesRequest(id="box-1"))
+    assert [(m["type"], m["id"]) for m in sent] == [("asset", "math-1"), ("names", "box-1")]
+    with pytest.raises(ValueError, match="need an 'id'"):
+        @protocol.Protocol("test").request("ping", answer=Names)
+        @dataclasses.dataclass(frozen=True)
+        class Ping(protocol.Message):
+            pass

@@ -283,7 +283,7 @@ def test_the_chat_names_a_replay_readably_and_draws_no_model_switch_between_its_
     the recorded model's answer comes)."""
     pytest.importorskip("anywidget")
     from nbagent.notebook.widget_usage import current_model
-    from nbagent.notebook.widget_wire import record_dict
+    from nbagent.notebook.turn_codec import record_dict
 
     lesson = Agent(model="demo", delay=0, save_to=tmp_path / "lesson7")
     lesson.ask("Hello")

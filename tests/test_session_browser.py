@@ -191,7 +191,7 @@ async def test_resume_shows_a_live_chat_that_saves_to_the_same_file(tmp_path):
     assert [t["record"]["prompt"] for t in finished(chat)] == ["Second chat", "More please"]
     assert chat.switchable  # the resumed agent saves to the folder: New chat and History show
     deliver(chat, Send(prompt="And a third"))
-    await chat._task
+    await chat.prompts.task
     assert list_sessions(tmp_path).set_index("path").loc[str(second), "turns"] == 3
     assert len(list(tmp_path.glob("*.json"))) == 2  # no new file
     assert next(r for r in browser.sessions if r["path"] == str(second))["turns"] == 3  # the list follows
@@ -236,7 +236,7 @@ async def test_new_chat_rebinds_the_widget_and_the_old_conversation_stays_saved(
     agent = Agent(model="demo", delay=0, save_to=tmp_path)
     w = agent.widget()
     deliver(w, Send(prompt="First question"))
-    await w._task
+    await w.prompts.task
     old_conv, old_key, first = agent.conversation, w.conversation_key, agent.session_path
     assert len(finished(w)) == 1
     deliver(w, NewChat())
@@ -246,7 +246,7 @@ async def test_new_chat_rebinds_the_widget_and_the_old_conversation_stays_saved(
     old_conv.ask("A turn on the old conversation")  # no longer listened to
     assert finished(w) == []
     deliver(w, Send(prompt="Fresh start"))
-    await w._task
+    await w.prompts.task
     assert [t["record"]["prompt"] for t in finished(w)] == ["Fresh start"]
     assert agent.session_path != first and len(list(tmp_path.glob("*.json"))) == 2
 
@@ -264,7 +264,7 @@ async def test_history_lists_the_folder_and_opening_one_rebinds(tmp_path):
     assert agent.session_path == second and w.conversation is agent.conversation
     assert [t["record"]["prompt"] for t in finished(w)] == ["Second chat", "More please"]
     deliver(w, Send(prompt="Continue"))
-    await w._task
+    await w.prompts.task
     assert list_sessions(tmp_path).set_index("path").loc[str(second), "turns"] == 3
     elsewhere = tmp_path / "sub"
     elsewhere.mkdir()
@@ -291,11 +291,11 @@ async def test_next_plays_a_stepping_replay_one_model_call_at_a_time(tmp_path):
     calls = len(replay.provider.recording.turns[0].calls)
     assert calls == 2  # the tool call, then the answer
     for _ in range(calls):
-        await until(lambda: w.step_waiting or w._task.done(), "the replay waiting for Next")
-        assert w.step_waiting and not w._task.done()
+        await until(lambda: w.step_waiting or w.prompts.task.done(), "the replay waiting for Next")
+        assert w.step_waiting and not w.prompts.task.done()
         deliver(w, NextStep())
         assert not w.step_waiting
-    await asyncio.wait_for(w._task, 10)
+    await asyncio.wait_for(w.prompts.task, 10)
     assert not w.step_waiting and "84" in recorded
     assert replay.conversation.last_response == recorder.conversation.last_response
     plain = Agent(model="demo", delay=0).widget()
@@ -323,7 +323,7 @@ async def test_the_replay_trait_carries_the_counter_and_the_mismatch_notice(tmp_
         await until(lambda: w.replay["waiting"], "waiting for Next")
         assert w.replay["step"] == k and w.replay["waits"] == k + 1 and w.step_waiting
         deliver(w, NextStep())
-    await asyncio.wait_for(w._task, 10)
+    await asyncio.wait_for(w.prompts.task, 10)
     await until(lambda: w.replay["step"] == 2 and not w.replay["waiting"], "the last step counted")
     unstepped = Agent(model=f"replay:{recorder.session_path}", speed=None).widget()
     assert unstepped.session_ui and unstepped.replay["stepping"] is False  # the counter and notice, no Next

@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("anywidget")
 
-from nbagent.core.steps import Step, StepStatus, Wire, field_roles  # noqa: E402
+from nbagent.core.steps import Delivery, Step, StepStatus, field_roles  # noqa: E402
 from nbagent.notebook.transcript import conversation_html, transcript_markdown, transcript_text  # noqa: E402
-from nbagent.notebook.widget_wire import step_dict, step_shape  # noqa: E402
+from nbagent.notebook.turn_codec import step_dict, step_shape  # noqa: E402
 from support.step_fields import EXAMPLES, INDEX, record_change  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,21 +28,21 @@ def test_every_field_declares_its_roles_and_every_shown_one_has_a_contract_examp
     assert list(field_roles()) == [f.name for f in dataclasses.fields(Step)]
     assert sorted(EXAMPLES) == SHOWN, "a field the widget shows needs an example in tests/support/step_fields.py"
     for name, role in field_roles().items():
-        assert not (role.shown and role.wire in (Wire.KERNEL, Wire.CARRIED)), f"{name}: shown, but a change is never re-sent"
-        assert role.saved or role.wire is Wire.KERNEL, f"{name}: on the wire but not saved (a reloaded view would lose it)"
+        assert not (role.shown and role.delivery in (Delivery.KERNEL, Delivery.CARRIED)), f"{name}: shown, but a change is never re-sent"
+        assert role.saved or role.delivery is Delivery.KERNEL, f"{name}: on the wire but not saved (a reloaded view would lose it)"
 
 
 def test_the_forms_follow_the_declaration():
     step = Step(step_index=3, content_delta="x", raw_usage={"secret_tokens": 1}, cascade_id="conv")
     wire = step_dict(step)
-    assert not {n for n, r in field_roles().items() if r.wire is Wire.KERNEL} & set(wire)
+    assert not {n for n, r in field_roles().items() if r.delivery is Delivery.KERNEL} & set(wire)
     assert {n for n, r in field_roles().items() if r.keep_empty} <= set(wire)
     saved = step.to_dict()
     assert set(saved) == {n for n, r in field_roles().items() if r.saved}
     assert Step.from_dict(json.loads(json.dumps(step.to_dict(compact=True)))).to_dict() == saved
 
 
-@pytest.mark.parametrize("name", [n for n, r in field_roles().items() if r.wire is Wire.STRUCTURAL])
+@pytest.mark.parametrize("name", [n for n, r in field_roles().items() if r.delivery is Delivery.STRUCTURAL])
 def test_a_change_of_a_structural_field_is_a_structural_update(name):
     fields, change = EXAMPLES.get(name, ({}, {}))
     base = Step(**{"status": StepStatus.ACTIVE, **fields})

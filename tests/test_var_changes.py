@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 from nbagent import Agent, notebook_tools  # noqa: E402
 from nbagent.core.steps import ChangeKind, Step, VariableChange  # noqa: E402
 from nbagent.notebook.var_changes import changes, fingerprints  # noqa: E402
-from nbagent.notebook.widget_wire import step_dict  # noqa: E402
+from nbagent.notebook.turn_codec import step_dict  # noqa: E402
 from support.scripted import ScriptedProvider, text_call, tool_call  # noqa: E402
 
 

@@ -21,7 +21,7 @@ from support.widget_messages import deliver, deliver_raw  # noqa: E402
 from support.waiting import until  # noqa: E402
 from nbagent.notebook.protocol import Approve, AssetRequest, Deny, Resync, Send, Stop  # noqa: E402
 from nbagent.notebook.widget import FLUSH_INTERVAL, ChatWidget  # noqa: E402
-from nbagent.notebook.widget_wire import silent_finish, step_dict  # noqa: E402
+from nbagent.notebook.turn_codec import silent_finish, step_dict  # noqa: E402
 
 from support.streams import StreamConnection, words  # noqa: E402
 from nbagent.core.conversation_state import plumbing_of  # noqa: E402
@@ -91,7 +91,7 @@ def finished(w: ChatWidget) -> list:
 
 def plain(w: ChatWidget):
     """The transcript the kernel holds, in the shape js/src/reducer.js transcript() gives."""
-    live = w._turns.get(w._live) if w._live is not None else None
+    live = w.codec.turns.get(w.codec.live) if w.codec.live is not None else None
     turns = finished(w) + ([live.to_dict()] if live is not None else [])
     return [{"turn": t["record"]["turn"], "status": t["record"]["status"],
              "steps": [{"step_index": s["step_index"], "status": s["status"], "content": s.get("content", ""),
@@ -212,7 +212,7 @@ async def test_transcript_rebuilt_from_traits_alone():
 async def test_a_resync_sends_every_turn_whole_in_pages_and_the_whole_state_carries_them(monkeypatch):
     """A late view (a reloaded page, another page) asks once and gets every turn with its text, in
     pages; the whole state (a page's state request, an embedded page) carries them too."""
-    import nbagent.notebook.widget as widget_module
+    import nbagent.notebook.turn_codec as codec_module
 
     answers = [[user(3 * i, f"q{i}"), *streamed(3 * i + 1, [f"answer {i} " * 40]), finish(3 * i + 2)] for i in range(5)]
     conv = Conversation(MockConnection(answers))
@@ -220,7 +220,7 @@ async def test_a_resync_sends_every_turn_whole_in_pages_and_the_whole_state_carr
     for i in range(5):
         await conv.chat_to_completion(f"q{i}")
     await settle(w)
-    monkeypatch.setattr(widget_module, "PAGE_CHARS", 1_500)  # a page holds about one turn here
+    monkeypatch.setattr(codec_module, "PAGE_CHARS", 1_500)  # a page holds about one turn here
     rec = Recorder(w)
     deliver(w, Resync())
     await settle(w)
@@ -302,7 +302,7 @@ async def test_send_runs_a_turn_as_a_task_and_stop_keeps_partial_text():
     deliver(w, Send(prompt="again"))  # refused while running
     assert "already running" in w.notice
     deliver(w, Stop())
-    await w._task
+    await w.prompts.task
     await settle(w)
     rec = finished(w)[-1]["record"]
     model = finished(w)[-1]["steps"][1]
@@ -324,7 +324,7 @@ async def test_a_prompt_the_kernel_does_not_run_is_answered_so_no_view_waits():
     deliver(w, Send(prompt="go"))
     assert w.running is True  # at once: the other views show Stop (the sending one shows its echo already)
     assert [b for _, k, b in rec.log[sent:]] == [{"notice": ""}, {"running": True}]  # alone: no unchanged gauge
-    await w._task
+    await w.prompts.task
     await settle(w)
     assert w.running is False and w.notice == ""
 
@@ -358,7 +358,7 @@ async def test_stop_right_after_send_never_leaves_the_widget_running(steps_betwe
     for _ in range(steps_between):
         await asyncio.sleep(0)
     deliver(w, Stop())
-    done, _ = await asyncio.wait([w._task], timeout=10)
+    done, _ = await asyncio.wait([w.prompts.task], timeout=10)
     assert done  # never hangs
     await settle(w)
     assert w.running is False and w.current is None
@@ -377,7 +377,7 @@ async def test_approve_and_deny_from_the_front_end():
         tool_step = w.current["steps"][2]
         assert tool_step["status"] == "WAITING_FOR_USER" and tool_step["approval"] == "pending"
         deliver(w, decide)
-        await w._task
+        await w.prompts.task
         await settle(w)
         assert finished(w)[-1]["steps"][2]["approval"] == expect
 
@@ -387,19 +387,19 @@ async def test_errors_become_records_not_tracebacks():
     conv = Conversation(MockConnection([[user(0, "x"), boom]]))
     w = ChatWidget(conv)
     deliver(w, Send(prompt="x"))
-    await w._task
+    await w.prompts.task
     await settle(w)
     rec = finished(w)[-1]["record"]
     assert rec["status"] == "error" and "503" in rec["error"]
     deliver(w, Send(prompt="again"))  # no scripted turn left: error record, no raise
-    await w._task
+    await w.prompts.task
     await settle(w)
     assert finished(w)[-1]["record"]["status"] == "error"
     deliver(w, Approve(call_id="nope"))  # MockConnection accepts anything
     deliver_raw(w, {"type": "bogus"})
     ro = ChatWidget(Conversation(None))
     deliver(ro, Send(prompt="x"))
-    await ro._task
+    await ro.prompts.task
     assert "read-only" in ro.notice
 
 
@@ -419,7 +419,7 @@ async def test_demo_agent_turn_under_ask_policy():
                 "the call waiting in the widget's state")
     waiting = next(s for s in w.current["steps"] if s["status"] == "WAITING_FOR_USER")
     deliver(w, Approve(call_id=waiting["tool_calls"][0]["id"]))
-    await w._task
+    await w.prompts.task
     await settle(w)
     steps = finished(w)[-1]["steps"]
     assert any(s.get("thinking") for s in steps)

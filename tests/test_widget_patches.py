@@ -17,7 +17,7 @@ pytest.importorskip("anywidget")
 from nbagent import Conversation  # noqa: E402
 from nbagent.core.steps import Step, StepSource, StepStatus, StepTarget, StepType, ToolCall  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
-from nbagent.notebook.widget_wire import USAGE_FIELDS, USUAL_SHAPES  # noqa: E402
+from nbagent.notebook.turn_codec import USAGE_FIELDS, USUAL_SHAPES  # noqa: E402
 from support.step_fields import INDEX, NOTICE, record_change  # noqa: E402
 from support.streams import StreamConnection, words  # noqa: E402
 from support.widget_messages import customs  # noqa: E402
@@ -109,7 +109,7 @@ def test_the_usual_step_shapes_are_the_front_ends_and_each_is_its_kind():
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 async def test_the_reducer_rebuilds_each_turn_from_its_patches_as_the_kernel_has_it():
     """A patch's new step leaves out what a view derives (its status, its times when they follow the
-    step before, its model and finish reason when the record's: widget_wire.derived_fields); the
+    step before, its model and finish reason when the record's: turn_codec.derived_fields); the
     reducer, fed only the flushes, ends with every step and record the kernel has (text aside)."""
     conv = Conversation(StreamConnection(words(300), thinking=["a ", "b"], pace=0.002, batch=20,
                                          tool=ToolCall("c1", "calc", {"x": 1})))
@@ -128,7 +128,7 @@ async def test_the_reducer_rebuilds_each_turn_from_its_patches_as_the_kernel_has
             " process.stdout.write(JSON.stringify(s.turns.map((t) => ({record: t.record, steps: t.steps.map(({content, thinking, ...k}) => k)})))); })")
     out = subprocess.run([NODE, "-e", code], cwd=ROOT, input=json.dumps(flushes).encode(), check=True,
                          capture_output=True, timeout=60)
-    kernel = [w._turns[n].live_dict() for n in sorted(w._turns)]  # what a live view shows of each step
+    kernel = [w.codec.turns[n].live_dict() for n in sorted(w.codec.turns)]  # what a live view shows of each step
     for turn in kernel:  # to a view a null field is a missing one
         turn["record"] = {k: v for k, v in turn["record"].items() if v is not None}
     view = json.loads(out.stdout)

@@ -1,6 +1,6 @@
 // Modules the widget loads only when a page needs them (static/math.js: Temml; static/grammars.js:
-// highlight.js grammars), sent by the kernel on request: the view sends {type: "asset", name} once per
-// page, the kernel answers {type: "asset", name, code}, and the code is imported from a blob URL.
+// highlight.js grammars), sent by the kernel on request: the view sends {type: "asset", id, name} once per
+// page, the kernel answers {type: "asset", id, name, code}, and the code is imported from a blob URL.
 // Shared by every widget on the page (and every copy of this bundle) through one global.
 // importCode loads the modules the kernel puts in a trait instead (session_bar.js, folders.js).
 const G = /** @type {any} */ (globalThis);

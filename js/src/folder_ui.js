@@ -8,7 +8,7 @@ import { importCode } from "./assets.js";
 
 /** Draw a saved session's turns read-only into `container`. @param {HTMLElement} container @param {any[]} turns */
 function showTurns(container, turns) {
-  const state = apply(initialState(), { type: "turns", first: true, turns });
+  const state = apply(initialState(), { type: "turns", first: true, last: true, turns });
   container.replaceChildren(...state.turns.map((/** @type {any} */ turn) => {
     const view = new TurnView(() => false); // read-only: approvals and other requests go nowhere
     view.update(turn);

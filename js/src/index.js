@@ -9,7 +9,7 @@
 // Debug switch: run `globalThis.nbagentDebug = {}` in the page (browser console) and the widget
 // records into it: `deltas` — [arrival time in ms since the epoch, characters] per delta message —
 // and `resyncs` — how many times a view found text missing and asked the kernel for the full turn.
-import { initialState, apply, carriedTraits } from "./reducer.js";
+import { initialState, apply, carriedTraits, undeclaredField } from "./reducer.js";
 import { ChatView } from "./render/view.js";
 import { watchMath } from "./mathtext.js";
 import { hideTranscriptBeside, hideAskedElsewhere } from "./transcript_beside.js";
@@ -188,10 +188,11 @@ function storeFor(model) {
     },
   };
   model.on("msg:custom", (/** @type {any} */ msg) => {
-    const handle = msg && Object.prototype.hasOwnProperty.call(handlers, msg.type) ? /** @type {any} */ (handlers)[msg.type] : null;
-    if (handle) handle(msg);
+    const bad = undeclaredField(msg); // a field the declaration lacks: dropped, as the schema rejects it
+    if (bad) { console.warn(`nbagent: dropped a kernel message with an undeclared ${JSON.stringify(bad)}`, msg && msg.type); return; }
+    /** @type {any} */ (handlers)[msg.type](msg);
   });
-  setAssetRequester((name) => s.send({ type: "asset", name })); // the newest widget asks for lazy modules
+  setAssetRequester((name) => s.send({ type: "asset", id: name, name })); // the newest widget asks for lazy modules
   const whole = model.get("turns"); // the whole state's turns (widget.py get_state), when it was sent
   if (Array.isArray(whole)) s.state = apply(s.state, { type: "turns", first: true, last: true, turns: whole });
   s.state = apply(s.state, traits());

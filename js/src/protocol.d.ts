@@ -2,7 +2,7 @@
 // fields' roles (nbagent/core/steps.py); do not edit. The JS front end's JSDoc imports these types.
 
 export interface ChatRequest_approve { type: "approve"; call_id: string; }
-export interface ChatRequest_asset { type: "asset"; name: string; }
+export interface ChatRequest_asset { type: "asset"; name: string; id?: string; }
 export interface ChatRequest_deny { type: "deny"; call_id: string; reason?: string | null; }
 export interface ChatRequest_history { type: "history"; id?: string; }
 export interface ChatRequest_names { type: "names"; id?: string; }
@@ -18,17 +18,17 @@ export interface ChatRequest_stop { type: "stop"; }
 export interface ChatRequest_undo { type: "undo"; id?: string; call_id?: string; }
 export interface ChatRequest_view { type: "view"; }
 export type ChatRequest = ChatRequest_approve | ChatRequest_asset | ChatRequest_deny | ChatRequest_history | ChatRequest_names | ChatRequest_new_chat | ChatRequest_next | ChatRequest_notebook | ChatRequest_open_session | ChatRequest_provenance | ChatRequest_replay_choice | ChatRequest_resync | ChatRequest_send | ChatRequest_stop | ChatRequest_undo | ChatRequest_view;
-export interface ChatEvent_asset { type: "asset"; name: string; code: string; }
+export interface ChatEvent_asset { type: "asset"; id: string; name: string; code: string; }
 export interface ChatEvent_confirm { type: "confirm"; prompt: string; text: string; }
-export interface ChatEvent_deltas { type: "deltas"; items: any[][]; patches?: Record<string, any>[]; state?: Record<string, any>; }
-export interface ChatEvent_history { type: "history"; id: string; sessions: Record<string, any>[]; current: string; }
+export interface ChatEvent_deltas { type: "deltas"; items: ([number, "c" | "t", number, string] | [number, "c" | "t", number, string, true])[]; patches?: ({ turn: number; record?: Record<string, any>; steps?: (Record<string, any> | [number, string])[]; ended?: boolean; })[]; state?: Record<string, any>; }
+export interface ChatEvent_history { type: "history"; id: string; sessions: (Record<string, any>)[]; current: string; }
 export interface ChatEvent_names { type: "names"; id: string; names: any[][]; }
 export interface ChatEvent_notebook { type: "notebook"; id: string; op: string; cell_id?: string | null; source?: string | null; expected_source?: string | null; after?: string | null; cell_type?: string | null; metadata?: Record<string, any> | null; action?: Record<string, any> | null; }
 export interface ChatEvent_provenance { type: "provenance"; id: string; metadata: Record<string, any>; }
 export interface ChatEvent_refused { type: "refused"; text: string; }
 export interface ChatEvent_replay { type: "replay"; step: number; steps: number; waiting?: boolean; mismatch?: boolean; recorded_prompt?: string; prompt?: string; live?: string; live_unavailable?: string; live_turn?: boolean; stepping?: boolean; waits?: number; }
 export interface ChatEvent_turn { type: "turn"; turn: Record<string, any>; }
-export interface ChatEvent_turns { type: "turns"; turns: Record<string, any>[]; first: boolean; last: boolean; }
+export interface ChatEvent_turns { type: "turns"; turns: (Record<string, any>)[]; first: boolean; last: boolean; }
 export interface ChatEvent_undo { type: "undo"; id: string; call_id: string; ok: boolean; text: string; }
 export type ChatEvent = ChatEvent_asset | ChatEvent_confirm | ChatEvent_deltas | ChatEvent_history | ChatEvent_names | ChatEvent_notebook | ChatEvent_provenance | ChatEvent_refused | ChatEvent_replay | ChatEvent_turn | ChatEvent_turns | ChatEvent_undo;
 
@@ -41,7 +41,7 @@ export interface BrowserRequest_resume { type: "resume"; id?: string; path?: str
 export interface BrowserRequest_search { type: "search"; id?: string; text?: string; }
 export interface BrowserRequest_trash { type: "trash"; id?: string; path?: string; }
 export type BrowserRequest = BrowserRequest_asset | BrowserRequest_export | BrowserRequest_open | BrowserRequest_refresh | BrowserRequest_restore | BrowserRequest_resume | BrowserRequest_search | BrowserRequest_trash;
-export interface BrowserAnswer_Opened { path: string; turns: Record<string, any>[]; usage: Record<string, any>[]; }
+export interface BrowserAnswer_Opened { path: string; turns: (Record<string, any>)[]; usage: (Record<string, any>)[]; }
 export interface BrowserAnswer_Found { paths: string[]; }
 export interface BrowserAnswer_Exported { written: string; }
 export interface BrowserAnswer_Trashed { moved: string; undo: string; }
@@ -53,15 +53,15 @@ export interface ClassRequest_asset { type: "asset"; id?: string; name?: string;
 export interface ClassRequest_open { type: "open"; id?: string; path?: string; }
 export interface ClassRequest_rows { type: "rows"; id?: string; }
 export type ClassRequest = ClassRequest_asset | ClassRequest_open | ClassRequest_rows;
-export interface ClassEvent_changed { type: "changed"; rows: Record<string, any>[]; removed: string[]; notice?: string; }
+export interface ClassEvent_changed { type: "changed"; rows: (Record<string, any>)[]; removed: string[]; notice?: string; }
 export type ClassEvent = ClassEvent_changed;
-export interface ClassAnswer_Opened { path: string; turns: Record<string, any>[]; usage: Record<string, any>[]; }
+export interface ClassAnswer_Opened { path: string; turns: (Record<string, any>)[]; usage: (Record<string, any>)[]; }
 export interface ClassAnswer_AssetCode { code: string; }
-export interface ClassAnswer_ClassRows { rows: Record<string, any>[]; notice: string; }
+export interface ClassAnswer_ClassRows { rows: (Record<string, any>)[]; notice: string; }
 
 export interface BrowserReply { type: "reply"; id: string; ok: boolean; error?: string; [field: string]: any }
 
-/** A step as the widget gets it (widget_wire.step_dict). */
+/** A step as the widget gets it (turn_codec.step_dict). */
 export interface WireStep {
   id?: string;  // carried
   step_index: number;  // carried

@@ -1,6 +1,8 @@
 // The transcript reducer: the same events the kernel sends build the same transcript.
 // Pure: apply(state, event) returns a new state; unchanged turns and steps keep their identity,
-// so the renderer redraws only what changed.
+// so the renderer redraws only what changed. The decoder of nbagent/notebook/turn_codec.py: what a
+// live turn's patches leave out it fills in by PATCH_RULES, declared once in protocol.py.
+import { CHAT_EVENT_FIELDS, PATCH_RULES } from "./protocol_data.js";
 
 /**
  * @typedef {import("./protocol").WireStep & {content: string}} Step  a step as the kernel sends it (the
@@ -8,10 +10,9 @@
  *   `n`: the lengths of content and thinking the kernel has (a bare step: its text came as deltas)
  * @typedef {{turn: number, record: any, steps: Step[], done?: boolean}} Turn
  *   `done`: its end came (an ended patch, "turn" or "turns"): a late patch of it is stale
- * @typedef {[number, "c"|"t", number, string, boolean?]} DeltaItem  a 5th `true`: replace from offset
- * @typedef {{turn: number, record?: any, steps?: any[], ended?: boolean}} Patch  what changed in a running
- *   turn's structure (widget_wire.TurnBuffer.patch): changed record fields, new steps whole (one that is
- *   all its kind says as [step_index, kind]), changed steps' fields (a null field is gone); `ended`: its end
+ * @typedef {import("./protocol").ChatEvent_deltas["items"][number]} DeltaItem  a 5th `true`: replace from offset
+ * @typedef {NonNullable<import("./protocol").ChatEvent_deltas["patches"]>[number]} Patch  what changed in a
+ *   running turn's structure (protocol.py Patch)
  * @typedef {{turns: Turn[], running: boolean, notice: string, pending: DeltaItem[], gap: boolean,
  *   dead: string, refusals: number, gauge: any, confirm: {prompt: string, text: string, seq: number}|null,
  *   finished: number}} State
@@ -20,15 +21,24 @@
  *   spend trait; `confirm` an over-budget prompt the kernel asks about (`seq` counts the asks);
  *   `finished` how many finished turns the kernel has; `gap`: text or turns are missing (the
  *   view asks for a resync).
- * @typedef {{type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
- *   | {type: "deltas", items: DeltaItem[], patches?: Patch[], state?: any} | {type: "turn", turn: any}
- *   | {type: "turns", turns: any[], first?: boolean, last?: boolean}
- *   | {type: "dead", reason: string} | {type: "refused", text: string}
- *   | {type: "confirm", prompt: string, text: string}} Event
- * The kernel's messages: nbagent/notebook/widget.py. The running turn's structure arrives as
+ * @typedef {import("./protocol").ChatEvent_deltas | import("./protocol").ChatEvent_turn
+ *   | import("./protocol").ChatEvent_turns | import("./protocol").ChatEvent_refused | import("./protocol").ChatEvent_confirm
+ *   | {type: "traits", running?: boolean, notice?: string, gauge?: any, finished?: number}
+ *   | {type: "dead", reason: string}} Event
+ * The kernel's messages (declared in nbagent/notebook/protocol.py), and two of the view's own: its
+ * traits changed, the kernel is gone. The running turn's structure arrives as
  * patches (what changed since the last one) with the text's deltas, a finished turn that changed
  * as "turn" (bare), a resync's turns as "turns" (whole).
  */
+
+/** The first field of a kernel message that its declaration (protocol.py) does not have, or of an
+ * unknown kind its type: a view drops such a message, as the schema rejects it ("" when it is declared).
+ * @param {any} msg @returns {string} */
+export function undeclaredField(msg) {
+  const fields = msg && typeof msg === "object" ? CHAT_EVENT_FIELDS[msg.type] : undefined;
+  if (!fields) return "type";
+  return Object.keys(msg).find((k) => !fields.includes(k)) || "";
+}
 
 /** @returns {State} */
 export function initialState() {
@@ -175,35 +185,30 @@ export function carriedTraits(get, carried, ended = 0) {
 }
 
 /** A step's usual type, source and target for its kind: a patch's new step leaves them out when they
- * are these (nbagent/notebook/widget_wire.py USUAL_SHAPES). @type {Record<string, {type: string, source: string, target: string}>} */
-export const USUAL_SHAPES = {
-  prompt: { type: "TEXT_RESPONSE", source: "USER", target: "UNSPECIFIED" },
-  model_call: { type: "TEXT_RESPONSE", source: "MODEL", target: "USER" },
-  tool_run: { type: "TOOL_CALL", source: "SYSTEM", target: "ENVIRONMENT" },
-  finish: { type: "FINISH", source: "SYSTEM", target: "USER" },
-};
+ * are these. @type {Record<string, {type: string, source: string, target: string}>} */
+export const USUAL_SHAPES = PATCH_RULES.usual_shapes;
 
-/** A patch's new step with what the patch left out to derive (widget_wire.derived_fields): its
- * `status`, DONE for a prompt or a finish, else ACTIVE; its `created_at`, the end (or start) of the
- * step before it; its `finished_at` when it is not active, its `created_at`; a model call's `model`
- * and a finish's `finish_reason`, the record's. A field the patch names (null: absent) stays.
+/** A patch's new step with what the patch left out to derive (PATCH_RULES): its `status` (done for
+ * `done_kinds`, else active); its `created_at`, the end (or start) of the step before it; its
+ * `finished_at` when it is not active, its `created_at`; the record's field of `from_record` (a model
+ * call's model, a finish's finish reason). A field the patch names (null: absent) stays.
  * @param {any} step @param {any} fields @param {any} before @param {any} record */
 function derived(step, fields, before, record) {
   const out = { ...step };
-  if (!("status" in fields)) out.status = out.kind === "prompt" || out.kind === "finish" ? "DONE" : "ACTIVE";
+  const active = PATCH_RULES.step_status;
+  if (!("status" in fields)) out.status = PATCH_RULES.done_kinds.includes(out.kind) ? PATCH_RULES.ended_status : active;
   if (!("created_at" in fields) && before) {
     const start = before.finished_at ?? before.created_at;
     if (start != null) out.created_at = start;
   }
-  if (!("finished_at" in fields) && (out.status || "ACTIVE") !== "ACTIVE" && out.created_at != null) out.finished_at = out.created_at;
-  if (!("model" in fields) && out.kind === "model_call" && record && record.model != null) out.model = record.model;
-  if (!("finish_reason" in fields) && out.kind === "finish" && record && record.finish_reason != null) out.finish_reason = record.finish_reason;
+  if (!("finished_at" in fields) && (out.status || active) !== active && out.created_at != null) out.finished_at = out.created_at;
+  const name = /** @type {Record<string, string>} */ (PATCH_RULES.from_record)[out.kind];
+  if (name && !(name in fields) && record && record[name] != null) out[name] = record[name];
   return out;
 }
 
-/** A usage's counts in a patch, in this order (nbagent/notebook/widget_wire.py USAGE_FIELDS). */
-export const USAGE_FIELDS = ["prompt_token_count", "candidates_token_count", "total_token_count",
-  "cached_content_token_count", "thoughts_token_count", "cache_write_token_count"];
+/** A usage's counts in a patch, in this order. */
+export const USAGE_FIELDS = PATCH_RULES.usage_fields;
 
 /** A patch's usage counts (a list in USAGE_FIELDS order) as the dict the kernel has: its non-zero counts.
  * @param {any} value */
@@ -225,23 +230,24 @@ function patched(old, fields) {
   return out;
 }
 
-/** What a view takes a running turn's record to be before its first patch: running, with the model and
- * provider of the latest turn before it (widget_wire.new_record). @param {Turn[]} turns @param {number} n */
+/** What a view takes a running turn's record to be before its first patch: PATCH_RULES.new_record, with
+ * the `carried_over` fields of the latest turn before it. @param {Turn[]} turns @param {number} n */
 function newRecord(turns, n) {
   /** @type {any} */
-  const out = { turn: n, status: "running" };
+  const out = { turn: n, ...PATCH_RULES.new_record };
   const before = turns.reduce((/** @type {Turn|null} */ b, t) => (t.record && t.turn < n && (!b || t.turn > b.turn) ? t : b), null);
-  for (const k of ["model", "provider"]) if (before && before.record[k] != null) out[k] = before.record[k];
+  for (const k of PATCH_RULES.carried_over) if (before && before.record[k] != null) out[k] = before.record[k];
   return out;
 }
 
-/** A record at its turn's end, before the ended patch's fields: done, finished for STOP unless it says
- * otherwise (widget_wire.ended_record). @param {any} record */
-const endedRecord = (record) => ({ ...record, status: "done", finish_reason: record.finish_reason || "STOP" });
+/** A record at its turn's end, before the ended patch's fields: PATCH_RULES.ended_record (its
+ * finish_reason only when it has none). @param {any} record */
+const endedRecord = (record) => ({ ...record, ...PATCH_RULES.ended_record, finish_reason: record.finish_reason || PATCH_RULES.ended_record.finish_reason });
 
-/** A step at its turn's end, before the ended patch's fields: an active step is done (widget_wire.ended_step).
+/** A step at its turn's end, before the ended patch's fields: an active step has PATCH_RULES.ended_status.
  * @param {Step} step @returns {Step} */
-const endedStep = (step) => ((step.status || "ACTIVE") === "ACTIVE" ? { ...step, status: "DONE" } : step);
+const endedStep = (step) => ((step.status || PATCH_RULES.step_status) === PATCH_RULES.step_status
+  ? /** @type {Step} */ ({ ...step, status: PATCH_RULES.ended_status }) : step);
 
 /** A running turn's patch: its record's changed fields, its new steps whole, its changed steps'
  * fields; the text stays (it comes as deltas). @param {State} state @param {Patch} event @returns {State} */
@@ -249,8 +255,7 @@ function patchTurn(state, event) {
   const i = state.turns.findIndex((t) => t.turn === event.turn);
   const local = i >= 0 ? state.turns[i] : undefined;
   if (local && local.done && !event.ended) return state; // a late patch of a turn that has ended
-  // a new record is running, of this turn, with the model of the turn before, unless the patch says
-  // otherwise (widget_wire.new_record); at its end it is done, its steps too (ended_record, ended_step)
+  // a new record (newRecord) unless the patch says otherwise; at its end it is done, its steps too
   let base = local && local.record ? local.record : newRecord(state.turns, event.turn);
   const ending = event.ended && !(local && local.done);
   if (ending) base = endedRecord(base);

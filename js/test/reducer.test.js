@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { initialState, apply, transcript } from "../src/reducer.js";
+import { initialState, apply, transcript, undeclaredField } from "../src/reducer.js";
 
 const user = { step_index: 0, source: "USER", target: "UNSPECIFIED", type: "TEXT_RESPONSE", status: "DONE", content: "hi" };
 const model = (status, content, thinking = "") => ({ step_index: 1, source: "MODEL", target: "USER", type: "TEXT_RESPONSE", status, content, thinking });
@@ -8,7 +8,7 @@ const bare = (step) => { const { content, thinking, ...rest } = step; return { .
 const rec = (status) => ({ turn: 0, prompt: "hi", status, usage: {} });
 /** A flush with patches and no text. @param {any[]} patches */
 const flush = (...patches) => ({ type: "deltas", items: [], patches });
-/** The running turn's structure as the kernel patches it (widget_wire.TurnBuffer.patch): steps
+/** The running turn's structure as the kernel patches it (turn_codec.TurnBuffer.patch): steps
  * without their text (it comes as deltas). @param {any} record @param {any[]} steps */
 const patch = (record, steps, ended = false) => flush({ turn: record.turn, record,
   steps: steps.map((st) => { const { content, thinking, n, ...rest } = st; return ended ? { ...rest, n: n || [(content || "").length, (thinking || "").length] } : rest; }), ended });
@@ -221,4 +221,11 @@ test("a new turn's record starts with the turn before's model; its end makes it 
   const failed = s.turns[2];
   assert.deepEqual([failed.record.status, "finish_reason" in failed.record, failed.record.error], ["error", false, "boom"]);
   assert.deepEqual(failed.steps.map((x) => x.status), ["DONE", "ACTIVE"]);
+});
+
+test("a kernel message with a field its declaration lacks is dropped, as the schema rejects it", () => {
+  assert.equal(undeclaredField({ type: "deltas", items: [], patches: [], state: {} }), "");
+  assert.equal(undeclaredField({ type: "deltas", items: [], extra: 1 }), "extra");
+  assert.equal(undeclaredField({ type: "no_such_event" }), "type");
+  assert.equal(undeclaredField(null), "type");
 });

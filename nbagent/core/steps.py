@@ -291,8 +291,8 @@ class StepKind(str, Enum):
     OTHER = "other"  # a system message, or a step of unknown shape
 
 
-class Wire(str, Enum):
-    """How a Step field reaches the live widget (notebook/widget_wire.py)."""
+class Delivery(str, Enum):
+    """How a Step field reaches the live widget (notebook/turn_codec.py); not a provider's wire format."""
 
     STRUCTURAL = "structural"  # sent with the turn's structure, and a change re-sends it
     TEXT = "text"  # sent as deltas (content, thinking)
@@ -312,7 +312,7 @@ class FieldRole:
     the value).
     """
 
-    wire: Wire
+    delivery: Delivery
     saved: bool = True
     shown: bool = False
     keep_empty: bool = False
@@ -324,10 +324,10 @@ def _present(value: Any) -> bool:
     return value is not None
 
 
-def _field(default: Any, wire: Wire, *, saved: bool = True, shown: bool = False, keep_empty: bool = False,
+def _field(default: Any, delivery: Delivery, *, saved: bool = True, shown: bool = False, keep_empty: bool = False,
            shape: Any = None, transcript: bool | None = None) -> Any:
     """A Step field with its roles; ``default`` may be a factory (``list``, ``time.time``)."""
-    role = {FieldRole: FieldRole(wire, saved, shown, keep_empty, shape, transcript)}  # keyed by the class
+    role = {FieldRole: FieldRole(delivery, saved, shown, keep_empty, shape, transcript)}  # keyed by the class
     if callable(default):
         return field(default_factory=default, metadata=role)
     return field(default=default, metadata=role)
@@ -338,57 +338,57 @@ class Step:
     """One logical event of a turn; see the module docstring for conventions."""
 
     # each field declares its roles (FieldRole): how it reaches the live widget, whether it is saved and
-    # whether the widget draws it; the wire, fingerprint and saved forms are made from these (see FieldRole)
-    id: str = _field("", Wire.CARRIED)
-    step_index: int = _field(0, Wire.CARRIED, keep_empty=True)  # the step's identity in its turn
-    type: StepType = _field(StepType.UNKNOWN, Wire.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
-    source: StepSource = _field(StepSource.UNKNOWN, Wire.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
-    target: StepTarget = _field(StepTarget.UNKNOWN, Wire.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
-    status: StepStatus = _field(StepStatus.ACTIVE, Wire.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
-    content: str = _field("", Wire.TEXT, shown=True, transcript=True, keep_empty=True)
-    content_delta: str = _field("", Wire.KERNEL, saved=False)  # transient
-    thinking: str = _field("", Wire.TEXT, shown=True, transcript=True)
-    thinking_delta: str = _field("", Wire.KERNEL, saved=False)  # transient
-    tool_calls: list[ToolCall] = _field(list, Wire.STRUCTURAL, shown=True, transcript=True, shape=len)
-    error: str = _field("", Wire.STRUCTURAL, shown=True, transcript=True)
-    is_complete_response: bool | None = _field(None, Wire.KERNEL, saved=False)  # derived (see ``derive``)
-    structured_output: Any = _field(None, Wire.CARRIED)
-    usage_metadata: UsageMetadata | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False, shape=_present)
-    cascade_id: str = _field("", Wire.KERNEL, saved=False)  # the conversation's id (see ``derive``)
-    trajectory_id: str = _field("", Wire.KERNEL, saved=False)  # named by the public API; nbagent leaves it empty
-    http_code: int = _field(0, Wire.STRUCTURAL, shown=True, transcript=False)
+    # whether the widget draws it; the widget's, fingerprint and saved forms are made from these (see FieldRole)
+    id: str = _field("", Delivery.CARRIED)
+    step_index: int = _field(0, Delivery.CARRIED, keep_empty=True)  # the step's identity in its turn
+    type: StepType = _field(StepType.UNKNOWN, Delivery.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
+    source: StepSource = _field(StepSource.UNKNOWN, Delivery.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
+    target: StepTarget = _field(StepTarget.UNKNOWN, Delivery.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
+    status: StepStatus = _field(StepStatus.ACTIVE, Delivery.STRUCTURAL, shown=True, transcript=True, keep_empty=True)
+    content: str = _field("", Delivery.TEXT, shown=True, transcript=True, keep_empty=True)
+    content_delta: str = _field("", Delivery.KERNEL, saved=False)  # transient
+    thinking: str = _field("", Delivery.TEXT, shown=True, transcript=True)
+    thinking_delta: str = _field("", Delivery.KERNEL, saved=False)  # transient
+    tool_calls: list[ToolCall] = _field(list, Delivery.STRUCTURAL, shown=True, transcript=True, shape=len)
+    error: str = _field("", Delivery.STRUCTURAL, shown=True, transcript=True)
+    is_complete_response: bool | None = _field(None, Delivery.KERNEL, saved=False)  # derived (see ``derive``)
+    structured_output: Any = _field(None, Delivery.CARRIED)
+    usage_metadata: UsageMetadata | None = _field(None, Delivery.STRUCTURAL, shown=True, transcript=False, shape=_present)
+    cascade_id: str = _field("", Delivery.KERNEL, saved=False)  # the conversation's id (see ``derive``)
+    trajectory_id: str = _field("", Delivery.KERNEL, saved=False)  # named by the public API; nbagent leaves it empty
+    http_code: int = _field(0, Delivery.STRUCTURAL, shown=True, transcript=False)
     # nbagent additions
-    created_at: float = _field(time.time, Wire.CARRIED)
-    finished_at: float | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False, shape=_present)
-    turn: int = _field(-1, Wire.CARRIED)
-    finish_reason: FinishReason | None = _field(None, Wire.STRUCTURAL)  # a model call's or the turn's (FINISH) end
-    model: str = _field("", Wire.CARRIED)  # the model that answered (model steps)
+    created_at: float = _field(time.time, Delivery.CARRIED)
+    finished_at: float | None = _field(None, Delivery.STRUCTURAL, shown=True, transcript=False, shape=_present)
+    turn: int = _field(-1, Delivery.CARRIED)
+    finish_reason: FinishReason | None = _field(None, Delivery.STRUCTURAL)  # a model call's or the turn's (FINISH) end
+    model: str = _field("", Delivery.CARRIED)  # the model that answered (model steps)
     # tool execution steps
-    approval: ApprovalDecision | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=True)
+    approval: ApprovalDecision | None = _field(None, Delivery.STRUCTURAL, shown=True, transcript=True)
     # how long the tool ran (approval wait excluded)
-    run_seconds: float | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False)
-    preparing_tool: str = _field("", Wire.STRUCTURAL)  # a tool call the model is still writing
+    run_seconds: float | None = _field(None, Delivery.STRUCTURAL, shown=True, transcript=False)
+    preparing_tool: str = _field("", Delivery.STRUCTURAL)  # a tool call the model is still writing
     # COMPACTION steps
-    compaction: CompactionStats | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False, shape=_present)
-    raw_usage: dict | None = _field(None, Wire.KERNEL)  # the provider's own usage object (analysis only)
+    compaction: CompactionStats | None = _field(None, Delivery.STRUCTURAL, shown=True, transcript=False, shape=_present)
+    raw_usage: dict | None = _field(None, Delivery.KERNEL)  # the provider's own usage object (analysis only)
     # the model declined: its refusal text (not in content)
-    refusal: str = _field("", Wire.STRUCTURAL, shown=True, transcript=True)
-    cut_tool_calls: list[CutToolCall] = _field(list, Wire.CARRIED)  # cut by the token limit
+    refusal: str = _field("", Delivery.STRUCTURAL, shown=True, transcript=True)
+    cut_tool_calls: list[CutToolCall] = _field(list, Delivery.CARRIED)  # cut by the token limit
     # tool runs: what the user sees
-    display: dict | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=False, shape=_present)
-    prefix_change: PrefixChange | None = _field(None, Wire.CARRIED)  # model steps: what changed in the request prefix
-    decided_at: float | None = _field(None, Wire.CARRIED)  # tool execution steps: when the approval decision was made
-    decided_by: str = _field("", Wire.CARRIED)  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
+    display: dict | None = _field(None, Delivery.STRUCTURAL, shown=True, transcript=False, shape=_present)
+    prefix_change: PrefixChange | None = _field(None, Delivery.CARRIED)  # model steps: what changed in the request prefix
+    decided_at: float | None = _field(None, Delivery.CARRIED)  # tool execution steps: when the approval decision was made
+    decided_by: str = _field("", Delivery.CARRIED)  # tool execution steps: who or what decided ("user", "policy deny_all", ...)
     # tool execution steps: the MCP server ("": a local tool)
-    tool_server: str = _field("", Wire.STRUCTURAL, shown=True, transcript=True)
+    tool_server: str = _field("", Delivery.STRUCTURAL, shown=True, transcript=True)
     # model steps: the provider's latest retry or wait ("… retrying in 1 s")
-    notice: str = _field("", Wire.STRUCTURAL, shown=True, transcript=False)
+    notice: str = _field("", Delivery.STRUCTURAL, shown=True, transcript=False)
     # cell tools: the diff before Approve
-    preview: CellPreview | None = _field(None, Wire.STRUCTURAL, shown=True, transcript=True, shape=_present)
+    preview: CellPreview | None = _field(None, Delivery.STRUCTURAL, shown=True, transcript=True, shape=_present)
     # code runs: the variables it changed
-    changes: list[VariableChange] = _field(list, Wire.STRUCTURAL, shown=True, transcript=True, shape=len)
+    changes: list[VariableChange] = _field(list, Delivery.STRUCTURAL, shown=True, transcript=True, shape=len)
     # another agent's log read (agent_logs): a subagent's step (a Claude Code sidechain, a Codex subagent)
-    subagent: bool = _field(False, Wire.KERNEL, saved=False)
+    subagent: bool = _field(False, Delivery.KERNEL, saved=False)
 
     def __post_init__(self) -> None:
         # a script may write the enums' values ("STOP", "approved"): keep the fields typed

@@ -1,10 +1,12 @@
 """The widgets' custom messages, declared once: a dataclass per request (front end -> kernel) and
 per event (kernel -> front end), in one registry per widget (``CHAT``, ``BROWSER``, ``CLASS``).
 
-On the wire a message is ``{"type": kind, **fields}``. A request that expects an answer names its
-answer class; in the chat the answer is itself an event (``Names`` answers ``NamesRequest``, with the
-request's ``id``), in the session browser every answer goes in the ``reply`` envelope
-``{"type": "reply", "id", "ok": true, **answer}`` (or ``"ok": false, "error"`` when it failed).
+On the wire a message is ``{"type": kind, **fields}``, and a field nobody declared is refused (as the
+schema's ``additionalProperties: false`` says). A request that expects an answer names its answer class
+and has an ``id`` its answer carries back (``Protocol.request`` checks it; ``encode_answer`` sets it): in
+the chat the answer is itself an event (``Names`` answers ``NamesRequest``), in the session browser and
+the class view every answer goes in the ``reply`` envelope ``{"type": "reply", "id", "ok": true,
+**answer}`` (or ``"ok": false, "error"`` when it failed).
 
 A widget serves its protocol with a :class:`Handlers`: one handler per request class, so no widget
 branches on kinds. ``Handlers.receive`` decodes a message (each field checked against its declared
@@ -34,15 +36,17 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, Required, TypedDict, TypeVar
 from collections.abc import Callable
 
 from ..core.errors import InvalidRequest
-from ..core.steps import Step, StepKind, Wire, field_roles
+from ..core.steps import Delivery, Step, StepKind, field_roles
+from ..core.usage import UsageMetadata
 
 M = TypeVar("M", bound="Message")
 T = TypeVar("T")
-__all__ = ["BROWSER", "CHAT", "CLASS", "Handlers", "Message", "Protocol", "schema", "SCHEMA_PATH"]
+__all__ = ["BROWSER", "CHAT", "CLASS", "DeltaItem", "Handlers", "Message", "Patch", "PATCH_RULES", "PatchRules", "Protocol",
+           "schema", "SCHEMA_PATH"]
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "js" / "src" / "protocol.json"
 
 
@@ -77,20 +81,48 @@ def _field_of(f: dataclasses.Field, hint: Any) -> _Field:
     args = typing.get_args(hint)
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
         optional = True
-        (hint,) = [a for a in args if a is not type(None)]
+        rest = [a for a in args if a is not type(None)]
+        hint = functools.reduce(lambda a, b: a | b, rest)
     required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     omit_empty = f.default_factory is not dataclasses.MISSING
     if hint is Any:
         return _Field(f.name, (object,), True, required, {}, omit_empty)
     base = typing.get_origin(hint) or hint
-    check, sch = _JSON_TYPES[base]
-    sch = dict(sch)
-    item = typing.get_args(hint)
-    if base is list and item and item[0] in _JSON_TYPES:
-        sch["items"] = _JSON_TYPES[item[0]][1]
+    check = _JSON_TYPES[base][0] if base in _JSON_TYPES else (object,)
+    sch = _schema_of(hint)
     if optional:
         sch = {"anyOf": [sch, {"type": "null"}]}
     return _Field(f.name, check, optional, required, sch, omit_empty)
+
+
+def _unwrapped(hint: Any) -> Any:
+    """``hint`` without ``Required[...]`` / ``NotRequired[...]``."""
+    return typing.get_args(hint)[0] if typing.get_origin(hint) in (Required, typing.NotRequired) else hint
+
+
+def _schema_of(hint: Any) -> dict:
+    """The JSON Schema of a declared type: a JSON type, a list of one, a tuple (a fixed array), a
+    ``Literal``, a union, or a ``TypedDict`` (an object with exactly its keys)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return {}
+    if origin is Literal:
+        return {"const": args[0]} if len(args) == 1 else {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_schema_of(a) for a in args]}
+    if origin is tuple:
+        return {"type": "array", "prefixItems": [_schema_of(a) for a in args], "minItems": len(args), "maxItems": len(args)}
+    if typing.is_typeddict(hint):
+        hints = typing.get_type_hints(hint, include_extras=True)  # Required[...] survives string annotations so
+        required = sorted(k for k, v in hints.items() if typing.get_origin(v) is Required or
+                          (hint.__total__ and typing.get_origin(v) is not typing.NotRequired))
+        return {"type": "object", "properties": {k: _schema_of(_unwrapped(v)) for k, v in hints.items()},
+                "required": required, "additionalProperties": False}
+    base = origin or hint
+    sch = dict(_JSON_TYPES[base][1])
+    if base is list and args:
+        sch["items"] = _schema_of(args[0])
+    return sch
 
 
 class _Spec:
@@ -126,8 +158,17 @@ class Protocol:
         return register
 
     def request(self, kind: str, answer: type | None = None) -> Callable[[type[M]], type[M]]:
-        """Declare a request (front end -> kernel); ``answer``: the class its handler returns."""
-        return self._declare(self.requests, kind, answer)
+        """Declare a request (front end -> kernel); ``answer``: the class its handler returns. A request
+        with an answer has an ``id``, and its answer carries it back (one correlation style: in the
+        chat an answer is an event with its own ``id``, in a reply envelope the envelope's ``id``)."""
+        declare = self._declare(self.requests, kind, answer)
+
+        def checked(cls: type[M]) -> type[M]:
+            named = [c for c in (cls, None if self.reply else answer) if c is not None]
+            if answer is not None and any("id" not in {f.name for f in dataclasses.fields(c)} for c in named):
+                raise ValueError(f"{self.widget}: {kind!r} has an answer: it and its answer need an 'id'")
+            return declare(cls)
+        return checked
 
     def event(self, kind: str) -> Callable[[type[M]], type[M]]:
         """Declare an event (kernel -> front end)."""
@@ -156,8 +197,8 @@ class Protocol:
 
     def encode_answer(self, request: Message, answer: Any) -> dict:
         """What a handler returned as the wire message answering ``request``."""
-        if not self.reply:
-            return self.encode(answer)
+        if not self.reply:  # the answer is an event of its own, with the request's id
+            return {**self.encode(answer), "id": getattr(request, "id", "")}
         body: dict[str, Any] = {} if answer is None else {f.name: getattr(answer, f.name) for f in self.answers[type(answer)].fields}
         return {"type": self.reply, "id": getattr(request, "id", ""), "ok": True, **body}
 
@@ -186,6 +227,9 @@ def _fields(cls: type) -> tuple[_Field, ...]:
 
 
 def _build(spec: _Spec, content: dict, kind: str) -> Any:
+    unknown = sorted(set(content) - {"type"} - {f.name for f in spec.fields})
+    if unknown:  # as the schema says (additionalProperties: false)
+        raise InvalidRequest(f"the {kind!r} message has no field {unknown[0]!r}")
     values: dict[str, Any] = {}
     for f in spec.fields:
         if f.name not in content:
@@ -264,26 +308,88 @@ BROWSER = Protocol("session browser", reply="reply")
 CLASS = Protocol("class view", reply="reply")  # the teacher's live view (class_view.py)
 
 
+# --- the chat widget: a live turn's payloads and the rules a view rebuilds it by ---------------------
+
+DeltaItem = (tuple[int, Literal["c", "t"], int, str] | tuple[int, Literal["c", "t"], int, str, Literal[True]])
+"""Text for a step: ``[step_index, "c" (content) | "t" (thinking), offset, text]``, the offset in UTF-16
+units as JavaScript counts; a 5th ``true`` replaces the field from ``offset`` on (text rewritten)."""
+
+NewStep = tuple[int, str]
+"""A new step that is all its kind says: ``[step_index, kind]``."""
+
+
+class Patch(TypedDict, total=False):
+    """What changed in a live turn's structure since its last patch (turn_codec.TurnBuffer.patch), applied
+    before the text: the record's changed fields (a new record starts from ``PATCH_RULES.new_record``);
+    each new step whole but for what a view derives (``PATCH_RULES``: its usual shape, status, times,
+    model and finish reason), or a ``NewStep``; each changed step as its ``step_index`` with its changed
+    fields. A null field is gone; a usage is its counts in ``PATCH_RULES.usage_fields`` order.
+    ``ended``: the turn ended (``PATCH_RULES.ended_record``, its active steps ``PATCH_RULES.ended_status``),
+    with each step's lengths ``n`` unless the same message's deltas carry its text to its end."""
+
+    turn: Required[int]
+    record: dict
+    steps: list[dict | NewStep]
+    ended: bool
+
+
+@dataclass(frozen=True)
+class PatchRules:
+    """What a view fills in of a live turn that its patches leave out: the encoder (turn_codec.py)
+    leaves out exactly this, the decoder (js/src/reducer.js, from the generated js/src/protocol_data.js)
+    puts it back. Declared once here, as data."""
+
+    usage_fields: tuple[str, ...]  # a patch's usage counts, in this order (trailing zeros left out)
+    usual_shapes: dict[str, dict[str, str]]  # a new step's type, source and target, left out when these for its kind
+    new_record: dict[str, str]  # a running turn's record before its first patch...
+    carried_over: tuple[str, ...]  # ...with these fields of the latest turn before it
+    ended_record: dict[str, str]  # at an ended patch the record is these, finish_reason only when it has none
+    step_status: str  # a step without a status has this one
+    ended_status: str  # at its turn's end an active step has this one
+    done_kinds: tuple[str, ...]  # a new step of these kinds is done, of any other active
+    from_record: dict[str, str]  # a new step of this kind has this field of the record
+    footer_only: tuple[str, ...]  # record figures only the footer shows: they wait for the ended patch
+    live_hidden: dict[str, tuple[str, ...]]  # step fields of a kind the live view never shows: never patched
+    usage_shown_if: str  # a model call's usage goes in a patch only with this count (the thinking block's)
+    finish_shown: tuple[str, ...]  # a finish step with none of these says nothing: never patched
+
+
+PATCH_RULES = PatchRules(
+    usage_fields=tuple(f.name for f in dataclasses.fields(UsageMetadata)),
+    usual_shapes={
+        "prompt": {"type": "TEXT_RESPONSE", "source": "USER", "target": "UNSPECIFIED"},
+        "model_call": {"type": "TEXT_RESPONSE", "source": "MODEL", "target": "USER"},
+        "tool_run": {"type": "TOOL_CALL", "source": "SYSTEM", "target": "ENVIRONMENT"},
+        "finish": {"type": "FINISH", "source": "SYSTEM", "target": "USER"},
+    },
+    new_record={"status": "running"},
+    carried_over=("model", "provider"),
+    ended_record={"status": "done", "finish_reason": "STOP"},
+    step_status="ACTIVE",
+    ended_status="DONE",
+    done_kinds=("prompt", "finish"),
+    from_record={"model_call": "model", "finish": "finish_reason"},
+    footer_only=("usage", "ttft", "duration", "tps", "cost"),
+    live_hidden={"prompt": ("created_at", "finished_at"),
+                 "model_call": ("created_at", "finished_at", "finish_reason"),
+                 "finish": ("created_at", "finished_at", "finish_reason")},
+    usage_shown_if="thoughts_token_count",
+    finish_shown=("error", "refusal", "content", "thinking", "n", "notice", "http_code", "tool_calls"),  # n: its text went as deltas
+)
+
+
 # --- the chat widget: events ----------------------------------------------------------------------
 
 @CHAT.event("deltas")
 @dataclass(frozen=True)
 class Deltas(Message):
-    """What changed since the last flush, in one message: ``patches``, the running turn's structure
-    as a live view shows it (widget_wire.TurnBuffer.patch: ``{"turn", "record"?, "steps"?, "ended"?}``,
-    the record's changed fields, each new step whole but for what a view derives, or ``[step_index,
-    kind]`` when that is all it says, each changed step as its ``step_index`` with its changed fields,
-    a null field gone, a usage as a list of counts; a new record starts with the model and provider
-    of the turn before; the footer's figures come with ``ended``: the turn ended, the record done
-    (STOP) and its active steps done unless the patch says otherwise, each step's lengths ``n`` with
-    it unless the same message's deltas carry its text to its end), applied first;
-    then the text, ``[step_index, "c"|"t", offset, text]`` items, a 5th ``true`` replaces.
-    ``state``: trait values that changed with this flush (``running``, ``finished``: left out when the
-    ended patches tell it; ``gauge``: its changed keys, merged over the view's), set in the kernel
-    without a state update of their own."""
+    """What changed since the last flush, in one message: the running turn's structure (``patches``,
+    applied first), then its text (``items``). ``state``: trait values that changed with this flush
+    (``running``; ``finished``, left out when the ended patches tell it; ``gauge``, its changed keys
+    merged over the view's), set in the kernel without a state update of their own."""
 
-    items: list[list]
-    patches: list[dict] = dataclasses.field(default_factory=list)
+    items: list[DeltaItem]
+    patches: list[Patch] = dataclasses.field(default_factory=list)
     state: dict = dataclasses.field(default_factory=dict)
 
 
@@ -327,6 +433,7 @@ class Confirm(Message):
 class AssetModule(Message):
     """A lazily loaded module's code (ASSETS: math, grammars)."""
 
+    id: str
     name: str
     code: str
 
@@ -461,6 +568,7 @@ class AssetRequest(Message):
     """The view met math or a code block needing a grammar (answered once per page, if known)."""
 
     name: str
+    id: str = ""
 
 
 @CHAT.request("names", answer=Names)
@@ -673,9 +781,15 @@ class RowsChanged(Message):
 
 
 def schema() -> dict:
-    """Every widget's messages as JSON Schema (js/src/protocol.json)."""
+    """Every widget's messages as JSON Schema (js/src/protocol.json), and the chat's ``PATCH_RULES``."""
     return {"$comment": "generated by `python -m nbagent.notebook.protocol` from nbagent/notebook/protocol.py; do not edit",
-            "chat": CHAT.schema(), "session_browser": BROWSER.schema(), "class_view": CLASS.schema()}
+            "chat": {**CHAT.schema(), "patch_rules": rules_data()},
+            "session_browser": BROWSER.schema(), "class_view": CLASS.schema()}
+
+
+def rules_data() -> dict:
+    """``PATCH_RULES`` as JSON data (tuples as lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(PATCH_RULES)))
 
 
 def schema_text() -> str:
@@ -688,10 +802,21 @@ _TS = {"string": "string", "boolean": "boolean", "integer": "number", "number": 
 def _ts_type(sch: dict) -> str:
     if "anyOf" in sch:
         return " | ".join(_ts_type(s) for s in sch["anyOf"])
+    if "const" in sch:
+        return json.dumps(sch["const"])
+    if "enum" in sch:
+        return " | ".join(json.dumps(v) for v in sch["enum"])
     if sch.get("type") == "null":
         return "null"
     if sch.get("type") == "array":
-        return f"{_ts_type(sch['items'])}[]" if "items" in sch else "any[]"
+        if "prefixItems" in sch:
+            return "[" + ", ".join(_ts_type(s) for s in sch["prefixItems"]) + "]"
+        item = _ts_type(sch["items"]) if "items" in sch else "any"
+        return f"({item})[]" if " " in item else f"{item}[]"
+    if sch.get("type") == "object" and "properties" in sch:
+        required = set(sch.get("required", []))
+        fields = [f"{k}{'' if k in required else '?'}: {_ts_type(v)};" for k, v in sch["properties"].items()]
+        return "{ " + " ".join(fields) + " }"
     return _TS.get(sch.get("type", ""), "any")
 
 
@@ -702,11 +827,11 @@ def _ts_interface(name: str, kind: str, spec: _Spec) -> str:
 
 
 def _ts_step() -> list[str]:
-    """The wire form of a step (widget_wire.step_dict): every field that leaves the kernel, typed."""
+    """The wire form of a step (turn_codec.step_dict): every field that leaves the kernel, typed."""
     hints = typing.get_type_hints(Step)
     lines = []
     for name, role in field_roles().items():
-        if role.wire is Wire.KERNEL or not role.saved:
+        if role.delivery is Delivery.KERNEL or not role.saved:
             continue
         hint = hints[name]
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -721,8 +846,8 @@ def _ts_step() -> list[str]:
             ts = "any[]"
         else:
             ts = "any"
-        required = role.keep_empty and role.wire is not Wire.TEXT  # a bare step's text went as deltas
-        lines.append(f"  {name}{'' if required else '?'}: {ts};  // {role.wire.value}{', shown' if role.shown else ''}")
+        required = role.keep_empty and role.delivery is not Delivery.TEXT  # a bare step's text went as deltas
+        lines.append(f"  {name}{'' if required else '?'}: {ts};  // {role.delivery.value}{', shown' if role.shown else ''}")
     lines.append("  kind: " + " | ".join(f'"{k.value}"' for k in StepKind) + ";  // Step.kind")
     lines.append("  n?: [number, number];  // a bare step: the lengths of its content and thinking")
     return lines
@@ -746,13 +871,26 @@ def typescript() -> str:
         out.append("")
     if BROWSER.reply:
         out.append('export interface BrowserReply { type: "reply"; id: string; ok: boolean; error?: string; [field: string]: any }')
-    out += ["", "/** A step as the widget gets it (widget_wire.step_dict). */", "export interface WireStep {", *_ts_step(), "}", ""]
+    out += ["", "/** A step as the widget gets it (turn_codec.step_dict). */", "export interface WireStep {", *_ts_step(), "}", ""]
     return "\n".join(out)
 
 
-TS_PATH = SCHEMA_PATH.with_name("protocol.d.ts")
+def module() -> str:
+    """The data the front end imports (js/src/protocol_data.js): ``PATCH_RULES`` and each chat event's fields
+    (a view drops an event with a field it does not know, as the schema does)."""
+    fields = {k: sorted(["type", *(f.name for f in s.fields)]) for k, s in sorted(CHAT.events.items())}
+    return ("// Generated by `python -m nbagent.notebook.protocol` from nbagent/notebook/protocol.py; do not edit.\n"
+            "/** What a view fills in of a live turn that its patches leave out (protocol.py PatchRules). */\n"
+            f"export const PATCH_RULES = {json.dumps(rules_data(), indent=1, sort_keys=True)};\n"
+            "/** The fields each chat event may carry. @type {Record<string, string[]>} */\n"
+            f"export const CHAT_EVENT_FIELDS = {json.dumps(fields, indent=1, sort_keys=True)};\n")
 
-if __name__ == "__main__":  # write js/src/protocol.json and js/src/protocol.d.ts
+
+TS_PATH = SCHEMA_PATH.with_name("protocol.d.ts")
+MODULE_PATH = SCHEMA_PATH.with_name("protocol_data.js")
+
+if __name__ == "__main__":  # write js/src/protocol.json, js/src/protocol.d.ts and js/src/protocol_data.js
     SCHEMA_PATH.write_text(schema_text(), encoding="utf-8")
     TS_PATH.write_text(typescript(), encoding="utf-8")
-    print(f"wrote {SCHEMA_PATH} and {TS_PATH}")
+    MODULE_PATH.write_text(module(), encoding="utf-8")
+    print(f"wrote {SCHEMA_PATH}, {TS_PATH} and {MODULE_PATH}")

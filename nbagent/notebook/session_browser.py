@@ -39,7 +39,7 @@ from .protocol import (BROWSER, AssetCode, BrowserAsset, Export, Exported, Found
                        Restore, Restored, Resume, Resumed, Search, Trash, Trashed)
 from .session_rows import session_rows
 from .widget import ChatWidget, asset_code
-from .widget_wire import TurnBuffer, jsonable
+from .turn_codec import TurnBuffer, jsonable
 
 _STATIC = Path(__file__).parent / "static"
 __all__ = ["SessionActions", "SessionBrowser", "folder_ui", "session_rows", "session_turns"]

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..core.session_file import gc_paused
-from .widget_wire import jsonable
+from .turn_codec import jsonable
 
 ROW_FIELDS = ("path", "title", "created", "updated", "models", "turns", "tokens", "cost_usd", "user", "error")
 __all__ = ["ROW_FIELDS", "session_rows"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..core.conversation_state import ConversationEvent
 from ..core.steps import Step, TurnStatus
 from .conversation_view import ConversationView
 
@@ -100,6 +101,19 @@ class TranscriptOutput:
             self._cells.append(dict(pub.parent_header))
             self._show_heads(conversation, self._cells[-1:])
         return True
+
+    def see_event(self, conversation: ConversationView, event: str, payload: Any = None) -> None:
+        """A conversation event: a turn starts (``turn_started``) or finishes (``turn_finished``), a step
+        changes (``step_changed``: a turn already out may change, a manual result), the history is
+        cleared or replaced (``reset``). Never per token: a running turn's steps cost nothing here."""
+        if event == ConversationEvent.TURN_STARTED:
+            self.turn_started()
+        elif event == ConversationEvent.TURN_FINISHED:
+            self.turn_finished(conversation, payload.turn)
+        elif event == ConversationEvent.STEP:
+            self.step_changed(conversation, payload)
+        elif event == ConversationEvent.CLEARED:
+            self.reset(conversation)
 
     def turn_started(self) -> None:
         """A turn starts: note the request asking for it (the running cell, or the chat box's

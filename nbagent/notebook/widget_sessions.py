@@ -80,8 +80,8 @@ class SessionControls:
         if provider is None:
             return
         status = provider.status
-        task = getattr(self.widget, "_task", None)  # None: the widget is being made
-        running = task is not None and not task.done()
+        prompts = getattr(self.widget, "prompts", None)  # None: the widget is being made
+        running = prompts is not None and prompts.running()
         state = replay_state(status)
         waiting = status.waiting and running
         with self.widget.hold_sync():
@@ -151,8 +151,7 @@ class SessionControls:
         self.show_autosave()
 
     def _idle(self) -> None:
-        task = self.widget._task
-        if (task is not None and not task.done()) or not self.widget.conversation.is_idle():
+        if self.widget.prompts.running() or not self.widget.conversation.is_idle():
             raise ConfigError("a turn is running; stop it first")
 
     # --- replay steps ---------------------------------------------------------------------

@@ -84,8 +84,6 @@ def policy_notice(conv: ConversationView, prompt: str = "") -> str:
     return f"Not sent: {err.message}" if err is not None else ""
 
 
-course_notice = policy_notice  # widget.py's name for it until the widget host is rebuilt (issue #45)
-
 
 def gate(conv: ConversationView, prompt: str, over_budget: bool) -> tuple[str | None, str]:
     """Before a widget send: (the question to ask instead of sending — the widget's ``confirm``

@@ -20,7 +20,7 @@ def customs(w: ChatWidget) -> list:
 
 async def until_idle(w: ChatWidget) -> None:
     """Wait until the turn the widget runs (if any) has ended and its last flush has been sent."""
-    task = w._task
+    task = w.prompts.task
     if task is not None and not task.done():
         await asyncio.wait([task])  # its outcome is the test's to read from the widget
     await asyncio.sleep(0)  # the task's done callback flushes
