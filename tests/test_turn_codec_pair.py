@@ -220,7 +220,7 @@ class Script:
         self.step(changed)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=1, max_size=40))
 def test_every_turn_is_rebuilt_at_every_flush_of_a_scripted_conversation(reducer, ops):
     codec = TurnCodec()
