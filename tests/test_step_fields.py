@@ -77,3 +77,22 @@ def test_a_field_the_transcript_shows_changes_every_transcript(name):
     for render in (transcript_markdown, transcript_text):
         assert render([base]) != render([changed]), f"{render.__name__} does not show {name}"
     assert conversation_html([base], []) != conversation_html([changed], [])
+
+
+NEEDS_A_BROWSER = {"display": "its HTML is drawn through DOMPurify, which needs a real DOM (test_widget_fields_browser.py)"}
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("name", SHOWN)
+async def test_a_shown_field_changed_on_a_live_step_changes_the_drawn_turn(name):
+    """The browser-free half of test_widget_fields_browser.py: the messages the kernel sent, through the
+    real reducer and the turn's real renderer on js/test's fake DOM, draw the turn differently once the
+    field changed on its live step."""
+    if name in NEEDS_A_BROWSER:
+        pytest.skip(NEEDS_A_BROWSER[name])
+    rec = await record_change(name)
+    out = subprocess.run([NODE, str(ROOT / "tests" / "support" / "draw_turn.mjs")], check=True, capture_output=True,
+                         input=json.dumps([rec.messages, list(rec.marks)]).encode(), timeout=60)
+    before, after = json.loads(out.stdout)
+    assert f'"data-step":"{INDEX}"' in before, "the live step is not drawn"
+    assert before != after, f"changing {name} on a live step changed nothing the widget draws"

@@ -197,27 +197,31 @@ class Script:
             self.live = None
             self.send(E.CLEARED, None)
         elif last is not None and kind in ("text", "rewrite", "status", "tool_call", "usage", "notice"):
-            changed = copy.deepcopy(last)
-            if kind == "text":
-                setattr(changed, args[0], getattr(changed, args[0]) + args[1])
-            elif kind == "rewrite":
-                changed.content = args[0][:1]
-            elif kind == "status":
-                changed.status = args[0]
-                changed.finished_at = time.time()
-            elif kind == "tool_call":
-                changed.tool_calls = [*changed.tool_calls, ToolCall(f"c{len(changed.tool_calls)}", args[0], {"x": 1})]
-            elif kind == "usage":  # once a step, as a model call's usage comes (a structural change is its presence)
-                if changed.usage_metadata is not None:
-                    return
-                changed.usage_metadata = UsageMetadata(prompt_token_count=args[0], candidates_token_count=1,
-                                                       total_token_count=args[0] + 1, thoughts_token_count=args[1])
-            else:
-                changed.notice = args[0]
-            self.step(changed)
+            self.change(last, kind, args)
+
+    def change(self, last: Step, kind: str, args: list) -> None:
+        """The live turn's latest step changes (its text, status, tool calls, usage or notice)."""
+        changed = copy.deepcopy(last)
+        if kind == "text":
+            setattr(changed, args[0], getattr(changed, args[0]) + args[1])
+        elif kind == "rewrite":
+            changed.content = args[0][:1]
+        elif kind == "status":
+            changed.status = args[0]
+            changed.finished_at = time.time()
+        elif kind == "tool_call":
+            changed.tool_calls = [*changed.tool_calls, ToolCall(f"c{len(changed.tool_calls)}", args[0], {"x": 1})]
+        elif kind == "usage":  # once a step, as a model call's usage comes (a structural change is its presence)
+            if changed.usage_metadata is not None:
+                return
+            changed.usage_metadata = UsageMetadata(prompt_token_count=args[0], candidates_token_count=1,
+                                                   total_token_count=args[0] + 1, thoughts_token_count=args[1])
+        else:
+            changed.notice = args[0]
+        self.step(changed)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=1, max_size=40))
 def test_every_turn_is_rebuilt_at_every_flush_of_a_scripted_conversation(reducer, ops):
     codec = TurnCodec()

@@ -67,11 +67,11 @@ def test_the_widget_answers_a_names_request_with_its_id():
     assert sent == [{"type": "names", "id": "box-1-7", "names": [["price", "float"], ["sales", "list"]]}]
 
 
-async def test_every_send_passes_the_prompt_seam_and_a_refused_one_comes_back_as_typed():
-    class Prepared(ChatWidget):
-        def _prepare_prompt(self, prompt: str) -> str:
-            return prompt + "\n\n[attached: sales]"
+async def test_every_send_passes_the_prompt_seam_and_a_refused_one_comes_back_as_typed(monkeypatch):
+    import nbagent.notebook.widget_prompt as prompt_path
 
+    monkeypatch.setattr(prompt_path, "prepare_prompt", lambda prompt, namespace=None: prompt + "\n\n[attached: sales]")
+    Prepared = ChatWidget
     provider = ScriptedProvider([text_call("ok")])
     agent = Agent(model=provider)
     w = Prepared(agent)

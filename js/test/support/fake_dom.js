@@ -48,6 +48,27 @@ class FakeElement {
       this.children.push(node);
     }
   }
+  /** @param {any} node @param {any} ref the child to put it before (null: at the end) */
+  insertBefore(node, ref) {
+    if (node.parentElement) node.parentElement.children = node.parentElement.children.filter((/** @type {any} */ c) => c !== node);
+    node.parentElement = this;
+    const at = ref ? this.children.indexOf(ref) : -1;
+    if (at < 0) this.children.push(node);
+    else this.children.splice(at, 0, node);
+    return node;
+  }
+  /** @param {...any} nodes */
+  prepend(...nodes) {
+    const first = this.children[0] || null;
+    for (const n of nodes) this.insertBefore(typeof n === "string" ? textNode(n) : n, first);
+  }
+  get firstChild() { return this.children[0] || null; }
+  get lastElementChild() { return this.children[this.children.length - 1] || null; }
+  get nextSibling() {
+    const siblings = this.parentElement ? this.parentElement.children : [];
+    return siblings[siblings.indexOf(this) + 1] || null;
+  }
+  get nextElementSibling() { return this.nextSibling; }
   /** @param {...any} nodes */
   replaceChildren(...nodes) {
     for (const c of this.children) c.parentElement = null;
@@ -105,6 +126,8 @@ const fakeDocument = {
   activeElement: null,
   /** @param {string} tag */
   createElement: (tag) => new FakeElement(tag),
+  /** @param {string} _ns @param {string} tag */
+  createElementNS: (_ns, tag) => new FakeElement(tag),
   /** @param {string} text */
   createTextNode: (text) => textNode(text),
 };
