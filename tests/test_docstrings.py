@@ -3,6 +3,7 @@ the API reference (docs/reference/api.md) is made from them, so a name without o
 
 from __future__ import annotations
 
+import builtins
 import doctest
 import inspect
 
@@ -82,7 +83,12 @@ def test_the_docstring_examples_run_and_show_what_they_say():
     assert "nbagent.Agent.ask" in dict(examples)
     names = {name: getattr(nbagent, name) for name in nbagent.__all__}
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    for where, text in examples:
-        test = doctest.DocTestParser().get_doctest(text, {**names, "nbagent": nbagent}, where, None, 0)
-        runner.run(test, clear_globs=True)
+    had_underscore = "_" in builtins.__dict__
+    try:
+        for where, text in examples:
+            test = doctest.DocTestParser().get_doctest(text, {**names, "nbagent": nbagent}, where, None, 0)
+            runner.run(test, clear_globs=True)
+    finally:  # Python's displayhook leaves the last result in builtins._, where IPython then never sets `_`
+        if not had_underscore:
+            builtins.__dict__.pop("_", None)
     assert runner.failures == 0, f"{runner.failures} docstring examples failed (their output is above)"
