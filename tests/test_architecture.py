@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nbagent"
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py"))
@@ -223,20 +222,31 @@ COURSE_BUILDERS = {
 }
 
 
+def _package_of(path: Path, root: Path) -> list[str]:
+    """The package a module at ``path`` sits in, as name parts relative to ``root``."""
+    name = module_name(path, root)
+    return [p for p in (name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]) if p]
+
+
+def _from_module(node: ast.ImportFrom, package: list[str], root: Path) -> list[str] | None:
+    """The package's module a ``from ... import`` names (parts relative to ``root``), None for another package's."""
+    if node.level:
+        base = package[:len(package) - node.level + 1] if node.level > 1 else package
+        return [*base, *(node.module.split(".") if node.module else [])]
+    if (node.module or "").split(".")[0] == root.name:
+        return (node.module or "").split(".")[1:]
+    return None
+
+
 def imported_modules(path: Path, root: Path) -> list[tuple[str, int]]:
     """(module, line) of each import of the package at ``root`` by the module at ``path`` (names
     relative to it; ``from x import y`` gives ``x`` and ``x.y``), type-only and function imports included."""
-    name = module_name(path, root)
-    package = [p for p in (name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]) if p]
+    package = _package_of(path, root)
     found = []
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[:len(package) - node.level + 1] if node.level > 1 else package
-                module = [*base, *(node.module.split(".") if node.module else [])]
-            elif (node.module or "").split(".")[0] == root.name:
-                module = (node.module or "").split(".")[1:]
-            else:
+            module = _from_module(node, package, root)
+            if module is None:
                 continue
             found += [(".".join(m), node.lineno) for m in (module, *([*module, a.name] for a in node.names))]
         elif isinstance(node, ast.Import):
@@ -306,8 +316,7 @@ def import_graph(root: Path) -> dict[str, dict[str, int]]:
     graph: dict[str, dict[str, int]] = {}
     for path in paths:
         name = module_name(path, root)
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        package = [p for p in package if p]
+        package = _package_of(path, root)
         tree = _tree(path)
         skip = _type_checking_only(tree)
         edges = graph.setdefault(name, {})
@@ -316,12 +325,8 @@ def import_graph(root: Path) -> dict[str, dict[str, int]]:
                 continue
             targets = []
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package[:len(package) - node.level + 1] if node.level > 1 else package
-                    module = [*base, *(node.module.split(".") if node.module else [])]
-                elif (node.module or "").split(".")[0] == root.name:
-                    module = (node.module or "").split(".")[1:]
-                else:
+                module = _from_module(node, package, root)
+                if module is None:
                     continue
                 for alias in node.names:
                     sub = ".".join([*module, alias.name])
