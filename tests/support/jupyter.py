@@ -322,7 +322,11 @@ def reload_and_open(page, path: str) -> str:
     (JupyterLab opens and activates the URL's /tree/ path after restoring) and the workspace saved on
     the server (its layout is saved a moment after each change) has it as the only, current tab. Any
     other notebook there would be reopened and could take the focus from ours, hiding its output.
-    After the reload, wait until our panel is the current one with a connected kernel."""
+    After the reload, wait until the file browser has opened the URL's path itself (JupyterLab's
+    restoreBrowser: once routed, it opens the /tree/ path and then drops ``jp-mod-restoring``; on a
+    loaded machine that came after the test had closed the notebook, reopening it over the next
+    test's, whose output was then hidden), then until our panel is the current one with a connected
+    kernel."""
     page.wait_for_function("""async (path) => {
         const app = window.jupyterapp;
         if (decodeURIComponent(location.pathname).split('/tree/')[1] !== path) return false;
@@ -335,6 +339,8 @@ def reload_and_open(page, path: str) -> str:
     }""", arg=path, polling=100)
     page.reload()
     wait_restored(page)
+    page.wait_for_function("""() => { const b = document.querySelector('.jp-FileBrowser');
+        return b !== null && !b.classList.contains('jp-mod-restoring'); }""", polling=50)
     return open_notebook(page, path)
 
 
