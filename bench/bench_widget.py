@@ -31,6 +31,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from support.streams import StreamConnection, words  # noqa: E402
 from nbagent import Conversation  # noqa: E402
+from nbagent.core.conversation_state import plumbing_of  # noqa: E402
 from nbagent.notebook.widget import ChatWidget  # noqa: E402
 
 
@@ -86,7 +87,7 @@ def replayed(flush_every: int) -> tuple[int, int]:
     async def events() -> list:
         out: list = []
         conv = Conversation(StreamConnection(words(2000), thinking=["a ", "b"], batch=5))
-        conv.plumbing.add_listener(lambda e, p: out.append((e, copy.deepcopy(p))))
+        plumbing_of(conv).add_listener(lambda e, p: out.append((e, copy.deepcopy(p))))
         for i in range(5):
             await conv.chat_to_completion(f"q{i}")
         return out
