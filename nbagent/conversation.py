@@ -3,7 +3,7 @@
 It drives a connection (which runs turns and emits ``Step`` updates) and is made
 of parts, each in its layer: a :class:`~nbagent.core.turn_log.TurnLog` records
 the steps, turns, compactions and usage; a :class:`~nbagent.analysis.budget.Budget`
-guards spending; a :class:`~nbagent.core.turn_policy.TurnPolicy` (``plumbing.policy``) is
+guards spending; a :class:`~nbagent.core.turn_policy.TurnPolicy` (``plumbing_of(conv).policy``) is
 consulted before each turn and for each tool call; the analysis and notebook layers give the
 DataFrames, reports, transcripts and the widget.
 """

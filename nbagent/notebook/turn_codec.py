@@ -522,21 +522,25 @@ class TurnCodec:
         """Every turn with its text, oldest first (the running one too unless ``finished_only``)."""
         return [self.turns[n].to_dict(pricing) for n in sorted(self.turns) if not (finished_only and n == self.live)]
 
+    def _live_turn(self) -> TurnBuffer | None:
+        """The running turn's buffer (None between turns)."""
+        return self.turns.get(self.live) if self.live is not None else None
+
     def shown_whole(self, pricing: Mapping | None = None) -> None:
         """The views got every turn whole: the running turn's next patch starts from that."""
-        live = self.turns.get(self.live) if self.live is not None else None
+        live = self._live_turn()
         if live is not None:
             live.shown_whole(pricing)
 
     def current(self, pricing: Mapping | None = None) -> dict | None:
         """The running turn, bare (None between turns)."""
-        live = self.turns.get(self.live) if self.live is not None else None
+        live = self._live_turn()
         return live.bare_dict(pricing) if live is not None else None
 
     def _covered(self, pending: list[PendingDelta]) -> frozenset[int]:
         """The steps whose text the deltas in ``pending`` carry up to its end in every field that has
         any: a view that reads them has it all or sees the gap, so their patches need no lengths ``n``."""
-        live = self.turns.get(self.live) if self.live is not None else None
+        live = self._live_turn()
         ended = [self.turns[n] for n in self._ended_live if n in self.turns]
         out = set()
         for idx in {p.index for p in pending}:

@@ -2,9 +2,9 @@
 
 Refused at once (``Refused``: the view that sent it drops its echo and unlocks) when it is empty or
 a turn is running; its ``@cell`` references (cell_refs.py) and ``@names`` (variables.py, off the
-event loop and time-limited: a ``__repr__`` that hangs must not hold Stop) are attached; then a
-course policy may refuse it and an over-budget prompt goes back to the view as ``Confirm`` (Send
-anyway / Cancel, widget_usage.py); else it runs as an asyncio task on the kernel's loop, so Stop,
+event loop and time-limited: a ``__repr__`` that hangs must not hold Stop) are attached; then the
+conversation's policy may refuse it and an over-budget prompt goes back to the view as ``Confirm``
+(Send anyway / Cancel, widget_usage.py); else it runs as an asyncio task on the kernel's loop, so Stop,
 Approve and Deny are handled while it streams.
 """
 
@@ -128,8 +128,8 @@ class Prompts:
             await self._run(prepared)
 
     def _gate(self, prompt: str, prepared: str, over_budget: bool) -> bool:
-        """Whether ``prepared`` may run now: a course policy's closed or over-budget refuses it; over the
-        conversation's budget, the view asks "Send anyway" / "Cancel"."""
+        """Whether ``prepared`` may run now: the conversation's policy may refuse it (a course closed or
+        over its period's budget); over the conversation's budget, the view asks "Send anyway" / "Cancel"."""
         host = self.host
         closed = policy_notice(host.conversation, prepared)
         if closed:
