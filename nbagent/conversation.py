@@ -57,7 +57,8 @@ class Conversation:
         self._interrupt_requested = False
         self._reader: _Reader | None = None  # the stream reading the running turn (None: none handed out)
         self._wound_down: list[asyncio.Future] = []  # sends waiting for a dropped stream's turn to end
-        self._parts = (ConversationBudget(self, self._log, self._budget, self._request_inputs), ConversationNotebook(self))
+        self._parts = (ConversationBudget(self, self._log, self._budget, self._request_inputs),
+                       ConversationNotebook(self))
         self._plumbing = ConversationPlumbing(self, self._log, self._state)  # plumbing_of(conv)
         if connection is not None:
             connection.request_guard = self._stop_reason
